@@ -1,0 +1,425 @@
+//! Schemes: the complete recipe from a document's text to its fingerprint, and the
+//! [`Fingerprinter`] that applies one with reusable buffers.
+//!
+//! | scheme | features | feature hash | weights | output |
+//! |---|---|---|---|---|
+//! | `simhash-doc` (default) | single tokens | lookup3 | set | 64-bit simhash |
+//! | `simhash-shingles` | word 3-gram shingles | xxh3 | set | 64-bit simhash |
+//! | `minhash` | word 5-gram shingles | xxh3 | set | 128 x 64-bit MinHash |
+//!
+//! Every part can be overridden (feature kind, n, weighting, stop words, NFKC); a scheme
+//! with overrides is no longer simhash-doc and says so in its [`Scheme::describe`] name.
+
+use std::sync::Arc;
+
+use unicode_normalization::UnicodeNormalization;
+
+use crate::exact;
+use crate::features::{
+    hash_features, FeatureConfig, FeatureKind, StopWords, DEFAULT_SHINGLE_WORDS,
+};
+use crate::minhash::{MinHasher, DEFAULT_PERMUTATIONS, DEFAULT_SEED};
+use crate::simhash::{dedup_sorted, simhash, Weighting};
+use crate::tokenize::Tokenizer;
+
+/// The default `n` of word shingles in MinHash mode.
+pub const DEFAULT_MINHASH_SHINGLE: usize = 5;
+
+/// The named starting points a user picks with `--scheme`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchemeName {
+    SimhashDoc,
+    SimhashShingles,
+    Minhash,
+}
+
+impl SchemeName {
+    pub const ALL: [SchemeName; 3] = [
+        SchemeName::SimhashDoc,
+        SchemeName::SimhashShingles,
+        SchemeName::Minhash,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemeName::SimhashDoc => "simhash-doc",
+            SchemeName::SimhashShingles => "simhash-shingles",
+            SchemeName::Minhash => "minhash",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SchemeName> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// What the fingerprint is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Method {
+    /// A 64-bit simhash under a weighting.
+    Simhash(Weighting),
+    /// A MinHash signature with this many permutations.
+    MinHash { permutations: usize },
+}
+
+/// A complete fingerprinting recipe.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scheme {
+    pub name: SchemeName,
+    pub features: FeatureConfig,
+    pub method: Method,
+}
+
+impl Scheme {
+    pub fn simhash_doc() -> Self {
+        Scheme {
+            name: SchemeName::SimhashDoc,
+            features: FeatureConfig::simhash_doc(),
+            method: Method::Simhash(Weighting::Set),
+        }
+    }
+
+    pub fn simhash_shingles() -> Self {
+        Scheme {
+            name: SchemeName::SimhashShingles,
+            features: FeatureConfig::word_shingles(DEFAULT_SHINGLE_WORDS),
+            method: Method::Simhash(Weighting::Set),
+        }
+    }
+
+    pub fn minhash() -> Self {
+        Scheme {
+            name: SchemeName::Minhash,
+            features: FeatureConfig::word_shingles(DEFAULT_MINHASH_SHINGLE),
+            method: Method::MinHash {
+                permutations: DEFAULT_PERMUTATIONS,
+            },
+        }
+    }
+
+    pub fn named(name: SchemeName) -> Self {
+        match name {
+            SchemeName::SimhashDoc => Self::simhash_doc(),
+            SchemeName::SimhashShingles => Self::simhash_shingles(),
+            SchemeName::Minhash => Self::minhash(),
+        }
+    }
+
+    /// Whether this is exactly the named preset (no overrides).
+    pub fn is_preset(&self) -> bool {
+        *self == Self::named(self.name)
+    }
+
+    /// A one-line description: the preset name, and the overrides if any.
+    pub fn describe(&self) -> String {
+        let kind = match self.features.kind {
+            FeatureKind::Words => "words".to_string(),
+            FeatureKind::WordShingles(n) => format!("word {n}-shingles"),
+            FeatureKind::CharNgrams(n) => format!("char {n}-grams"),
+        };
+        let method = match &self.method {
+            Method::Simhash(Weighting::Set) => "simhash, set weights".to_string(),
+            Method::Simhash(Weighting::Tf) => "simhash, tf weights".to_string(),
+            Method::Simhash(Weighting::TfIdf(_)) => "simhash, tf-idf weights".to_string(),
+            Method::MinHash { permutations } => format!("minhash-{permutations}"),
+        };
+        let mut extras = Vec::new();
+        if self.features.nfkc {
+            extras.push("nfkc".to_string());
+        }
+        if let Some(stop) = &self.features.stop_words {
+            extras.push(format!("{} stop words", stop.len()));
+        }
+        let base = if self.is_preset() {
+            self.name.as_str().to_string()
+        } else {
+            format!("{} (modified)", self.name.as_str())
+        };
+        format!(
+            "{base}: {kind}, {:?} hash, {method}{}",
+            self.features.hasher,
+            extras.iter().map(|e| format!(", {e}")).collect::<String>()
+        )
+    }
+
+    pub fn with_stop_words(mut self, words: StopWords) -> Self {
+        self.features.stop_words = Some(Arc::new(words));
+        self
+    }
+}
+
+/// The analysis of one document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DocFingerprint {
+    /// The 64-bit simhash (0 for MinHash schemes and for empty documents).
+    pub simhash: u64,
+    /// Tokens that went into the features (with a letter, not stop words).
+    pub n_tokens: u32,
+    /// Distinct features.
+    pub n_features: u32,
+    /// The exact-duplicate key of the normalized token stream.
+    pub exact_key: u128,
+}
+
+impl DocFingerprint {
+    /// A document with no features is empty: never matched.
+    pub fn is_empty(&self) -> bool {
+        self.n_features == 0
+    }
+}
+
+/// Applies a scheme to documents, reusing its buffers: create one per thread.
+pub struct Fingerprinter {
+    scheme: Scheme,
+    tokenizer: Tokenizer,
+    normalized: String,
+    all_tokens: String,
+    spans: Vec<(u32, u32)>,
+    hashes: Vec<u64>,
+    minhasher: Option<MinHasher>,
+    signature: Vec<u64>,
+}
+
+impl Fingerprinter {
+    pub fn new(scheme: Scheme) -> Self {
+        let minhasher = match scheme.method {
+            Method::MinHash { permutations } => Some(MinHasher::new(permutations, DEFAULT_SEED)),
+            Method::Simhash(_) => None,
+        };
+        let signature = vec![0; minhasher.as_ref().map_or(0, MinHasher::permutations)];
+        Fingerprinter {
+            scheme,
+            tokenizer: Tokenizer::new(),
+            normalized: String::new(),
+            all_tokens: String::new(),
+            spans: Vec::new(),
+            hashes: Vec::new(),
+            minhasher,
+            signature,
+        }
+    }
+
+    pub fn scheme(&self) -> &Scheme {
+        &self.scheme
+    }
+
+    /// Tokenizes `text`, fills the feature hashes (one per occurrence) and returns
+    /// (tokens kept, exact key).
+    fn analyze(&mut self, text: &str) -> (u32, u128) {
+        let nfkc;
+        let text = if self.scheme.features.nfkc {
+            nfkc = text.nfkc().collect::<String>();
+            nfkc.as_str()
+        } else {
+            text
+        };
+        self.normalized.clear();
+        self.all_tokens.clear();
+        self.spans.clear();
+        let stop_words = self.scheme.features.stop_words.as_deref();
+        let (normalized, all_tokens, spans) =
+            (&mut self.normalized, &mut self.all_tokens, &mut self.spans);
+        self.tokenizer.for_each_token(text, |token| {
+            if !all_tokens.is_empty() {
+                all_tokens.push(' ');
+            }
+            all_tokens.push_str(token.text);
+            if !token.has_alpha || stop_words.is_some_and(|s| s.contains(token.text)) {
+                return;
+            }
+            if !normalized.is_empty() {
+                normalized.push(' ');
+            }
+            let start = normalized.len() as u32;
+            normalized.push_str(token.text);
+            spans.push((start, normalized.len() as u32));
+        });
+        let exact_key = exact::token_stream_key(&self.all_tokens);
+        self.hashes.clear();
+        let f = &self.scheme.features;
+        hash_features(
+            f.kind,
+            f.hasher,
+            &self.normalized,
+            &self.spans,
+            &mut self.hashes,
+        );
+        (self.spans.len() as u32, exact_key)
+    }
+
+    /// Fingerprints one document. For MinHash schemes the signature is then available from
+    /// [`Fingerprinter::signature`].
+    pub fn fingerprint(&mut self, text: &str) -> DocFingerprint {
+        let (n_tokens, exact_key) = self.analyze(text);
+        let simhash_value = match &self.scheme.method {
+            Method::Simhash(weighting) => simhash(&mut self.hashes, weighting),
+            Method::MinHash { .. } => 0,
+        };
+        // `simhash` sorted the hashes already; sorting sorted data is cheap.
+        self.hashes.sort_unstable();
+        let distinct = dedup_sorted(&mut self.hashes);
+        self.hashes.truncate(distinct);
+        if let Some(minhasher) = &self.minhasher {
+            minhasher.signature_into(&self.hashes, &mut self.signature);
+        }
+        DocFingerprint {
+            simhash: simhash_value,
+            n_tokens,
+            n_features: distinct as u32,
+            exact_key,
+        }
+    }
+
+    /// The sorted, distinct feature hashes of the last document fingerprinted.
+    pub fn feature_set(&self) -> &[u64] {
+        &self.hashes
+    }
+
+    /// The MinHash signature of the last document (empty for simhash schemes).
+    pub fn signature(&self) -> &[u64] {
+        &self.signature
+    }
+
+    /// The normalized text of the last document: its feature tokens joined by spaces.
+    pub fn normalized_text(&self) -> &str {
+        &self.normalized
+    }
+}
+
+/// The exact-duplicate key of raw bytes (re-exported for symmetry).
+pub fn raw_exact_key(bytes: &[u8]) -> u128 {
+    exact::raw_key(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoding::{to_base32, to_hex};
+
+    fn fp(scheme: Scheme, text: &str) -> DocFingerprint {
+        Fingerprinter::new(scheme).fingerprint(text)
+    }
+
+    fn tf_doc() -> Scheme {
+        let mut s = Scheme::simhash_doc();
+        s.method = Method::Simhash(Weighting::Tf);
+        s
+    }
+
+    /// The golden vectors of the simhash-doc scheme (docs/fingerprints.md).
+    const GOLDEN: &[(&str, &str, &str, &str)] = &[
+        ("", "0000000000000000", "aaaaaaaaaaaaa", "0000000000000000"),
+        (
+            "Four score and seven years ago",
+            "30e7840624325000",
+            "gdtyibregjiaa",
+            "30e7840624325000",
+        ),
+        (
+            "The quick brown fox jumps over the lazy dog.",
+            "83052266e2554591",
+            "qmcsezxckvczc",
+            "83172276e2f5c591",
+        ),
+        (
+            "the the the cat",
+            "0506620030f44080",
+            "audgeabq6raia",
+            "0717627632fcc083",
+        ),
+        (
+            "Ünïcödé façade — naïve café 123 4u2 x_y",
+            "850322a04a503246",
+            "qubsfickkazem",
+            "850322a04a503246",
+        ),
+        (
+            "co\u{00AD}operate co\u{200B}operate",
+            "009409fb4f405d21",
+            "ackat62pibosc",
+            "009409fb4f405d21",
+        ),
+        (
+            "2024 12345 42",
+            "0000000000000000",
+            "aaaaaaaaaaaaa",
+            "0000000000000000",
+        ),
+    ];
+
+    #[test]
+    fn simhash_doc_golden_vectors() {
+        for &(text, hex, b32, tf_hex) in GOLDEN {
+            let set = fp(Scheme::simhash_doc(), text);
+            assert_eq!(to_hex(set.simhash), hex, "{text:?}");
+            assert_eq!(to_base32(set.simhash), b32, "{text:?}");
+            assert_eq!(to_hex(fp(tf_doc(), text).simhash), tf_hex, "tf {text:?}");
+        }
+    }
+
+    #[test]
+    fn empty_documents_are_flagged() {
+        assert!(fp(Scheme::simhash_doc(), "").is_empty());
+        assert!(fp(Scheme::simhash_doc(), "2024 12345 42").is_empty());
+        assert!(fp(Scheme::simhash_doc(), " ... ").is_empty());
+        assert!(!fp(Scheme::simhash_doc(), "a").is_empty());
+        assert!(fp(Scheme::minhash(), "2024").is_empty());
+    }
+
+    #[test]
+    fn exact_key_ignores_case_space_punctuation_but_not_numbers() {
+        let a = fp(Scheme::simhash_doc(), "Hello, World! 2024");
+        let b = fp(Scheme::simhash_doc(), "hello world 2024");
+        let c = fp(Scheme::simhash_doc(), "hello world 2025");
+        assert_eq!(a.exact_key, b.exact_key);
+        assert_ne!(a.exact_key, c.exact_key);
+        assert_eq!(a.simhash, c.simhash, "numbers are not simhash-doc features");
+    }
+
+    #[test]
+    fn stop_words_leave_the_features() {
+        let scheme = Scheme::simhash_doc().with_stop_words(StopWords::english());
+        assert_eq!(
+            fp(scheme.clone(), "the cat").simhash,
+            fp(Scheme::simhash_doc(), "cat").simhash
+        );
+        assert_eq!(fp(scheme.clone(), "the cat").n_tokens, 1);
+        assert!(fp(scheme, "the of and").is_empty());
+    }
+
+    #[test]
+    fn nfkc_folds_compatibility_forms() {
+        let mut scheme = Scheme::simhash_doc();
+        let wide = "ｆｕｌｌｗｉｄｔｈ ﬁne";
+        assert_ne!(
+            fp(scheme.clone(), wide).simhash,
+            fp(scheme.clone(), "fullwidth fine").simhash
+        );
+        scheme.features.nfkc = true;
+        assert_eq!(
+            fp(scheme.clone(), wide).simhash,
+            fp(scheme, "fullwidth fine").simhash
+        );
+    }
+
+    #[test]
+    fn minhash_signatures_of_similar_documents_agree_often() {
+        let mut f = Fingerprinter::new(Scheme::minhash());
+        let base = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty";
+        f.fingerprint(base);
+        let a = f.signature().to_vec();
+        f.fingerprint(&base.replace("twenty", "twentyone"));
+        let b = f.signature().to_vec();
+        let est = crate::minhash::jaccard_estimate(&a, &b);
+        // 16 shingles, 15 shared: J = 15/17.
+        assert!((est - 15.0 / 17.0).abs() < 0.2, "{est}");
+        assert_eq!(f.feature_set().len(), 16);
+    }
+
+    #[test]
+    fn describe_names_presets_and_overrides() {
+        assert!(Scheme::simhash_doc().describe().starts_with("simhash-doc:"));
+        assert!(tf_doc().describe().starts_with("simhash-doc (modified)"));
+    }
+}

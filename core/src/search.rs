@@ -1,0 +1,317 @@
+//! Finding every pair within `k` bits among fingerprints that share a table key.
+//!
+//! The simple version: compare every pair in the bucket. That is quadratic, and real corpora
+//! make hot buckets (templated pages, boilerplate) with tens of thousands of members, where
+//! other implementations either truncate the bucket (and miss pairs) or stall.
+//!
+//! Here a bucket larger than [`DEFAULT_LEAF_SIZE`] is split again, exactly: its members
+//! already agree on the key bits, so every pair within `k` differs in at most `k` of the
+//! *free* bits. Cut the free bits into `k + 1` blocks; by the pigeonhole principle the pair
+//! agrees on at least one whole block, so grouping by each block in turn and recursing
+//! finds it. Only the bits that actually vary inside the bucket are cut: constant bits
+//! would make blocks that group the whole bucket together again. A pair that agrees on several blocks is reported only from the first one at
+//! every level, so nothing is reported twice. When a sub-bucket does not shrink (a clump of
+//! nearly identical fingerprints, whose pairs are mostly real output anyway) it is compared
+//! directly rather than split forever.
+
+use crate::simhash::hamming;
+use crate::tables::TableDesign;
+
+/// Buckets up to this size are compared pair by pair.
+pub const DEFAULT_LEAF_SIZE: usize = 64;
+
+/// A fingerprint and the document it belongs to.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct Item {
+    pub fp: u64,
+    pub doc: u64,
+}
+
+/// A pair found: `doc_a < doc_b`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct Pair {
+    pub doc_a: u64,
+    pub doc_b: u64,
+    pub hamming: u32,
+}
+
+impl Pair {
+    pub fn new(x: u64, y: u64, hamming: u32) -> Self {
+        Pair {
+            doc_a: x.min(y),
+            doc_b: x.max(y),
+            hamming,
+        }
+    }
+}
+
+/// Counters of the work a search did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SearchStats {
+    /// Fingerprint pairs whose distance was computed.
+    pub comparisons: u64,
+    /// Buckets that were split because they were larger than the leaf size.
+    pub splits: u64,
+}
+
+impl SearchStats {
+    pub fn add(&mut self, other: &SearchStats) {
+        self.comparisons += other.comparisons;
+        self.splits += other.splits;
+    }
+}
+
+/// One level of splitting: the block masks and the block this branch grouped by.
+struct Level {
+    masks: Vec<u64>,
+    chosen: usize,
+}
+
+/// Searches buckets exactly, splitting hot ones.
+#[derive(Clone, Copy, Debug)]
+pub struct BucketSearch {
+    pub k: u32,
+    pub leaf_size: usize,
+}
+
+impl BucketSearch {
+    pub fn new(k: u32) -> Self {
+        BucketSearch {
+            k,
+            leaf_size: DEFAULT_LEAF_SIZE,
+        }
+    }
+
+    /// Calls `emit` for every pair of `items` within `k` bits for which `accept(a, b)` holds.
+    /// All items must agree on the bits of `shared` (the table key mask). Reorders `items`.
+    pub fn search(
+        &self,
+        items: &mut [Item],
+        shared: u64,
+        accept: &impl Fn(u64, u64) -> bool,
+        emit: &mut impl FnMut(Item, Item, u32),
+    ) -> SearchStats {
+        let mut stats = SearchStats::default();
+        let mut levels = Vec::new();
+        self.node(items, !shared, &mut levels, accept, emit, &mut stats);
+        stats
+    }
+
+    fn node(
+        &self,
+        items: &mut [Item],
+        free: u64,
+        levels: &mut Vec<Level>,
+        accept: &impl Fn(u64, u64) -> bool,
+        emit: &mut impl FnMut(Item, Item, u32),
+        stats: &mut SearchStats,
+    ) {
+        let blocks = self.k as usize + 1;
+        // Bits that are constant across the bucket cannot tell its members apart: split on
+        // the bits that vary, or every block over constant bits would return the whole bucket.
+        let first = items.first().map_or(0, |it| it.fp);
+        let free = free
+            & items
+                .iter()
+                .fold(0, |varying, it| varying | (it.fp ^ first));
+        if items.len() <= self.leaf_size || (free.count_ones() as usize) < blocks {
+            self.compare_all(items, levels, accept, emit, stats);
+            return;
+        }
+        stats.splits += 1;
+        let masks = split_bits(free, blocks);
+        let parent_len = items.len();
+        for j in 0..blocks {
+            let mask = masks[j];
+            items.sort_unstable_by_key(|it| it.fp & mask);
+            let mut start = 0;
+            while start < items.len() {
+                let key = items[start].fp & mask;
+                let end = start
+                    + items[start..]
+                        .iter()
+                        .take_while(|it| it.fp & mask == key)
+                        .count();
+                if end - start >= 2 {
+                    levels.push(Level {
+                        masks: masks.clone(),
+                        chosen: j,
+                    });
+                    let run = &mut items[start..end];
+                    if run.len() * 2 <= parent_len {
+                        self.node(run, free & !mask, levels, accept, emit, stats);
+                    } else {
+                        self.compare_all(run, levels, accept, emit, stats);
+                    }
+                    levels.pop();
+                }
+                start = end;
+            }
+        }
+    }
+
+    fn compare_all(
+        &self,
+        items: &[Item],
+        levels: &[Level],
+        accept: &impl Fn(u64, u64) -> bool,
+        emit: &mut impl FnMut(Item, Item, u32),
+        stats: &mut SearchStats,
+    ) {
+        for (i, a) in items.iter().enumerate() {
+            for b in &items[i + 1..] {
+                stats.comparisons += 1;
+                let d = hamming(a.fp, b.fp);
+                if d <= self.k && first_at_every_level(a.fp, b.fp, levels) && accept(a.fp, b.fp) {
+                    emit(*a, *b, d);
+                }
+            }
+        }
+    }
+}
+
+/// Whether, at every level, the pair agrees on no block before the one its branch chose.
+fn first_at_every_level(a: u64, b: u64, levels: &[Level]) -> bool {
+    let diff = a ^ b;
+    levels
+        .iter()
+        .all(|level| level.masks[..level.chosen].iter().all(|&m| diff & m != 0))
+}
+
+/// Cuts the set bits of `free` into `blocks` groups of near-equal size.
+fn split_bits(free: u64, blocks: usize) -> Vec<u64> {
+    let positions: Vec<u32> = (0..64).rev().filter(|&p| free & (1u64 << p) != 0).collect();
+    let (base, extra) = (positions.len() / blocks, positions.len() % blocks);
+    let mut masks = Vec::with_capacity(blocks);
+    let mut at = 0;
+    for i in 0..blocks {
+        let width = base + usize::from(i < extra);
+        masks.push(
+            positions[at..at + width]
+                .iter()
+                .fold(0u64, |m, &p| m | (1u64 << p)),
+        );
+        at += width;
+    }
+    masks
+}
+
+/// Every pair within the design's `k` among `items`, each once: sort each table by key and
+/// search its buckets. The single-threaded version of what the dataflow does across workers.
+pub fn find_pairs(
+    design: &TableDesign,
+    items: &[Item],
+    search: &BucketSearch,
+) -> (Vec<Pair>, SearchStats) {
+    let mut pairs = Vec::new();
+    let mut stats = SearchStats::default();
+    let mut table = items.to_vec();
+    for (t, &mask) in design.masks().iter().enumerate() {
+        table.sort_unstable_by_key(|it| it.fp & mask);
+        for bucket in table.chunk_by_mut(|x, y| x.fp & mask == y.fp & mask) {
+            if bucket.len() < 2 {
+                continue;
+            }
+            let accept = |a: u64, b: u64| design.first_shared_table(a, b) == Some(t);
+            let s = search.search(bucket, mask, &accept, &mut |a, b, d| {
+                pairs.push(Pair::new(a.doc, b.doc, d))
+            });
+            stats.add(&s);
+        }
+    }
+    pairs.sort_unstable();
+    (pairs, stats)
+}
+
+/// The oracle: every pair within `k`, by comparing all pairs. Quadratic; for tests.
+pub fn brute_force_pairs(items: &[Item], k: u32) -> Vec<Pair> {
+    let mut pairs = Vec::new();
+    for (i, a) in items.iter().enumerate() {
+        for b in &items[i + 1..] {
+            let d = hamming(a.fp, b.fp);
+            if d <= k {
+                pairs.push(Pair::new(a.doc, b.doc, d));
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mix::splitmix64;
+
+    /// Random fingerprints, each with a few planted neighbours at distance 0..=k+1.
+    fn planted(n: usize, k: u32, seed: u64) -> Vec<Item> {
+        let mut state = seed;
+        let mut items = Vec::new();
+        let mut doc = 0;
+        while items.len() < n {
+            let base = splitmix64(&mut state);
+            items.push(Item { fp: base, doc });
+            doc += 1;
+            for _ in 0..splitmix64(&mut state) % 4 {
+                let flips = (splitmix64(&mut state) % (k as u64 + 2)) as u32;
+                let mut fp = base;
+                for _ in 0..flips {
+                    fp ^= 1 << (splitmix64(&mut state) % 64);
+                }
+                items.push(Item { fp, doc });
+                doc += 1;
+            }
+        }
+        items
+    }
+
+    #[test]
+    fn finds_exactly_the_brute_force_pairs() {
+        for k in [0, 1, 3, 5, 8] {
+            let design = TableDesign::for_k(k).unwrap();
+            let items = planted(600, k, k as u64 + 11);
+            let (pairs, _) = find_pairs(&design, &items, &BucketSearch::new(k));
+            assert_eq!(pairs, brute_force_pairs(&items, k), "k = {k}");
+        }
+    }
+
+    #[test]
+    fn hot_buckets_are_split_and_stay_exact() {
+        // 3000 fingerprints sharing their top 40 bits: every manku16 table bucket that
+        // keys on those bits is hot.
+        let mut state = 3u64;
+        let prefix = 0xabcd_ef12_34u64 << 24;
+        let items: Vec<Item> = (0..3000)
+            .map(|doc| Item {
+                fp: prefix | (splitmix64(&mut state) & 0xff_ffff),
+                doc,
+            })
+            .collect();
+        let design = TableDesign::manku16();
+        let search = BucketSearch::new(3);
+        let (pairs, stats) = find_pairs(&design, &items, &search);
+        assert_eq!(pairs, brute_force_pairs(&items, 3));
+        assert!(stats.splits > 0);
+        let all_pairs = 3000u64 * 2999 / 2;
+        assert!(stats.comparisons < all_pairs * 16 / 4, "{stats:?}");
+    }
+
+    #[test]
+    fn clumps_of_identical_fingerprints_terminate() {
+        let items: Vec<Item> = (0..500).map(|doc| Item { fp: 42, doc }).collect();
+        let (pairs, _) = find_pairs(&TableDesign::manku16(), &items, &BucketSearch::new(3));
+        assert_eq!(pairs.len(), 500 * 499 / 2);
+    }
+
+    #[test]
+    fn split_bits_partitions_the_free_bits() {
+        let masks = split_bits(0xffff_0000_ffff_0f0f, 4);
+        assert_eq!(masks.iter().fold(0, |a, m| a | m), 0xffff_0000_ffff_0f0f);
+        assert_eq!(masks.iter().map(|m| m.count_ones()).sum::<u32>(), 40);
+        assert!(masks.iter().all(|m| m.count_ones() == 10));
+    }
+}

@@ -1,0 +1,238 @@
+//! Charikar's simhash: many weighted 64-bit feature hashes folded into one 64-bit
+//! fingerprint, so that similar feature sets give fingerprints a few bits apart.
+//!
+//! The simple definition: 64 signed counters `V`; for each feature with weight `w` and hash
+//! `h`, `V[i] += w` where bit `i` of `h` is 1 and `V[i] -= w` where it is 0; bit `i` of the
+//! fingerprint is 1 iff `V[i] > 0` (a tie gives 0). Bit 0 is the least significant.
+//!
+//! The code counts instead, per bit, the weight of the features that have it set (`ones`)
+//! and the total weight: `V[i] = ones[i] - (total - ones[i])`, so `V[i] > 0` iff
+//! `2 * ones[i] > total`. Same result, and the inner loop has no branch.
+
+use std::collections::HashMap;
+use std::f64::consts::PI;
+
+/// How much each feature counts.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Weighting {
+    /// Each distinct feature counts once (the simhash-doc default; see docs/fingerprints.md
+    /// for why it beats term frequency on templated text).
+    #[default]
+    Set,
+    /// Each feature counts as often as it occurs.
+    Tf,
+    /// Term frequency times inverse document frequency, from a table built over the corpus.
+    TfIdf(std::sync::Arc<IdfTable>),
+}
+
+/// Inverse document frequencies by feature hash. `idf(h) = ln(N / df(h))`; a feature the
+/// table has not seen gets the largest idf, `ln(N)`: it is in at most one document.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct IdfTable {
+    documents: u64,
+    idf: HashMap<u64, f32>,
+}
+
+/// TF-IDF weights are integers: `tf * round(IDF_SCALE * idf)`, so folding stays exact and
+/// independent of summation order.
+pub const IDF_SCALE: f64 = 1000.0;
+
+impl IdfTable {
+    /// Builds the table from document frequencies over `documents` documents.
+    pub fn from_document_frequencies(
+        documents: u64,
+        df: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Self {
+        let n = documents.max(1) as f64;
+        let idf = df
+            .into_iter()
+            .map(|(h, d)| (h, (n / d.max(1) as f64).ln() as f32))
+            .collect();
+        IdfTable { documents, idf }
+    }
+
+    pub fn idf(&self, feature: u64) -> f64 {
+        match self.idf.get(&feature) {
+            Some(&v) => v as f64,
+            None => (self.documents.max(1) as f64).ln(),
+        }
+    }
+
+    /// The integer weight of a feature that occurs `tf` times.
+    pub fn weight(&self, feature: u64, tf: u64) -> u64 {
+        tf * (IDF_SCALE * self.idf(feature)).round().max(0.0) as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.idf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.idf.is_empty()
+    }
+}
+
+/// Folds feature hashes of weight 1 each (the set weighting: pass distinct hashes).
+pub fn fold_unweighted(hashes: &[u64]) -> u64 {
+    let mut ones = [0u64; 64];
+    for &h in hashes {
+        for (i, count) in ones.iter_mut().enumerate() {
+            *count += (h >> i) & 1;
+        }
+    }
+    fingerprint_from_counts(&ones, hashes.len() as u64)
+}
+
+/// Folds `(hash, weight)` pairs.
+pub fn fold_weighted(features: impl IntoIterator<Item = (u64, u64)>) -> u64 {
+    let mut ones = [0u64; 64];
+    let mut total = 0u64;
+    for (h, w) in features {
+        total += w;
+        for (i, count) in ones.iter_mut().enumerate() {
+            *count += ((h >> i) & 1) * w;
+        }
+    }
+    fingerprint_from_counts(&ones, total)
+}
+
+fn fingerprint_from_counts(ones: &[u64; 64], total: u64) -> u64 {
+    ones.iter()
+        .enumerate()
+        .filter(|(_, &count)| 2 * count > total)
+        .fold(0u64, |fp, (i, _)| fp | (1 << i))
+}
+
+/// Folds feature hashes (one per occurrence, any order) under a weighting. Sorts `hashes`.
+pub fn simhash(hashes: &mut [u64], weighting: &Weighting) -> u64 {
+    hashes.sort_unstable();
+    match weighting {
+        Weighting::Set => {
+            let distinct = dedup_sorted(hashes);
+            fold_unweighted(&hashes[..distinct])
+        }
+        Weighting::Tf => fold_weighted(runs(hashes)),
+        Weighting::TfIdf(table) => {
+            fold_weighted(runs(hashes).map(|(h, tf)| (h, table.weight(h, tf))))
+        }
+    }
+}
+
+/// Moves the distinct values of a sorted slice to its front; returns how many there are.
+pub fn dedup_sorted(sorted: &mut [u64]) -> usize {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let mut kept = 1;
+    for i in 1..sorted.len() {
+        if sorted[i] != sorted[kept - 1] {
+            sorted[kept] = sorted[i];
+            kept += 1;
+        }
+    }
+    kept
+}
+
+/// `(value, count)` for each run of equal values in a sorted slice.
+fn runs(sorted: &[u64]) -> impl Iterator<Item = (u64, u64)> + '_ {
+    sorted
+        .chunk_by(|a, b| a == b)
+        .map(|run| (run[0], run.len() as u64))
+}
+
+/// The number of bits in which two fingerprints differ.
+#[inline]
+pub fn hamming(a: u64, b: u64) -> u32 {
+    (a ^ b).count_ones()
+}
+
+/// Charikar's estimate of the cosine similarity of two feature vectors from the Hamming
+/// distance of their 64-bit simhashes: P[bit equal] = 1 - theta / pi, so
+/// theta = pi * hamming / 64 and the estimate is cos(theta).
+pub fn cosine_estimate(hamming: u32) -> f64 {
+    (PI * hamming as f64 / 64.0).cos()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition, literally: signed counters.
+    fn reference(features: &[(u64, i64)]) -> u64 {
+        let mut v = [0i64; 64];
+        for &(h, w) in features {
+            for (i, vi) in v.iter_mut().enumerate() {
+                *vi += if (h >> i) & 1 == 1 { w } else { -w };
+            }
+        }
+        (0..64)
+            .filter(|&i| v[i] > 0)
+            .fold(0, |fp, i| fp | (1u64 << i))
+    }
+
+    #[test]
+    fn counting_equals_signed_counters() {
+        let mut state = 0x1234_5678_9abc_def0u64;
+        for n in 0..50 {
+            let features: Vec<(u64, i64)> = (0..n)
+                .map(|_| {
+                    (
+                        crate::mix::splitmix64(&mut state),
+                        (crate::mix::splitmix64(&mut state) % 5) as i64,
+                    )
+                })
+                .collect();
+            let weighted = fold_weighted(features.iter().map(|&(h, w)| (h, w as u64)));
+            assert_eq!(weighted, reference(&features));
+            let hashes: Vec<u64> = features.iter().map(|f| f.0).collect();
+            let ones: Vec<(u64, i64)> = hashes.iter().map(|&h| (h, 1)).collect();
+            assert_eq!(fold_unweighted(&hashes), reference(&ones));
+        }
+    }
+
+    #[test]
+    fn ties_give_zero() {
+        assert_eq!(fold_unweighted(&[u64::MAX, 0]), 0);
+        assert_eq!(fold_unweighted(&[]), 0);
+    }
+
+    #[test]
+    fn set_counts_each_feature_once_and_tf_counts_repeats() {
+        let mut set = vec![1u64, 1, 1, 2];
+        let mut tf = set.clone();
+        assert_eq!(
+            simhash(&mut set, &Weighting::Set),
+            reference(&[(1, 1), (2, 1)])
+        );
+        assert_eq!(
+            simhash(&mut tf, &Weighting::Tf),
+            reference(&[(1, 3), (2, 1)])
+        );
+    }
+
+    #[test]
+    fn tfidf_scales_weights() {
+        let table = IdfTable::from_document_frequencies(100, [(1u64, 100u64), (2, 1)]);
+        assert_eq!(
+            table.weight(1, 5),
+            0,
+            "a feature in every document weighs nothing"
+        );
+        assert_eq!(table.weight(2, 1), (IDF_SCALE * 100f64.ln()).round() as u64);
+        assert_eq!(
+            table.weight(3, 1),
+            table.weight(2, 1),
+            "unseen features get the largest idf"
+        );
+        let mut hashes = vec![1u64, 1, 2];
+        let fp = simhash(&mut hashes, &Weighting::TfIdf(std::sync::Arc::new(table)));
+        assert_eq!(fp, 2, "only feature 2 carries weight");
+    }
+
+    #[test]
+    fn cosine_estimate_endpoints() {
+        assert!((cosine_estimate(0) - 1.0).abs() < 1e-12);
+        assert!(cosine_estimate(32).abs() < 1e-12);
+        assert!((cosine_estimate(64) + 1.0).abs() < 1e-12);
+    }
+}

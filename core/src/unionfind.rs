@@ -1,0 +1,171 @@
+//! Union-find (disjoint sets) over sparse 64-bit document ids, for connected components of
+//! the duplicate graph.
+//!
+//! Ids are mapped to dense indices on first sight; the forest uses union by size and path
+//! halving, so a sequence of m operations costs O(m α(m)).
+
+use std::collections::HashMap;
+
+/// Disjoint sets of u64 ids.
+#[derive(Default, Debug, Clone)]
+pub struct UnionFind {
+    index: HashMap<u64, u32>,
+    ids: Vec<u64>,
+    parent: Vec<u32>,
+    size: Vec<u32>,
+}
+
+impl UnionFind {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn slot(&mut self, id: u64) -> u32 {
+        if let Some(&i) = self.index.get(&id) {
+            return i;
+        }
+        let i = self.ids.len() as u32;
+        self.index.insert(id, i);
+        self.ids.push(id);
+        self.parent.push(i);
+        self.size.push(1);
+        i
+    }
+
+    fn root(&mut self, mut i: u32) -> u32 {
+        while self.parent[i as usize] != i {
+            let grandparent = self.parent[self.parent[i as usize] as usize];
+            self.parent[i as usize] = grandparent;
+            i = grandparent;
+        }
+        i
+    }
+
+    /// Puts `a` and `b` in the same set.
+    pub fn union(&mut self, a: u64, b: u64) {
+        let (ia, ib) = (self.slot(a), self.slot(b));
+        let (mut ra, mut rb) = (self.root(ia), self.root(ib));
+        if ra == rb {
+            return;
+        }
+        if self.size[ra as usize] < self.size[rb as usize] {
+            std::mem::swap(&mut ra, &mut rb);
+        }
+        self.parent[rb as usize] = ra;
+        self.size[ra as usize] += self.size[rb as usize];
+    }
+
+    /// A representative id of `id`'s set (`id` itself if it was never seen).
+    pub fn find(&mut self, id: u64) -> u64 {
+        match self.index.get(&id) {
+            Some(&i) => {
+                let r = self.root(i);
+                self.ids[r as usize]
+            }
+            None => id,
+        }
+    }
+
+    /// Number of ids seen.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Every seen id with the smallest id of its set, sorted by id: the canonical labelling,
+    /// independent of the order of unions.
+    pub fn components_by_min(&mut self) -> Vec<(u64, u64)> {
+        let n = self.ids.len();
+        let mut min_of_root: HashMap<u32, u64> = HashMap::new();
+        for i in 0..n as u32 {
+            let r = self.root(i);
+            let id = self.ids[i as usize];
+            min_of_root
+                .entry(r)
+                .and_modify(|m| *m = (*m).min(id))
+                .or_insert(id);
+        }
+        let mut out: Vec<(u64, u64)> = (0..n as u32)
+            .map(|i| {
+                let r = self.root(i);
+                (self.ids[i as usize], min_of_root[&r])
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Edges `(id, representative)` that span the same components: what a worker sends on to
+    /// the merging worker instead of all its edges.
+    pub fn forest_edges(&mut self) -> Vec<(u64, u64)> {
+        (0..self.ids.len() as u32)
+            .filter_map(|i| {
+                let r = self.root(i);
+                (r != i).then(|| (self.ids[i as usize], self.ids[r as usize]))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Components by repeated relaxation of labels: slow and obviously right.
+    fn brute_components(edges: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        let mut label: HashMap<u64, u64> = HashMap::new();
+        for &(a, b) in edges {
+            label.insert(a, a);
+            label.insert(b, b);
+        }
+        loop {
+            let mut changed = false;
+            for &(a, b) in edges {
+                let m = label[&a].min(label[&b]);
+                for x in [a, b] {
+                    if label[&x] != m {
+                        label.insert(x, m);
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut out: Vec<(u64, u64)> = label.into_iter().collect();
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn matches_brute_force_and_forest_edges_span_the_same_components() {
+        let mut state = 5u64;
+        for round in 0..50 {
+            let edges: Vec<(u64, u64)> = (0..round * 3)
+                .map(|_| {
+                    let a = crate::mix::splitmix64(&mut state) % 60;
+                    let b = crate::mix::splitmix64(&mut state) % 60;
+                    (a * 1000, b * 1000)
+                })
+                .collect();
+            let mut uf = UnionFind::new();
+            for &(a, b) in &edges {
+                uf.union(a, b);
+            }
+            let expected = brute_components(&edges);
+            assert_eq!(uf.components_by_min(), expected);
+            let mut rebuilt = UnionFind::new();
+            for (a, b) in uf.forest_edges() {
+                rebuilt.union(a, b);
+            }
+            for &(id, _) in &expected {
+                rebuilt.union(id, id);
+            }
+            assert_eq!(rebuilt.components_by_min(), expected);
+        }
+    }
+}
