@@ -1,0 +1,270 @@
+//! Pairs and clusters: writing `pairs/`, connected components, the kept document, and
+//! writing `clusters/`.
+//!
+//! Components: each worker runs union-find over the edges it found and sends only its
+//! forest (one link per document it saw, fewer than its edges) to worker 0, which runs
+//! union-find again over all forests. Measured, this beats iterative label propagation by
+//! orders of magnitude for a one-shot job (see the notes in docs/design.md). Worker 0 then
+//! labels each component with its smallest `doc_id`, picks the kept document (the smallest
+//! `(rank, doc_id)`), and sends every clustered document's assignment to its home worker,
+//! which writes one `clusters/` row per document it fingerprinted.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use neardup_core::unionfind::UnionFind;
+use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow, PartWriter};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::StreamVec;
+
+use crate::config::SUMMARY_TOP;
+use crate::fingerprint::home_route;
+use crate::output::{OutputDirs, Table};
+use crate::records::{Assignment, DocFp, Edge, EdgeKind, ForestMsg};
+use crate::report::ClusterInfo;
+use crate::worker::WorkerCtx;
+
+/// Writes this worker's pairs part and passes the edges on.
+pub fn write_pairs<'s>(
+    edges: StreamVec<'s, u64, Edge>,
+    ctx: Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, Edge> {
+    edges.unary_frontier(Pipeline, "WritePairs", move |_, _| {
+        let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Pairs);
+        let mut writer = match PartWriter::<PairRow>::create(&dir, ctx.part()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                ctx.fail(e.to_string());
+                None
+            }
+        };
+        let mut buffered: Vec<PairRow> = Vec::new();
+        move |(input, frontier), output| {
+            input.for_each(|cap, data| {
+                for edge in data.iter() {
+                    let kind = match edge.kind {
+                        EdgeKind::Exact => PairKind::Exact,
+                        EdgeKind::Near => PairKind::Near,
+                    };
+                    buffered.push(PairRow {
+                        doc_a: edge.a,
+                        doc_b: edge.b,
+                        hamming: edge.hamming,
+                        kind,
+                        jaccard: None,
+                    });
+                }
+                ctx.report.borrow_mut().exact_pairs +=
+                    data.iter().filter(|e| e.kind == EdgeKind::Exact).count() as u64;
+                output.session(&cap).give_container(data);
+            });
+            if frontier.is_empty() {
+                if let Some(mut w) = writer.take() {
+                    // Sorted parts read nicely and compress better.
+                    buffered.sort_unstable_by_key(|p| (p.doc_a, p.doc_b));
+                    let written = buffered
+                        .drain(..)
+                        .try_for_each(|row| w.push(row))
+                        .and_then(|_| w.commit());
+                    match written {
+                        Ok(path) => ctx
+                            .report
+                            .borrow_mut()
+                            .parts
+                            .push(path.display().to_string()),
+                        Err(e) => ctx.fail(e.to_string()),
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Local union-find over this worker's edges; emits its forest and the ranks of the
+/// documents in it.
+pub fn local_forest<'s>(edges: StreamVec<'s, u64, Edge>) -> StreamVec<'s, u64, ForestMsg> {
+    edges.unary_frontier(Pipeline, "LocalForest", move |cap, _| {
+        let mut cap = Some(cap);
+        let mut uf = UnionFind::new();
+        let mut ranks: HashMap<u64, u64> = HashMap::new();
+        move |(input, frontier), output| {
+            input.for_each(|_, data| {
+                for e in data.drain(..) {
+                    uf.union(e.a, e.b);
+                    ranks.insert(e.a, e.rank_a);
+                    ranks.insert(e.b, e.rank_b);
+                }
+            });
+            if frontier.is_empty() {
+                if let Some(cap) = cap.take() {
+                    let mut session = output.session(&cap);
+                    session.give_iterator(
+                        uf.forest_edges()
+                            .into_iter()
+                            .map(|(doc, root)| ForestMsg::Link { doc, root }),
+                    );
+                    session.give_iterator(
+                        ranks
+                            .drain()
+                            .map(|(doc, rank)| ForestMsg::Rank { doc, rank }),
+                    );
+                }
+            }
+        }
+    })
+}
+
+/// Worker 0: merges all forests, labels components, picks the kept documents, and sends
+/// each clustered document's assignment to its home.
+pub fn merge_forests<'s>(
+    forest: StreamVec<'s, u64, ForestMsg>,
+    ctx: Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, Assignment> {
+    forest.unary_frontier(
+        Exchange::new(|_: &ForestMsg| 0),
+        "MergeForests",
+        move |cap, _| {
+            let mut cap = Some(cap);
+            let mut uf = UnionFind::new();
+            let mut ranks: HashMap<u64, u64> = HashMap::new();
+            move |(input, frontier), output| {
+                input.for_each(|_, data| {
+                    for msg in data.drain(..) {
+                        match msg {
+                            ForestMsg::Link { doc, root } => uf.union(doc, root),
+                            ForestMsg::Rank { doc, rank } => {
+                                ranks.insert(doc, rank);
+                            }
+                        }
+                    }
+                });
+                if frontier.is_empty() {
+                    if let Some(cap) = cap.take() {
+                        for &doc in ranks.keys() {
+                            uf.union(doc, doc);
+                        }
+                        let assignments = assign(&mut uf, &ranks, &ctx);
+                        output.session(&cap).give_iterator(assignments.into_iter());
+                        ctx.stage_done("cluster");
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// Component labels, sizes and kept documents.
+fn assign(uf: &mut UnionFind, ranks: &HashMap<u64, u64>, ctx: &WorkerCtx) -> Vec<Assignment> {
+    let members = uf.components_by_min();
+    let mut size: HashMap<u64, u32> = HashMap::new();
+    let mut best: HashMap<u64, (u64, u64)> = HashMap::new();
+    for &(doc, cluster) in &members {
+        *size.entry(cluster).or_default() += 1;
+        let candidate = (ranks.get(&doc).copied().unwrap_or(u64::MAX), doc);
+        best.entry(cluster)
+            .and_modify(|b| *b = (*b).min(candidate))
+            .or_insert(candidate);
+    }
+    let mut report = ctx.report.borrow_mut();
+    report.clusters = size.len() as u64;
+    report.clustered_documents = members.len() as u64;
+    let mut largest: Vec<ClusterInfo> = size
+        .iter()
+        .map(|(&c, &s)| ClusterInfo {
+            cluster_id: c,
+            size: s as u64,
+        })
+        .collect();
+    largest.sort_by(|a, b| b.size.cmp(&a.size).then(a.cluster_id.cmp(&b.cluster_id)));
+    largest.truncate(SUMMARY_TOP);
+    report.largest_clusters = largest;
+    members
+        .into_iter()
+        .map(|(doc, cluster)| Assignment {
+            doc_id: doc,
+            cluster_id: cluster,
+            cluster_size: size[&cluster],
+            keep: best[&cluster].1 == doc,
+        })
+        .collect()
+}
+
+/// Each home worker writes one clusters row per document it fingerprinted: the assignment
+/// if the document is in a cluster, otherwise `cluster_id = -1`.
+pub fn write_clusters<'s>(
+    docs: StreamVec<'s, u64, DocFp>,
+    assignments: StreamVec<'s, u64, Assignment>,
+    ctx: Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, ()> {
+    docs.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
+        assignments,
+        Pipeline,
+        Exchange::new(|a: &Assignment| home_route(a.doc_id)),
+        "WriteClusters",
+        move |_, _| {
+            let mut home_docs: Vec<u64> = Vec::new();
+            let mut assigned: HashMap<u64, Assignment> = HashMap::new();
+            let mut done = false;
+            move |(docs, docs_frontier), (assignments, assignments_frontier), _output| {
+                docs.for_each(|_, data| home_docs.extend(data.iter().map(|d| d.doc_id)));
+                assignments
+                    .for_each(|_, data| assigned.extend(data.drain(..).map(|a| (a.doc_id, a))));
+                if !done && docs_frontier.is_empty() && assignments_frontier.is_empty() {
+                    done = true;
+                    home_docs.sort_unstable();
+                    let rows = home_docs.iter().map(|doc| match assigned.get(doc) {
+                        Some(a) => ClusterRow {
+                            doc_id: *doc,
+                            cluster_id: a.cluster_id as i64,
+                            cluster_size: a.cluster_size,
+                            keep: a.keep,
+                        },
+                        None => ClusterRow {
+                            doc_id: *doc,
+                            cluster_id: -1,
+                            cluster_size: 1,
+                            keep: true,
+                        },
+                    });
+                    let removed = assigned.values().filter(|a| !a.keep).count() as u64;
+                    let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Clusters);
+                    let written =
+                        PartWriter::<ClusterRow>::create(&dir, ctx.part()).and_then(|mut w| {
+                            rows.into_iter().try_for_each(|row| w.push(row))?;
+                            w.commit()
+                        });
+                    match written {
+                        Ok(path) => {
+                            let mut report = ctx.report.borrow_mut();
+                            report.parts.push(path.display().to_string());
+                            report.documents_to_remove += removed;
+                        }
+                        Err(e) => ctx.fail(e.to_string()),
+                    }
+                    ctx.stage_done("write");
+                }
+            }
+        },
+    )
+}
+
+/// Counts documents whose user id another document already has (allowed, but reported).
+pub fn count_duplicate_ids<'s>(docs: StreamVec<'s, u64, DocFp>, ctx: Rc<WorkerCtx>) {
+    let mut seen: HashSet<u64> = HashSet::new();
+    docs.sink(
+        Exchange::new(|d: &DocFp| d.id_hash.unwrap_or(0)),
+        "DuplicateIds",
+        move |(input, _)| {
+            input.for_each(|_, data| {
+                let repeats = data
+                    .iter()
+                    .filter_map(|d| d.id_hash)
+                    .filter(|&h| !seen.insert(h))
+                    .count();
+                ctx.report.borrow_mut().duplicate_ids += repeats as u64;
+            });
+        },
+    );
+}

@@ -1,0 +1,228 @@
+//! What a job is asked to do: inputs, scheme, table design, keep policy, output, parallelism.
+
+use std::path::PathBuf;
+
+use neardup_core::{Scheme, TableDesign};
+use neardup_io::input::InputFile;
+use neardup_io::jsonl::FieldSpec;
+
+/// Records a reader hands on per batch (one batch is one timestamp of the dataflow).
+pub const DEFAULT_BATCH_RECORDS: usize = 4096;
+/// Bytes of text a reader hands on per batch, at most (roughly).
+pub const DEFAULT_BATCH_BYTES: usize = 4 << 20;
+/// Batches a reader may run ahead of the slowest fingerprinting worker. Bounds the text in
+/// flight to about `workers * DEFAULT_BATCHES_IN_FLIGHT * DEFAULT_BATCH_BYTES`.
+pub const DEFAULT_BATCHES_IN_FLIGHT: u64 = 8;
+/// Buckets larger than this many fingerprints are listed in the summary.
+pub const DEFAULT_HOT_BUCKET: usize = 1000;
+/// How many of the largest buckets and clusters the summary lists.
+pub const SUMMARY_TOP: usize = 10;
+
+/// Where documents come from.
+#[derive(Clone, Debug)]
+pub enum JobInput {
+    /// Documents to fingerprint: JSONL, Parquet or plain files.
+    Documents {
+        files: Vec<InputFile>,
+        fields: FieldSpec,
+    },
+    /// An existing fingerprint table (`doc_id`, `simhash`, optional `bytes`): search only.
+    Fingerprints { files: Vec<PathBuf> },
+}
+
+/// Which document of a cluster is kept. Ties are broken by the smaller `doc_id`, so the
+/// choice never depends on the number of workers.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum KeepPolicy {
+    /// The first in input order (smallest doc_id).
+    First,
+    /// The longest text (most bytes).
+    Longest,
+    /// The shortest text.
+    Shortest,
+    /// The largest value of an input column (e.g. a quality score or timestamp).
+    Max(String),
+    /// The smallest value of an input column.
+    Min(String),
+}
+
+impl KeepPolicy {
+    /// Parses `first`, `longest`, `shortest`, `max:COLUMN`, `min:COLUMN`.
+    pub fn parse(text: &str) -> Option<KeepPolicy> {
+        match text {
+            "first" => Some(KeepPolicy::First),
+            "longest" => Some(KeepPolicy::Longest),
+            "shortest" => Some(KeepPolicy::Shortest),
+            _ => match text.split_once(':') {
+                Some(("max", col)) if !col.is_empty() => Some(KeepPolicy::Max(col.into())),
+                Some(("min", col)) if !col.is_empty() => Some(KeepPolicy::Min(col.into())),
+                _ => None,
+            },
+        }
+    }
+
+    /// The input column the policy reads, if any.
+    pub fn column(&self) -> Option<&str> {
+        match self {
+            KeepPolicy::Max(c) | KeepPolicy::Min(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The document's rank: the kept document of a cluster has the smallest `(rank, doc_id)`.
+    pub fn rank(&self, bytes: u64, value: Option<f64>) -> u64 {
+        match self {
+            KeepPolicy::First => 0,
+            KeepPolicy::Longest => u64::MAX - bytes,
+            KeepPolicy::Shortest => bytes,
+            // A document without the value ranks last.
+            KeepPolicy::Max(_) => value.map_or(u64::MAX, |v| u64::MAX - ordered_bits(v)),
+            KeepPolicy::Min(_) => value.map_or(u64::MAX, ordered_bits),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            KeepPolicy::First => "first".into(),
+            KeepPolicy::Longest => "longest".into(),
+            KeepPolicy::Shortest => "shortest".into(),
+            KeepPolicy::Max(c) => format!("max:{c}"),
+            KeepPolicy::Min(c) => format!("min:{c}"),
+        }
+    }
+}
+
+/// Maps an f64 to a u64 with the same order (NaN sorts last), leaving `u64::MAX` unused for
+/// "no value".
+fn ordered_bits(v: f64) -> u64 {
+    if v.is_nan() {
+        return u64::MAX - 1;
+    }
+    let bits = v.to_bits();
+    let key = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
+    key.min(u64::MAX - 2)
+}
+
+/// How the job is spread over threads and processes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parallelism {
+    /// Worker threads in each process.
+    pub workers: usize,
+    /// This process's index.
+    pub process: usize,
+    /// `host:port` of every process, in process order; empty for a single process.
+    pub addresses: Vec<String>,
+}
+
+impl Parallelism {
+    pub fn local(workers: usize) -> Self {
+        Parallelism {
+            workers: workers.max(1),
+            process: 0,
+            addresses: Vec::new(),
+        }
+    }
+
+    pub fn processes(&self) -> usize {
+        self.addresses.len().max(1)
+    }
+
+    pub fn timely_config(&self) -> timely::Config {
+        let communication = if self.addresses.len() <= 1 {
+            timely::CommunicationConfig::Process(self.workers)
+        } else {
+            timely::CommunicationConfig::Cluster {
+                threads: self.workers,
+                process: self.process,
+                addresses: self.addresses.clone(),
+                report: false,
+                zerocopy: false,
+            }
+        };
+        timely::Config {
+            communication,
+            worker: timely::WorkerConfig::default(),
+        }
+    }
+}
+
+/// Everything a run needs.
+#[derive(Clone, Debug)]
+pub struct JobConfig {
+    pub input: JobInput,
+    pub scheme: Scheme,
+    pub design: TableDesign,
+    pub keep: KeepPolicy,
+    /// Fold exact duplicates (same normalized token stream) before the near search.
+    pub exact: bool,
+    /// Count invalid records as skips instead of failing the run.
+    pub skip_invalid: bool,
+    pub output: PathBuf,
+    /// Replace an existing non-empty output directory.
+    pub overwrite: bool,
+    pub parallelism: Parallelism,
+    /// Bucket search leaf size (see `neardup_core::search`).
+    pub leaf_size: usize,
+    pub batch_records: usize,
+    pub batch_bytes: usize,
+    pub batches_in_flight: u64,
+    /// The parameters as the user gave them, recorded in summary.json.
+    pub command_line: Vec<String>,
+}
+
+impl JobConfig {
+    /// A job with every tunable at its default: simhash-doc, k = 3 with manku16, keep first.
+    pub fn new(input: JobInput, output: PathBuf) -> Self {
+        JobConfig {
+            input,
+            scheme: Scheme::simhash_doc(),
+            design: TableDesign::manku16(),
+            keep: KeepPolicy::First,
+            exact: true,
+            skip_invalid: false,
+            output,
+            overwrite: false,
+            parallelism: Parallelism::local(1),
+            leaf_size: neardup_core::search::DEFAULT_LEAF_SIZE,
+            batch_records: DEFAULT_BATCH_RECORDS,
+            batch_bytes: DEFAULT_BATCH_BYTES,
+            batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
+            command_line: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_policies_parse() {
+        assert_eq!(KeepPolicy::parse("first"), Some(KeepPolicy::First));
+        assert_eq!(
+            KeepPolicy::parse("max:score"),
+            Some(KeepPolicy::Max("score".into()))
+        );
+        assert_eq!(KeepPolicy::parse("max:"), None);
+        assert_eq!(KeepPolicy::parse("biggest"), None);
+    }
+
+    #[test]
+    fn ranks_order_as_the_policy_says() {
+        assert!(KeepPolicy::Longest.rank(100, None) < KeepPolicy::Longest.rank(10, None));
+        assert!(KeepPolicy::Shortest.rank(10, None) < KeepPolicy::Shortest.rank(100, None));
+        let max = KeepPolicy::Max("s".into());
+        let values = [-1e300, -2.5, -0.0, 0.0, 1e-9, 3.0, 1e300];
+        for w in values.windows(2) {
+            assert!(max.rank(0, Some(w[1])) <= max.rank(0, Some(w[0])), "{w:?}");
+            let min = KeepPolicy::Min("s".into());
+            assert!(min.rank(0, Some(w[0])) <= min.rank(0, Some(w[1])), "{w:?}");
+        }
+        assert_eq!(max.rank(0, None), u64::MAX, "missing values rank last");
+        assert!(max.rank(0, Some(f64::NAN)) < u64::MAX);
+    }
+}

@@ -1,0 +1,205 @@
+//! Fingerprinting: each document goes to a worker chosen by a hash of its number (its
+//! *home*), which parses it, fingerprints it, and writes its row of `fingerprints/`.
+//!
+//! Sending documents to a home spreads parsing and hashing evenly even when one worker reads
+//! one big compressed file, and gives every later stage a fixed place to send a document's
+//! results back to (its clusters row is written by its home).
+
+use std::rc::Rc;
+
+use neardup_core::mix::mix64;
+use neardup_core::Fingerprinter;
+use neardup_io::jsonl::{parse_record, Record};
+use neardup_io::parquet_out::{FingerprintRow, PartWriter};
+use neardup_io::IoError;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::StreamVec;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::config::JobInput;
+use crate::output::{OutputDirs, Table};
+use crate::progress::Progress;
+use crate::records::{DocFp, RawBody, RawDoc};
+use crate::worker::WorkerCtx;
+
+/// The worker that is home to a document: where it is fingerprinted and its clusters row
+/// written. Any exchange routed by this value reaches the same worker.
+#[inline]
+pub fn home_route(doc_id: u64) -> u64 {
+    mix64(doc_id)
+}
+
+pub fn fingerprint<'s>(
+    raw: StreamVec<'s, u64, RawDoc>,
+    ctx: Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, DocFp> {
+    raw.unary_frontier(
+        Exchange::new(|d: &RawDoc| home_route(d.doc_id)),
+        "Fingerprint",
+        move |_, _| {
+            let mut state = FingerprintState::new(ctx.clone());
+            let mut finished = false;
+            move |(input, frontier), output| {
+                input.for_each(|cap, data| {
+                    let mut session = output.session(&cap);
+                    for doc in data.drain(..) {
+                        if let Some(fp) = state.process(doc) {
+                            session.give(fp);
+                        }
+                    }
+                });
+                if frontier.is_empty() && !finished {
+                    finished = true;
+                    state.finish();
+                }
+            }
+        },
+    )
+}
+
+struct FingerprintState {
+    ctx: Rc<WorkerCtx>,
+    fingerprinter: Fingerprinter,
+    writer: Option<PartWriter<FingerprintRow>>,
+}
+
+impl FingerprintState {
+    fn new(ctx: Rc<WorkerCtx>) -> Self {
+        let config = &ctx.shared.config;
+        let documents = matches!(config.input, JobInput::Documents { .. });
+        let writer = if documents {
+            match PartWriter::create(
+                &OutputDirs::new(&config.output).table(Table::Fingerprints),
+                ctx.part(),
+            ) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    ctx.fail(e.to_string());
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        FingerprintState {
+            fingerprinter: Fingerprinter::new(config.scheme.clone()),
+            writer,
+            ctx,
+        }
+    }
+
+    /// Fingerprints one document; `None` when it is skipped or failed.
+    fn process(&mut self, doc: RawDoc) -> Option<DocFp> {
+        let shared = &self.ctx.shared;
+        Progress::add(&shared.progress.docs_fingerprinted, 1);
+        let record = match doc.body {
+            RawBody::Fingerprint { simhash, bytes } => {
+                return Some(self.known_fingerprint(doc.doc_id, simhash, bytes))
+            }
+            RawBody::JsonLine(line) => {
+                let fields = match &shared.config.input {
+                    JobInput::Documents { fields, .. } => fields,
+                    JobInput::Fingerprints { .. } => {
+                        unreachable!("fingerprint input has no JSONL lines")
+                    }
+                };
+                parse_record(&line, fields).map_err(|e| {
+                    IoError::record(shared.plan.path(doc.file), doc.record + 1, e).to_string()
+                })
+            }
+            RawBody::Fields { id, text, extra } => Ok(Record { id, text, extra }),
+            RawBody::Invalid(message) => Err(message),
+        };
+        match record {
+            Ok(record) => self.fingerprint_record(doc.doc_id, doc.file, doc.record, record),
+            Err(message) => {
+                if shared.config.skip_invalid {
+                    self.ctx.report.borrow_mut().skip(message);
+                } else {
+                    self.ctx.fail(message);
+                }
+                None
+            }
+        }
+    }
+
+    fn known_fingerprint(&mut self, doc_id: u64, simhash: u64, bytes: Option<u64>) -> DocFp {
+        let rank = self.ctx.shared.config.keep.rank(bytes.unwrap_or(0), None);
+        let mut report = self.ctx.report.borrow_mut();
+        report.documents += 1;
+        report.bytes += bytes.unwrap_or(0);
+        DocFp {
+            doc_id,
+            simhash,
+            exact_key: 0,
+            rank,
+            empty: false,
+            id_hash: None,
+        }
+    }
+
+    fn fingerprint_record(
+        &mut self,
+        doc_id: u64,
+        file: u32,
+        record_index: u64,
+        record: Record,
+    ) -> Option<DocFp> {
+        let fp = self.fingerprinter.fingerprint(&record.text);
+        let bytes = record.text.len() as u64;
+        let config = &self.ctx.shared.config;
+        let rank = config.keep.rank(bytes, record.extra);
+        let id_hash = record.id.as_ref().map(|id| xxh3_64(id.as_bytes()));
+        {
+            let mut report = self.ctx.report.borrow_mut();
+            report.documents += 1;
+            report.bytes += bytes;
+            report.empty += u64::from(fp.is_empty());
+        }
+        if let Some(writer) = self.writer.as_mut() {
+            let row = FingerprintRow {
+                doc_id,
+                id: record.id,
+                source: self.ctx.shared.plan.file_name(file),
+                record: record_index,
+                simhash: fp.simhash,
+                n_tokens: fp.n_tokens,
+                bytes,
+                empty: fp.is_empty(),
+            };
+            if let Err(e) = writer.push(row) {
+                self.ctx.fail(e.to_string());
+                self.writer = None;
+            }
+        }
+        let exact_key = if config.exact { fp.exact_key } else { 0 };
+        Some(DocFp {
+            doc_id,
+            simhash: fp.simhash,
+            exact_key,
+            rank,
+            empty: fp.is_empty(),
+            id_hash,
+        })
+    }
+
+    fn finish(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            match writer.commit() {
+                Ok(path) => self
+                    .ctx
+                    .report
+                    .borrow_mut()
+                    .parts
+                    .push(path.display().to_string()),
+                Err(e) => self.ctx.fail(e.to_string()),
+            }
+        }
+        self.ctx.stage_done("fingerprint");
+        self.ctx
+            .shared
+            .progress
+            .reach(crate::progress::Stage::Exact);
+    }
+}

@@ -1,0 +1,205 @@
+//! The whole job: building the dataflow on every worker, running it, merging the reports,
+//! and committing the output.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Probe, ToStream};
+use timely::dataflow::ProbeHandle;
+use timely::worker::Worker;
+
+use crate::clusters::{
+    count_duplicate_ids, local_forest, merge_forests, write_clusters, write_pairs,
+};
+use crate::config::{JobConfig, JobInput};
+use crate::exact::fold_exact;
+use crate::fingerprint::fingerprint;
+use crate::near::search_tables;
+use crate::output;
+use crate::plan::Plan;
+use crate::progress::{Progress, Stage};
+use crate::read::read_units;
+use crate::report::{JobSummary, Parameters, WorkerReport};
+use crate::worker::{Shared, WorkerCtx};
+use crate::JobError;
+
+/// Runs a job in this process (one of possibly several) and returns the merged summary.
+///
+/// On success the output directory holds every part, `summary.json` and `_SUCCESS`. If any
+/// worker reported an error, the summary lists them, no `_SUCCESS` is written, and
+/// [`JobError::Failed`] is returned.
+pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
+    validate(&config)?;
+    if config.parallelism.process == 0 {
+        output::prepare(&config.output, config.overwrite)?;
+    }
+    let plan = Plan::build(&config.input)?;
+    let timely_config = config.parallelism.timely_config();
+    let shared = Arc::new(Shared {
+        config,
+        plan,
+        progress,
+        abort: AtomicBool::new(false),
+        start: Instant::now(),
+    });
+    let guards = timely::execute(timely_config, move |worker| {
+        run_worker(worker, shared.clone())
+    })
+    .map_err(JobError::Cluster)?;
+    let mut summary = None;
+    for result in guards.join() {
+        match result {
+            Ok(s) => summary = summary.or(s),
+            Err(panic) => return Err(JobError::Cluster(format!("a worker failed: {panic}"))),
+        }
+    }
+    let summary =
+        summary.ok_or_else(|| JobError::Cluster("no worker returned a summary".into()))?;
+    if summary.succeeded() {
+        Ok(summary)
+    } else {
+        Err(JobError::Failed(Box::new(summary)))
+    }
+}
+
+fn validate(config: &JobConfig) -> Result<(), JobError> {
+    if let neardup_core::Method::MinHash { .. } = config.scheme.method {
+        return Err(JobError::Config(
+            "neardup run searches simhash fingerprints; choose --scheme simhash-doc or simhash-shingles (MinHash threshold mode is not available yet)".into(),
+        ));
+    }
+    if let (Some(column), JobInput::Documents { fields, .. }) =
+        (config.keep.column(), &config.input)
+    {
+        if fields.extra_field.as_deref() != Some(column) {
+            return Err(JobError::Config(format!(
+                "--keep {} needs the column {column:?} to be read",
+                config.keep.describe()
+            )));
+        }
+    }
+    if let (Some(_), JobInput::Fingerprints { .. }) = (config.keep.column(), &config.input) {
+        return Err(JobError::Config("a fingerprint table has no input columns to keep by: use --keep first|longest|shortest".into()));
+    }
+    Ok(())
+}
+
+/// One worker: the main dataflow to completion, then the report exchange.
+fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
+    let ctx = Rc::new(WorkerCtx {
+        shared: shared.clone(),
+        index: worker.index(),
+        peers: worker.peers(),
+        report: RefCell::new(WorkerReport::default()),
+    });
+    let fingerprinted = ProbeHandle::new();
+    worker.dataflow::<u64, _, _>(|scope| {
+        let raw = read_units(scope, ctx.clone(), fingerprinted.clone());
+        let docs = fingerprint(raw, ctx.clone()).probe_with(&fingerprinted);
+        count_duplicate_ids(docs.clone(), ctx.clone());
+        let (reps, exact_edges) = fold_exact(docs.clone(), ctx.clone());
+        let near_edges = search_tables(reps, ctx.clone());
+        let edges = write_pairs(
+            timely::dataflow::operators::Concat::concat(exact_edges, near_edges),
+            ctx.clone(),
+        );
+        let assignments = merge_forests(local_forest(edges), ctx.clone());
+        write_clusters(docs, assignments, ctx.clone());
+    });
+    while worker.step_or_park(None) {}
+    shared.progress.reach(Stage::Committing);
+    let report = ctx.report.replace(WorkerReport::default());
+    let verdict = exchange_reports(worker, report, &shared);
+    shared.progress.reach(Stage::Done);
+    verdict
+}
+
+/// Sends every worker's report to worker 0, which merges them, commits the output, and
+/// sends the summary back to every worker.
+fn exchange_reports(
+    worker: &mut Worker,
+    report: WorkerReport,
+    shared: &Arc<Shared>,
+) -> Option<JobSummary> {
+    let peers = worker.peers();
+    let verdict: Rc<RefCell<Option<JobSummary>>> = Rc::new(RefCell::new(None));
+    let sink = verdict.clone();
+    let shared = shared.clone();
+    worker.dataflow::<u64, _, _>(|scope| {
+        vec![report]
+            .to_stream(scope)
+            .container::<Vec<_>>()
+            .unary_frontier(
+                Exchange::new(|_: &WorkerReport| 0),
+                "MergeReports",
+                move |cap, _| {
+                    let mut cap = Some(cap);
+                    let mut merged: Option<WorkerReport> = None;
+                    move |(input, frontier), output| {
+                        input.for_each(|_, data| {
+                            for r in data.drain(..) {
+                                match merged.as_mut() {
+                                    Some(m) => m.merge(r),
+                                    None => merged = Some(r),
+                                }
+                            }
+                        });
+                        if frontier.is_empty() {
+                            if let (Some(cap), Some(report)) = (cap.take(), merged.take()) {
+                                let summary = finalize(report, &shared);
+                                output
+                                    .session(&cap)
+                                    .give_iterator((0..peers).map(|i| (i, summary.clone())));
+                            }
+                        }
+                    }
+                },
+            )
+            .sink(
+                Exchange::new(|(i, _): &(usize, JobSummary)| *i as u64),
+                "Verdict",
+                move |(input, _)| {
+                    input.for_each(|_, data| {
+                        for (_, summary) in data.drain(..) {
+                            *sink.borrow_mut() = Some(summary);
+                        }
+                    });
+                },
+            );
+    });
+    while worker.step_or_park(None) {}
+    verdict.take()
+}
+
+/// Worker 0: the summary, summary.json, and `_SUCCESS` if every worker succeeded.
+fn finalize(mut report: WorkerReport, shared: &Shared) -> JobSummary {
+    let config = &shared.config;
+    report.stage_done("total", shared.start.elapsed().as_secs_f64());
+    let parameters = Parameters {
+        scheme: config.scheme.describe(),
+        k: config.design.k(),
+        tables: config.design.to_string(),
+        keep: config.keep.describe(),
+        exact: config.exact,
+        skip_invalid: config.skip_invalid,
+        inputs: shared
+            .plan
+            .files
+            .iter()
+            .map(|f| f.path.display().to_string())
+            .collect(),
+        workers_per_process: config.parallelism.workers,
+        processes: config.parallelism.processes(),
+        command_line: config.command_line.clone(),
+    };
+    let mut summary = JobSummary::from_report(report, parameters);
+    if let Err(e) = output::commit(&config.output, &summary) {
+        summary.errors.push(e.to_string());
+    }
+    summary
+}

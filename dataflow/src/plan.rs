@@ -1,0 +1,188 @@
+//! Work units and their deterministic assignment to workers.
+//!
+//! The unit of reading is a whole JSONL or plain file (compressed streams cannot be split),
+//! or one Parquet row group. Every process computes the same plan from the file list and
+//! the Parquet footers, and gives each worker the same units, so no coordination is needed
+//! and the result never depends on which worker read what: document numbers come from
+//! (file, record) alone.
+//!
+//! Assignment is greedy by size (largest unit first, to the least-loaded worker, ties to the
+//! smaller index), which balances reading. Fingerprinting is balanced separately: every
+//! document is sent to a worker chosen by a hash of its number.
+
+use std::path::{Path, PathBuf};
+
+use neardup_io::input::{Format, InputFile};
+use neardup_io::parquet_in::{row_groups, RowGroupUnit};
+
+use crate::config::JobInput;
+use crate::records::RECORD_BITS;
+use crate::JobError;
+
+/// The most input files a run can number (`doc_id` keeps 24 bits for the file).
+pub const MAX_FILES: usize = 1 << (64 - RECORD_BITS);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnitKind {
+    /// A whole JSONL file (maybe compressed, maybe stdin).
+    Jsonl,
+    /// A whole file as one document.
+    Plain,
+    /// One row group of a Parquet document file.
+    Parquet(RowGroupUnit),
+    /// One row group of a fingerprint table.
+    Fingerprints(RowGroupUnit),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unit {
+    pub file: u32,
+    pub kind: UnitKind,
+    /// Relative cost, for balancing: bytes for whole files, rows for row groups.
+    pub weight: u64,
+}
+
+/// The inputs of a run, numbered, and cut into units.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub files: Vec<InputFile>,
+    pub units: Vec<Unit>,
+}
+
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+impl Plan {
+    /// Numbers the files in the given order (callers sort them by path) and reads the
+    /// Parquet footers.
+    pub fn build(input: &JobInput) -> Result<Plan, JobError> {
+        let files: Vec<InputFile> = match input {
+            JobInput::Documents { files, .. } => files.clone(),
+            JobInput::Fingerprints { files } => files
+                .iter()
+                .map(|p| InputFile {
+                    path: p.clone(),
+                    format: Format::Parquet,
+                    compression: neardup_io::input::Compression::None,
+                })
+                .collect(),
+        };
+        if files.is_empty() {
+            return Err(JobError::Config("no input files".into()));
+        }
+        if files.len() > MAX_FILES {
+            return Err(JobError::Config(format!(
+                "{} input files: at most {MAX_FILES} are supported",
+                files.len()
+            )));
+        }
+        let fingerprints = matches!(input, JobInput::Fingerprints { .. });
+        let mut units = Vec::new();
+        for (i, file) in files.iter().enumerate() {
+            let index = i as u32;
+            match file.format {
+                Format::Jsonl => units.push(Unit {
+                    file: index,
+                    kind: UnitKind::Jsonl,
+                    weight: file_size(&file.path),
+                }),
+                Format::Plain => units.push(Unit {
+                    file: index,
+                    kind: UnitKind::Plain,
+                    weight: file_size(&file.path),
+                }),
+                Format::Parquet => {
+                    for rg in row_groups(&file.path).map_err(|e| JobError::Input(e.to_string()))? {
+                        let kind = if fingerprints {
+                            UnitKind::Fingerprints(rg)
+                        } else {
+                            UnitKind::Parquet(rg)
+                        };
+                        units.push(Unit {
+                            file: index,
+                            kind,
+                            weight: rg.rows,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(Plan { files, units })
+    }
+
+    /// The display name of file `i`.
+    pub fn file_name(&self, i: u32) -> String {
+        self.files[i as usize].path.display().to_string()
+    }
+
+    pub fn path(&self, i: u32) -> &PathBuf {
+        &self.files[i as usize].path
+    }
+
+    /// The units worker `index` of `peers` reads, in plan order.
+    pub fn units_for(&self, index: usize, peers: usize) -> Vec<usize> {
+        let owners = self.assign(peers);
+        (0..self.units.len())
+            .filter(|&u| owners[u] == index)
+            .collect()
+    }
+
+    /// The worker of every unit: largest first to the least-loaded worker.
+    fn assign(&self, peers: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.units.len()).collect();
+        order.sort_by_key(|&u| (std::cmp::Reverse(self.units[u].weight), u));
+        let mut load = vec![0u64; peers.max(1)];
+        let mut owner = vec![0; self.units.len()];
+        for u in order {
+            let (worker, _) = load
+                .iter()
+                .enumerate()
+                .min_by_key(|&(w, &l)| (l, w))
+                .expect("at least one worker");
+            owner[u] = worker;
+            load[worker] += self.units[u].weight.max(1);
+        }
+        owner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_with_weights(weights: &[u64]) -> Plan {
+        let units = weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| Unit {
+                file: i as u32,
+                kind: UnitKind::Jsonl,
+                weight: w,
+            })
+            .collect();
+        Plan {
+            files: Vec::new(),
+            units,
+        }
+    }
+
+    #[test]
+    fn every_unit_has_exactly_one_worker_and_load_is_balanced() {
+        let plan = plan_with_weights(&[100, 1, 50, 50, 3, 7, 99]);
+        for peers in 1..6 {
+            let mut all: Vec<usize> = (0..peers).flat_map(|w| plan.units_for(w, peers)).collect();
+            all.sort();
+            assert_eq!(all, (0..7).collect::<Vec<_>>());
+        }
+        let loads: Vec<u64> = (0..2)
+            .map(|w| {
+                plan.units_for(w, 2)
+                    .iter()
+                    .map(|&u| plan.units[u].weight)
+                    .sum()
+            })
+            .collect();
+        assert!(loads[0].abs_diff(loads[1]) <= 100, "{loads:?}");
+    }
+}

@@ -1,0 +1,105 @@
+//! The records that travel between workers.
+
+use serde::{Deserialize, Serialize};
+
+/// Bits of `doc_id` that number records within a file: `doc_id = (file << 40) | record`.
+pub const RECORD_BITS: u32 = 40;
+
+/// The stable document number: unique, independent of the number of workers, computed
+/// without a global pass.
+pub fn doc_id(file: u32, record: u64) -> u64 {
+    ((file as u64) << RECORD_BITS) | record
+}
+
+/// A document as a reader found it, on its way to the worker that fingerprints it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RawDoc {
+    pub doc_id: u64,
+    pub file: u32,
+    /// 0-based record number in the file (JSONL line - 1, or Parquet row).
+    pub record: u64,
+    pub body: RawBody,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum RawBody {
+    /// A JSONL line, parsed by the fingerprinting worker (parsing is spread, like hashing).
+    JsonLine(Vec<u8>),
+    /// Fields already decoded (Parquet rows, plain files).
+    Fields {
+        id: Option<String>,
+        text: String,
+        extra: Option<f64>,
+    },
+    /// A fingerprint read from an existing table (`neardup search`).
+    Fingerprint { simhash: u64, bytes: Option<u64> },
+    /// A record the reader could not decode; the message names what was wrong.
+    Invalid(String),
+}
+
+/// A fingerprinted document: what the exact and near stages need of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocFp {
+    pub doc_id: u64,
+    pub simhash: u64,
+    /// Exact-duplicate key (0 when exact folding is off or unknown).
+    pub exact_key: u128,
+    /// The keep rank (smaller is preferred).
+    pub rank: u64,
+    pub empty: bool,
+    /// Hash of the user's id, to count duplicate ids.
+    pub id_hash: Option<u64>,
+}
+
+/// Why two documents are paired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EdgeKind {
+    Exact,
+    Near,
+}
+
+/// A duplicate pair, `a < b`, with both documents' keep ranks (for the cluster stage).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Edge {
+    pub a: u64,
+    pub b: u64,
+    pub hamming: u8,
+    pub kind: EdgeKind,
+    pub rank_a: u64,
+    pub rank_b: u64,
+}
+
+impl Edge {
+    pub fn new(x: (u64, u64), y: (u64, u64), hamming: u32, kind: EdgeKind) -> Self {
+        let ((a, rank_a), (b, rank_b)) = if x.0 < y.0 { (x, y) } else { (y, x) };
+        Edge {
+            a,
+            b,
+            hamming: hamming as u8,
+            kind,
+            rank_a,
+            rank_b,
+        }
+    }
+}
+
+/// A fingerprint's entry in one table: `(table, fingerprint, doc_id, rank)`.
+pub type TableRecord = (u32, u64, u64, u64);
+
+/// What each worker's local union-find sends to the merging worker.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub enum ForestMsg {
+    /// `doc` belongs with `root`.
+    Link { doc: u64, root: u64 },
+    /// The keep rank of a document in some cluster.
+    Rank { doc: u64, rank: u64 },
+}
+
+/// A clustered document's final assignment, sent to the document's home worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub doc_id: u64,
+    pub cluster_id: u64,
+    pub cluster_size: u32,
+    pub keep: bool,
+}

@@ -1,0 +1,230 @@
+//! What each worker saw, and the job summary merged from all of them.
+//!
+//! Every worker fills a [`WorkerReport`] while the main dataflow runs. When it is done, a
+//! second, tiny dataflow sends every report to worker 0, which merges them into the
+//! [`JobSummary`] written as `summary.json`, and decides whether the run succeeded.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::SUMMARY_TOP;
+
+/// A hot bucket: many fingerprints sharing one table key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketInfo {
+    pub table: u32,
+    /// The key bits (the fingerprint masked by the table's key mask), in hex.
+    pub key: String,
+    pub size: u64,
+}
+
+/// A large cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    pub cluster_id: u64,
+    pub size: u64,
+}
+
+/// Counts and events of one worker.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WorkerReport {
+    pub documents: u64,
+    pub empty: u64,
+    pub skipped: u64,
+    pub blank_lines: u64,
+    /// The first few skipped records, with file and line.
+    pub skip_examples: Vec<String>,
+    pub bytes: u64,
+    /// Fatal errors: any one fails the run.
+    pub errors: Vec<String>,
+    pub exact_groups: u64,
+    pub exact_duplicates: u64,
+    pub table_records: u64,
+    pub exact_pairs: u64,
+    pub near_pairs: u64,
+    pub comparisons: u64,
+    pub splits: u64,
+    pub largest_buckets: Vec<BucketInfo>,
+    pub clusters: u64,
+    pub clustered_documents: u64,
+    pub documents_to_remove: u64,
+    pub largest_clusters: Vec<ClusterInfo>,
+    pub duplicate_ids: u64,
+    /// Seconds from the job's start to the end of each stage on this worker.
+    pub stage_seconds: BTreeMap<String, f64>,
+    /// Part files this worker committed.
+    pub parts: Vec<String>,
+}
+
+/// How many skip examples a report keeps.
+pub const SKIP_EXAMPLES: usize = 5;
+
+impl WorkerReport {
+    pub fn skip(&mut self, message: String) {
+        self.skipped += 1;
+        if self.skip_examples.len() < SKIP_EXAMPLES {
+            self.skip_examples.push(message);
+        }
+    }
+
+    pub fn stage_done(&mut self, stage: &str, seconds: f64) {
+        self.stage_seconds.insert(stage.to_string(), seconds);
+    }
+
+    pub fn note_bucket(&mut self, bucket: BucketInfo) {
+        self.largest_buckets.push(bucket);
+        keep_largest(&mut self.largest_buckets, |b| b.size);
+    }
+
+    /// Adds another worker's report to this one.
+    pub fn merge(&mut self, other: WorkerReport) {
+        self.documents += other.documents;
+        self.empty += other.empty;
+        self.skipped += other.skipped;
+        self.blank_lines += other.blank_lines;
+        self.skip_examples.extend(other.skip_examples);
+        self.skip_examples.sort();
+        self.skip_examples.truncate(SKIP_EXAMPLES);
+        self.bytes += other.bytes;
+        self.errors.extend(other.errors);
+        self.exact_groups += other.exact_groups;
+        self.exact_duplicates += other.exact_duplicates;
+        self.table_records += other.table_records;
+        self.exact_pairs += other.exact_pairs;
+        self.near_pairs += other.near_pairs;
+        self.comparisons += other.comparisons;
+        self.splits += other.splits;
+        self.largest_buckets.extend(other.largest_buckets);
+        keep_largest(&mut self.largest_buckets, |b| b.size);
+        self.clusters += other.clusters;
+        self.clustered_documents += other.clustered_documents;
+        self.documents_to_remove += other.documents_to_remove;
+        self.largest_clusters.extend(other.largest_clusters);
+        keep_largest(&mut self.largest_clusters, |c| c.size);
+        self.duplicate_ids += other.duplicate_ids;
+        for (stage, secs) in other.stage_seconds {
+            let slot = self.stage_seconds.entry(stage).or_insert(0.0);
+            *slot = slot.max(secs);
+        }
+        self.parts.extend(other.parts);
+        self.parts.sort();
+    }
+}
+
+/// Sorts by size, largest first (ties in a fixed order), and keeps the top few.
+fn keep_largest<T: Ord>(items: &mut Vec<T>, size: impl Fn(&T) -> u64) {
+    items.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| a.cmp(b)));
+    items.truncate(SUMMARY_TOP);
+}
+
+impl Ord for BucketInfo {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.table, &self.key, self.size).cmp(&(other.table, &other.key, other.size))
+    }
+}
+impl PartialOrd for BucketInfo {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ClusterInfo {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.cluster_id, self.size).cmp(&(other.cluster_id, other.size))
+    }
+}
+impl PartialOrd for ClusterInfo {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The parameters of a run, as recorded in summary.json.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Parameters {
+    pub scheme: String,
+    pub k: u32,
+    pub tables: String,
+    pub keep: String,
+    pub exact: bool,
+    pub skip_invalid: bool,
+    pub inputs: Vec<String>,
+    pub workers_per_process: usize,
+    pub processes: usize,
+    pub command_line: Vec<String>,
+}
+
+/// summary.json: the run's parameters, counts, timings and notable buckets and clusters.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobSummary {
+    pub version: String,
+    pub parameters: Parameters,
+    pub counts: Counts,
+    /// Seconds from the start to the end of each stage (the slowest worker's).
+    pub stage_seconds: BTreeMap<String, f64>,
+    pub largest_buckets: Vec<BucketInfo>,
+    pub largest_clusters: Vec<ClusterInfo>,
+    pub skip_examples: Vec<String>,
+    pub errors: Vec<String>,
+    pub parts: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Counts {
+    pub documents: u64,
+    pub bytes: u64,
+    pub empty: u64,
+    pub skipped: u64,
+    pub blank_lines: u64,
+    pub duplicate_ids: u64,
+    pub exact_groups: u64,
+    pub exact_duplicates: u64,
+    pub exact_pairs: u64,
+    pub near_pairs: u64,
+    pub pairs: u64,
+    pub clusters: u64,
+    pub clustered_documents: u64,
+    pub documents_to_remove: u64,
+    pub table_records: u64,
+    pub comparisons: u64,
+    pub bucket_splits: u64,
+}
+
+impl JobSummary {
+    pub fn from_report(report: WorkerReport, parameters: Parameters) -> Self {
+        let counts = Counts {
+            documents: report.documents,
+            bytes: report.bytes,
+            empty: report.empty,
+            skipped: report.skipped,
+            blank_lines: report.blank_lines,
+            duplicate_ids: report.duplicate_ids,
+            exact_groups: report.exact_groups,
+            exact_duplicates: report.exact_duplicates,
+            exact_pairs: report.exact_pairs,
+            near_pairs: report.near_pairs,
+            pairs: report.exact_pairs + report.near_pairs,
+            clusters: report.clusters,
+            clustered_documents: report.clustered_documents,
+            documents_to_remove: report.documents_to_remove,
+            table_records: report.table_records,
+            comparisons: report.comparisons,
+            bucket_splits: report.splits,
+        };
+        JobSummary {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            parameters,
+            counts,
+            stage_seconds: report.stage_seconds,
+            largest_buckets: report.largest_buckets,
+            largest_clusters: report.largest_clusters,
+            skip_examples: report.skip_examples,
+            errors: report.errors,
+            parts: report.parts,
+        }
+    }
+
+    pub fn succeeded(&self) -> bool {
+        self.errors.is_empty()
+    }
+}

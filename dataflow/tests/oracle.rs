@@ -1,0 +1,330 @@
+//! The job against from-scratch oracles: brute-force pairs and components, on planted
+//! random fingerprints and on the dev-small corpus, at 1, 2 and 4 workers.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::AsArray;
+use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type, UInt8Type};
+use neardup_core::mix::splitmix64;
+use neardup_core::search::{brute_force_pairs, Item};
+use neardup_core::unionfind::UnionFind;
+use neardup_core::{Fingerprinter, Scheme, TableDesign};
+use neardup_dataflow::{run_job, JobConfig, JobInput, KeepPolicy, Parallelism, Progress};
+use neardup_io::input::expand_inputs;
+use neardup_io::jsonl::FieldSpec;
+use neardup_io::parquet_out::{FingerprintRow, PartWriter};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// Every row of every part in `dir`, as record batches.
+fn read_parts(dir: &Path) -> Vec<arrow::record_batch::RecordBatch> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    assert!(
+        paths
+            .iter()
+            .all(|p| p.extension().is_some_and(|e| e == "parquet")),
+        "stray files in {}: {paths:?}",
+        dir.display()
+    );
+    paths
+        .iter()
+        .flat_map(|p| {
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(p).unwrap())
+                .unwrap()
+                .build()
+                .unwrap()
+                .map(|b| b.unwrap())
+        })
+        .collect()
+}
+
+type PairSet = BTreeSet<(u64, u64, u8, String)>;
+
+fn read_pairs(out: &Path) -> Vec<(u64, u64, u8, String)> {
+    let mut pairs = Vec::new();
+    for b in read_parts(&out.join("pairs")) {
+        let a = b
+            .column_by_name("doc_a")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        let bb = b
+            .column_by_name("doc_b")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        let h = b
+            .column_by_name("hamming")
+            .unwrap()
+            .as_primitive::<UInt8Type>();
+        let k = b.column_by_name("kind").unwrap().as_string::<i32>();
+        for i in 0..b.num_rows() {
+            pairs.push((a.value(i), bb.value(i), h.value(i), k.value(i).to_string()));
+        }
+    }
+    pairs
+}
+
+/// doc_id -> (cluster_id, size, keep)
+fn read_clusters(out: &Path) -> BTreeMap<u64, (i64, u32, bool)> {
+    let mut rows = BTreeMap::new();
+    for b in read_parts(&out.join("clusters")) {
+        let d = b
+            .column_by_name("doc_id")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        let c = b
+            .column_by_name("cluster_id")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        let s = b
+            .column_by_name("cluster_size")
+            .unwrap()
+            .as_primitive::<UInt32Type>();
+        let k = b.column_by_name("keep").unwrap().as_boolean();
+        for i in 0..b.num_rows() {
+            assert!(
+                rows.insert(d.value(i), (c.value(i), s.value(i), k.value(i)))
+                    .is_none(),
+                "doc {} twice",
+                d.value(i)
+            );
+        }
+    }
+    rows
+}
+
+/// Components of the brute-force graph, labelled by their smallest member.
+fn oracle_components(docs: &[u64], pairs: &[(u64, u64)]) -> BTreeMap<u64, (i64, u32)> {
+    let mut uf = UnionFind::new();
+    for &(a, b) in pairs {
+        uf.union(a, b);
+    }
+    let labels: HashMap<u64, u64> = uf.components_by_min().into_iter().collect();
+    let mut sizes: HashMap<u64, u32> = HashMap::new();
+    for l in labels.values() {
+        *sizes.entry(*l).or_default() += 1;
+    }
+    docs.iter()
+        .map(|d| match labels.get(d) {
+            Some(l) => (*d, (*l as i64, sizes[l])),
+            None => (*d, (-1, 1)),
+        })
+        .collect()
+}
+
+fn run(config: JobConfig) -> neardup_dataflow::JobSummary {
+    run_job(config, Arc::new(Progress::default())).expect("job succeeds")
+}
+
+fn planted_fingerprints(dir: &Path, n: usize, k: u32) -> Vec<Item> {
+    let mut state = 42u64;
+    let mut items = Vec::new();
+    while items.len() < n {
+        let base = splitmix64(&mut state);
+        let family = 1 + splitmix64(&mut state) % 4;
+        for _ in 0..family {
+            let mut fp = base;
+            for _ in 0..splitmix64(&mut state) % (k as u64 + 2) {
+                fp ^= 1 << (splitmix64(&mut state) % 64);
+            }
+            // Sparse, unordered doc ids, as a previous run's table would have.
+            let doc = (splitmix64(&mut state) % 1000) << 40 | items.len() as u64;
+            items.push(Item { fp, doc });
+        }
+    }
+    // A hot clump: 1500 fingerprints sharing their top 40 bits.
+    for i in 0..1500u64 {
+        items.push(Item {
+            fp: (0x1234_5678_9au64 << 24) | (splitmix64(&mut state) & 0xff_ffff),
+            doc: (7 << 40) | (1_000_000 + i),
+        });
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    let mut writer = PartWriter::<FingerprintRow>::create(dir, 0).unwrap();
+    for it in &items {
+        writer
+            .push(FingerprintRow {
+                doc_id: it.doc,
+                id: None,
+                source: "x".into(),
+                record: 0,
+                simhash: it.fp,
+                n_tokens: 1,
+                bytes: it.doc % 977,
+                empty: false,
+            })
+            .unwrap();
+    }
+    writer.commit().unwrap();
+    items
+}
+
+#[test]
+fn search_equals_brute_force_on_planted_fingerprints_at_any_parallelism() {
+    let tmp = tempfile::tempdir().unwrap();
+    for k in [3u32, 6] {
+        let fps_dir = tmp.path().join(format!("fps-{k}"));
+        let items = planted_fingerprints(&fps_dir, 4000, k);
+        let expected: PairSet = brute_force_pairs(&items, k)
+            .into_iter()
+            .map(|p| (p.doc_a, p.doc_b, p.hamming as u8, "near".to_string()))
+            .collect();
+        let docs: Vec<u64> = items.iter().map(|i| i.doc).collect();
+        let expected_clusters = oracle_components(
+            &docs,
+            &expected.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>(),
+        );
+        let mut first_keep = None;
+        for workers in [1, 2, 4] {
+            let out = tmp.path().join(format!("out-{k}-{workers}"));
+            let files = vec![fps_dir.join("part-00000.parquet")];
+            let mut config = JobConfig::new(JobInput::Fingerprints { files }, out.clone());
+            config.design = TableDesign::for_k(k).unwrap();
+            config.keep = KeepPolicy::Longest;
+            config.parallelism = Parallelism::local(workers);
+            let summary = run(config);
+            assert!(out.join("_SUCCESS").exists());
+            let pairs = read_pairs(&out);
+            let set: PairSet = pairs.iter().cloned().collect();
+            assert_eq!(
+                pairs.len(),
+                set.len(),
+                "k={k} w={workers}: a pair was reported twice"
+            );
+            assert_eq!(set, expected, "k={k} w={workers}");
+            assert_eq!(summary.counts.near_pairs as usize, expected.len());
+            let clusters = read_clusters(&out);
+            let got: BTreeMap<u64, (i64, u32)> = clusters
+                .iter()
+                .map(|(d, (c, s, _))| (*d, (*c, *s)))
+                .collect();
+            assert_eq!(got, expected_clusters, "k={k} w={workers}");
+            // Keep: exactly one per cluster, the longest (bytes = doc % 977), ties to smaller id.
+            let keep: BTreeMap<u64, bool> =
+                clusters.iter().map(|(d, (_, _, k))| (*d, *k)).collect();
+            let mut best: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+            for (d, (c, _, _)) in &clusters {
+                if *c >= 0 {
+                    let cand = (u64::MAX - d % 977, *d);
+                    best.entry(*c)
+                        .and_modify(|b| *b = (*b).min(cand))
+                        .or_insert(cand);
+                }
+            }
+            for (d, (c, _, k)) in &clusters {
+                assert_eq!(*k, *c < 0 || best[c].1 == *d, "doc {d}");
+            }
+            match &first_keep {
+                None => first_keep = Some(keep),
+                Some(f) => assert_eq!(f, &keep, "keep differs at {workers} workers"),
+            }
+            assert!(
+                summary.counts.bucket_splits > 0 || k != 3,
+                "the hot clump must be split"
+            );
+        }
+    }
+}
+
+fn dev_small() -> Option<PathBuf> {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpora/dev-small/corpus.jsonl");
+    p.exists().then_some(p)
+}
+
+#[test]
+fn dev_small_equals_brute_force_at_any_parallelism() {
+    let Some(corpus) = dev_small() else {
+        panic!("../shared/corpora/dev-small/corpus.jsonl is missing: the oracle test needs it");
+    };
+    // The oracle: fingerprint every document sequentially, compare all pairs.
+    let mut fingerprinter = Fingerprinter::new(Scheme::simhash_doc());
+    let mut items = Vec::new();
+    let mut exact: HashMap<u128, u64> = HashMap::new();
+    let mut empty = 0;
+    let text = std::fs::read_to_string(&corpus).unwrap();
+    for (line, json) in text.lines().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        let fp = fingerprinter.fingerprint(v["text"].as_str().unwrap());
+        let doc = line as u64; // file 0
+        if fp.is_empty() {
+            empty += 1;
+            continue;
+        }
+        exact
+            .entry(fp.exact_key)
+            .and_modify(|m| *m = (*m).min(doc))
+            .or_insert(doc);
+        items.push(Item {
+            fp: fp.simhash,
+            doc,
+        });
+    }
+    let all_pairs: Vec<(u64, u64)> = brute_force_pairs(&items, 3)
+        .into_iter()
+        .map(|p| (p.doc_a, p.doc_b))
+        .collect();
+    let n_docs = text.lines().count() as u64;
+    let expected_clusters = oracle_components(&(0..n_docs).collect::<Vec<_>>(), &all_pairs);
+    let fps: HashMap<u64, u64> = items.iter().map(|i| (i.doc, i.fp)).collect();
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut outputs = Vec::new();
+    for workers in [1, 2, 4] {
+        let out = tmp.path().join(format!("w{workers}"));
+        let files = expand_inputs(&[corpus.display().to_string()], false).unwrap();
+        let fields = FieldSpec {
+            text_field: "text".into(),
+            id_field: Some("id".into()),
+            extra_field: None,
+        };
+        let mut config = JobConfig::new(JobInput::Documents { files, fields }, out.clone());
+        config.parallelism = Parallelism::local(workers);
+        let summary = run(config);
+        assert_eq!(summary.counts.documents, n_docs);
+        assert_eq!(summary.counts.empty, empty);
+        let pairs = read_pairs(&out);
+        let set: PairSet = pairs.iter().cloned().collect();
+        assert_eq!(set.len(), pairs.len(), "w={workers}: duplicate pair rows");
+        for (a, b, h, kind) in &pairs {
+            assert!(a < b);
+            assert_eq!(
+                *h as u32,
+                neardup_core::hamming(fps[a], fps[b]),
+                "stored distance"
+            );
+            assert!(*h <= 3, "pair beyond k");
+            if kind == "exact" {
+                assert_eq!(
+                    exact[&fingerprint_key(&text, *b)],
+                    *a,
+                    "exact pairs link to the group's smallest doc"
+                );
+            }
+        }
+        let clusters = read_clusters(&out);
+        let got: BTreeMap<u64, (i64, u32)> = clusters
+            .iter()
+            .map(|(d, (c, s, _))| (*d, (*c, *s)))
+            .collect();
+        assert_eq!(
+            got, expected_clusters,
+            "w={workers}: clusters differ from brute-force components"
+        );
+        outputs.push(set);
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    assert_eq!(outputs[0], outputs[2]);
+}
+
+fn fingerprint_key(text: &str, doc: u64) -> u128 {
+    let line = text.lines().nth(doc as usize).unwrap();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    Fingerprinter::new(Scheme::simhash_doc())
+        .fingerprint(v["text"].as_str().unwrap())
+        .exact_key
+}

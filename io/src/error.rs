@@ -1,0 +1,206 @@
+//! The crate's error type.
+//!
+//! Every message starts with the file it is about (stdin is shown as
+//! `<stdin>`), then the line or row where there is one, then what was wrong,
+//! so a user reading one log line can find the bad input without context.
+
+use std::path::{Path, PathBuf};
+
+use arrow::error::ArrowError;
+use parquet::errors::ParquetError;
+
+use crate::input::Compression;
+use crate::jsonl::RecordError;
+
+/// Everything that can go wrong reading inputs or writing outputs.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    /// A path named on the command line does not exist.
+    #[error("{}: no such file or directory", shown(path))]
+    NotFound { path: PathBuf },
+
+    /// Input patterns (files, directories, globs) that matched no input file.
+    #[error("{}", no_inputs_message(patterns))]
+    NoInputs { patterns: Vec<String> },
+
+    /// A glob pattern that the `glob` crate cannot parse.
+    #[error("invalid glob pattern {pattern:?}: {message}")]
+    BadPattern { pattern: String, message: String },
+
+    /// A file or directory could not be opened, listed or inspected.
+    #[error("{}: cannot open: {source}", shown(path))]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    /// Reading (or decompressing) a line-oriented file failed at `line`.
+    #[error("{}:{line}: {}: {source}", shown(path), read_failure(*compression))]
+    Read {
+        path: PathBuf,
+        line: u64,
+        compression: Compression,
+        source: std::io::Error,
+    },
+
+    /// Reading (or decompressing) a whole file failed.
+    #[error("{}: {}: {source}", shown(path), read_failure(*compression))]
+    ReadWhole {
+        path: PathBuf,
+        compression: Compression,
+        source: std::io::Error,
+    },
+
+    /// A plain-text document that is not valid UTF-8.
+    #[error("{}: invalid UTF-8 at byte offset {offset}", shown(path))]
+    InvalidUtf8 { path: PathBuf, offset: u64 },
+
+    /// A JSONL record that could not be used.
+    #[error("{}:{line}: {source}", shown(path))]
+    Record {
+        path: PathBuf,
+        line: u64,
+        source: RecordError,
+    },
+
+    /// A Parquet row that could not be used (`row` counts from 0 in the file).
+    #[error("{}: row {row}: {source}", shown(path))]
+    Row {
+        path: PathBuf,
+        row: u64,
+        source: RecordError,
+    },
+
+    /// The file is not Parquet, or its footer or metadata is damaged.
+    #[error("{}: cannot read as Parquet: {source}", shown(path))]
+    Parquet { path: PathBuf, source: ParquetError },
+
+    /// Decoding the data of a row group failed.
+    #[error("{}: row group {row_group}: cannot decode: {source}", shown(path))]
+    Decode {
+        path: PathBuf,
+        row_group: usize,
+        source: ArrowError,
+    },
+
+    /// The metadata describes something impossible.
+    #[error("{}: corrupt Parquet metadata: {reason}", shown(path))]
+    Corrupt { path: PathBuf, reason: String },
+
+    /// A column the caller asked for is not in the file.
+    #[error(
+        "{}: no column {column:?}; the file has columns: {}",
+        shown(path),
+        available.join(", ")
+    )]
+    MissingColumn {
+        path: PathBuf,
+        column: String,
+        available: Vec<String>,
+    },
+
+    /// A column exists but has a type we cannot read it as.
+    #[error(
+        "{}: column {column:?} has type {found}, expected {expected}",
+        shown(path)
+    )]
+    ColumnType {
+        path: PathBuf,
+        column: String,
+        found: String,
+        expected: &'static str,
+    },
+
+    /// A single value that cannot be used, e.g. a null doc_id.
+    #[error("{}: row {row}: column {column:?} {reason}", shown(path))]
+    BadValue {
+        path: PathBuf,
+        column: String,
+        row: u64,
+        reason: String,
+    },
+
+    /// A row group index past the end of the file.
+    #[error(
+        "{}: row group {row_group} does not exist (the file has {count})",
+        shown(path)
+    )]
+    NoSuchRowGroup {
+        path: PathBuf,
+        row_group: usize,
+        count: usize,
+    },
+
+    /// A row group yielded a different number of rows than its unit said,
+    /// e.g. because the unit came from another version of the file.
+    #[error(
+        "{}: row group {row_group} has {found} rows, expected {expected} (file changed?)",
+        shown(path)
+    )]
+    RowCount {
+        path: PathBuf,
+        row_group: usize,
+        expected: u64,
+        found: u64,
+    },
+
+    /// Creating, writing, syncing or renaming an output file failed.
+    #[error("{}: cannot write: {source}", shown(path))]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    /// The Parquet writer failed.
+    #[error("{}: cannot write Parquet: {source}", shown(path))]
+    ParquetWrite { path: PathBuf, source: ParquetError },
+
+    /// Building or converting an Arrow array failed.
+    #[error("{}: {source}", shown(path))]
+    Arrow { path: PathBuf, source: ArrowError },
+}
+
+impl IoError {
+    /// Wraps a JSONL record error with the file and 1-based line number.
+    pub fn record(path: impl Into<PathBuf>, line: u64, source: RecordError) -> Self {
+        IoError::Record {
+            path: path.into(),
+            line,
+            source,
+        }
+    }
+
+    /// Wraps a Parquet row error with the file and 0-based row number.
+    pub fn row(path: impl Into<PathBuf>, row: u64, source: RecordError) -> Self {
+        IoError::Row {
+            path: path.into(),
+            row,
+            source,
+        }
+    }
+}
+
+/// How a path appears in messages: `-` is stdin, which users never typed as a
+/// file name.
+pub(crate) fn shown(path: &Path) -> std::path::Display<'_> {
+    if path == Path::new("-") {
+        Path::new("<stdin>").display()
+    } else {
+        path.display()
+    }
+}
+
+fn read_failure(compression: Compression) -> String {
+    match compression {
+        Compression::None => "read failed".to_owned(),
+        other => format!("{} data is truncated or corrupt", other.name()),
+    }
+}
+
+fn no_inputs_message(patterns: &[String]) -> String {
+    if patterns.is_empty() {
+        return "no input files given".to_owned();
+    }
+    let quoted: Vec<String> = patterns.iter().map(|p| format!("{p:?}")).collect();
+    format!("no input files matched {}", quoted.join(", "))
+}

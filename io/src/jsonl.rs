@@ -1,0 +1,777 @@
+//! Streaming lines and parsing JSONL records.
+//!
+//! [`LineReader`] turns a file (plain, gzip or zstd, or stdin) into lines.
+//! Corpora are often shipped compressed and sometimes arrive truncated, so a
+//! decompression failure is an error that names the file and the line reached:
+//! reading fewer documents than the file holds, silently, is the worst
+//! outcome for a deduplicator.
+//!
+//! [`parse_record`] pulls the few fields a run needs out of one line. Records
+//! often carry large fields we never look at (HTML, metadata, token arrays),
+//! so instead of building a JSON tree it walks the object once, keeps the
+//! wanted keys and skips every other value without allocating
+//! ([`serde::de::IgnoredAny`]).
+
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use crate::error::IoError;
+use crate::input::{Compression, InputFile};
+
+/// Size of the read buffer; large enough that syscalls are not the cost.
+pub const READ_BUFFER_BYTES: usize = 256 * 1024;
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Opens a file (or stdin) and undoes its compression.
+pub(crate) fn open_decompressed(file: &InputFile) -> Result<Box<dyn Read + Send>, IoError> {
+    let raw: Box<dyn Read + Send> = if file.is_stdin() {
+        Box::new(std::io::stdin())
+    } else {
+        let f = File::open(&file.path).map_err(|source| IoError::Open {
+            path: file.path.clone(),
+            source,
+        })?;
+        Box::new(f)
+    };
+    let open_err = |source| IoError::Open {
+        path: file.path.clone(),
+        source,
+    };
+    Ok(match file.compression {
+        Compression::None => raw,
+        // Multi-member: pigz and bgzip write several gzip members per file.
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(open_err)?),
+    })
+}
+
+/// Reads the lines of one (maybe compressed, maybe stdin) file.
+pub struct LineReader {
+    path: PathBuf,
+    compression: Compression,
+    reader: Box<dyn BufRead + Send>,
+    line: u64,
+}
+
+impl LineReader {
+    /// Opens `file` for reading lines. The format field is not checked: any
+    /// file can be read as lines.
+    pub fn open(file: &InputFile) -> Result<LineReader, IoError> {
+        let inner = open_decompressed(file)?;
+        Ok(LineReader {
+            path: file.path.clone(),
+            compression: file.compression,
+            reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, inner)),
+            line: 0,
+        })
+    }
+
+    /// Reads the next line into `buf` (cleared first), without its trailing
+    /// `\n` or `\r\n`, and returns its 1-based line number, or `None` at the
+    /// end of the file. A UTF-8 byte order mark on line 1 is dropped.
+    ///
+    /// A read or decompression error (for example a truncated gzip or zstd
+    /// stream) is returned with the number of the line being read.
+    pub fn next_line(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>, IoError> {
+        buf.clear();
+        let n = self
+            .reader
+            .read_until(b'\n', buf)
+            .map_err(|source| IoError::Read {
+                path: self.path.clone(),
+                line: self.line + 1,
+                compression: self.compression,
+                source,
+            })?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.line += 1;
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+        }
+        if self.line == 1 && buf.starts_with(UTF8_BOM) {
+            buf.drain(..UTF8_BOM.len());
+        }
+        Ok(Some(self.line))
+    }
+
+    /// The number of lines returned so far.
+    pub fn lines_read(&self) -> u64 {
+        self.line
+    }
+}
+
+/// Which JSON fields hold the text, the id and the extra (ranking) value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FieldSpec {
+    /// The document text; must be a string.
+    pub text_field: String,
+    /// The document's own id, if the caller wants it. Required when set.
+    pub id_field: Option<String>,
+    /// A number used to choose which duplicate to keep (timestamp, score).
+    pub extra_field: Option<String>,
+}
+
+/// The fields of one input record that a run uses.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Record {
+    /// The id field as text: JSON strings as is, numbers in decimal.
+    pub id: Option<String>,
+    /// The document text, unescaped.
+    pub text: String,
+    /// The extra field as a number, if present and not null.
+    pub extra: Option<f64>,
+}
+
+/// Why one record (a JSONL line or a Parquet row) could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// The line is not UTF-8; `offset` is the byte offset in the line.
+    #[error("invalid UTF-8 at byte {offset} of the line")]
+    InvalidUtf8 { offset: usize },
+    /// serde_json's description of the syntax error.
+    #[error("malformed JSON: {0}")]
+    MalformedJson(String),
+    /// Valid JSON, but not an object.
+    #[error("not a JSON object")]
+    NotAnObject,
+    /// The text field is absent.
+    #[error("record has no field {0:?}")]
+    MissingText(String),
+    /// The text field is present but not a string.
+    #[error("field {field:?} is {}, expected a string", with_article(found))]
+    TextNotString { field: String, found: &'static str },
+    /// The id field is absent or null.
+    #[error("record has no field {0:?} (or it is null)")]
+    MissingId(String),
+    /// The id field is neither a string nor a number.
+    #[error(
+        "field {field:?} is {}, expected a string or a number",
+        with_article(found)
+    )]
+    BadId { field: String, found: &'static str },
+    /// The extra field is neither a number nor a string holding one.
+    #[error(
+        "field {field:?} is {}, expected a number or a numeric string",
+        with_article(found)
+    )]
+    ExtraNotNumeric { field: String, found: &'static str },
+    /// The line holds only whitespace.
+    #[error("empty line")]
+    EmptyLine,
+}
+
+/// "number" -> "a number", "array" -> "an array", "null" -> "null".
+fn with_article(kind: &str) -> String {
+    match kind {
+        "null" => kind.to_owned(),
+        k if k.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {k}"),
+        k => format!("a {k}"),
+    }
+}
+
+/// What [`RecordError`] calls a string field that does not hold a number.
+pub const NON_NUMERIC_STRING: &str = "non-numeric string";
+
+/// Parses one JSONL line and extracts the fields named in `spec`.
+///
+/// Keys other than the wanted ones are skipped without being built. If a key
+/// appears twice, the last value wins (as in most JSON libraries).
+pub fn parse_record(line: &[u8], spec: &FieldSpec) -> Result<Record, RecordError> {
+    let text = std::str::from_utf8(line).map_err(|e| RecordError::InvalidUtf8 {
+        offset: e.valid_up_to(),
+    })?;
+    if text.trim().is_empty() {
+        return Err(RecordError::EmptyLine);
+    }
+    let malformed = |e: serde_json::Error| RecordError::MalformedJson(e.to_string());
+    let mut de = serde_json::Deserializer::from_str(text);
+    let slots = RecordSeed(spec)
+        .deserialize(&mut de)
+        .map_err(malformed)?
+        .ok_or(RecordError::NotAnObject)?;
+    de.end().map_err(malformed)?;
+    slots.into_record(spec)
+}
+
+/// A JSON value reduced to what we need to know about it.
+#[derive(Debug, Clone, PartialEq)]
+enum Scalar {
+    Str(String),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Bool,
+    Null,
+    Array,
+    Object,
+}
+
+impl Scalar {
+    fn kind(&self) -> &'static str {
+        match self {
+            Scalar::Str(_) => "string",
+            Scalar::U64(_) | Scalar::I64(_) | Scalar::F64(_) => "number",
+            Scalar::Bool => "boolean",
+            Scalar::Null => "null",
+            Scalar::Array => "array",
+            Scalar::Object => "object",
+        }
+    }
+}
+
+impl<'de> de::Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+        Ok(Scalar::Str(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Scalar, E> {
+        Ok(Scalar::Str(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+        Ok(Scalar::U64(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+        Ok(Scalar::I64(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+        Ok(Scalar::F64(v))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+        Ok(Scalar::Bool)
+    }
+    fn visit_unit<E>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Array)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Object)
+    }
+}
+
+/// Which of the wanted fields a key is (a key may be several at once).
+#[derive(Clone, Copy, Default)]
+struct Roles {
+    text: bool,
+    id: bool,
+    extra: bool,
+}
+
+impl Roles {
+    fn any(self) -> bool {
+        self.text || self.id || self.extra
+    }
+}
+
+/// Deserializes an object key and says which wanted fields it names.
+struct KeySeed<'a>(&'a FieldSpec);
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = Roles;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Roles, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeySeed<'_> {
+    type Value = Roles;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_str<E>(self, key: &str) -> Result<Roles, E> {
+        let spec = self.0;
+        Ok(Roles {
+            text: key == spec.text_field,
+            id: spec.id_field.as_deref() == Some(key),
+            extra: spec.extra_field.as_deref() == Some(key),
+        })
+    }
+}
+
+/// The values of the wanted fields, as found.
+#[derive(Default)]
+struct Slots {
+    text: Option<Scalar>,
+    id: Option<Scalar>,
+    extra: Option<Scalar>,
+}
+
+/// Walks the top-level value; yields `None` if it is not an object.
+struct RecordSeed<'a>(&'a FieldSpec);
+
+impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
+    type Value = Option<Slots>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<Slots>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RecordSeed<'_> {
+    type Value = Option<Slots>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Slots>, A::Error> {
+        let mut slots = Slots::default();
+        while let Some(roles) = map.next_key_seed(KeySeed(self.0))? {
+            if !roles.any() {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let value: Scalar = map.next_value()?;
+            if roles.id {
+                slots.id = Some(value.clone());
+            }
+            if roles.extra {
+                slots.extra = Some(value.clone());
+            }
+            if roles.text {
+                slots.text = Some(value);
+            }
+        }
+        Ok(Some(slots))
+    }
+    // Every other top-level value is "not an object"; arrays must still be
+    // consumed so that a malformed one is reported as malformed.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Slots>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Option<Slots>, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Option<Slots>, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Option<Slots>, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Option<Slots>, E> {
+        Ok(None)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Option<Slots>, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Option<Slots>, E> {
+        Ok(None)
+    }
+}
+
+impl Slots {
+    fn into_record(self, spec: &FieldSpec) -> Result<Record, RecordError> {
+        let text = match self.text {
+            Some(Scalar::Str(s)) => s,
+            Some(other) => {
+                return Err(RecordError::TextNotString {
+                    field: spec.text_field.clone(),
+                    found: other.kind(),
+                })
+            }
+            None => return Err(RecordError::MissingText(spec.text_field.clone())),
+        };
+        let id = match &spec.id_field {
+            Some(field) => Some(id_text(field, self.id)?),
+            None => None,
+        };
+        let extra = match &spec.extra_field {
+            Some(field) => extra_number(field, self.extra)?,
+            None => None,
+        };
+        Ok(Record { id, text, extra })
+    }
+}
+
+/// The id as text. Floats use Rust's shortest round-trip form, so `1.50`
+/// becomes `1.5`; ids are normally strings or integers anyway.
+fn id_text(field: &str, value: Option<Scalar>) -> Result<String, RecordError> {
+    match value {
+        Some(Scalar::Str(s)) => Ok(s),
+        Some(Scalar::U64(n)) => Ok(n.to_string()),
+        Some(Scalar::I64(n)) => Ok(n.to_string()),
+        Some(Scalar::F64(x)) => Ok(x.to_string()),
+        None | Some(Scalar::Null) => Err(RecordError::MissingId(field.to_owned())),
+        Some(other) => Err(RecordError::BadId {
+            field: field.to_owned(),
+            found: other.kind(),
+        }),
+    }
+}
+
+/// The extra value as a number; missing and null are `None`.
+fn extra_number(field: &str, value: Option<Scalar>) -> Result<Option<f64>, RecordError> {
+    let not_numeric = |found| RecordError::ExtraNotNumeric {
+        field: field.to_owned(),
+        found,
+    };
+    match value {
+        None | Some(Scalar::Null) => Ok(None),
+        Some(Scalar::U64(n)) => Ok(Some(n as f64)),
+        Some(Scalar::I64(n)) => Ok(Some(n as f64)),
+        Some(Scalar::F64(x)) => Ok(Some(x)),
+        Some(Scalar::Str(s)) => parse_number(&s)
+            .map(Some)
+            .ok_or_else(|| not_numeric(NON_NUMERIC_STRING)),
+        Some(other) => Err(not_numeric(other.kind())),
+    }
+}
+
+/// Parses a number written as a string. NaN and infinities are refused:
+/// they cannot rank duplicates.
+pub(crate) fn parse_number(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok().filter(|x| x.is_finite())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::path::Path;
+
+    fn spec(id: Option<&str>, extra: Option<&str>) -> FieldSpec {
+        FieldSpec {
+            text_field: "text".into(),
+            id_field: id.map(Into::into),
+            extra_field: extra.map(Into::into),
+        }
+    }
+
+    fn parse(line: &str, id: Option<&str>, extra: Option<&str>) -> Result<Record, RecordError> {
+        parse_record(line.as_bytes(), &spec(id, extra))
+    }
+
+    #[test]
+    fn unescapes_text_and_keeps_unicode() {
+        let r = parse(
+            r#"{"text": "a\"b\\c\n\u00e9\ud83d\ude00 ünï", "other": {"text": 1}}"#,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(r.text, "a\"b\\c\né😀 ünï");
+        assert_eq!(r.id, None);
+        assert_eq!(r.extra, None);
+    }
+
+    #[test]
+    fn escaped_keys_are_matched() {
+        let r = parse(r#"{"te\u0078t": "x"}"#, None, None).unwrap();
+        assert_eq!(r.text, "x");
+    }
+
+    #[test]
+    fn ids_may_be_strings_or_numbers() {
+        let id = |line: &str| parse(line, Some("id"), None).unwrap().id.unwrap();
+        assert_eq!(id(r#"{"id": "doc-7", "text": ""}"#), "doc-7");
+        assert_eq!(
+            id(r#"{"id": 18446744073709551615, "text": ""}"#),
+            "18446744073709551615"
+        );
+        assert_eq!(id(r#"{"id": -42, "text": ""}"#), "-42");
+        assert_eq!(id(r#"{"id": 1.5, "text": ""}"#), "1.5");
+    }
+
+    #[test]
+    fn extra_accepts_numbers_and_numeric_strings() {
+        let extra = |line: &str| parse(line, None, Some("ts")).unwrap().extra;
+        assert_eq!(extra(r#"{"text": "", "ts": 3}"#), Some(3.0));
+        assert_eq!(extra(r#"{"text": "", "ts": -2.5}"#), Some(-2.5));
+        assert_eq!(extra(r#"{"text": "", "ts": " 17.25 "}"#), Some(17.25));
+        assert_eq!(extra(r#"{"text": "", "ts": null}"#), None);
+        assert_eq!(extra(r#"{"text": ""}"#), None);
+    }
+
+    #[test]
+    fn a_key_can_serve_two_roles_and_last_duplicate_wins() {
+        let s = FieldSpec {
+            text_field: "t".into(),
+            id_field: Some("t".into()),
+            extra_field: None,
+        };
+        let r = parse_record(br#"{"t": "first", "t": "second"}"#, &s).unwrap();
+        assert_eq!(r.text, "second");
+        assert_eq!(r.id.as_deref(), Some("second"));
+    }
+
+    #[test]
+    fn every_error_has_a_clear_message() {
+        let cases: Vec<(&[u8], RecordError, &str)> = vec![
+            (
+                b"{\"text\": \"a\xff\"}",
+                RecordError::InvalidUtf8 { offset: 11 },
+                "invalid UTF-8 at byte 11 of the line",
+            ),
+            (b"  \t ", RecordError::EmptyLine, "empty line"),
+            (b"[1, 2]", RecordError::NotAnObject, "not a JSON object"),
+            (b"\"text\"", RecordError::NotAnObject, "not a JSON object"),
+            (
+                br#"{"id": 1}"#,
+                RecordError::MissingText("text".into()),
+                r#"record has no field "text""#,
+            ),
+            (
+                br#"{"text": 5}"#,
+                RecordError::TextNotString {
+                    field: "text".into(),
+                    found: "number",
+                },
+                r#"field "text" is a number, expected a string"#,
+            ),
+            (
+                br#"{"text": null}"#,
+                RecordError::TextNotString {
+                    field: "text".into(),
+                    found: "null",
+                },
+                r#"field "text" is null, expected a string"#,
+            ),
+            (
+                br#"{"text": ["x"]}"#,
+                RecordError::TextNotString {
+                    field: "text".into(),
+                    found: "array",
+                },
+                r#"field "text" is an array, expected a string"#,
+            ),
+            (
+                br#"{"text": "", "id": null}"#,
+                RecordError::MissingId("id".into()),
+                r#"record has no field "id" (or it is null)"#,
+            ),
+            (
+                br#"{"text": "", "id": true}"#,
+                RecordError::BadId {
+                    field: "id".into(),
+                    found: "boolean",
+                },
+                r#"field "id" is a boolean, expected a string or a number"#,
+            ),
+            (
+                br#"{"text": "", "id": 1, "ts": "2024-01-01T00:00:00Z"}"#,
+                RecordError::ExtraNotNumeric {
+                    field: "ts".into(),
+                    found: NON_NUMERIC_STRING,
+                },
+                r#"field "ts" is a non-numeric string, expected a number or a numeric string"#,
+            ),
+            (
+                br#"{"text": "", "id": 1, "ts": {"a": 1}}"#,
+                RecordError::ExtraNotNumeric {
+                    field: "ts".into(),
+                    found: "object",
+                },
+                r#"field "ts" is an object, expected a number or a numeric string"#,
+            ),
+            (
+                br#"{"text": "", "id": 1, "ts": "NaN"}"#,
+                RecordError::ExtraNotNumeric {
+                    field: "ts".into(),
+                    found: NON_NUMERIC_STRING,
+                },
+                r#"field "ts" is a non-numeric string, expected a number or a numeric string"#,
+            ),
+        ];
+        let s = spec(Some("id"), Some("ts"));
+        for (line, want, message) in cases {
+            let got = parse_record(line, &s).unwrap_err();
+            assert_eq!(got, want, "{}", String::from_utf8_lossy(line));
+            assert_eq!(got.to_string(), message);
+        }
+    }
+
+    #[test]
+    fn malformed_json_is_reported_with_its_column() {
+        for line in [
+            r#"{"text": "a""#,
+            r#"{"text": "a"} x"#,
+            r#"[1, 2"#,
+            "{'text': 1}",
+        ] {
+            let err = parse(line, None, None).unwrap_err();
+            let RecordError::MalformedJson(msg) = &err else {
+                panic!("{line}: {err:?}");
+            };
+            assert!(msg.contains("column"), "{msg}");
+            assert!(err.to_string().starts_with("malformed JSON: "));
+        }
+    }
+
+    #[test]
+    fn record_errors_wrap_with_file_and_line() {
+        let err = IoError::record("in/a.jsonl", 12, RecordError::EmptyLine);
+        assert_eq!(err.to_string(), "in/a.jsonl:12: empty line");
+    }
+
+    const CONTENT: &[u8] = b"\xEF\xBB\xBFfirst\r\nsecond\n\n  third \r\nlast";
+    const LINES: [&str; 5] = ["first", "second", "", "  third ", "last"];
+
+    fn read_all(file: &InputFile) -> Result<Vec<(u64, String)>, IoError> {
+        let mut reader = LineReader::open(file)?;
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        while let Some(n) = reader.next_line(&mut buf)? {
+            out.push((n, String::from_utf8(buf.clone()).unwrap()));
+        }
+        Ok(out)
+    }
+
+    fn input(path: &Path, compression: Compression) -> InputFile {
+        InputFile {
+            path: path.to_path_buf(),
+            format: crate::input::Format::Jsonl,
+            compression,
+        }
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
+    fn expected() -> Vec<(u64, String)> {
+        (1..).zip(LINES.iter().map(|s| s.to_string())).collect()
+    }
+
+    #[test]
+    fn reads_plain_gzip_and_zstd_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("a.jsonl");
+        std::fs::write(&plain, CONTENT).unwrap();
+        assert_eq!(
+            read_all(&input(&plain, Compression::None)).unwrap(),
+            expected()
+        );
+
+        let gz = dir.path().join("a.jsonl.gz");
+        // Two gzip members, as pigz writes: both must be read.
+        let mut data = gzip(&CONTENT[..20]);
+        data.extend(gzip(&CONTENT[20..]));
+        std::fs::write(&gz, data).unwrap();
+        assert_eq!(
+            read_all(&input(&gz, Compression::Gzip)).unwrap(),
+            expected()
+        );
+
+        let zst = dir.path().join("a.jsonl.zst");
+        std::fs::write(&zst, zstd::encode_all(CONTENT, 3).unwrap()).unwrap();
+        assert_eq!(
+            read_all(&input(&zst, Compression::Zstd)).unwrap(),
+            expected()
+        );
+    }
+
+    /// Many lines, so that a truncated stream fails well after line 1.
+    fn big_content() -> Vec<u8> {
+        let mut data = Vec::new();
+        for i in 0..20_000u32 {
+            // Varying content so the compressed stream is long.
+            writeln!(
+                data,
+                "{{\"text\": \"line {i} {}\"}}",
+                i.wrapping_mul(2_654_435_761)
+            )
+            .unwrap();
+        }
+        data
+    }
+
+    fn assert_truncation_detected(path: &Path, compression: Compression, compressed: &[u8]) {
+        std::fs::write(path, &compressed[..compressed.len() / 2]).unwrap();
+        let err = read_all(&input(path, compression)).unwrap_err();
+        let IoError::Read { line, .. } = &err else {
+            panic!("expected a read error, got {err:?}");
+        };
+        assert!(*line > 1, "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "{}:{line}: {} data is truncated or corrupt",
+                path.display(),
+                compression.name()
+            )),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn truncated_gzip_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let compressed = gzip(&big_content());
+        assert_truncation_detected(
+            &dir.path().join("t.jsonl.gz"),
+            Compression::Gzip,
+            &compressed,
+        );
+    }
+
+    #[test]
+    fn truncated_zstd_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let compressed = zstd::encode_all(&big_content()[..], 3).unwrap();
+        assert_truncation_detected(
+            &dir.path().join("t.jsonl.zst"),
+            Compression::Zstd,
+            &compressed,
+        );
+    }
+
+    #[test]
+    fn every_truncation_point_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            (Compression::Gzip, gzip(CONTENT)),
+            (Compression::Zstd, zstd::encode_all(CONTENT, 3).unwrap()),
+        ];
+        for (compression, compressed) in cases {
+            let path = dir.path().join(format!("cut.{}", compression.name()));
+            for cut in 1..compressed.len() {
+                std::fs::write(&path, &compressed[..cut]).unwrap();
+                let result = read_all(&input(&path, compression));
+                assert!(
+                    matches!(result, Err(IoError::Read { .. })),
+                    "{compression:?} cut at {cut} of {}: {result:?}",
+                    compressed.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn missing_file_is_an_open_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing.jsonl");
+        let Err(err) = LineReader::open(&input(&path, Compression::None)) else {
+            panic!("opened a missing file");
+        };
+        assert!(err
+            .to_string()
+            .starts_with(&format!("{}: cannot open: ", path.display())));
+    }
+}

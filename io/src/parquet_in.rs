@@ -1,0 +1,692 @@
+//! Reading Parquet input, sharded by row group.
+//!
+//! A row group is the unit of parallel work for Parquet input: its rows are
+//! stored together, so any worker can decode one without touching the rest of
+//! the file. [`row_groups`] lists a file's row groups from its footer, with
+//! the number of the first row of each, so every row keeps a stable number
+//! (its position in the file) whichever worker reads it. [`read_row_group`]
+//! then decodes one row group, projecting only the columns a run needs: text
+//! corpora are wide, and reading only the text and id columns skips the
+//! rest of the data on disk.
+//!
+//! Column types are checked once, against the file's schema, before any data
+//! is read, so a wrong column name or type fails fast with a message that
+//! says what the file does have.
+
+use std::fs::File;
+use std::path::Path;
+
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, GenericStringArray, StringViewArray};
+use arrow::compute::{can_cast_types, cast};
+use arrow::datatypes::{DataType, Float64Type, Schema};
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::ProjectionMask;
+use serde::{Deserialize, Serialize};
+
+use crate::error::IoError;
+use crate::jsonl::{parse_number, FieldSpec, Record, RecordError, NON_NUMERIC_STRING};
+
+/// Rows per decoded batch when the caller has no better idea.
+pub const DEFAULT_READ_BATCH_ROWS: usize = 8 * 1024;
+
+/// One row group of a Parquet file: the unit of parallel reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RowGroupUnit {
+    /// Index of the row group in the file's footer.
+    pub row_group: usize,
+    /// Number (from 0) of the row group's first row within the file.
+    pub first_row: u64,
+    /// Number of rows in the row group.
+    pub rows: u64,
+}
+
+/// Lists the row groups of `path` from its footer.
+pub fn row_groups(path: &Path) -> Result<Vec<RowGroupUnit>, IoError> {
+    let (_, meta) = open_parquet(path)?;
+    let mut first_row = 0u64;
+    let mut units = Vec::new();
+    for (row_group, rg) in meta.metadata().row_groups().iter().enumerate() {
+        let rows = u64::try_from(rg.num_rows()).map_err(|_| IoError::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("row group {row_group} has {} rows", rg.num_rows()),
+        })?;
+        units.push(RowGroupUnit {
+            row_group,
+            first_row,
+            rows,
+        });
+        first_row += rows;
+    }
+    Ok(units)
+}
+
+/// Reads one row group, calling `f(row_in_file, record)` for every row.
+///
+/// Only the text column and the id and extra columns named in `spec` are
+/// decoded. Text must be a string column; a null text is handed to `f` as
+/// [`RecordError::TextNotString`] with `found: "null"`, and a null id as
+/// [`RecordError::MissingId`], so the caller decides whether to stop or skip
+/// (wrap with [`IoError::row`]). The id may be any string or integer column
+/// (integers become decimal text); the extra column any numeric column, a
+/// temporal column (its raw value, e.g. microseconds since the epoch) or a
+/// string column holding numbers.
+pub fn read_row_group(
+    path: &Path,
+    unit: &RowGroupUnit,
+    spec: &FieldSpec,
+    batch_rows: usize,
+    mut f: impl FnMut(u64, Result<Record, RecordError>) -> Result<(), IoError>,
+) -> Result<(), IoError> {
+    let (file, meta) = open_parquet(path)?;
+    let schema = meta.schema().clone();
+    let text = resolve(path, &schema, &spec.text_field, is_string, STRING)?;
+    let id = match &spec.id_field {
+        Some(name) => Some(resolve(path, &schema, name, is_id_type, ID)?),
+        None => None,
+    };
+    let extra = match &spec.extra_field {
+        Some(name) => Some(resolve(path, &schema, name, is_extra_type, EXTRA)?),
+        None => None,
+    };
+    let roots: Vec<usize> = [Some(text), id, extra].into_iter().flatten().collect();
+    let mut row = unit.first_row;
+    read_batches(path, file, meta, unit, &roots, batch_rows, |batch| {
+        let col = |root| batch.column(projected_position(&roots, root)).clone();
+        let to_io = |e| arrow_err(path, e);
+        let text_col = to_text(col(text)).map_err(to_io)?;
+        let id_col = id.map(|r| to_id(col(r))).transpose().map_err(to_io)?;
+        let extra_col = extra.map(|r| to_extra(col(r))).transpose().map_err(to_io)?;
+        let view = BatchView::new(&text_col, id_col.as_ref(), extra_col.as_ref())
+            .ok_or_else(|| layout_err(path, batch))?;
+        for i in 0..batch.num_rows() {
+            f(row, view.record(i, spec))?;
+            row += 1;
+        }
+        Ok(())
+    })
+}
+
+const STRING: &str = "a string type (Utf8, LargeUtf8 or Utf8View)";
+const ID: &str = "a string or integer type";
+const EXTRA: &str = "a numeric, temporal or string type";
+
+/// Opens a Parquet file and reads its footer.
+pub(crate) fn open_parquet(path: &Path) -> Result<(File, ArrowReaderMetadata), IoError> {
+    let file = File::open(path).map_err(|source| IoError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|source| {
+        IoError::Parquet {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
+    Ok((file, meta))
+}
+
+/// Finds top-level column `name` and checks its type with `accepts`;
+/// returns its index (which is also its Parquet root column index).
+pub(crate) fn resolve(
+    path: &Path,
+    schema: &Schema,
+    name: &str,
+    accepts: fn(&DataType) -> bool,
+    expected: &'static str,
+) -> Result<usize, IoError> {
+    let Some(index) = schema.fields().iter().position(|f| f.name() == name) else {
+        return Err(IoError::MissingColumn {
+            path: path.to_path_buf(),
+            column: name.to_owned(),
+            available: schema.fields().iter().map(|f| f.name().clone()).collect(),
+        });
+    };
+    let data_type = schema.field(index).data_type();
+    if !accepts(data_type) {
+        return Err(IoError::ColumnType {
+            path: path.to_path_buf(),
+            column: name.to_owned(),
+            found: data_type.to_string(),
+            expected,
+        });
+    }
+    Ok(index)
+}
+
+/// Decodes the given root columns of one row group, batch by batch, and
+/// checks the row group had the number of rows the unit promised.
+pub(crate) fn read_batches(
+    path: &Path,
+    file: File,
+    meta: ArrowReaderMetadata,
+    unit: &RowGroupUnit,
+    roots: &[usize],
+    batch_rows: usize,
+    mut f: impl FnMut(&RecordBatch) -> Result<(), IoError>,
+) -> Result<(), IoError> {
+    let count = meta.metadata().num_row_groups();
+    if unit.row_group >= count {
+        return Err(IoError::NoSuchRowGroup {
+            path: path.to_path_buf(),
+            row_group: unit.row_group,
+            count,
+        });
+    }
+    let mask = ProjectionMask::roots(meta.parquet_schema(), roots.iter().copied());
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
+        .with_row_groups(vec![unit.row_group])
+        .with_projection(mask)
+        .with_batch_size(batch_rows.max(1))
+        .build()
+        .map_err(|source| IoError::Parquet {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let mut rows = 0u64;
+    for batch in reader {
+        let batch = batch.map_err(|source| IoError::Decode {
+            path: path.to_path_buf(),
+            row_group: unit.row_group,
+            source,
+        })?;
+        f(&batch)?;
+        rows += batch.num_rows() as u64;
+    }
+    if rows != unit.rows {
+        return Err(IoError::RowCount {
+            path: path.to_path_buf(),
+            row_group: unit.row_group,
+            expected: unit.rows,
+            found: rows,
+        });
+    }
+    Ok(())
+}
+
+/// Where root column `root` ended up in a batch projected to `roots`: the
+/// reader keeps file order and drops duplicates.
+pub(crate) fn projected_position(roots: &[usize], root: usize) -> usize {
+    let mut selected: Vec<usize> = roots.to_vec();
+    selected.sort_unstable();
+    selected.dedup();
+    selected.iter().position(|&r| r == root).unwrap_or(0)
+}
+
+fn arrow_err(path: &Path, source: arrow::error::ArrowError) -> IoError {
+    IoError::Arrow {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The schema promised types we can read, but the decoded data disagrees.
+fn layout_err(path: &Path, batch: &RecordBatch) -> IoError {
+    IoError::Corrupt {
+        path: path.to_path_buf(),
+        reason: format!("decoded columns have unexpected types: {}", batch.schema()),
+    }
+}
+
+fn dictionary_values(data_type: &DataType) -> Option<&DataType> {
+    match data_type {
+        DataType::Dictionary(_, values) => Some(values),
+        _ => None,
+    }
+}
+
+fn is_plain_string(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+}
+
+fn is_string(data_type: &DataType) -> bool {
+    is_plain_string(data_type) || dictionary_values(data_type).is_some_and(is_plain_string)
+}
+
+fn is_id_type(data_type: &DataType) -> bool {
+    let plain = |t: &DataType| is_plain_string(t) || t.is_integer();
+    plain(data_type) || dictionary_values(data_type).is_some_and(plain)
+}
+
+fn is_extra_type(data_type: &DataType) -> bool {
+    is_string(data_type) || to_float_steps(data_type).is_some()
+}
+
+/// The casts that turn a numeric or temporal type into Float64: temporal
+/// values go through Int64 so we keep their raw count (e.g. microseconds).
+fn to_float_steps(data_type: &DataType) -> Option<&'static [DataType]> {
+    if data_type.is_numeric() && can_cast_types(data_type, &DataType::Float64) {
+        Some(&[DataType::Float64])
+    } else if data_type.is_temporal() && can_cast_types(data_type, &DataType::Int64) {
+        Some(&[DataType::Int64, DataType::Float64])
+    } else {
+        None
+    }
+}
+
+/// Text as a plain string array (dictionaries are unpacked).
+fn to_text(array: ArrayRef) -> Result<ArrayRef, arrow::error::ArrowError> {
+    match dictionary_values(array.data_type()) {
+        Some(values) => cast(&array, &values.clone()),
+        None => Ok(array),
+    }
+}
+
+/// Ids as a string array: integers become their decimal text.
+fn to_id(array: ArrayRef) -> Result<ArrayRef, arrow::error::ArrowError> {
+    if is_plain_string(array.data_type()) {
+        Ok(array)
+    } else {
+        cast(&array, &DataType::Utf8)
+    }
+}
+
+/// Extra values: either strings to parse per row, or Float64.
+fn to_extra(array: ArrayRef) -> Result<ArrayRef, arrow::error::ArrowError> {
+    if is_string(array.data_type()) {
+        return to_text(array);
+    }
+    let mut array = array;
+    for step in to_float_steps(array.data_type()).unwrap_or(&[]) {
+        array = cast(&array, step)?;
+    }
+    Ok(array)
+}
+
+/// Borrowed view of any of the three Arrow string layouts.
+enum Strings<'a> {
+    Small(&'a GenericStringArray<i32>),
+    Large(&'a GenericStringArray<i64>),
+    View(&'a StringViewArray),
+}
+
+impl<'a> Strings<'a> {
+    fn new(array: &'a dyn Array) -> Option<Self> {
+        if let Some(a) = array.as_string_opt::<i32>() {
+            Some(Strings::Small(a))
+        } else if let Some(a) = array.as_string_opt::<i64>() {
+            Some(Strings::Large(a))
+        } else {
+            array.as_string_view_opt().map(Strings::View)
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<&'a str> {
+        match self {
+            Strings::Small(a) => a.is_valid(i).then(|| a.value(i)),
+            Strings::Large(a) => a.is_valid(i).then(|| a.value(i)),
+            Strings::View(a) => a.is_valid(i).then(|| a.value(i)),
+        }
+    }
+}
+
+/// The extra column of one batch, ready to read row by row.
+enum Extra<'a> {
+    Strings(Strings<'a>),
+    Floats(&'a Float64Array),
+}
+
+/// The wanted columns of one batch, downcast once so rows are cheap.
+struct BatchView<'a> {
+    text: Strings<'a>,
+    id: Option<Strings<'a>>,
+    extra: Option<Extra<'a>>,
+}
+
+impl<'a> BatchView<'a> {
+    /// `None` if a normalised column does not have the layout it should.
+    fn new(
+        text: &'a ArrayRef,
+        id: Option<&'a ArrayRef>,
+        extra: Option<&'a ArrayRef>,
+    ) -> Option<Self> {
+        let extra = match extra {
+            None => None,
+            Some(a) => Some(match Strings::new(a) {
+                Some(s) => Extra::Strings(s),
+                None => Extra::Floats(a.as_primitive_opt::<Float64Type>()?),
+            }),
+        };
+        Some(BatchView {
+            text: Strings::new(text)?,
+            id: match id {
+                Some(a) => Some(Strings::new(a)?),
+                None => None,
+            },
+            extra,
+        })
+    }
+
+    fn record(&self, i: usize, spec: &FieldSpec) -> Result<Record, RecordError> {
+        let text = self.text.get(i).ok_or_else(|| RecordError::TextNotString {
+            field: spec.text_field.clone(),
+            found: "null",
+        })?;
+        let id = match (&self.id, &spec.id_field) {
+            (Some(ids), Some(field)) => Some(
+                ids.get(i)
+                    .ok_or_else(|| RecordError::MissingId(field.clone()))?
+                    .to_owned(),
+            ),
+            _ => None,
+        };
+        let extra = match (&self.extra, &spec.extra_field) {
+            (Some(values), Some(field)) => extra_value(values, i, field)?,
+            _ => None,
+        };
+        Ok(Record {
+            id,
+            text: text.to_owned(),
+            extra,
+        })
+    }
+}
+
+/// Null extras are `None`, like a missing JSON field.
+fn extra_value(values: &Extra<'_>, i: usize, field: &str) -> Result<Option<f64>, RecordError> {
+    let not_numeric = |found| RecordError::ExtraNotNumeric {
+        field: field.to_owned(),
+        found,
+    };
+    match values {
+        Extra::Strings(strings) => match strings.get(i) {
+            None => Ok(None),
+            Some(s) => parse_number(s)
+                .map(Some)
+                .ok_or_else(|| not_numeric(NON_NUMERIC_STRING)),
+        },
+        Extra::Floats(floats) if floats.is_null(i) => Ok(None),
+        Extra::Floats(floats) => {
+            let x = floats.value(i);
+            if x.is_finite() {
+                Ok(Some(x))
+            } else {
+                Err(not_numeric("non-finite number"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::write_parquet;
+    use arrow::array::{
+        Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, UInt64Array,
+    };
+    use std::sync::Arc;
+
+    fn spec(text: &str, id: Option<&str>, extra: Option<&str>) -> FieldSpec {
+        FieldSpec {
+            text_field: text.into(),
+            id_field: id.map(Into::into),
+            extra_field: extra.map(Into::into),
+        }
+    }
+
+    /// 7 rows in row groups of 3: (3, 3, 1).
+    /// The text column has type `text_type`; row 4's text is null.
+    fn corpus(dir: &Path, text_type: &DataType) -> std::path::PathBuf {
+        let texts: Vec<Option<String>> = (0..7)
+            .map(|i| (i != 4).then(|| format!("doc {i}")))
+            .collect();
+        let text = cast(&StringArray::from(texts), text_type).unwrap();
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("url", Arc::new(StringArray::from(vec!["u"; 7]))),
+            ("text", text),
+            ("id", Arc::new(Int64Array::from_iter_values(100..107))),
+            (
+                "score",
+                Arc::new(Int32Array::from(vec![
+                    Some(1),
+                    None,
+                    Some(3),
+                    Some(4),
+                    Some(5),
+                    Some(6),
+                    Some(7),
+                ])),
+            ),
+            (
+                "ts",
+                Arc::new(TimestampMicrosecondArray::from_iter_values(1_000..1_007)),
+            ),
+        ];
+        let path = dir.join(format!(
+            "{}.parquet",
+            text_type.to_string().replace(['(', ')', ',', ' '], "_")
+        ));
+        write_parquet(&path, columns, 3);
+        // The file's embedded Arrow schema must bring the type back.
+        let (_, meta) = open_parquet(&path).unwrap();
+        assert_eq!(meta.schema().field(1).data_type(), text_type);
+        path
+    }
+
+    type Rows = Vec<(u64, Result<Record, RecordError>)>;
+
+    fn read_all(path: &Path, spec: &FieldSpec) -> Result<Rows, IoError> {
+        let mut out = Vec::new();
+        for unit in row_groups(path)? {
+            read_row_group(path, &unit, spec, 2, |row, rec| {
+                out.push((row, rec));
+                Ok(())
+            })?;
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn row_groups_number_rows_across_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = corpus(dir.path(), &DataType::Utf8);
+        let units = row_groups(&path).unwrap();
+        let want = [(0, 0, 3), (1, 3, 3), (2, 6, 1)];
+        let got: Vec<(usize, u64, u64)> = units
+            .iter()
+            .map(|u| (u.row_group, u.first_row, u.rows))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn reads_every_string_layout_with_integer_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        for text_type in [
+            DataType::Utf8,
+            DataType::LargeUtf8,
+            DataType::Utf8View,
+            dictionary,
+        ] {
+            let path = corpus(dir.path(), &text_type);
+            let got = read_all(&path, &spec("text", Some("id"), Some("score"))).unwrap();
+            assert_eq!(got.len(), 7);
+            for (i, (row, rec)) in got.into_iter().enumerate() {
+                assert_eq!(row, i as u64);
+                if i == 4 {
+                    let err = rec.unwrap_err();
+                    assert_eq!(
+                        err.to_string(),
+                        r#"field "text" is null, expected a string"#
+                    );
+                    let wrapped = IoError::row(&path, row, err);
+                    assert!(wrapped
+                        .to_string()
+                        .starts_with(&format!("{}: row 4: ", path.display())));
+                    continue;
+                }
+                let want = Record {
+                    id: Some((100 + i).to_string()),
+                    text: format!("doc {i}"),
+                    extra: (i != 1).then_some(i as f64 + 1.0),
+                };
+                assert_eq!(rec.unwrap(), want);
+            }
+        }
+    }
+
+    #[test]
+    fn timestamps_give_their_raw_value_and_ids_are_optional() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = corpus(dir.path(), &DataType::Utf8);
+        let got = read_all(&path, &spec("text", None, Some("ts"))).unwrap();
+        let rec = got[6].1.clone().unwrap();
+        assert_eq!(
+            rec,
+            Record {
+                id: None,
+                text: "doc 6".into(),
+                extra: Some(1_006.0)
+            }
+        );
+    }
+
+    #[test]
+    fn a_single_row_group_can_be_read_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = corpus(dir.path(), &DataType::Utf8);
+        let unit = row_groups(&path).unwrap()[1];
+        let mut rows = Vec::new();
+        read_row_group(
+            &path,
+            &unit,
+            &spec("text", Some("url"), None),
+            100,
+            |row, rec| {
+                rows.push((row, rec.map(|r| (r.id, r.text))));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(rows[0], (3, Ok((Some("u".into()), "doc 3".into()))));
+        assert_eq!(rows.len(), 3);
+    }
+
+    #[test]
+    fn callback_errors_stop_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = corpus(dir.path(), &DataType::Utf8);
+        let unit = row_groups(&path).unwrap()[1];
+        let mut seen = 0;
+        let err = read_row_group(&path, &unit, &spec("text", None, None), 10, |row, rec| {
+            seen += 1;
+            rec.map(|_| ()).map_err(|e| IoError::row(&path, row, e))
+        })
+        .unwrap_err();
+        assert_eq!(seen, 2);
+        assert!(matches!(err, IoError::Row { row: 4, .. }), "{err}");
+    }
+
+    #[test]
+    fn missing_column_lists_what_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = corpus(dir.path(), &DataType::Utf8);
+        let err = read_all(&path, &spec("content", None, None)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: no column \"content\"; the file has columns: url, text, id, score, ts",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn wrong_column_types_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = corpus(dir.path(), &DataType::Utf8);
+        let err = read_all(&path, &spec("id", None, None)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: column \"id\" has type Int64, expected a string type (Utf8, LargeUtf8 or Utf8View)",
+                path.display()
+            )
+        );
+        let err = read_all(&path, &spec("text", Some("ts"), None)).unwrap_err();
+        assert!(
+            matches!(err, IoError::ColumnType { ref column, .. } if column == "ts"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn string_extra_values_are_parsed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.parquet");
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("text", Arc::new(StringArray::from(vec!["a", "b"]))),
+            ("q", Arc::new(StringArray::from(vec!["0.5", "high"]))),
+            (
+                "id",
+                Arc::new(UInt64Array::from(vec![Some(u64::MAX), None])),
+            ),
+        ];
+        write_parquet(&path, columns, 10);
+        let got = read_all(&path, &spec("text", None, Some("q"))).unwrap();
+        assert_eq!(got[0].1.as_ref().unwrap().extra, Some(0.5));
+        assert_eq!(
+            got[1].1.clone().unwrap_err().to_string(),
+            r#"field "q" is a non-numeric string, expected a number or a numeric string"#
+        );
+        let got = read_all(&path, &spec("text", Some("id"), None)).unwrap();
+        assert_eq!(
+            got[0].1.as_ref().unwrap().id.as_deref(),
+            Some("18446744073709551615")
+        );
+        assert_eq!(got[1].1, Err(RecordError::MissingId("id".into())));
+    }
+
+    #[test]
+    fn non_parquet_files_and_bad_units_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fake.parquet");
+        std::fs::write(&path, b"{\"text\": \"not parquet\"}\n").unwrap();
+        let err = row_groups(&path).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}: cannot read as Parquet: ", path.display())),
+            "{err}"
+        );
+
+        let path = corpus(dir.path(), &DataType::Utf8);
+        let bad = RowGroupUnit {
+            row_group: 9,
+            first_row: 0,
+            rows: 1,
+        };
+        let err =
+            read_row_group(&path, &bad, &spec("text", None, None), 10, |_, _| Ok(())).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: row group 9 does not exist (the file has 3)",
+                path.display()
+            )
+        );
+        let stale = RowGroupUnit {
+            row_group: 2,
+            first_row: 6,
+            rows: 5,
+        };
+        let err = read_row_group(&path, &stale, &spec("text", None, None), 10, |_, _| Ok(()))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                IoError::RowCount {
+                    expected: 5,
+                    found: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,618 @@
+//! The output tables, written as part files committed atomically.
+//!
+//! Each worker writes its own part file of each table, `part-00003.parquet`,
+//! so workers never coordinate on a file. A part is written under a hidden
+//! temporary name (`.part-00003.parquet.tmp`) and renamed into place only
+//! after its footer is written and the data is synced to disk; readers that
+//! glob `*.parquet` (Spark, DuckDB, Polars, or [`crate::input`]) therefore
+//! never see a half-written part, and a crashed run leaves no file that looks
+//! complete. A [`PartWriter`] dropped without [`PartWriter::commit`] deletes
+//! its temporary file.
+//!
+//! Small files (`summary.json`, `_SUCCESS`) go through
+//! [`write_atomically`], which follows the same write–sync–rename protocol.
+//!
+//! # Schemas
+//!
+//! Columns are listed in file order; every column is non-nullable unless
+//! marked nullable.
+//!
+//! **fingerprints** ([`FingerprintRow`]): one row per input document.
+//!
+//! | column     | type    | meaning |
+//! |------------|---------|---------|
+//! | `doc_id`   | UInt64  | the document's number, unique within the run |
+//! | `id`       | Utf8, nullable | the document's own id field, if one was read |
+//! | `source`   | Utf8    | the input file it came from |
+//! | `record`   | UInt64  | its line (JSONL, 1-based) or row (Parquet, 0-based) in that file |
+//! | `simhash`  | UInt64  | its 64-bit simhash |
+//! | `n_tokens` | UInt32  | number of tokens hashed |
+//! | `bytes`    | UInt64  | length of the text in bytes |
+//! | `empty`    | Boolean | true if the text had no tokens |
+//!
+//! **pairs** ([`PairRow`]): one row per duplicate pair found.
+//!
+//! | column    | type    | meaning |
+//! |-----------|---------|---------|
+//! | `doc_a`   | UInt64  | the first document |
+//! | `doc_b`   | UInt64  | the second document |
+//! | `hamming` | UInt8   | Hamming distance of their simhashes |
+//! | `kind`    | Utf8    | `"exact"` or `"near"` |
+//! | `jaccard` | Float32, nullable | verified token Jaccard similarity, if computed |
+//!
+//! **clusters** ([`ClusterRow`]): one row per document in a duplicate cluster.
+//!
+//! | column         | type    | meaning |
+//! |----------------|---------|---------|
+//! | `doc_id`       | UInt64  | the document |
+//! | `cluster_id`   | Int64   | its cluster |
+//! | `cluster_size` | UInt32  | number of documents in the cluster |
+//! | `keep`         | Boolean | true for the one document of the cluster to keep |
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BooleanArray, Float32Array, Int64Array, StringArray, UInt32Array, UInt64Array,
+    UInt8Array,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
+
+use crate::error::IoError;
+
+/// Rows buffered by a [`PartWriter`] before they are converted to one Arrow
+/// [`RecordBatch`] and handed to the Parquet writer.
+pub const DEFAULT_BATCH_ROWS: usize = 8 * 1024;
+
+/// Maximum rows per Parquet row group. Large groups compress well and keep
+/// the footer small; readers shard work by row group, and a million rows of
+/// these narrow tables is only tens of megabytes.
+pub const DEFAULT_ROW_GROUP_ROWS: usize = 1_000_000;
+
+/// zstd level for all output: level 3 (zstd's default) compresses hashes and
+/// ids well at a speed that keeps writing off the critical path.
+pub const ZSTD_LEVEL: i32 = 3;
+
+/// One row of the fingerprints table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FingerprintRow {
+    pub doc_id: u64,
+    pub id: Option<String>,
+    pub source: String,
+    pub record: u64,
+    pub simhash: u64,
+    pub n_tokens: u32,
+    pub bytes: u64,
+    pub empty: bool,
+}
+
+/// Whether a pair is byte-identical after normalisation or merely close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PairKind {
+    Exact,
+    Near,
+}
+
+impl PairKind {
+    /// The value written to the `kind` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PairKind::Exact => "exact",
+            PairKind::Near => "near",
+        }
+    }
+}
+
+/// One row of the pairs table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairRow {
+    pub doc_a: u64,
+    pub doc_b: u64,
+    pub hamming: u8,
+    pub kind: PairKind,
+    pub jaccard: Option<f32>,
+}
+
+/// One row of the clusters table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ClusterRow {
+    pub doc_id: u64,
+    pub cluster_id: i64,
+    pub cluster_size: u32,
+    pub keep: bool,
+}
+
+/// A row type that can be written as a Parquet table.
+pub trait OutputRow: Sized {
+    /// The table's Arrow schema.
+    fn schema() -> SchemaRef;
+    /// Converts rows into one batch with [`OutputRow::schema`].
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError>;
+}
+
+fn field(name: &str, data_type: DataType, nullable: bool) -> Field {
+    Field::new(name, data_type, nullable)
+}
+
+/// Builds one column from a field of every row.
+fn column<R, T, A>(rows: &[R], get: impl Fn(&R) -> T) -> ArrayRef
+where
+    A: From<Vec<T>> + arrow::array::Array + 'static,
+{
+    Arc::new(A::from(rows.iter().map(get).collect::<Vec<T>>()))
+}
+
+impl OutputRow for FingerprintRow {
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("doc_id", DataType::UInt64, false),
+            field("id", DataType::Utf8, true),
+            field("source", DataType::Utf8, false),
+            field("record", DataType::UInt64, false),
+            field("simhash", DataType::UInt64, false),
+            field("n_tokens", DataType::UInt32, false),
+            field("bytes", DataType::UInt64, false),
+            field("empty", DataType::Boolean, false),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        let ids: StringArray = rows.iter().map(|r| r.id.as_deref()).collect();
+        let sources: StringArray = rows.iter().map(|r| Some(r.source.as_str())).collect();
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                column::<_, _, UInt64Array>(rows, |r| r.doc_id),
+                Arc::new(ids),
+                Arc::new(sources),
+                column::<_, _, UInt64Array>(rows, |r| r.record),
+                column::<_, _, UInt64Array>(rows, |r| r.simhash),
+                column::<_, _, UInt32Array>(rows, |r| r.n_tokens),
+                column::<_, _, UInt64Array>(rows, |r| r.bytes),
+                column::<_, _, BooleanArray>(rows, |r| r.empty),
+            ],
+        )
+    }
+}
+
+impl OutputRow for PairRow {
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("doc_a", DataType::UInt64, false),
+            field("doc_b", DataType::UInt64, false),
+            field("hamming", DataType::UInt8, false),
+            field("kind", DataType::Utf8, false),
+            field("jaccard", DataType::Float32, true),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        let kinds: StringArray = rows.iter().map(|r| Some(r.kind.as_str())).collect();
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                column::<_, _, UInt64Array>(rows, |r| r.doc_a),
+                column::<_, _, UInt64Array>(rows, |r| r.doc_b),
+                column::<_, _, UInt8Array>(rows, |r| r.hamming),
+                Arc::new(kinds),
+                column::<_, _, Float32Array>(rows, |r| r.jaccard),
+            ],
+        )
+    }
+}
+
+impl OutputRow for ClusterRow {
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("doc_id", DataType::UInt64, false),
+            field("cluster_id", DataType::Int64, false),
+            field("cluster_size", DataType::UInt32, false),
+            field("keep", DataType::Boolean, false),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                column::<_, _, UInt64Array>(rows, |r| r.doc_id),
+                column::<_, _, Int64Array>(rows, |r| r.cluster_id),
+                column::<_, _, UInt32Array>(rows, |r| r.cluster_size),
+                column::<_, _, BooleanArray>(rows, |r| r.keep),
+            ],
+        )
+    }
+}
+
+/// The writer settings shared by all tables.
+fn writer_properties() -> Result<WriterProperties, parquet::errors::ParquetError> {
+    Ok(WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
+        .set_max_row_group_row_count(Some(DEFAULT_ROW_GROUP_ROWS))
+        .build())
+}
+
+/// The committed name of part `part`.
+pub fn part_file_name(part: usize) -> String {
+    format!("part-{part:05}.parquet")
+}
+
+/// Writes one part file of a table; see the module docs for the protocol.
+pub struct PartWriter<R: OutputRow> {
+    tmp_path: PathBuf,
+    final_path: PathBuf,
+    writer: Option<ArrowWriter<File>>,
+    buffer: Vec<R>,
+    rows: u64,
+    committed: bool,
+}
+
+impl<R: OutputRow> PartWriter<R> {
+    /// Creates `dir` if needed and opens `dir/.part-{part:05}.parquet.tmp`.
+    /// A stale temporary file from a crashed run is overwritten.
+    pub fn create(dir: &Path, part: usize) -> Result<Self, IoError> {
+        fs::create_dir_all(dir).map_err(|source| IoError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let final_path = dir.join(part_file_name(part));
+        let tmp_path = dir.join(format!(".{}.tmp", part_file_name(part)));
+        let file = File::create(&tmp_path).map_err(|source| IoError::Write {
+            path: tmp_path.clone(),
+            source,
+        })?;
+        let parquet_err = |source| IoError::ParquetWrite {
+            path: tmp_path.clone(),
+            source,
+        };
+        let props = writer_properties().map_err(parquet_err)?;
+        let writer = ArrowWriter::try_new(file, R::schema(), Some(props));
+        let mut this = PartWriter {
+            tmp_path: tmp_path.clone(),
+            final_path,
+            writer: None,
+            buffer: Vec::with_capacity(DEFAULT_BATCH_ROWS),
+            rows: 0,
+            committed: false,
+        };
+        // Assigned after construction so that Drop removes the file on error.
+        this.writer = Some(writer.map_err(parquet_err)?);
+        Ok(this)
+    }
+
+    /// Buffers a row; every [`DEFAULT_BATCH_ROWS`] rows are written out.
+    pub fn push(&mut self, row: R) -> Result<(), IoError> {
+        self.buffer.push(row);
+        self.rows += 1;
+        if self.buffer.len() >= DEFAULT_BATCH_ROWS {
+            self.write_buffer()?;
+        }
+        Ok(())
+    }
+
+    /// Rows pushed so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The path the part will have once committed.
+    pub fn final_path(&self) -> &Path {
+        &self.final_path
+    }
+
+    /// Writes the remaining rows and the footer, syncs the file and renames
+    /// it to `part-{part:05}.parquet`, replacing any file of that name.
+    /// Returns the final path.
+    pub fn commit(mut self) -> Result<PathBuf, IoError> {
+        self.write_buffer()?;
+        let writer = self
+            .writer
+            .take()
+            .ok_or_else(|| writer_closed(&self.tmp_path))?;
+        let file = writer
+            .into_inner()
+            .map_err(|source| IoError::ParquetWrite {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
+        let write_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| IoError::Write { path, source }
+        };
+        file.sync_all().map_err(write_err(&self.tmp_path))?;
+        drop(file);
+        fs::rename(&self.tmp_path, &self.final_path).map_err(write_err(&self.final_path))?;
+        self.committed = true;
+        sync_parent(&self.final_path);
+        Ok(self.final_path.clone())
+    }
+
+    fn write_buffer(&mut self) -> Result<(), IoError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let batch = R::to_batch(&self.buffer).map_err(|source| IoError::Arrow {
+            path: self.tmp_path.clone(),
+            source,
+        })?;
+        let writer = self
+            .writer
+            .as_mut()
+            .ok_or_else(|| writer_closed(&self.tmp_path))?;
+        writer
+            .write(&batch)
+            .map_err(|source| IoError::ParquetWrite {
+                path: self.tmp_path.clone(),
+                source,
+            })?;
+        self.buffer.clear();
+        Ok(())
+    }
+}
+
+/// The writer is only taken by `commit`, which consumes the `PartWriter`, so
+/// this cannot happen; it is an error rather than a panic all the same.
+fn writer_closed(path: &Path) -> IoError {
+    IoError::Write {
+        path: path.to_path_buf(),
+        source: std::io::Error::other("Parquet writer already closed"),
+    }
+}
+
+impl<R: OutputRow> Drop for PartWriter<R> {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Close our handle first; then the half-written part must go.
+            drop(self.writer.take());
+            let _ = fs::remove_file(&self.tmp_path);
+        }
+    }
+}
+
+/// Writes `bytes` to `path` so that readers see either the old file or the
+/// complete new one: write a hidden temporary file in the same directory,
+/// sync it, rename it over `path`. Creates the directory if needed.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let write_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| IoError::Write { path, source }
+    };
+    let Some(name) = path.file_name() else {
+        return Err(write_err(path)(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "path has no file name",
+        )));
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    fs::create_dir_all(dir).map_err(write_err(dir))?;
+    // The pid keeps two processes writing the same file from sharing a
+    // temporary file.
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = write_and_sync(&tmp, bytes)
+        .map_err(write_err(&tmp))
+        .and_then(|()| fs::rename(&tmp, path).map_err(write_err(path)));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    sync_parent(path);
+    Ok(())
+}
+
+fn write_and_sync(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Makes a rename durable by syncing the directory. Best effort: some
+/// filesystems refuse to sync directories, and the data itself is synced.
+fn sync_parent(path: &Path) {
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float32Type, Int64Type, UInt32Type, UInt64Type, UInt8Type};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    /// Reads a whole file back, checking the schema on the way.
+    fn read_back<R: OutputRow>(path: &Path) -> (RecordBatch, usize) {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
+        let row_groups = builder.metadata().num_row_groups();
+        assert_eq!(builder.schema().fields(), R::schema().fields());
+        let batches: Vec<RecordBatch> = builder.build().unwrap().map(|b| b.unwrap()).collect();
+        let batch = arrow::compute::concat_batches(&R::schema(), &batches).unwrap();
+        (batch, row_groups)
+    }
+
+    fn tmp_files(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    }
+
+    fn fingerprint(i: u64) -> FingerprintRow {
+        FingerprintRow {
+            doc_id: i,
+            id: (!i.is_multiple_of(3)).then(|| format!("id-{i}")),
+            source: format!("in/{}.jsonl", i % 2),
+            record: i + 1,
+            simhash: i.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            n_tokens: i as u32 * 2,
+            bytes: i * 10,
+            empty: i.is_multiple_of(5),
+        }
+    }
+
+    #[test]
+    fn fingerprints_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("fingerprints");
+        let mut writer = PartWriter::<FingerprintRow>::create(&out, 3).unwrap();
+        assert_eq!(tmp_files(&out), [".part-00003.parquet.tmp"]);
+        // More than one batch, so buffering and flushing are both exercised.
+        let n = DEFAULT_BATCH_ROWS as u64 * 2 + 17;
+        for i in 0..n {
+            writer.push(fingerprint(i)).unwrap();
+        }
+        assert_eq!(writer.rows(), n);
+        let path = writer.commit().unwrap();
+        assert_eq!(path, out.join("part-00003.parquet"));
+        assert!(tmp_files(&out).is_empty());
+
+        let (batch, _) = read_back::<FingerprintRow>(&path);
+        assert_eq!(batch.num_rows() as u64, n);
+        let c = |i: usize| batch.column(i);
+        for row in 0..batch.num_rows() {
+            let ids = c(1).as_string::<i32>();
+            let got = FingerprintRow {
+                doc_id: c(0).as_primitive::<UInt64Type>().value(row),
+                id: ids.is_valid(row).then(|| ids.value(row).to_owned()),
+                source: c(2).as_string::<i32>().value(row).to_owned(),
+                record: c(3).as_primitive::<UInt64Type>().value(row),
+                simhash: c(4).as_primitive::<UInt64Type>().value(row),
+                n_tokens: c(5).as_primitive::<UInt32Type>().value(row),
+                bytes: c(6).as_primitive::<UInt64Type>().value(row),
+                empty: c(7).as_boolean().value(row),
+            };
+            assert_eq!(got, fingerprint(row as u64));
+        }
+    }
+
+    #[test]
+    fn pairs_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = vec![
+            PairRow {
+                doc_a: 1,
+                doc_b: 2,
+                hamming: 0,
+                kind: PairKind::Exact,
+                jaccard: None,
+            },
+            PairRow {
+                doc_a: 3,
+                doc_b: u64::MAX,
+                hamming: 64,
+                kind: PairKind::Near,
+                jaccard: Some(0.75),
+            },
+        ];
+        let mut writer = PartWriter::<PairRow>::create(dir.path(), 0).unwrap();
+        for row in rows.clone() {
+            writer.push(row).unwrap();
+        }
+        let (batch, _) = read_back::<PairRow>(&writer.commit().unwrap());
+        let c = |i: usize| batch.column(i);
+        let got: Vec<PairRow> = (0..batch.num_rows())
+            .map(|row| {
+                let jaccard = c(4).as_primitive::<Float32Type>();
+                PairRow {
+                    doc_a: c(0).as_primitive::<UInt64Type>().value(row),
+                    doc_b: c(1).as_primitive::<UInt64Type>().value(row),
+                    hamming: c(2).as_primitive::<UInt8Type>().value(row),
+                    kind: match c(3).as_string::<i32>().value(row) {
+                        "exact" => PairKind::Exact,
+                        "near" => PairKind::Near,
+                        other => panic!("unexpected kind {other}"),
+                    },
+                    jaccard: jaccard.is_valid(row).then(|| jaccard.value(row)),
+                }
+            })
+            .collect();
+        assert_eq!(got, rows);
+    }
+
+    #[test]
+    fn clusters_round_trip_in_row_groups_of_a_million() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = DEFAULT_ROW_GROUP_ROWS as u64 + 5;
+        let row = |i: u64| ClusterRow {
+            doc_id: i,
+            cluster_id: -(i as i64) / 3,
+            cluster_size: (i % 7) as u32,
+            keep: i.is_multiple_of(3),
+        };
+        let mut writer = PartWriter::<ClusterRow>::create(dir.path(), 12).unwrap();
+        for i in 0..n {
+            writer.push(row(i)).unwrap();
+        }
+        let (batch, row_groups) = read_back::<ClusterRow>(&writer.commit().unwrap());
+        assert_eq!(row_groups, 2);
+        assert_eq!(batch.num_rows() as u64, n);
+        let c = |i: usize| batch.column(i);
+        for i in (0..n).step_by(9973).chain([n - 1]) {
+            let r = i as usize;
+            let got = ClusterRow {
+                doc_id: c(0).as_primitive::<UInt64Type>().value(r),
+                cluster_id: c(1).as_primitive::<Int64Type>().value(r),
+                cluster_size: c(2).as_primitive::<UInt32Type>().value(r),
+                keep: c(3).as_boolean().value(r),
+            };
+            assert_eq!(got, row(i));
+        }
+    }
+
+    #[test]
+    fn dropped_writer_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = PartWriter::<ClusterRow>::create(dir.path(), 1).unwrap();
+        writer
+            .push(ClusterRow {
+                doc_id: 1,
+                cluster_id: 1,
+                cluster_size: 1,
+                keep: true,
+            })
+            .unwrap();
+        assert_eq!(tmp_files(dir.path()).len(), 1);
+        drop(writer);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn empty_parts_are_valid_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = PartWriter::<PairRow>::create(dir.path(), 0).unwrap();
+        let (batch, _) = read_back::<PairRow>(&writer.commit().unwrap());
+        assert_eq!(batch.num_rows(), 0);
+    }
+
+    #[test]
+    fn write_atomically_replaces_whole_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/summary.json");
+        write_atomically(&path, b"{\"a\": 1}").unwrap();
+        write_atomically(&path, b"{}").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"{}");
+        assert!(tmp_files(&dir.path().join("sub")).is_empty());
+
+        let blocked = dir.path().join("sub/summary.json/x");
+        let err = write_atomically(&blocked, b"").unwrap_err();
+        assert!(err.to_string().contains("cannot write"), "{err}");
+    }
+}

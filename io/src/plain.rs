@@ -1,0 +1,91 @@
+//! Plain-text input: the whole file is one document.
+//!
+//! Used for corpora stored as one file per document (scraped pages, books,
+//! source files). The file is decompressed like any other input and must be
+//! UTF-8; a leading byte order mark is dropped since it is not content.
+
+use std::io::Read;
+
+use crate::error::IoError;
+use crate::input::InputFile;
+use crate::jsonl::open_decompressed;
+
+/// Reads `file` (maybe compressed, maybe stdin) as one UTF-8 document.
+pub fn read_plain(file: &InputFile) -> Result<String, IoError> {
+    let mut bytes = Vec::new();
+    open_decompressed(file)?
+        .read_to_end(&mut bytes)
+        .map_err(|source| IoError::ReadWhole {
+            path: file.path.clone(),
+            compression: file.compression,
+            source,
+        })?;
+    let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+    match std::str::from_utf8(body) {
+        Ok(text) => Ok(text.to_owned()),
+        Err(e) => Err(IoError::InvalidUtf8 {
+            path: file.path.clone(),
+            // Offsets count from the start of the (decompressed) file.
+            offset: (e.valid_up_to() + bytes.len() - body.len()) as u64,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::{Compression, Format};
+    use std::path::Path;
+
+    fn plain(path: &Path, compression: Compression) -> InputFile {
+        InputFile {
+            path: path.to_path_buf(),
+            format: Format::Plain,
+            compression,
+        }
+    }
+
+    #[test]
+    fn reads_whole_files_and_drops_the_bom() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        std::fs::write(&path, "\u{feff}one\ntwo\r\n").unwrap();
+        assert_eq!(
+            read_plain(&plain(&path, Compression::None)).unwrap(),
+            "one\ntwo\r\n"
+        );
+
+        let zst = dir.path().join("a.txt.zst");
+        std::fs::write(&zst, zstd::encode_all(&b"caf\xC3\xA9"[..], 1).unwrap()).unwrap();
+        assert_eq!(read_plain(&plain(&zst, Compression::Zstd)).unwrap(), "café");
+    }
+
+    #[test]
+    fn invalid_utf8_names_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.txt");
+        std::fs::write(&path, b"\xEF\xBB\xBFabc\xC3(").unwrap();
+        let err = read_plain(&plain(&path, Compression::None)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{}: invalid UTF-8 at byte offset 6", path.display())
+        );
+    }
+
+    #[test]
+    fn truncated_zstd_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.txt.zst");
+        let data: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let compressed = zstd::encode_all(&data[..], 3).unwrap();
+        std::fs::write(&path, &compressed[..compressed.len() / 2]).unwrap();
+        let err = read_plain(&plain(&path, Compression::Zstd)).unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!(
+                "{}: zstd data is truncated or corrupt",
+                path.display()
+            )),
+            "{err}"
+        );
+    }
+}
