@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust unit, property, oracle and end-to-end tests, including the
+# analytics-client test that opens every output table with DuckDB and pyarrow.
+#
+# The Python clients are installed into .venv-test (once; reused afterwards) and handed to
+# the tests through NEARDUP_PYTHON.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=.venv-test
+if ! "$venv/bin/python" -c 'import duckdb, pyarrow' 2>/dev/null; then
+  echo "installing duckdb and pyarrow into $venv (first run only)" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow
+fi
+export NEARDUP_PYTHON="$PWD/$venv/bin/python"
+
+cargo test --workspace --all-targets "$@"
+cargo test --workspace --doc
