@@ -114,7 +114,7 @@ mod tests {
             from_base32("1aaaaaaaaaaaa"),
             Err(FingerprintParseError::Base32(..))
         ));
-        // The last base32 character carries 1 bit of data and 4 bits that must be zero.
+        // The last base32 character carries 4 bits of data and 1 bit that must be zero.
         assert!(matches!(
             from_base32("aaaaaaaaaaaab"),
             Err(FingerprintParseError::Base32(..))

@@ -284,7 +284,7 @@ mod tests {
         // 3000 fingerprints sharing their top 40 bits: every manku16 table bucket that
         // keys on those bits is hot.
         let mut state = 3u64;
-        let prefix = 0xabcd_ef12_34u64 << 24;
+        let prefix = 0x00ab_cdef_1234_u64 << 24;
         let items: Vec<Item> = (0..3000)
             .map(|doc| Item {
                 fp: prefix | (splitmix64(&mut state) & 0xff_ffff),

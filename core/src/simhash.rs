@@ -30,7 +30,7 @@ pub enum Weighting {
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct IdfTable {
     documents: u64,
-    idf: HashMap<u64, f32>,
+    idf: HashMap<u64, f64>,
 }
 
 /// TF-IDF weights are integers: `tf * round(IDF_SCALE * idf)`, so folding stays exact and
@@ -46,14 +46,14 @@ impl IdfTable {
         let n = documents.max(1) as f64;
         let idf = df
             .into_iter()
-            .map(|(h, d)| (h, (n / d.max(1) as f64).ln() as f32))
+            .map(|(h, d)| (h, (n / d.max(1) as f64).ln()))
             .collect();
         IdfTable { documents, idf }
     }
 
     pub fn idf(&self, feature: u64) -> f64 {
         match self.idf.get(&feature) {
-            Some(&v) => v as f64,
+            Some(&v) => v,
             None => (self.documents.max(1) as f64).ln(),
         }
     }

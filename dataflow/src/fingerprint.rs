@@ -94,9 +94,11 @@ impl FingerprintState {
         let shared = &self.ctx.shared;
         Progress::add(&shared.progress.docs_fingerprinted, 1);
         let record = match doc.body {
-            RawBody::Fingerprint { simhash, bytes } => {
-                return Some(self.known_fingerprint(doc.doc_id, simhash, bytes))
-            }
+            RawBody::Fingerprint {
+                simhash,
+                bytes,
+                empty,
+            } => return Some(self.known_fingerprint(doc.doc_id, simhash, bytes, empty)),
             RawBody::JsonLine(line) => {
                 let fields = match &shared.config.input {
                     JobInput::Documents { fields, .. } => fields,
@@ -115,7 +117,10 @@ impl FingerprintState {
             Ok(record) => self.fingerprint_record(doc.doc_id, doc.file, doc.record, record),
             Err(message) => {
                 if shared.config.skip_invalid {
-                    self.ctx.report.borrow_mut().skip(message);
+                    self.ctx
+                        .report
+                        .borrow_mut()
+                        .skip(doc.file, doc.record, message);
                 } else {
                     self.ctx.fail(message);
                 }
@@ -124,17 +129,24 @@ impl FingerprintState {
         }
     }
 
-    fn known_fingerprint(&mut self, doc_id: u64, simhash: u64, bytes: Option<u64>) -> DocFp {
+    fn known_fingerprint(
+        &mut self,
+        doc_id: u64,
+        simhash: u64,
+        bytes: Option<u64>,
+        empty: bool,
+    ) -> DocFp {
         let rank = self.ctx.shared.config.keep.rank(bytes.unwrap_or(0), None);
         let mut report = self.ctx.report.borrow_mut();
         report.documents += 1;
         report.bytes += bytes.unwrap_or(0);
+        report.empty += u64::from(empty);
         DocFp {
             doc_id,
             simhash,
             exact_key: 0,
             rank,
-            empty: false,
+            empty,
             id_hash: None,
         }
     }
@@ -156,6 +168,8 @@ impl FingerprintState {
             report.documents += 1;
             report.bytes += bytes;
             report.empty += u64::from(fp.is_empty());
+            report.keep_value_missing +=
+                u64::from(config.keep.column().is_some() && record.extra.is_none());
         }
         if let Some(writer) = self.writer.as_mut() {
             let row = FingerprintRow {

@@ -36,7 +36,15 @@ use crate::JobError;
 pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
     validate(&config)?;
     if config.parallelism.process == 0 {
-        output::prepare(&config.output, config.overwrite)?;
+        let tables: &[output::Table] = match config.input {
+            JobInput::Documents { .. } => &[
+                output::Table::Fingerprints,
+                output::Table::Pairs,
+                output::Table::Clusters,
+            ],
+            JobInput::Fingerprints { .. } => &[output::Table::Pairs, output::Table::Clusters],
+        };
+        output::prepare(&config.output, config.overwrite, tables)?;
     }
     let plan = Plan::build(&config.input)?;
     let timely_config = config.parallelism.timely_config();
@@ -176,6 +184,26 @@ fn exchange_reports(
     verdict.take()
 }
 
+/// A keep column that no document has is a mistake (a typo, a column of another corpus):
+/// fail rather than silently keep by input order. Some documents without it is a warning.
+fn check_keep_column(summary: &mut JobSummary, config: &JobConfig) {
+    let Some(column) = config.keep.column() else {
+        return;
+    };
+    let (missing, documents) = (summary.counts.keep_value_missing, summary.counts.documents);
+    if documents > 0 && missing == documents {
+        summary.errors.push(format!(
+            "--keep {}: no document has a numeric field {column:?}",
+            config.keep.describe()
+        ));
+    } else if missing > 0 {
+        summary.warnings.push(format!(
+            "--keep {}: {missing} of {documents} documents have no field {column:?} and rank last",
+            config.keep.describe()
+        ));
+    }
+}
+
 /// Worker 0: the summary, summary.json, and `_SUCCESS` if every worker succeeded.
 fn finalize(mut report: WorkerReport, shared: &Shared) -> JobSummary {
     let config = &shared.config;
@@ -198,6 +226,7 @@ fn finalize(mut report: WorkerReport, shared: &Shared) -> JobSummary {
         command_line: config.command_line.clone(),
     };
     let mut summary = JobSummary::from_report(report, parameters);
+    check_keep_column(&mut summary, config);
     if let Err(e) = output::commit(&config.output, &summary) {
         summary.errors.push(e.to_string());
     }

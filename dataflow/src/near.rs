@@ -9,7 +9,6 @@
 //! several), and a hot bucket is split further on its free bits instead of being compared
 //! pair by pair (so it stays exact and does not stall).
 
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use neardup_core::mix::mix2;
@@ -86,18 +85,13 @@ fn search(mut records: Vec<TableRecord>, ctx: &WorkerCtx) -> Vec<Edge> {
         k: design.k(),
         leaf_size: config.leaf_size,
     };
-    records.sort_unstable_by_key(|&(t, fp, doc, _)| (t, design.key(t as usize, fp), doc));
-    let ranks: HashMap<u64, u64> = records
-        .iter()
-        .map(|&(_, _, doc, rank)| (doc, rank))
-        .collect();
+    let masks = design.masks();
+    let bucket_key = |r: &TableRecord| ((r.0 as u128) << 64) | (r.1 & masks[r.0 as usize]) as u128;
+    records.sort_unstable_by_key(bucket_key);
     let mut edges = Vec::new();
     let mut items = Vec::new();
     let mut report = ctx.report.borrow_mut();
-    let same_bucket = |x: &TableRecord, y: &TableRecord| {
-        x.0 == y.0 && design.key(x.0 as usize, x.1) == design.key(y.0 as usize, y.1)
-    };
-    for bucket in records.chunk_by(same_bucket) {
+    for bucket in records.chunk_by(|x, y| bucket_key(x) == bucket_key(y)) {
         if bucket.len() < 2 {
             continue;
         }
@@ -109,22 +103,19 @@ fn search(mut records: Vec<TableRecord>, ctx: &WorkerCtx) -> Vec<Edge> {
                 size: bucket.len() as u64,
             });
         }
+        // Items carry their position in the bucket, which leads back to doc_id and rank.
         items.clear();
-        items.extend(bucket.iter().map(|&(_, fp, doc, _)| Item { fp, doc }));
-        let accept = |a: u64, b: u64| design.first_shared_table(a, b) == Some(table);
-        let stats = searcher.search(
-            &mut items,
-            design.masks()[table],
-            &accept,
-            &mut |a, b, d| {
-                edges.push(Edge::new(
-                    (a.doc, ranks[&a.doc]),
-                    (b.doc, ranks[&b.doc]),
-                    d,
-                    EdgeKind::Near,
-                ));
-            },
+        items.extend(
+            bucket
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, fp, _, _))| Item { fp, doc: i as u64 }),
         );
+        let accept = |a: u64, b: u64| design.first_shared_table(a, b) == Some(table);
+        let stats = searcher.search(&mut items, masks[table], &accept, &mut |a, b, d| {
+            let (x, y) = (&bucket[a.doc as usize], &bucket[b.doc as usize]);
+            edges.push(Edge::new((x.2, x.3), (y.2, y.3), d, EdgeKind::Near));
+        });
         report.comparisons += stats.comparisons;
         report.splits += stats.splits;
     }

@@ -62,7 +62,7 @@ impl OutputDirs {
 /// Makes `dir` ready for a run: refuses an existing non-empty directory unless `overwrite`,
 /// in which case its contents are removed first (the `_SUCCESS` marker before anything else,
 /// so an interrupted clean-up never leaves a directory that looks complete).
-pub fn prepare(dir: &Path, overwrite: bool) -> Result<(), JobError> {
+pub fn prepare(dir: &Path, overwrite: bool, tables: &[Table]) -> Result<(), JobError> {
     let io_err =
         |what: &str, e: std::io::Error| JobError::Output(format!("{what} {}: {e}", dir.display()));
     if dir.exists() {
@@ -102,7 +102,7 @@ pub fn prepare(dir: &Path, overwrite: bool) -> Result<(), JobError> {
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| io_err("cannot create", e))?;
-    for table in [Table::Fingerprints, Table::Pairs, Table::Clusters] {
+    for &table in tables {
         let sub = dir.join(table.dir_name());
         std::fs::create_dir_all(&sub)
             .map_err(|e| JobError::Output(format!("cannot create {}: {e}", sub.display())))?;

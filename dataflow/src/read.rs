@@ -207,6 +207,7 @@ impl UnitReader {
                         body: RawBody::Fingerprint {
                             simhash: fp.simhash,
                             bytes: fp.bytes,
+                            empty: fp.empty,
                         },
                     });
                 })?;

@@ -32,7 +32,11 @@ pub enum RawBody {
         extra: Option<f64>,
     },
     /// A fingerprint read from an existing table (`neardup search`).
-    Fingerprint { simhash: u64, bytes: Option<u64> },
+    Fingerprint {
+        simhash: u64,
+        bytes: Option<u64>,
+        empty: bool,
+    },
     /// A record the reader could not decode; the message names what was wrong.
     Invalid(String),
 }

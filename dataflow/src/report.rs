@@ -33,8 +33,10 @@ pub struct WorkerReport {
     pub empty: u64,
     pub skipped: u64,
     pub blank_lines: u64,
-    /// The first few skipped records, with file and line.
-    pub skip_examples: Vec<String>,
+    /// The first few skipped records: (file index, record, message naming file and line).
+    pub skip_examples: Vec<(u32, u64, String)>,
+    /// Documents without a value in the keep policy's column (they rank last).
+    pub keep_value_missing: u64,
     pub bytes: u64,
     /// Fatal errors: any one fails the run.
     pub errors: Vec<String>,
@@ -61,11 +63,12 @@ pub struct WorkerReport {
 pub const SKIP_EXAMPLES: usize = 5;
 
 impl WorkerReport {
-    pub fn skip(&mut self, message: String) {
+    pub fn skip(&mut self, file: u32, record: u64, message: String) {
         self.skipped += 1;
-        if self.skip_examples.len() < SKIP_EXAMPLES {
-            self.skip_examples.push(message);
-        }
+        self.skip_examples.push((file, record, message));
+        // The earliest in input order, whichever worker saw them.
+        self.skip_examples.sort();
+        self.skip_examples.truncate(SKIP_EXAMPLES);
     }
 
     pub fn stage_done(&mut self, stage: &str, seconds: f64) {
@@ -83,6 +86,7 @@ impl WorkerReport {
         self.empty += other.empty;
         self.skipped += other.skipped;
         self.blank_lines += other.blank_lines;
+        self.keep_value_missing += other.keep_value_missing;
         self.skip_examples.extend(other.skip_examples);
         self.skip_examples.sort();
         self.skip_examples.truncate(SKIP_EXAMPLES);
@@ -165,6 +169,7 @@ pub struct JobSummary {
     pub largest_buckets: Vec<BucketInfo>,
     pub largest_clusters: Vec<ClusterInfo>,
     pub skip_examples: Vec<String>,
+    pub warnings: Vec<String>,
     pub errors: Vec<String>,
     pub parts: Vec<String>,
 }
@@ -185,6 +190,7 @@ pub struct Counts {
     pub clusters: u64,
     pub clustered_documents: u64,
     pub documents_to_remove: u64,
+    pub keep_value_missing: u64,
     pub table_records: u64,
     pub comparisons: u64,
     pub bucket_splits: u64,
@@ -207,6 +213,7 @@ impl JobSummary {
             clusters: report.clusters,
             clustered_documents: report.clustered_documents,
             documents_to_remove: report.documents_to_remove,
+            keep_value_missing: report.keep_value_missing,
             table_records: report.table_records,
             comparisons: report.comparisons,
             bucket_splits: report.splits,
@@ -218,7 +225,12 @@ impl JobSummary {
             stage_seconds: report.stage_seconds,
             largest_buckets: report.largest_buckets,
             largest_clusters: report.largest_clusters,
-            skip_examples: report.skip_examples,
+            skip_examples: report
+                .skip_examples
+                .into_iter()
+                .map(|(_, _, m)| m)
+                .collect(),
+            warnings: Vec::new(),
             errors: report.errors,
             parts: report.parts,
         }

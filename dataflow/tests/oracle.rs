@@ -139,7 +139,7 @@ fn planted_fingerprints(dir: &Path, n: usize, k: u32) -> Vec<Item> {
     // A hot clump: 1500 fingerprints sharing their top 40 bits.
     for i in 0..1500u64 {
         items.push(Item {
-            fp: (0x1234_5678_9au64 << 24) | (splitmix64(&mut state) & 0xff_ffff),
+            fp: (0x0012_3456_789a_u64 << 24) | (splitmix64(&mut state) & 0xff_ffff),
             doc: (7 << 40) | (1_000_000 + i),
         });
     }

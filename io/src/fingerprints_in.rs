@@ -32,6 +32,9 @@ pub struct FingerprintIn {
     pub simhash: u64,
     /// Its size in bytes, if the table has a `bytes` column (and it is not null).
     pub bytes: Option<u64>,
+    /// Whether the document had no tokens, if the table has an `empty` column: such a
+    /// fingerprint (0) must never be matched.
+    pub empty: bool,
 }
 
 const U64_OR_I64: &str = "UInt64 or Int64";
@@ -64,7 +67,17 @@ pub fn read_fingerprint_row_group(
         )?),
         Err(_) => None,
     };
-    let roots: Vec<usize> = [Some(doc_id), Some(simhash), bytes]
+    let empty = match schema.index_of("empty") {
+        Ok(_) => Some(resolve(
+            path,
+            &schema,
+            "empty",
+            |t| *t == DataType::Boolean,
+            "Boolean",
+        )?),
+        Err(_) => None,
+    };
+    let roots: Vec<usize> = [Some(doc_id), Some(simhash), bytes, empty]
         .into_iter()
         .flatten()
         .collect();
@@ -82,6 +95,12 @@ pub fn read_fingerprint_row_group(
             let doc_ids = column(doc_id, "doc_id")?;
             let simhashes = column(simhash, "simhash")?;
             let sizes = bytes.map(|root| column(root, "bytes")).transpose()?;
+            let empties = empty.map(|root| {
+                batch
+                    .column(projected_position(&roots, root))
+                    .as_boolean()
+                    .clone()
+            });
             for i in 0..batch.num_rows() {
                 f(FingerprintIn {
                     doc_id: doc_ids.required(i, row)?,
@@ -91,6 +110,9 @@ pub fn read_fingerprint_row_group(
                         .map(|s| s.size(i, row))
                         .transpose()?
                         .flatten(),
+                    empty: empties
+                        .as_ref()
+                        .is_some_and(|e| e.is_valid(i) && e.value(i)),
                 });
                 row += 1;
             }
@@ -206,16 +228,19 @@ mod tests {
                 doc_id: 7,
                 simhash: u64::MAX,
                 bytes: Some(10),
+                empty: false,
             },
             FingerprintIn {
                 doc_id: 8,
                 simhash: 0,
                 bytes: None,
+                empty: false,
             },
             FingerprintIn {
                 doc_id: 9,
                 simhash: 1 << 63,
                 bytes: Some(30),
+                empty: false,
             },
         ];
         assert_eq!(read_all(&path).unwrap(), want);
@@ -235,11 +260,13 @@ mod tests {
                 doc_id: 1,
                 simhash: u64::MAX,
                 bytes: None,
+                empty: false,
             },
             FingerprintIn {
                 doc_id: 2,
                 simhash: 1 << 63,
                 bytes: None,
+                empty: false,
             },
         ];
         assert_eq!(read_all(&path).unwrap(), want);
@@ -304,5 +331,26 @@ mod tests {
                 path.display()
             )
         );
+    }
+
+    #[test]
+    fn reads_the_empty_flag_when_present() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fp.parquet");
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("doc_id", Arc::new(UInt64Array::from(vec![1, 2, 3]))),
+            ("simhash", Arc::new(UInt64Array::from(vec![0, 5, 0]))),
+            (
+                "empty",
+                Arc::new(arrow::array::BooleanArray::from(vec![
+                    Some(true),
+                    Some(false),
+                    None,
+                ])),
+            ),
+        ];
+        write_parquet(&path, columns, 2);
+        let empties: Vec<bool> = read_all(&path).unwrap().iter().map(|f| f.empty).collect();
+        assert_eq!(empties, vec![true, false, false]);
     }
 }

@@ -24,7 +24,7 @@
 //! | `doc_id`   | UInt64  | the document's number, unique within the run |
 //! | `id`       | Utf8, nullable | the document's own id field, if one was read |
 //! | `source`   | Utf8    | the input file it came from |
-//! | `record`   | UInt64  | its line (JSONL, 1-based) or row (Parquet, 0-based) in that file |
+//! | `record`   | UInt64  | its 0-based record number in that file: JSONL line - 1, or Parquet row |
 //! | `simhash`  | UInt64  | its 64-bit simhash |
 //! | `n_tokens` | UInt32  | number of tokens hashed |
 //! | `bytes`    | UInt64  | length of the text in bytes |

@@ -1,0 +1,104 @@
+//! Parallelism flags in timely's convention: `-w/--workers` threads per process,
+//! `-n/--processes`, `-p/--process`, `-h/--hostfile`, each with an environment variable
+//! for schedulers.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use neardup_dataflow::Parallelism;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Worker threads in this process
+    #[arg(
+        short = 'w',
+        long,
+        env = "NEARDUP_WORKERS",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub workers: usize,
+    /// Number of processes in the job (each needs the same flags and hostfile)
+    #[arg(
+        short = 'n',
+        long,
+        env = "NEARDUP_PROCESSES",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub processes: usize,
+    /// This process's index, 0-based
+    #[arg(
+        short = 'p',
+        long,
+        env = "NEARDUP_PROCESS",
+        default_value_t = 0,
+        value_name = "I"
+    )]
+    pub process: usize,
+    /// One `host:port` per line, in process order (needed when --processes > 1)
+    #[arg(short = 'h', long, env = "NEARDUP_HOSTFILE", value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+}
+
+impl ClusterArgs {
+    pub fn parallelism(&self) -> Result<Parallelism> {
+        if self.workers == 0 {
+            bail!("--workers must be at least 1");
+        }
+        if self.processes == 0 {
+            bail!("--processes must be at least 1");
+        }
+        if self.process >= self.processes {
+            bail!(
+                "--process {} is out of range for --processes {}",
+                self.process,
+                self.processes
+            );
+        }
+        let addresses = match (&self.hostfile, self.processes) {
+            (None, 1) => Vec::new(),
+            (None, n) => bail!("--processes {n} needs --hostfile with {n} host:port lines"),
+            (Some(path), n) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read hostfile {}", path.display()))?;
+                let hosts = parse_hostfile(&text);
+                if hosts.len() != n {
+                    bail!(
+                        "hostfile {} lists {} processes but --processes is {n}",
+                        path.display(),
+                        hosts.len()
+                    );
+                }
+                hosts
+            }
+        };
+        Ok(Parallelism {
+            workers: self.workers,
+            process: self.process,
+            addresses,
+        })
+    }
+}
+
+/// Non-empty lines, `#` comments removed.
+fn parse_hostfile(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostfiles_skip_comments_and_blank_lines() {
+        assert_eq!(
+            parse_hostfile("# cluster\na:1\n\n b:2 # second\n"),
+            vec!["a:1", "b:2"]
+        );
+    }
+}

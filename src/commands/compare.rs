@@ -1,0 +1,442 @@
+//! `neardup compare`: two documents side by side, with every similarity neardup knows and
+//! the verdict a run would reach at the default thresholds.
+//!
+//! The Jaccard similarity and containments are exact, over the sets of word shingles
+//! (`--shingle-jaccard N` words, default 3) hashed with xxh3, after the same normalization
+//! as the fingerprints (NFKC and stop words, when asked for).
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use neardup_core::features::{FeatureConfig, FeatureKind};
+use neardup_core::{encoding, minhash, simhash, similarity};
+use neardup_core::{hamming, DocFingerprint, Fingerprinter, Method, Scheme, SchemeName, Weighting};
+use neardup_io::input::expand_inputs;
+use neardup_io::plain::read_plain;
+use serde::Serialize;
+
+use crate::scheme_args::SchemeArgs;
+
+/// Fingerprints within this many bits are near-duplicates (the default `k` of a run).
+pub const DEFAULT_K: u32 = 3;
+/// Documents whose word-shingle Jaccard similarity reaches this are near-duplicates.
+pub const DEFAULT_JACCARD: f64 = 0.8;
+
+const EXAMPLES: &str = "\
+Examples:
+  Two files, each read whole as one document (UTF-8; .gz and .zst are decompressed):
+    neardup compare old.txt new.txt
+  Two strings, as JSON:
+    neardup compare --json --text 'The quick brown fox' --text 'the quick brown fox!'
+  With the MinHash scheme (adds the MinHash Jaccard estimate), Jaccard over word 5-shingles:
+    neardup compare --scheme minhash --shingle-jaccard 5 a.txt b.txt
+
+Verdict: \"empty\" if either document has no words (empty documents are never duplicates);
+\"exact duplicate\" if the exact-duplicate keys are equal (same tokens in the same order);
+\"near-duplicate\" if the Hamming distance is at most 3 or the word-shingle Jaccard is at
+least 0.8 (minhash: the MinHash estimate or the exact Jaccard is at least 0.8); else
+\"different\". The output says which threshold decided.";
+
+/// Flags of `neardup compare`.
+#[derive(Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub scheme: SchemeArgs,
+
+    /// Print one JSON object instead of text
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
+
+    /// The n of the word shingles the exact Jaccard similarity and containments are
+    /// computed over
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 3,
+        help_heading = "Output",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub shingle_jaccard: u32,
+
+    /// A document given as text instead of a file (give exactly two)
+    #[arg(
+        long = "text",
+        value_name = "TEXT",
+        conflicts_with = "files",
+        help_heading = "Documents"
+    )]
+    pub texts: Vec<String>,
+
+    /// The two files to compare (`-` reads one of them from stdin)
+    #[arg(
+        value_names = ["A", "B"],
+        num_args = 2,
+        action = clap::ArgAction::Set,
+        required_unless_present = "texts",
+        help_heading = None
+    )]
+    pub files: Vec<String>,
+}
+
+impl CompareArgs {
+    /// What clap cannot check: `--text` must be given exactly twice.
+    pub fn usage_problem(&self) -> Option<String> {
+        match self.texts.len() {
+            0 | 2 => None,
+            n => Some(format!(
+                "--text must be given exactly twice (once per document), not {n} time{}",
+                if n == 1 { "" } else { "s" }
+            )),
+        }
+    }
+}
+
+pub fn run(args: &CompareArgs) -> Result<()> {
+    let scheme = args.scheme.to_scheme()?;
+    let (a, b) = if args.texts.is_empty() {
+        if args.files.iter().filter(|f| *f == "-").count() > 1 {
+            bail!("only one of the two documents can be read from stdin (-)");
+        }
+        (Doc::read(&args.files[0])?, Doc::read(&args.files[1])?)
+    } else {
+        (
+            Doc::text("--text 1", &args.texts[0]),
+            Doc::text("--text 2", &args.texts[1]),
+        )
+    };
+    let report = compare(&scheme, args.shingle_jaccard as usize, &a, &b);
+    let mut out = io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        report.write_text(&mut out)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// One side of the comparison.
+struct Doc {
+    source: String,
+    text: String,
+}
+
+impl Doc {
+    fn text(source: &str, text: &str) -> Doc {
+        Doc {
+            source: source.to_string(),
+            text: text.to_string(),
+        }
+    }
+
+    /// Reads a file whole (decompressing `.gz`/`.zst`), or stdin for `-`.
+    fn read(name: &str) -> Result<Doc> {
+        if Path::new(name).is_dir() {
+            bail!("{name} is a directory: compare takes two files, each one document");
+        }
+        let files = expand_inputs(&[name.to_string()], true)?;
+        let [file] = files.as_slice() else {
+            bail!(
+                "{name:?} matches {} files: compare takes two files, each one document",
+                files.len()
+            );
+        };
+        let source = if file.is_stdin() {
+            "<stdin>".to_string()
+        } else {
+            file.path.display().to_string()
+        };
+        Ok(Doc {
+            source,
+            text: read_plain(file)?,
+        })
+    }
+}
+
+/// Everything `compare` reports; serialized as is for `--json`.
+#[derive(Serialize, Debug)]
+struct Report {
+    scheme: String,
+    a: Side,
+    b: Side,
+    /// Hamming distance of the simhashes (null for minhash).
+    hamming: Option<u32>,
+    cosine_estimate: Option<f64>,
+    /// Exact Jaccard similarity of the word-shingle sets.
+    jaccard: f64,
+    /// The n of those shingles.
+    jaccard_shingle: usize,
+    containment_a_in_b: f64,
+    containment_b_in_a: f64,
+    /// The fraction of equal signature positions (minhash only).
+    minhash_jaccard_estimate: Option<f64>,
+    exact_duplicate: bool,
+    verdict: &'static str,
+    /// Which threshold decided the verdict.
+    reason: String,
+}
+
+#[derive(Serialize, Debug)]
+struct Side {
+    source: String,
+    /// The 64-bit simhash as 16 hex digits (null for minhash).
+    simhash: Option<String>,
+    base32: Option<String>,
+    /// The MinHash signature as 16-digit hex values (null for simhash).
+    minhash: Option<Vec<String>>,
+    n_tokens: u32,
+    n_features: u32,
+    empty: bool,
+}
+
+impl Side {
+    fn new(doc: &Doc, fp: &DocFingerprint, signature: Option<&[u64]>) -> Side {
+        let simhash = signature.is_none().then_some(fp.simhash);
+        Side {
+            source: doc.source.clone(),
+            simhash: simhash.map(encoding::to_hex),
+            base32: simhash.map(encoding::to_base32),
+            minhash: signature.map(|s| s.iter().map(|v| format!("{v:016x}")).collect()),
+            n_tokens: fp.n_tokens,
+            n_features: fp.n_features,
+            empty: fp.is_empty(),
+        }
+    }
+}
+
+/// The scheme the exact Jaccard is computed with: word `n`-shingles, xxh3, with the
+/// normalization (NFKC, stop words) of the fingerprint scheme.
+fn jaccard_scheme(scheme: &Scheme, n: usize) -> Scheme {
+    Scheme {
+        name: SchemeName::SimhashShingles,
+        features: FeatureConfig {
+            kind: FeatureKind::WordShingles(n),
+            nfkc: scheme.features.nfkc,
+            stop_words: scheme.features.stop_words.clone(),
+            ..FeatureConfig::word_shingles(n)
+        },
+        method: Method::Simhash(Weighting::Set),
+    }
+}
+
+fn compare(scheme: &Scheme, shingle: usize, a: &Doc, b: &Doc) -> Report {
+    let is_minhash = matches!(scheme.method, Method::MinHash { .. });
+    let mut fingerprinter = Fingerprinter::new(scheme.clone());
+    let fa = fingerprinter.fingerprint(&a.text);
+    let sig_a = fingerprinter.signature().to_vec();
+    let fb = fingerprinter.fingerprint(&b.text);
+    let sig_b = fingerprinter.signature().to_vec();
+
+    let mut shingler = Fingerprinter::new(jaccard_scheme(scheme, shingle));
+    shingler.fingerprint(&a.text);
+    let set_a = shingler.feature_set().to_vec();
+    shingler.fingerprint(&b.text);
+    let set_b = shingler.feature_set();
+    let jaccard = similarity::jaccard(&set_a, set_b);
+
+    let (hamming, minhash_estimate) = if is_minhash {
+        (None, Some(minhash::jaccard_estimate(&sig_a, &sig_b)))
+    } else {
+        (Some(hamming(fa.simhash, fb.simhash)), None)
+    };
+    let any_empty = fa.is_empty() || fb.is_empty();
+    let exact_duplicate = !any_empty && fa.exact_key == fb.exact_key;
+    let (verdict, reason) = verdict(
+        &fa,
+        &fb,
+        exact_duplicate,
+        hamming,
+        jaccard,
+        minhash_estimate,
+    );
+    Report {
+        scheme: scheme.describe(),
+        a: Side::new(a, &fa, is_minhash.then_some(&sig_a[..])),
+        b: Side::new(b, &fb, is_minhash.then_some(&sig_b[..])),
+        hamming,
+        cosine_estimate: hamming.map(simhash::cosine_estimate),
+        jaccard,
+        jaccard_shingle: shingle,
+        containment_a_in_b: similarity::containment(&set_a, set_b),
+        containment_b_in_a: similarity::containment(set_b, &set_a),
+        minhash_jaccard_estimate: minhash_estimate,
+        exact_duplicate,
+        verdict,
+        reason,
+    }
+}
+
+fn verdict(
+    a: &DocFingerprint,
+    b: &DocFingerprint,
+    exact_duplicate: bool,
+    hamming: Option<u32>,
+    jaccard: f64,
+    minhash_estimate: Option<f64>,
+) -> (&'static str, String) {
+    match (a.is_empty(), b.is_empty()) {
+        (true, true) => {
+            return (
+                "empty",
+                "neither document has a word with a letter: empty documents are never duplicates"
+                    .into(),
+            )
+        }
+        (true, false) => {
+            return (
+                "empty",
+                "document a has no word with a letter: empty documents are never duplicates".into(),
+            )
+        }
+        (false, true) => {
+            return (
+                "empty",
+                "document b has no word with a letter: empty documents are never duplicates".into(),
+            )
+        }
+        (false, false) => {}
+    }
+    if exact_duplicate {
+        return (
+            "exact duplicate",
+            "equal exact-duplicate keys: the same tokens in the same order".into(),
+        );
+    }
+    let mut met = Vec::new();
+    let mut missed = Vec::new();
+    if let Some(h) = hamming {
+        if h <= DEFAULT_K {
+            met.push(format!("hamming {h} <= {DEFAULT_K}"));
+        } else {
+            missed.push(format!("hamming {h} > {DEFAULT_K}"));
+        }
+    }
+    if let Some(e) = minhash_estimate {
+        if e >= DEFAULT_JACCARD {
+            met.push(format!("minhash estimate {e:.4} >= {DEFAULT_JACCARD}"));
+        } else {
+            missed.push(format!("minhash estimate {e:.4} < {DEFAULT_JACCARD}"));
+        }
+    }
+    if jaccard >= DEFAULT_JACCARD {
+        met.push(format!("jaccard {jaccard:.4} >= {DEFAULT_JACCARD}"));
+    } else {
+        missed.push(format!("jaccard {jaccard:.4} < {DEFAULT_JACCARD}"));
+    }
+    if met.is_empty() {
+        ("different", missed.join(" and "))
+    } else {
+        ("near-duplicate", met.join(" and "))
+    }
+}
+
+impl Report {
+    fn write_text(&self, out: &mut impl Write) -> io::Result<()> {
+        writeln!(out, "scheme: {}", self.scheme)?;
+        for (label, side) in [("a", &self.a), ("b", &self.b)] {
+            write!(out, "{label}: {}: ", side.source)?;
+            match (&side.simhash, &side.base32, &side.minhash) {
+                (Some(hex), Some(b32), _) => write!(out, "simhash {hex} (base32 {b32})")?,
+                (_, _, Some(values)) => {
+                    let head: Vec<&str> = values.iter().take(2).map(String::as_str).collect();
+                    write!(
+                        out,
+                        "minhash of {} values {},...",
+                        values.len(),
+                        head.join(",")
+                    )?
+                }
+                _ => {}
+            }
+            write!(
+                out,
+                ", {}, {}",
+                count(side.n_tokens, "token"),
+                count(side.n_features, "distinct feature")
+            )?;
+            if side.empty {
+                write!(out, " (empty)")?;
+            }
+            writeln!(out)?;
+        }
+        if let (Some(h), Some(cos)) = (self.hamming, self.cosine_estimate) {
+            writeln!(out, "hamming distance: {h} of 64 bits")?;
+            writeln!(out, "cosine estimate: {cos:.4}")?;
+        }
+        if let Some(e) = self.minhash_jaccard_estimate {
+            writeln!(out, "minhash jaccard estimate: {e:.4}")?;
+        }
+        writeln!(
+            out,
+            "jaccard (word {}-shingles): {:.4}",
+            self.jaccard_shingle, self.jaccard
+        )?;
+        writeln!(
+            out,
+            "containment: a in b {:.4}, b in a {:.4}",
+            self.containment_a_in_b, self.containment_b_in_a
+        )?;
+        writeln!(out, "verdict: {} ({})", self.verdict, self.reason)
+    }
+}
+
+fn count(n: u32, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(scheme: Scheme, a: &str, b: &str) -> Report {
+        compare(&scheme, 3, &Doc::text("a", a), &Doc::text("b", b))
+    }
+
+    #[test]
+    fn exact_duplicates_ignore_case_and_punctuation() {
+        let r = report(Scheme::simhash_doc(), "Hello, World!", "hello world");
+        assert_eq!(r.verdict, "exact duplicate");
+        assert!(r.exact_duplicate);
+        assert_eq!(r.hamming, Some(0));
+    }
+
+    #[test]
+    fn empty_is_never_a_duplicate() {
+        let r = report(Scheme::simhash_doc(), "2024", "2024");
+        assert_eq!(r.verdict, "empty");
+        assert!(!r.exact_duplicate);
+        assert_eq!(r.jaccard, 0.0);
+        let r = report(Scheme::minhash(), "", "");
+        assert_eq!(r.verdict, "empty");
+    }
+
+    #[test]
+    fn minhash_has_no_hamming_distance() {
+        let r = report(
+            Scheme::minhash(),
+            "one two three four five six",
+            "one two three four five six seven",
+        );
+        assert_eq!(r.hamming, None);
+        assert!(r.minhash_jaccard_estimate.is_some());
+        assert_eq!(r.a.minhash.as_ref().unwrap().len(), 128);
+        assert!(r.a.simhash.is_none());
+    }
+
+    #[test]
+    fn jaccard_uses_the_scheme_normalization() {
+        let mut scheme = Scheme::simhash_doc();
+        scheme = scheme.with_stop_words(neardup_core::features::StopWords::english());
+        let r = report(scheme, "the cat sat on the mat", "a cat sat on a mat");
+        assert_eq!(r.jaccard, 1.0);
+        assert!(!r.exact_duplicate);
+    }
+}

@@ -1,0 +1,436 @@
+//! `neardup hash`: fingerprint every document of the inputs, one output line per document.
+//!
+//! Output goes through a `BufWriter` on locked stdout; a bad record stops the run with an
+//! error naming file and line (the lines written before it stay complete), or, with
+//! `--skip-invalid`, is counted and reported in the summary on stderr.
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use neardup_core::{encoding, DocFingerprint, Fingerprinter, Method};
+use neardup_io::input::{expand_inputs, Format, InputFile};
+use neardup_io::jsonl::{parse_record, FieldSpec, LineReader, RecordError};
+use neardup_io::parquet_in::{read_row_group, row_groups, DEFAULT_READ_BATCH_ROWS};
+use neardup_io::plain::read_plain;
+use neardup_io::IoError;
+use serde::ser::{Serialize, Serializer};
+
+use crate::scheme_args::SchemeArgs;
+
+const EXAMPLES: &str = "\
+Examples:
+  Fingerprint a JSONL file (TSV: id, hex, base32):
+    neardup hash docs.jsonl
+  Every input file under a directory (.jsonl/.json/.ndjson, optionally .gz/.zst, .parquet):
+    neardup hash corpus/ > fingerprints.tsv
+  From stdin, with the text in field \"body\" and no id field (ids become FILE:LINE):
+    zcat dump.jsonl.gz | neardup hash --text-field body --no-id -
+  Each file is one document (the id is its path), JSON lines out:
+    neardup hash --plain --format jsonl 'pages/*.html'
+  MinHash signatures over word 5-shingles, skipping records that cannot be read:
+    neardup hash --scheme minhash --skip-invalid data.jsonl.zst
+
+Output (tsv): `id<TAB>hex<TAB>base32` per document; for --scheme minhash `id<TAB>v1,v2,...`
+(the signature as 16-digit hex values). Tabs, newlines and backslashes in ids are written
+as \\t, \\n, \\r and \\\\. An empty document (no word with a letter) prints fingerprint 0 and
+is flagged \"empty\": true in jsonl. A one-line summary goes to stderr unless --quiet.";
+
+/// Flags of `neardup hash`.
+#[derive(Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct HashArgs {
+    #[command(flatten)]
+    pub scheme: SchemeArgs,
+
+    /// The JSON field (or Parquet column) holding the document text
+    #[arg(
+        long,
+        value_name = "FIELD",
+        default_value = "text",
+        help_heading = "Input"
+    )]
+    pub text_field: String,
+
+    /// The JSON field (or Parquet column) holding the document id (a string or a number)
+    #[arg(
+        long,
+        value_name = "FIELD",
+        default_value = "id",
+        help_heading = "Input"
+    )]
+    pub id_field: String,
+
+    /// The records have no id: use FILE:LINE (JSONL, lines from 1) or FILE:ROW (Parquet,
+    /// rows from 0) instead
+    #[arg(long, conflicts_with = "id_field", help_heading = "Input")]
+    pub no_id: bool,
+
+    /// Read each input file whole as one document whose id is its path
+    #[arg(
+        long,
+        conflicts_with_all = ["text_field", "id_field", "no_id"],
+        help_heading = "Input"
+    )]
+    pub plain: bool,
+
+    /// Output format
+    #[arg(long, value_enum, default_value_t = OutputFormat::Tsv, help_heading = "Output")]
+    pub format: OutputFormat,
+
+    /// Skip records that cannot be read (bad UTF-8 or JSON, missing or non-string text,
+    /// missing id, blank lines) and count them instead of stopping
+    #[arg(long, help_heading = "Input")]
+    pub skip_invalid: bool,
+
+    /// Do not print the summary line on stderr
+    #[arg(short, long, help_heading = "Output")]
+    pub quiet: bool,
+
+    /// Input files, directories or glob patterns; `-` reads stdin
+    #[arg(value_name = "INPUT", required = true, help_heading = None)]
+    pub inputs: Vec<String>,
+}
+
+/// `--format`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// id<TAB>hex<TAB>base32 (minhash: id<TAB>comma-separated hex values)
+    Tsv,
+    /// One JSON object per document
+    Jsonl,
+}
+
+pub fn run(args: &HashArgs) -> Result<()> {
+    let scheme = args.scheme.to_scheme()?;
+    let files = expand_inputs(&args.inputs, args.plain)?;
+    let spec = FieldSpec {
+        text_field: args.text_field.clone(),
+        id_field: (!args.no_id).then(|| args.id_field.clone()),
+        extra_field: None,
+    };
+    let minhash = matches!(scheme.method, Method::MinHash { .. });
+    let stdout = io::stdout();
+    let mut hasher = Hasher {
+        fingerprinter: Fingerprinter::new(scheme),
+        out: BufWriter::with_capacity(256 * 1024, stdout.lock()),
+        format: args.format,
+        minhash,
+        skip_invalid: args.skip_invalid,
+        json: Vec::new(),
+        documents: 0,
+        empty: 0,
+        skipped: 0,
+        first_skipped: None,
+    };
+    let result = files
+        .iter()
+        .try_for_each(|file| hasher.file(file, &spec))
+        .map_err(|e| with_hint(e, args));
+    // Whatever happened, the lines already produced go out whole before the error does.
+    let flushed = hasher.out.flush().map_err(stdout_error);
+    result?;
+    flushed?;
+    if !args.quiet {
+        eprintln!("{}", hasher.summary());
+    }
+    Ok(())
+}
+
+/// Fingerprints documents and writes their lines.
+struct Hasher<W: Write> {
+    fingerprinter: Fingerprinter,
+    out: W,
+    format: OutputFormat,
+    minhash: bool,
+    skip_invalid: bool,
+    /// Reused buffer for one JSON line.
+    json: Vec<u8>,
+    documents: u64,
+    empty: u64,
+    skipped: u64,
+    first_skipped: Option<String>,
+}
+
+impl<W: Write> Hasher<W> {
+    fn file(&mut self, file: &InputFile, spec: &FieldSpec) -> Result<(), IoError> {
+        match file.format {
+            Format::Plain => match read_plain(file) {
+                Ok(text) => self.document(&shown(&file.path).to_string(), &text),
+                Err(e @ IoError::InvalidUtf8 { .. }) => self.invalid(e),
+                Err(e) => Err(e),
+            },
+            Format::Jsonl => {
+                let mut reader = LineReader::open(file)?;
+                let mut line = Vec::new();
+                while let Some(number) = reader.next_line(&mut line)? {
+                    match parse_record(&line, spec) {
+                        Ok(record) => {
+                            let id = match record.id {
+                                Some(id) => id,
+                                None => format!("{}:{number}", shown(&file.path)),
+                            };
+                            self.document(&id, &record.text)?;
+                        }
+                        Err(e) => self.invalid(IoError::record(&file.path, number, e))?,
+                    }
+                }
+                Ok(())
+            }
+            Format::Parquet => {
+                for unit in row_groups(&file.path)? {
+                    read_row_group(
+                        &file.path,
+                        &unit,
+                        spec,
+                        DEFAULT_READ_BATCH_ROWS,
+                        |row, record| match record {
+                            Ok(record) => {
+                                let id = match record.id {
+                                    Some(id) => id,
+                                    None => format!("{}:{row}", file.path.display()),
+                                };
+                                self.document(&id, &record.text)
+                            }
+                            Err(e) => self.invalid(IoError::row(&file.path, row, e)),
+                        },
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A record that cannot be used: counted with `--skip-invalid`, else the error.
+    fn invalid(&mut self, err: IoError) -> Result<(), IoError> {
+        if !self.skip_invalid {
+            return Err(err);
+        }
+        self.skipped += 1;
+        if self.first_skipped.is_none() {
+            self.first_skipped = Some(err.to_string());
+        }
+        Ok(())
+    }
+
+    fn document(&mut self, id: &str, text: &str) -> Result<(), IoError> {
+        let fp = self.fingerprinter.fingerprint(text);
+        self.documents += 1;
+        self.empty += u64::from(fp.is_empty());
+        self.write_line(id, &fp).map_err(stdout_error)
+    }
+
+    fn write_line(&mut self, id: &str, fp: &DocFingerprint) -> io::Result<()> {
+        match self.format {
+            OutputFormat::Tsv => {
+                write_tsv_field(&mut self.out, id)?;
+                if self.minhash {
+                    self.out.write_all(b"\t")?;
+                    for (i, v) in self.fingerprinter.signature().iter().enumerate() {
+                        if i > 0 {
+                            self.out.write_all(b",")?;
+                        }
+                        write!(self.out, "{v:016x}")?;
+                    }
+                    self.out.write_all(b"\n")
+                } else {
+                    writeln!(
+                        self.out,
+                        "\t{:016x}\t{}",
+                        fp.simhash,
+                        encoding::to_base32(fp.simhash)
+                    )
+                }
+            }
+            OutputFormat::Jsonl => {
+                self.json.clear();
+                let written = if self.minhash {
+                    serde_json::to_writer(
+                        &mut self.json,
+                        &MinhashLine {
+                            id,
+                            minhash: HexValues(self.fingerprinter.signature()),
+                            n_tokens: fp.n_tokens,
+                            empty: fp.is_empty(),
+                        },
+                    )
+                } else {
+                    serde_json::to_writer(
+                        &mut self.json,
+                        &SimhashLine {
+                            id,
+                            simhash: &encoding::to_hex(fp.simhash),
+                            base32: &encoding::to_base32(fp.simhash),
+                            n_tokens: fp.n_tokens,
+                            empty: fp.is_empty(),
+                        },
+                    )
+                };
+                written.map_err(io::Error::other)?;
+                self.json.push(b'\n');
+                self.out.write_all(&self.json)
+            }
+        }
+    }
+
+    fn summary(&self) -> String {
+        let mut line = format!(
+            "hashed {} ({} empty)",
+            plural(self.documents, "document"),
+            self.empty
+        );
+        if self.skipped > 0 {
+            line += &format!(", skipped {}", plural(self.skipped, "invalid record"));
+            if let Some(first) = &self.first_skipped {
+                line += &format!(" (first: {first})");
+            }
+        }
+        line
+    }
+}
+
+#[derive(serde::Serialize)]
+struct SimhashLine<'a> {
+    id: &'a str,
+    simhash: &'a str,
+    base32: &'a str,
+    n_tokens: u32,
+    empty: bool,
+}
+
+#[derive(serde::Serialize)]
+struct MinhashLine<'a> {
+    id: &'a str,
+    minhash: HexValues<'a>,
+    n_tokens: u32,
+    empty: bool,
+}
+
+/// A signature as a JSON array of 16-digit hex strings (JSON numbers lose 64-bit precision
+/// in many readers).
+struct HexValues<'a>(&'a [u64]);
+
+impl Serialize for HexValues<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|&v| Hex(v)))
+    }
+}
+
+struct Hex(u64);
+
+impl Serialize for Hex {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_args!("{:016x}", self.0))
+    }
+}
+
+/// Writes an id as one TSV field: tab, newline, carriage return and backslash are escaped
+/// as `\t`, `\n`, `\r` and `\\`, so every document is exactly one line of three fields.
+fn write_tsv_field(out: &mut impl Write, field: &str) -> io::Result<()> {
+    let bytes = field.as_bytes();
+    if !bytes
+        .iter()
+        .any(|b| matches!(b, b'\t' | b'\n' | b'\r' | b'\\'))
+    {
+        return out.write_all(bytes);
+    }
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escaped: &[u8] = match b {
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\\' => b"\\\\",
+            _ => continue,
+        };
+        out.write_all(&bytes[start..i])?;
+        out.write_all(escaped)?;
+        start = i + 1;
+    }
+    out.write_all(&bytes[start..])
+}
+
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// How a path appears in ids and messages: stdin is `<stdin>`, as in neardup-io's errors.
+fn shown(path: &Path) -> std::path::Display<'_> {
+    if path == Path::new("-") {
+        Path::new("<stdin>").display()
+    } else {
+        path.display()
+    }
+}
+
+fn stdout_error(source: io::Error) -> IoError {
+    IoError::Write {
+        path: PathBuf::from("<stdout>"),
+        source,
+    }
+}
+
+/// Adds the flag that fixes the most common mistakes: a corpus whose fields have other
+/// names than `text` and `id`.
+fn with_hint(err: IoError, args: &HashArgs) -> anyhow::Error {
+    let record_error = match &err {
+        IoError::Record { source, .. } | IoError::Row { source, .. } => Some(source),
+        _ => None,
+    };
+    let hint = match (record_error, &err) {
+        (Some(RecordError::MissingId(_)), _) => Some(
+            "name the id field with --id-field FIELD, or use --no-id to identify documents by FILE:LINE",
+        ),
+        (Some(RecordError::MissingText(_)), _) => {
+            Some("name the text field with --text-field FIELD")
+        }
+        (_, IoError::MissingColumn { column, .. }) if *column == args.id_field && !args.no_id => {
+            Some("name the id column with --id-field COLUMN, or use --no-id to identify rows by FILE:ROW")
+        }
+        (_, IoError::MissingColumn { column, .. }) if *column == args.text_field => {
+            Some("name the text column with --text-field COLUMN")
+        }
+        _ => None,
+    };
+    match hint {
+        Some(hint) => anyhow::anyhow!("{err} ({hint})"),
+        None => err.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tsv(field: &str) -> String {
+        let mut out = Vec::new();
+        write_tsv_field(&mut out, field).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn tsv_fields_escape_separators() {
+        assert_eq!(tsv("doc-1"), "doc-1");
+        assert_eq!(tsv("a\tb\nc\\d\re"), "a\\tb\\nc\\\\d\\re");
+        assert_eq!(tsv("\t"), "\\t");
+        assert_eq!(tsv(""), "");
+    }
+
+    #[test]
+    fn hex_values_serialize_as_strings() {
+        let json = serde_json::to_string(&HexValues(&[1, u64::MAX])).unwrap();
+        assert_eq!(json, r#"["0000000000000001","ffffffffffffffff"]"#);
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(plural(1, "document"), "1 document");
+        assert_eq!(plural(0, "document"), "0 documents");
+        assert_eq!(plural(2, "invalid record"), "2 invalid records");
+    }
+}

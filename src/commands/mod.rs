@@ -1,0 +1,5 @@
+//! One module per subcommand: its flags (a `clap::Args` struct) and its `run` function.
+
+pub mod compare;
+pub mod hash;
+pub mod run;

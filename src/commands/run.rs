@@ -1,0 +1,244 @@
+//! `neardup run`: the whole job over a corpus, and `neardup search`: the search alone over
+//! an existing fingerprint table. Both hand a `JobConfig` to `neardup_dataflow::run_job`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use neardup_core::TableDesign;
+use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, KeepPolicy, Progress};
+use neardup_io::input::{expand_inputs, Format};
+use neardup_io::jsonl::FieldSpec;
+
+use crate::cluster_args::ClusterArgs;
+use crate::progress_view::{LogFormat, ProgressView};
+use crate::scheme_args::SchemeArgs;
+
+pub const RUN_EXAMPLES: &str = "\
+Examples:
+  The bundled example corpus, one worker:
+    neardup run --output out examples/corpus.jsonl
+
+  A compressed corpus with 2 worker threads, keeping the longest of each cluster:
+    neardup run -w 2 --keep longest --output out corpus.jsonl.zst
+
+  Looser matching (k = 6) over Parquet files, reading the `content` column:
+    neardup run -k 6 --text-field content --output out 'data/*.parquet'
+
+  Two processes on one machine (see docs/deploy.md for clusters):
+    neardup run -n 2 -p 0 -h hosts.txt --output out corpus/ &
+    neardup run -n 2 -p 1 -h hosts.txt --output out corpus/
+
+  Query the results with DuckDB:
+    duckdb -c \"select * from 'out/pairs/*.parquet' limit 10\"
+
+Outputs (docs/outputs.md): fingerprints/, pairs/, clusters/ (Parquet parts), summary.json,
+and _SUCCESS once everything is complete.";
+
+pub const SEARCH_EXAMPLES: &str = "\
+Examples:
+  Search a previous run's fingerprints again with a larger k:
+    neardup search -k 6 --output out-k6 out/fingerprints/
+
+  Fingerprints computed elsewhere (columns doc_id and simhash, UInt64 or Int64):
+    neardup search --output out 'fps/*.parquet'";
+
+/// Flags shared by `run` and `search`: the search, the clustering, the output, parallelism.
+#[derive(clap::Args, Debug)]
+pub struct JobArgs {
+    /// Report pairs whose fingerprints differ in at most K bits
+    #[arg(short = 'k', long, default_value_t = 3, value_name = "K")]
+    pub k: u32,
+    /// Permutation-table design: auto (manku16 for k = 3, else blocks:k+2), manku16, blocks:B
+    #[arg(long, default_value = "auto", value_name = "DESIGN")]
+    pub tables: String,
+    /// Which document of a cluster to keep: first, longest, shortest, max:COLUMN, min:COLUMN
+    #[arg(long, default_value = "first", value_name = "POLICY")]
+    pub keep: String,
+    /// Output directory (refused if it exists and is not empty, unless --overwrite)
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Replace the contents of an existing output directory
+    #[arg(long)]
+    pub overwrite: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// No progress and no summary (errors are still printed)
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// How progress and the summary are written to stderr
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Print help
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub scheme: SchemeArgs,
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// JSON field (or Parquet column) holding the text
+    #[arg(long, default_value = "text")]
+    pub text_field: String,
+    /// JSON field (or Parquet column) holding the document's own id
+    #[arg(long, default_value = "id", conflicts_with = "no_id")]
+    pub id_field: String,
+    /// Records have no id field
+    #[arg(long)]
+    pub no_id: bool,
+    /// Do not fold exact duplicates before the near search
+    #[arg(long)]
+    pub no_exact: bool,
+    /// Skip invalid records (counted and reported) instead of failing
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// Input files, directories or globs: JSONL (.gz, .zst) or Parquet
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Fingerprint tables (Parquet with doc_id and simhash columns): files, directories, globs
+    #[arg(required = true, value_name = "FINGERPRINTS")]
+    pub inputs: Vec<String>,
+}
+
+impl JobArgs {
+    /// The parts of the configuration common to both commands.
+    fn configure(&self, config: &mut JobConfig) -> Result<()> {
+        config.design = TableDesign::parse(&self.tables, self.k)
+            .with_context(|| format!("--tables {} -k {}", self.tables, self.k))?;
+        config.keep = KeepPolicy::parse(&self.keep).with_context(|| {
+            format!(
+                "--keep {:?}: expected first, longest, shortest, max:COLUMN or min:COLUMN",
+                self.keep
+            )
+        })?;
+        config.overwrite = self.overwrite;
+        config.parallelism = self.cluster.parallelism()?;
+        config.command_line = std::env::args().collect();
+        Ok(())
+    }
+}
+
+pub fn run(args: &RunArgs) -> Result<()> {
+    let files = expand_inputs(&args.inputs, false)?;
+    let mut keep_column = None;
+    if let Some(policy) = KeepPolicy::parse(&args.job.keep) {
+        keep_column = policy.column().map(String::from);
+    }
+    let fields = FieldSpec {
+        text_field: args.text_field.clone(),
+        id_field: (!args.no_id).then(|| args.id_field.clone()),
+        extra_field: keep_column,
+    };
+    let mut config = JobConfig::new(
+        JobInput::Documents { files, fields },
+        args.job.output.clone(),
+    );
+    config.scheme = args.scheme.to_scheme()?;
+    config.exact = !args.no_exact;
+    config.skip_invalid = args.skip_invalid;
+    args.job.configure(&mut config)?;
+    execute(config, &args.job)
+}
+
+pub fn search(args: &SearchArgs) -> Result<()> {
+    let files = expand_inputs(&args.inputs, false)?;
+    if let Some(other) = files.iter().find(|f| f.format != Format::Parquet) {
+        bail!("{} is not a Parquet fingerprint table (neardup search reads doc_id and simhash columns)", other.path.display());
+    }
+    let files = files.into_iter().map(|f| f.path).collect();
+    let mut config = JobConfig::new(JobInput::Fingerprints { files }, args.job.output.clone());
+    config.exact = false;
+    args.job.configure(&mut config)?;
+    execute(config, &args.job)
+}
+
+fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
+    let design = config.design.clone();
+    let output = config.output.clone();
+    let progress = Arc::new(Progress::default());
+    let view = ProgressView::start(progress.clone(), args.log_format, args.quiet);
+    let result = run_job(config, progress);
+    drop(view);
+    match result {
+        Ok(summary) => {
+            if !args.quiet {
+                report(&summary, &design, &output, args.log_format);
+            }
+            Ok(())
+        }
+        Err(JobError::Failed(summary)) => {
+            if !args.quiet && args.log_format == LogFormat::Json {
+                eprintln!(
+                    "{}",
+                    serde_json::json!({"event": "failed", "errors": summary.errors})
+                );
+            }
+            let first = summary.errors.first().cloned().unwrap_or_default();
+            let more = summary.errors.len().saturating_sub(1);
+            let more = if more > 0 {
+                format!(" (and {more} more errors)")
+            } else {
+                String::new()
+            };
+            bail!(
+                "{first}{more}; no _SUCCESS was written in {}",
+                output.display()
+            )
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn report(summary: &JobSummary, design: &TableDesign, output: &std::path::Path, format: LogFormat) {
+    if format == LogFormat::Json {
+        eprintln!(
+            "{}",
+            serde_json::json!({"event": "summary", "summary": summary})
+        );
+        return;
+    }
+    let c = &summary.counts;
+    let secs = summary.stage_seconds.get("total").copied().unwrap_or(0.0);
+    let mb = c.bytes as f64 / 1e6;
+    eprintln!(
+        "neardup: {} documents ({mb:.1} MB of text) in {secs:.2} s, {:.1} MB/s",
+        c.documents,
+        mb / secs.max(1e-9)
+    );
+    eprintln!(
+        "  empty {} · skipped {} · duplicate ids {} · exact groups {} ({} duplicates)",
+        c.empty, c.skipped, c.duplicate_ids, c.exact_groups, c.exact_duplicates
+    );
+    eprintln!(
+        "  pairs {} ({} exact, {} near within k = {}) · clusters {} holding {} documents · to remove {}",
+        c.pairs,
+        c.exact_pairs,
+        c.near_pairs,
+        design.k(),
+        c.clusters,
+        c.clustered_documents,
+        c.documents_to_remove
+    );
+    if let Some(b) = summary.largest_buckets.first() {
+        eprintln!(
+            "  largest bucket: {} fingerprints (table {}, key {}); searched exactly",
+            b.size, b.table, b.key
+        );
+    }
+    for warning in &summary.warnings {
+        eprintln!("  warning: {warning}");
+    }
+    if let Some(example) = summary.skip_examples.first() {
+        eprintln!("  first skipped record: {example}");
+    }
+    eprintln!("  output: {} (summary.json, _SUCCESS)", output.display());
+}

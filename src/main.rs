@@ -1,0 +1,139 @@
+//! The `neardup` command line: a thin layer over the library crates (`neardup-core` for the
+//! algorithms, `neardup-io` for reading inputs, `neardup-dataflow` for the distributed job).
+//! Argument parsing, error reporting and exit codes live here; anything reusable lives in
+//! the libraries.
+//!
+//! Exit codes: 0 on success (also when the reader of stdout goes away, as with `| head`),
+//! 1 on an error (printed to stderr as `error: ...` with its causes), 2 on a usage error.
+
+mod cluster_args;
+mod commands;
+mod progress_view;
+mod scheme_args;
+
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, Subcommand};
+
+const EXAMPLES: &str = "\
+Examples:
+  Fingerprint a corpus (JSONL, plain or .gz/.zst, or Parquet), one line per document:
+    neardup hash corpus/ > fingerprints.tsv
+
+  The same as JSON lines, with word-shingle simhash:
+    neardup hash --scheme simhash-shingles --format jsonl 'data/*.jsonl.zst'
+
+  Compare two documents (fingerprints, Hamming distance, Jaccard, verdict):
+    neardup compare a.txt b.txt
+    neardup compare --text 'the quick brown fox' --text 'the quick brown foxes'
+
+Run `neardup help <COMMAND>` for a command's flags and more examples.
+Fingerprint definitions: docs/fingerprints.md";
+
+/// Near-duplicate document detection with simhash and MinHash.
+#[derive(Parser, Debug)]
+#[command(
+    name = "neardup",
+    version,
+    about,
+    after_help = EXAMPLES,
+    propagate_version = true,
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Fingerprint documents: one line per document with its id and fingerprint
+    Hash(commands::hash::HashArgs),
+    /// Compare two documents: fingerprints, Hamming distance, Jaccard, verdict
+    Compare(commands::compare::CompareArgs),
+    /// Find exact and near duplicates in a corpus: the distributed job, with Parquet outputs
+    #[command(disable_help_flag = true, after_help = commands::run::RUN_EXAMPLES)]
+    Run(commands::run::RunArgs),
+    /// Search an existing fingerprint table for pairs within k bits, and cluster them
+    #[command(disable_help_flag = true, after_help = commands::run::SEARCH_EXAMPLES)]
+    Search(commands::run::SearchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Hash(args) => commands::hash::run(args),
+        Command::Compare(args) => {
+            if let Some(problem) = args.usage_problem() {
+                usage_error("compare", problem);
+            }
+            commands::compare::run(args)
+        }
+        Command::Run(args) => commands::run::run(args),
+        Command::Search(args) => commands::run::search(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`neardup hash ... | head`): not an error.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", error_chain(&err));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes, `outer: inner: ...` like anyhow's `{:#}`, except that a cause
+/// the message already ends with is not repeated (neardup-io's errors, like many
+/// thiserror types, show their source in their own message and also return it from
+/// `source()`).
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut message = err.to_string();
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.ends_with(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
+}
+
+/// Reports a usage problem clap cannot check by itself the way clap reports its own
+/// (message, usage line, exit code 2).
+fn usage_error(subcommand: &str, message: String) -> ! {
+    let mut cli = Cli::command();
+    cli.build();
+    let sub = cli
+        .find_subcommand_mut(subcommand)
+        .expect("usage_error names a real subcommand");
+    sub.error(ErrorKind::WrongNumberOfValues, message).exit()
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_chains_do_not_repeat_causes() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let wrapped = anyhow::Error::new(io).context("reading a.txt");
+        assert_eq!(error_chain(&wrapped), "reading a.txt: gone");
+        let record = neardup_io::IoError::record("a.jsonl", 2, neardup_io::RecordError::EmptyLine);
+        assert_eq!(error_chain(&record.into()), "a.jsonl:2: empty line");
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
