@@ -7,7 +7,6 @@
 
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 
 use neardup_io::jsonl::{FieldSpec, LineReader};
 use neardup_io::parquet_in::{read_row_group, DEFAULT_READ_BATCH_ROWS};
@@ -224,9 +223,4 @@ fn approximate_size(doc: &RawDoc) -> usize {
         RawBody::Fingerprint { .. } => 24,
         RawBody::Invalid(m) => m.len(),
     }
-}
-
-/// Whether a shared abort flag is set (used by `WorkerCtx::aborted`).
-pub(crate) fn flag(flag: &std::sync::atomic::AtomicBool) -> bool {
-    flag.load(Ordering::Relaxed)
 }

@@ -23,7 +23,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn aborted(&self) -> bool {
-        crate::read::flag(&self.abort)
+        self.abort.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
