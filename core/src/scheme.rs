@@ -19,7 +19,7 @@ use crate::features::{
     hash_features, FeatureConfig, FeatureKind, StopWords, DEFAULT_SHINGLE_WORDS,
 };
 use crate::minhash::{MinHasher, DEFAULT_PERMUTATIONS, DEFAULT_SEED};
-use crate::simhash::{dedup_sorted, simhash, Weighting};
+use crate::simhash::{dedup_sorted, simhash_of_sorted, Weighting};
 use crate::tokenize::Tokenizer;
 
 /// The default `n` of word shingles in MinHash mode.
@@ -252,12 +252,12 @@ impl Fingerprinter {
     /// [`Fingerprinter::signature`].
     pub fn fingerprint(&mut self, text: &str) -> DocFingerprint {
         let (n_tokens, exact_key) = self.analyze(text);
+        // One sort serves the weighting (runs of equal hashes) and the distinct feature set.
+        self.hashes.sort_unstable();
         let simhash_value = match &self.scheme.method {
-            Method::Simhash(weighting) => simhash(&mut self.hashes, weighting),
+            Method::Simhash(weighting) => simhash_of_sorted(&self.hashes, weighting),
             Method::MinHash { .. } => 0,
         };
-        // `simhash` sorted the hashes already; sorting sorted data is cheap.
-        self.hashes.sort_unstable();
         let distinct = dedup_sorted(&mut self.hashes);
         self.hashes.truncate(distinct);
         if let Some(minhasher) = &self.minhasher {

@@ -106,14 +106,17 @@ fn fingerprint_from_counts(ones: &[u64; 64], total: u64) -> u64 {
 /// Folds feature hashes (one per occurrence, any order) under a weighting. Sorts `hashes`.
 pub fn simhash(hashes: &mut [u64], weighting: &Weighting) -> u64 {
     hashes.sort_unstable();
+    simhash_of_sorted(hashes, weighting)
+}
+
+/// Folds sorted feature hashes (one per occurrence) under a weighting, without changing
+/// them: callers that also need the distinct set sort once and dedup afterwards.
+pub fn simhash_of_sorted(sorted: &[u64], weighting: &Weighting) -> u64 {
     match weighting {
-        Weighting::Set => {
-            let distinct = dedup_sorted(hashes);
-            fold_unweighted(&hashes[..distinct])
-        }
-        Weighting::Tf => fold_weighted(runs(hashes)),
+        Weighting::Set => fold_weighted(runs(sorted).map(|(h, _)| (h, 1))),
+        Weighting::Tf => fold_weighted(runs(sorted)),
         Weighting::TfIdf(table) => {
-            fold_weighted(runs(hashes).map(|(h, tf)| (h, table.weight(h, tf))))
+            fold_weighted(runs(sorted).map(|(h, tf)| (h, table.weight(h, tf))))
         }
     }
 }

@@ -175,7 +175,7 @@ impl FingerprintState {
             let row = FingerprintRow {
                 doc_id,
                 id: record.id,
-                source: self.ctx.shared.plan.file_name(file),
+                source: self.ctx.shared.plan.file_name(file).to_owned(),
                 record: record_index,
                 simhash: fp.simhash,
                 n_tokens: fp.n_tokens,

@@ -46,6 +46,8 @@ pub struct Unit {
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub files: Vec<InputFile>,
+    /// Display names of the files (the `source` column), computed once.
+    pub names: Vec<String>,
     pub units: Vec<Unit>,
 }
 
@@ -108,12 +110,17 @@ impl Plan {
                 }
             }
         }
-        Ok(Plan { files, units })
+        let names = files.iter().map(|f| f.path.display().to_string()).collect();
+        Ok(Plan {
+            files,
+            names,
+            units,
+        })
     }
 
     /// The display name of file `i`.
-    pub fn file_name(&self, i: u32) -> String {
-        self.files[i as usize].path.display().to_string()
+    pub fn file_name(&self, i: u32) -> &str {
+        &self.names[i as usize]
     }
 
     pub fn path(&self, i: u32) -> &PathBuf {
@@ -163,6 +170,7 @@ mod tests {
             .collect();
         Plan {
             files: Vec::new(),
+            names: Vec::new(),
             units,
         }
     }

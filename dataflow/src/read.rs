@@ -155,7 +155,7 @@ impl UnitReader {
             UnitKind::Jsonl => self.lines = Some((file, LineReader::open(input)?)),
             UnitKind::Plain => {
                 let text = read_plain(input)?;
-                let id = Some(plan.file_name(file));
+                let id = Some(plan.file_name(file).to_owned());
                 self.pending.push_back(RawDoc {
                     doc_id: doc_id(file, 0),
                     file,
