@@ -5,6 +5,9 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use std::time::Duration;
+
+use neardup_dataflow::control::ControlConfig;
 use neardup_dataflow::Parallelism;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -39,9 +42,39 @@ pub struct ClusterArgs {
     /// One `host:port` per line, in process order (needed when --processes > 1)
     #[arg(short = 'h', long, env = "NEARDUP_HOSTFILE", value_name = "FILE")]
     pub hostfile: Option<PathBuf>,
+    /// Seconds process 0 waits for every process at start-up (and the others for process 0)
+    #[arg(
+        long,
+        env = "NEARDUP_CONNECT_TIMEOUT",
+        default_value_t = 120,
+        value_name = "SECS"
+    )]
+    pub connect_timeout: u64,
+    /// Seconds without a heartbeat after which a process counts as lost and the job stops
+    #[arg(
+        long,
+        env = "NEARDUP_PEER_TIMEOUT",
+        default_value_t = 60,
+        value_name = "SECS"
+    )]
+    pub peer_timeout: u64,
+    /// Names the job: processes of different jobs never join (default: from --output)
+    #[arg(long, env = "NEARDUP_JOB_ID", value_name = "ID")]
+    pub job_id: Option<String>,
 }
 
 impl ClusterArgs {
+    pub fn control(&self) -> Result<ControlConfig> {
+        if self.connect_timeout == 0 || self.peer_timeout == 0 {
+            bail!("--connect-timeout and --peer-timeout must be at least 1 second");
+        }
+        Ok(ControlConfig {
+            connect_timeout: Duration::from_secs(self.connect_timeout),
+            peer_timeout: Duration::from_secs(self.peer_timeout),
+            job_id: self.job_id.clone().unwrap_or_default(),
+        })
+    }
+
     pub fn parallelism(&self) -> Result<Parallelism> {
         if self.workers == 0 {
             bail!("--workers must be at least 1");

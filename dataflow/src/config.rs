@@ -165,6 +165,9 @@ pub struct JobConfig {
     /// Replace an existing non-empty output directory.
     pub overwrite: bool,
     pub parallelism: Parallelism,
+    /// Start-up and heartbeat settings of a multi-process job (unused with one process).
+    /// An empty job id is derived from the output directory.
+    pub control: crate::control::ControlConfig,
     /// Bucket search leaf size (see `neardup_core::search`).
     pub leaf_size: usize,
     pub batch_records: usize,
@@ -187,11 +190,75 @@ impl JobConfig {
             output,
             overwrite: false,
             parallelism: Parallelism::local(1),
+            control: crate::control::ControlConfig {
+                connect_timeout: crate::control::DEFAULT_CONNECT_TIMEOUT,
+                peer_timeout: crate::control::DEFAULT_PEER_TIMEOUT,
+                job_id: String::new(),
+            },
             leaf_size: neardup_core::search::DEFAULT_LEAF_SIZE,
             batch_records: DEFAULT_BATCH_RECORDS,
             batch_bytes: DEFAULT_BATCH_BYTES,
             batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
             command_line: Vec::new(),
+        }
+    }
+}
+
+impl JobConfig {
+    /// What every process of a job must agree on: compared at start-up, field by field.
+    pub fn fingerprint(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+        use serde_json::json;
+        let (kind, inputs, fields) = match &self.input {
+            JobInput::Documents { files, fields } => (
+                "documents",
+                files
+                    .iter()
+                    .map(|f| f.path.display().to_string())
+                    .collect::<Vec<_>>(),
+                json!([fields.text_field, fields.id_field, fields.extra_field]),
+            ),
+            JobInput::Fingerprints { files } => (
+                "fingerprints",
+                files.iter().map(|f| f.display().to_string()).collect(),
+                json!(null),
+            ),
+        };
+        [
+            ("version", json!(env!("CARGO_PKG_VERSION"))),
+            ("input", json!(kind)),
+            ("inputs", json!(inputs)),
+            ("fields", fields),
+            ("scheme", json!(self.scheme.describe())),
+            ("k", json!(self.design.k())),
+            ("tables", json!(self.design.name())),
+            ("keep", json!(self.keep.describe())),
+            ("exact", json!(self.exact)),
+            ("skip_invalid", json!(self.skip_invalid)),
+            ("output", json!(self.output.display().to_string())),
+            ("workers", json!(self.parallelism.workers)),
+            ("hostfile", json!(self.parallelism.addresses)),
+            ("peer_timeout", json!(self.control.peer_timeout.as_secs())),
+            (
+                "batch",
+                json!([
+                    self.batch_records,
+                    self.batch_bytes,
+                    self.batches_in_flight,
+                    self.leaf_size
+                ]),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// The job id: given, or derived from the output directory.
+    pub fn job_id(&self) -> String {
+        if self.control.job_id.is_empty() {
+            format!("output:{}", self.output.display())
+        } else {
+            self.control.job_id.clone()
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::clusters::{
     count_duplicate_ids, local_forest, merge_forests, write_clusters, write_pairs,
 };
 use crate::config::{JobConfig, JobInput};
+use crate::control;
 use crate::exact::fold_exact;
 use crate::fingerprint::fingerprint;
 use crate::near::search_tables;
@@ -35,17 +36,44 @@ use crate::JobError;
 /// [`JobError::Failed`] is returned.
 pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
     validate(&config)?;
-    if config.parallelism.process == 0 {
-        let tables: &[output::Table] = match config.input {
-            JobInput::Documents { .. } => &[
-                output::Table::Fingerprints,
-                output::Table::Pairs,
-                output::Table::Clusters,
-            ],
-            JobInput::Fingerprints { .. } => &[output::Table::Pairs, output::Table::Clusters],
-        };
-        output::prepare(&config.output, config.overwrite, tables)?;
+    let prepare = || output::prepare(&config.output, config.overwrite, output_tables(&config));
+    if config.parallelism.processes() == 1 {
+        prepare()?;
+        return run_timely(config, progress);
     }
+    // Several processes: agree at start-up, watch each other while running.
+    let mut control_config = config.control.clone();
+    control_config.job_id = config.job_id();
+    let control = control::rendezvous(
+        &config.parallelism.addresses,
+        config.parallelism.process,
+        &control_config,
+        config.fingerprint(),
+        prepare,
+    )?;
+    let result = run_timely(config, progress);
+    match &result {
+        // Every process learns a job failure from the merged summary: a clean goodbye.
+        Ok(_) | Err(JobError::Failed(_)) => control.finish(),
+        // A failure only this process knows: stop the others now.
+        Err(e) => control.abort(&e.to_string()),
+    }
+    result
+}
+
+fn output_tables(config: &JobConfig) -> &'static [output::Table] {
+    match config.input {
+        JobInput::Documents { .. } => &[
+            output::Table::Fingerprints,
+            output::Table::Pairs,
+            output::Table::Clusters,
+        ],
+        JobInput::Fingerprints { .. } => &[output::Table::Pairs, output::Table::Clusters],
+    }
+}
+
+/// Plans the input and runs the dataflow on this process's workers.
+fn run_timely(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
     let plan = Plan::build(&config.input)?;
     let timely_config = config.parallelism.timely_config();
     let shared = Arc::new(Shared {

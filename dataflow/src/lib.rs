@@ -38,6 +38,7 @@
 
 pub mod clusters;
 pub mod config;
+pub mod control;
 pub mod exact;
 pub mod fingerprint;
 pub mod job;

@@ -122,6 +122,7 @@ impl JobArgs {
         })?;
         config.overwrite = self.overwrite;
         config.parallelism = self.cluster.parallelism()?;
+        config.control = self.cluster.control()?;
         config.command_line = std::env::args().collect();
         Ok(())
     }
