@@ -58,6 +58,9 @@ enum Command {
     /// Search an existing fingerprint table for pairs within k bits, and cluster them
     #[command(disable_help_flag = true, after_help = commands::run::SEARCH_EXAMPLES)]
     Search(commands::run::SearchArgs),
+    /// Score a run against ground-truth pairs: precision, recall, F1, adjusted Rand index
+    #[command(after_help = commands::eval::EVAL_EXAMPLES)]
+    Eval(commands::eval::EvalArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         }
         Command::Run(args) => commands::run::run(args),
         Command::Search(args) => commands::run::search(args),
+        Command::Eval(args) => commands::eval::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

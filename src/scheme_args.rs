@@ -26,7 +26,7 @@ pub struct SchemeArgs {
     /// The fingerprint recipe: simhash-doc (single words, lookup3, set weights; the
     /// interoperable default), simhash-shingles (word 3-shingles, xxh3), minhash (word
     /// 5-shingles, xxh3, 128 permutations)
-    #[arg(long, value_enum, default_value_t = SchemeChoice::SimhashDoc)]
+    #[arg(long, visible_alias = "method", value_enum, default_value_t = SchemeChoice::SimhashDoc)]
     pub scheme: SchemeChoice,
 
     /// Override the features: single words, word shingles, or character n-grams of the

@@ -39,7 +39,7 @@
 //! - [`encoding`]: hex and base32 text forms;
 //! - [`tables`]: permutation-table designs; [`search`]: exact bucket search;
 //! - [`similarity`]: Jaccard and containment; [`unionfind`]: connected components;
-//! - [`mix`]: well-mixed hashing for routing.
+//! - [`mix`]: well-mixed hashing for routing; [`quality`]: precision, recall, adjusted Rand index.
 
 pub mod encoding;
 pub mod exact;
@@ -47,6 +47,7 @@ pub mod features;
 pub mod lookup3;
 pub mod minhash;
 pub mod mix;
+pub mod quality;
 pub mod scheme;
 pub mod search;
 pub mod simhash;

@@ -53,7 +53,7 @@ pub fn write_pairs<'s>(
                         doc_b: edge.b,
                         hamming: edge.hamming,
                         kind,
-                        jaccard: None,
+                        jaccard: edge.jaccard,
                     });
                 }
                 ctx.report.borrow_mut().exact_pairs +=

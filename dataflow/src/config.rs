@@ -92,6 +92,22 @@ impl KeepPolicy {
     }
 }
 
+/// A path made absolute (without touching the file system), so that processes started in
+/// different working directories compare equal only when they mean the same file.
+fn absolute(path: &std::path::Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// An input as processes compare it: absolute path and size, so a host that sees other
+/// data on the shared storage is caught at start-up.
+fn describe_file(path: &std::path::Path) -> String {
+    let size = std::fs::metadata(path).map_or("missing".to_string(), |m| m.len().to_string());
+    format!("{} ({size} bytes)", absolute(path))
+}
+
 /// Maps an f64 to a u64 with the same order (NaN sorts last), leaving `u64::MAX` unused for
 /// "no value".
 fn ordered_bits(v: f64) -> u64 {
@@ -150,6 +166,19 @@ impl Parallelism {
     }
 }
 
+/// Exact verification of candidate pairs.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Verify {
+    /// Pairs are compared on their sets of word `shingle`-grams.
+    pub shingle: usize,
+    /// Pairs below this exact Jaccard similarity are dropped.
+    pub min_jaccard: f64,
+}
+
+/// The default n of the word shingles that verification compares (the unit in which "Jaccard
+/// >= 0.8" is usually meant).
+pub const DEFAULT_VERIFY_SHINGLE: usize = 3;
+
 /// Everything a run needs.
 #[derive(Clone, Debug)]
 pub struct JobConfig {
@@ -159,11 +188,18 @@ pub struct JobConfig {
     pub keep: KeepPolicy,
     /// Fold exact duplicates (same normalized token stream) before the near search.
     pub exact: bool,
+    /// MinHash mode: the LSH banding whose band keys find candidates (instead of `design`).
+    pub lsh: Option<neardup_core::minhash::Banding>,
+    /// Verify candidate pairs by exact Jaccard similarity.
+    pub verify: Option<Verify>,
     /// Count invalid records as skips instead of failing the run.
     pub skip_invalid: bool,
     pub output: PathBuf,
     /// Replace an existing non-empty output directory.
     pub overwrite: bool,
+    /// Also write the deduplicated corpus here (kept documents in the input's own format,
+    /// and removed.parquet).
+    pub write_dedup: Option<PathBuf>,
     pub parallelism: Parallelism,
     /// Start-up and heartbeat settings of a multi-process job (unused with one process).
     /// An empty job id is derived from the output directory.
@@ -186,9 +222,12 @@ impl JobConfig {
             design: TableDesign::manku16(),
             keep: KeepPolicy::First,
             exact: true,
+            lsh: None,
+            verify: None,
             skip_invalid: false,
             output,
             overwrite: false,
+            write_dedup: None,
             parallelism: Parallelism::local(1),
             control: crate::control::ControlConfig {
                 connect_timeout: crate::control::DEFAULT_CONNECT_TIMEOUT,
@@ -213,13 +252,13 @@ impl JobConfig {
                 "documents",
                 files
                     .iter()
-                    .map(|f| f.path.display().to_string())
+                    .map(|f| describe_file(&f.path))
                     .collect::<Vec<_>>(),
                 json!([fields.text_field, fields.id_field, fields.extra_field]),
             ),
             JobInput::Fingerprints { files } => (
                 "fingerprints",
-                files.iter().map(|f| f.display().to_string()).collect(),
+                files.iter().map(|f| describe_file(f)).collect(),
                 json!(null),
             ),
         };
@@ -233,8 +272,10 @@ impl JobConfig {
             ("tables", json!(self.design.name())),
             ("keep", json!(self.keep.describe())),
             ("exact", json!(self.exact)),
+            ("lsh", json!(self.lsh)),
+            ("verify", json!(self.verify)),
             ("skip_invalid", json!(self.skip_invalid)),
-            ("output", json!(self.output.display().to_string())),
+            ("output", json!(absolute(&self.output))),
             ("workers", json!(self.parallelism.workers)),
             ("hostfile", json!(self.parallelism.addresses)),
             ("peer_timeout", json!(self.control.peer_timeout.as_secs())),
@@ -256,7 +297,7 @@ impl JobConfig {
     /// The job id: given, or derived from the output directory.
     pub fn job_id(&self) -> String {
         if self.control.job_id.is_empty() {
-            format!("output:{}", self.output.display())
+            format!("output:{}", absolute(&self.output))
         } else {
             self.control.job_id.clone()
         }

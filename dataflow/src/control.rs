@@ -317,10 +317,13 @@ fn follow(
     config: &ControlConfig,
     fingerprint: BTreeMap<String, Value>,
 ) -> Result<Control, JobError> {
-    let lead = resolve(&addresses[0])?;
     let deadline = Instant::now() + config.connect_timeout;
     let mut stream = loop {
-        match TcpStream::connect_timeout(&lead, Duration::from_secs(1)) {
+        // Resolve on every attempt: a scheduler may publish process 0's name only once it runs.
+        let attempt = resolve(&addresses[0])
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|lead| TcpStream::connect_timeout(&lead, Duration::from_secs(1)));
+        match attempt {
             Ok(s) => break s,
             Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(250)),
             Err(e) => {

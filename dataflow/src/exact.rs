@@ -76,21 +76,25 @@ fn exact_route(doc: &DocFp) -> u64 {
 fn fold(mut docs: Vec<DocFp>, ctx: &WorkerCtx) -> Vec<Folded> {
     docs.sort_unstable_by_key(|d| (d.exact_key, d.doc_id));
     let mut out = Vec::with_capacity(docs.len());
+    let verified = ctx.shared.config.verify.is_some();
     let mut report = ctx.report.borrow_mut();
     for group in docs.chunk_by(|a, b| a.exact_key == b.exact_key && a.exact_key != 0) {
-        let rep = group[0];
-        out.push(Folded::Representative(rep));
+        let rep = &group[0];
+        out.push(Folded::Representative(rep.clone()));
         if group.len() > 1 {
             report.exact_groups += 1;
             report.exact_duplicates += group.len() as u64 - 1;
             for member in &group[1..] {
                 let hamming = neardup_core::hamming(rep.simhash, member.simhash);
-                out.push(Folded::Duplicate(Edge::new(
+                let mut edge = Edge::new(
                     (rep.doc_id, rep.rank),
                     (member.doc_id, member.rank),
                     hamming,
                     EdgeKind::Exact,
-                )));
+                );
+                // Identical token streams have identical shingle sets.
+                edge.jaccard = verified.then_some(1.0);
+                out.push(Folded::Duplicate(edge));
             }
         }
     }

@@ -7,8 +7,9 @@
 
 use std::rc::Rc;
 
+use neardup_core::features::{FeatureConfig, FeatureKind};
 use neardup_core::mix::mix64;
-use neardup_core::Fingerprinter;
+use neardup_core::{Fingerprinter, Scheme};
 use neardup_io::jsonl::{parse_record, Record};
 use neardup_io::parquet_out::{FingerprintRow, PartWriter};
 use neardup_io::IoError;
@@ -61,6 +62,8 @@ pub fn fingerprint<'s>(
 struct FingerprintState {
     ctx: Rc<WorkerCtx>,
     fingerprinter: Fingerprinter,
+    /// A second fingerprinter for verification shingles, when they differ from the scheme's.
+    shingler: Option<Fingerprinter>,
     writer: Option<PartWriter<FingerprintRow>>,
 }
 
@@ -84,6 +87,7 @@ impl FingerprintState {
         };
         FingerprintState {
             fingerprinter: Fingerprinter::new(config.scheme.clone()),
+            shingler: None,
             writer,
             ctx,
         }
@@ -148,6 +152,7 @@ impl FingerprintState {
             rank,
             empty,
             id_hash: None,
+            bands: Vec::new(),
         }
     }
 
@@ -188,6 +193,13 @@ impl FingerprintState {
             }
         }
         let exact_key = if config.exact { fp.exact_key } else { 0 };
+        let bands = match (&config.lsh, fp.is_empty()) {
+            (Some(banding), false) => banding.band_keys(self.fingerprinter.signature()).collect(),
+            _ => Vec::new(),
+        };
+        if !fp.is_empty() {
+            self.keep_shingles(doc_id, &record.text);
+        }
         Some(DocFp {
             doc_id,
             simhash: fp.simhash,
@@ -195,7 +207,34 @@ impl FingerprintState {
             rank,
             empty: fp.is_empty(),
             id_hash,
+            bands,
         })
+    }
+
+    /// With verification on, keeps the document's shingle set at its home for the
+    /// candidate pairs that will ask for it. The scheme's own feature set serves when it
+    /// is the same shingling (MinHash mode); otherwise the text is shingled once more.
+    fn keep_shingles(&mut self, doc_id: u64, text: &str) {
+        let Some(verify) = self.ctx.shared.config.verify else {
+            return;
+        };
+        let wanted = FeatureKind::WordShingles(verify.shingle);
+        let set: Box<[u64]> = if self.fingerprinter.scheme().features.kind == wanted {
+            self.fingerprinter.feature_set().into()
+        } else {
+            let shingler = self.shingler.get_or_insert_with(|| {
+                let mut scheme = Scheme::simhash_shingles();
+                scheme.features = FeatureConfig {
+                    kind: wanted,
+                    ..self.fingerprinter.scheme().features.clone()
+                };
+                scheme.features.hasher = neardup_core::features::FeatureHasher::Xxh3;
+                Fingerprinter::new(scheme)
+            });
+            shingler.fingerprint(text);
+            shingler.feature_set().into()
+        };
+        self.ctx.shingles.borrow_mut().insert(doc_id, set);
     }
 
     fn finish(&mut self) {

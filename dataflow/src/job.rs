@@ -26,6 +26,7 @@ use crate::plan::Plan;
 use crate::progress::{Progress, Stage};
 use crate::read::read_units;
 use crate::report::{JobSummary, Parameters, WorkerReport};
+use crate::verify::verify;
 use crate::worker::{Shared, WorkerCtx};
 use crate::JobError;
 
@@ -36,10 +37,32 @@ use crate::JobError;
 /// [`JobError::Failed`] is returned.
 pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
     validate(&config)?;
-    let prepare = || output::prepare(&config.output, config.overwrite, output_tables(&config));
+    let prepare = || {
+        output::prepare(&config.output, config.overwrite, output_tables(&config))?;
+        if let Some(dir) = &config.write_dedup {
+            // Refuse a non-empty directory before the work, not after it.
+            output::prepare(dir, config.overwrite, &[])?;
+        }
+        Ok(())
+    };
+    let dedup = |config: &JobConfig, result: Result<JobSummary, JobError>| match (
+        result,
+        &config.write_dedup,
+        &config.input,
+    ) {
+        (Ok(mut summary), Some(dir), JobInput::Documents { files, .. })
+            if config.parallelism.process == 0 =>
+        {
+            let counts = crate::dedup::write_dedup(&config.output, files, dir, true)?;
+            summary.dedup = Some((counts.kept, counts.removed));
+            Ok(summary)
+        }
+        (result, _, _) => result,
+    };
     if config.parallelism.processes() == 1 {
         prepare()?;
-        return run_timely(config, progress);
+        let result = run_timely(config.clone(), progress);
+        return dedup(&config, result);
     }
     // Several processes: agree at start-up, watch each other while running.
     let mut control_config = config.control.clone();
@@ -51,14 +74,14 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
         config.fingerprint(),
         prepare,
     )?;
-    let result = run_timely(config, progress);
+    let result = run_timely(config.clone(), progress);
     match &result {
         // Every process learns a job failure from the merged summary: a clean goodbye.
         Ok(_) | Err(JobError::Failed(_)) => control.finish(),
         // A failure only this process knows: stop the others now.
         Err(e) => control.abort(&e.to_string()),
     }
-    result
+    dedup(&config, result)
 }
 
 fn output_tables(config: &JobConfig) -> &'static [output::Table] {
@@ -104,9 +127,45 @@ fn run_timely(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, 
 }
 
 fn validate(config: &JobConfig) -> Result<(), JobError> {
-    if let neardup_core::Method::MinHash { .. } = config.scheme.method {
+    let minhash = matches!(config.scheme.method, neardup_core::Method::MinHash { .. });
+    if minhash && config.lsh.is_none() {
         return Err(JobError::Config(
-            "neardup run searches simhash fingerprints; choose --scheme simhash-doc or simhash-shingles (MinHash threshold mode is not available yet)".into(),
+            "a MinHash scheme needs an LSH banding (--threshold, or --bands and --rows)".into(),
+        ));
+    }
+    if !minhash && config.lsh.is_some() {
+        return Err(JobError::Config(
+            "--bands, --rows and --threshold apply to --method minhash only".into(),
+        ));
+    }
+    if let (Some(banding), neardup_core::Method::MinHash { permutations }) =
+        (&config.lsh, &config.scheme.method)
+    {
+        if banding.bands * banding.rows > *permutations || banding.bands == 0 || banding.rows == 0 {
+            return Err(JobError::Config(format!(
+                "--bands {} --rows {} needs {} permutations, the signature has {permutations}",
+                banding.bands,
+                banding.rows,
+                banding.bands * banding.rows
+            )));
+        }
+    }
+    if let Some(v) = config.verify {
+        if !(0.0..=1.0).contains(&v.min_jaccard) || v.shingle == 0 {
+            return Err(JobError::Config(format!(
+                "--min-jaccard must be in [0, 1] and --verify-shingle at least 1 (got {} and {})",
+                v.min_jaccard, v.shingle
+            )));
+        }
+        if let JobInput::Fingerprints { .. } = config.input {
+            return Err(JobError::Config(
+                "verification needs the documents' texts: neardup search cannot verify".into(),
+            ));
+        }
+    }
+    if let (Some(_), JobInput::Fingerprints { .. }) = (&config.write_dedup, &config.input) {
+        return Err(JobError::Config(
+            "--write-dedup needs the input documents: neardup search cannot write them".into(),
         ));
     }
     if let (Some(column), JobInput::Documents { fields, .. }) =
@@ -132,6 +191,7 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         index: worker.index(),
         peers: worker.peers(),
         report: RefCell::new(WorkerReport::default()),
+        shingles: RefCell::default(),
     });
     let fingerprinted = ProbeHandle::new();
     worker.dataflow::<u64, _, _>(|scope| {
@@ -139,7 +199,10 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         let docs = fingerprint(raw, ctx.clone()).probe_with(&fingerprinted);
         count_duplicate_ids(docs.clone(), ctx.clone());
         let (reps, exact_edges) = fold_exact(docs.clone(), ctx.clone());
-        let near_edges = search_tables(reps, ctx.clone());
+        let mut near_edges = search_tables(reps, ctx.clone());
+        if ctx.shared.config.verify.is_some() || ctx.shared.config.lsh.is_some() {
+            near_edges = verify(near_edges, ctx.clone());
+        }
         let edges = write_pairs(
             timely::dataflow::operators::Concat::concat(exact_edges, near_edges),
             ctx.clone(),

@@ -39,6 +39,7 @@
 pub mod clusters;
 pub mod config;
 pub mod control;
+pub mod dedup;
 pub mod exact;
 pub mod fingerprint;
 pub mod job;
@@ -49,6 +50,7 @@ pub mod progress;
 pub mod read;
 pub mod records;
 pub mod report;
+pub mod verify;
 pub mod worker;
 
 pub use config::{JobConfig, JobInput, KeepPolicy, Parallelism};

@@ -13,7 +13,6 @@ use std::rc::Rc;
 
 use neardup_core::mix::mix2;
 use neardup_core::search::{BucketSearch, Item};
-use neardup_core::TableDesign;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
@@ -24,19 +23,45 @@ use crate::records::{DocFp, Edge, EdgeKind, TableRecord};
 use crate::report::BucketInfo;
 use crate::worker::WorkerCtx;
 
-/// The route of a table record: a mix of the table index and the key.
-#[inline]
-fn table_route(design: &TableDesign, record: &TableRecord) -> u64 {
-    let (table, fp, _, _) = *record;
-    mix2(table as u64, design.key(table as usize, fp))
+/// How a record's bucket is found: a simhash table keys on the masked fingerprint, an LSH
+/// band record carries its key already.
+#[derive(Clone)]
+enum Keys {
+    Tables(Vec<u64>),
+    Bands,
+}
+
+impl Keys {
+    fn of(ctx: &WorkerCtx) -> Keys {
+        match ctx.shared.config.lsh {
+            Some(_) => Keys::Bands,
+            None => Keys::Tables(ctx.shared.config.design.masks().to_vec()),
+        }
+    }
+
+    /// `(table or band, key)` of a record.
+    #[inline]
+    fn bucket(&self, record: &TableRecord) -> (u32, u64) {
+        match self {
+            Keys::Tables(masks) => (record.0, record.1 & masks[record.0 as usize]),
+            Keys::Bands => (record.0, record.1),
+        }
+    }
+
+    /// The route of a record: a mix of the table index and the key.
+    #[inline]
+    fn route(&self, record: &TableRecord) -> u64 {
+        let (table, key) = self.bucket(record);
+        mix2(table as u64, key)
+    }
 }
 
 pub fn search_tables<'s>(
     reps: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Edge> {
-    let design = ctx.shared.config.design.clone();
-    let route_design = design.clone();
+    let tables = ctx.shared.config.design.tables();
+    let keys = Keys::of(&ctx);
     let emit_ctx = ctx.clone();
     let records = reps.unary(Pipeline, "TableRecords", move |_, _| {
         move |input, output| {
@@ -44,9 +69,16 @@ pub fn search_tables<'s>(
                 let mut session = output.session(&cap);
                 let mut n = 0u64;
                 for doc in data.drain(..) {
-                    for t in 0..design.tables() {
-                        session.give((t as u32, doc.simhash, doc.doc_id, doc.rank));
-                        n += 1;
+                    if doc.bands.is_empty() {
+                        for t in 0..tables {
+                            session.give((t as u32, doc.simhash, doc.doc_id, doc.rank));
+                        }
+                        n += tables as u64;
+                    } else {
+                        for (band, &key) in doc.bands.iter().enumerate() {
+                            session.give((band as u32, key, doc.doc_id, doc.rank));
+                        }
+                        n += doc.bands.len() as u64;
                     }
                 }
                 emit_ctx.report.borrow_mut().table_records += n;
@@ -55,7 +87,7 @@ pub fn search_tables<'s>(
         }
     });
     records.unary_frontier(
-        Exchange::new(move |r: &TableRecord| table_route(&route_design, r)),
+        Exchange::new(move |r: &TableRecord| keys.route(r)),
         "SearchBuckets",
         move |cap, _| {
             let mut cap = Some(cap);
@@ -81,28 +113,39 @@ pub fn search_tables<'s>(
 fn search(mut records: Vec<TableRecord>, ctx: &WorkerCtx) -> Vec<Edge> {
     let config = &ctx.shared.config;
     let design = &config.design;
+    let keys = Keys::of(ctx);
     let searcher = BucketSearch {
         k: design.k(),
         leaf_size: config.leaf_size,
     };
-    let masks = design.masks();
-    let bucket_key = |r: &TableRecord| ((r.0 as u128) << 64) | (r.1 & masks[r.0 as usize]) as u128;
-    records.sort_unstable_by_key(bucket_key);
+    records.sort_unstable_by_key(|r| keys.bucket(r));
     let mut edges = Vec::new();
     let mut items = Vec::new();
     let mut report = ctx.report.borrow_mut();
-    for bucket in records.chunk_by(|x, y| bucket_key(x) == bucket_key(y)) {
+    for bucket in records.chunk_by(|x, y| keys.bucket(x) == keys.bucket(y)) {
         if bucket.len() < 2 {
             continue;
         }
-        let table = bucket[0].0 as usize;
+        let (table, key) = keys.bucket(&bucket[0]);
         if bucket.len() >= DEFAULT_HOT_BUCKET {
             report.note_bucket(BucketInfo {
-                table: table as u32,
-                key: format!("{:016x}", design.key(table, bucket[0].1)),
+                table,
+                key: format!("{key:016x}"),
                 size: bucket.len() as u64,
             });
         }
+        if let Keys::Bands = keys {
+            // Every pair sharing a band is a candidate; the same pair from several bands is
+            // removed, and candidates are verified, in the next stage.
+            for (i, x) in bucket.iter().enumerate() {
+                for y in &bucket[i + 1..] {
+                    edges.push(Edge::new((x.2, x.3), (y.2, y.3), 0, EdgeKind::Near));
+                }
+            }
+            report.comparisons += (bucket.len() * (bucket.len() - 1) / 2) as u64;
+            continue;
+        }
+        let table = table as usize;
         // Items carry their position in the bucket, which leads back to doc_id and rank.
         items.clear();
         items.extend(
@@ -112,14 +155,23 @@ fn search(mut records: Vec<TableRecord>, ctx: &WorkerCtx) -> Vec<Edge> {
                 .map(|(i, &(_, fp, _, _))| Item { fp, doc: i as u64 }),
         );
         let accept = |a: u64, b: u64| design.first_shared_table(a, b) == Some(table);
-        let stats = searcher.search(&mut items, masks[table], &accept, &mut |a, b, d| {
-            let (x, y) = (&bucket[a.doc as usize], &bucket[b.doc as usize]);
-            edges.push(Edge::new((x.2, x.3), (y.2, y.3), d, EdgeKind::Near));
-        });
+        let stats = searcher.search(
+            &mut items,
+            design.masks()[table],
+            &accept,
+            &mut |a, b, d| {
+                let (x, y) = (&bucket[a.doc as usize], &bucket[b.doc as usize]);
+                edges.push(Edge::new((x.2, x.3), (y.2, y.3), d, EdgeKind::Near));
+            },
+        );
         report.comparisons += stats.comparisons;
         report.splits += stats.splits;
     }
-    report.near_pairs += edges.len() as u64;
-    Progress::add(&ctx.shared.progress.pairs, edges.len() as u64);
+    // Pairs that go on to verification (or deduplication) are counted there.
+    if matches!(keys, Keys::Tables(_)) && config.verify.is_none() {
+        report.near_pairs += edges.len() as u64;
+        Progress::add(&ctx.shared.progress.pairs, edges.len() as u64);
+    }
+    report.candidates += edges.len() as u64;
     edges
 }

@@ -42,7 +42,7 @@ pub enum RawBody {
 }
 
 /// A fingerprinted document: what the exact and near stages need of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocFp {
     pub doc_id: u64,
     pub simhash: u64,
@@ -53,6 +53,8 @@ pub struct DocFp {
     pub empty: bool,
     /// Hash of the user's id, to count duplicate ids.
     pub id_hash: Option<u64>,
+    /// LSH band keys of the MinHash signature (MinHash mode only; empty otherwise).
+    pub bands: Vec<u64>,
 }
 
 /// Why two documents are paired.
@@ -63,7 +65,7 @@ pub enum EdgeKind {
 }
 
 /// A duplicate pair, `a < b`, with both documents' keep ranks (for the cluster stage).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Edge {
     pub a: u64,
     pub b: u64,
@@ -71,6 +73,8 @@ pub struct Edge {
     pub kind: EdgeKind,
     pub rank_a: u64,
     pub rank_b: u64,
+    /// Exact Jaccard similarity of the two documents' shingle sets, when verified.
+    pub jaccard: Option<f32>,
 }
 
 impl Edge {
@@ -83,11 +87,13 @@ impl Edge {
             kind,
             rank_a,
             rank_b,
+            jaccard: None,
         }
     }
 }
 
-/// A fingerprint's entry in one table: `(table, fingerprint, doc_id, rank)`.
+/// A fingerprint's entry in one table: `(table, fingerprint, doc_id, rank)`. In MinHash
+/// mode the "table" is an LSH band and the "fingerprint" the band's key.
 pub type TableRecord = (u32, u64, u64, u64);
 
 /// What each worker's local union-find sends to the merging worker.
@@ -106,4 +112,11 @@ pub struct Assignment {
     pub cluster_id: u64,
     pub cluster_size: u32,
     pub keep: bool,
+}
+
+/// A candidate pair on its way to verification, carrying the first document's shingle set.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Candidate {
+    pub edge: Edge,
+    pub shingles_a: Vec<u64>,
 }

@@ -45,6 +45,11 @@ pub struct WorkerReport {
     pub table_records: u64,
     pub exact_pairs: u64,
     pub near_pairs: u64,
+    /// Candidate pairs found by the near search (before verification and, in MinHash mode,
+    /// before removing pairs found in several bands).
+    pub candidates: u64,
+    /// Near pairs dropped by verification (below --min-jaccard).
+    pub rejected: u64,
     pub comparisons: u64,
     pub splits: u64,
     pub largest_buckets: Vec<BucketInfo>,
@@ -97,6 +102,8 @@ impl WorkerReport {
         self.table_records += other.table_records;
         self.exact_pairs += other.exact_pairs;
         self.near_pairs += other.near_pairs;
+        self.candidates += other.candidates;
+        self.rejected += other.rejected;
         self.comparisons += other.comparisons;
         self.splits += other.splits;
         self.largest_buckets.extend(other.largest_buckets);
@@ -169,6 +176,8 @@ pub struct JobSummary {
     pub largest_buckets: Vec<BucketInfo>,
     pub largest_clusters: Vec<ClusterInfo>,
     pub skip_examples: Vec<String>,
+    /// Documents written to and left out of the deduplicated corpus (--write-dedup).
+    pub dedup: Option<(u64, u64)>,
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
     pub parts: Vec<String>,
@@ -186,6 +195,8 @@ pub struct Counts {
     pub exact_duplicates: u64,
     pub exact_pairs: u64,
     pub near_pairs: u64,
+    pub candidates: u64,
+    pub rejected: u64,
     pub pairs: u64,
     pub clusters: u64,
     pub clustered_documents: u64,
@@ -209,6 +220,8 @@ impl JobSummary {
             exact_duplicates: report.exact_duplicates,
             exact_pairs: report.exact_pairs,
             near_pairs: report.near_pairs,
+            candidates: report.candidates,
+            rejected: report.rejected,
             pairs: report.exact_pairs + report.near_pairs,
             clusters: report.clusters,
             clustered_documents: report.clustered_documents,
@@ -230,6 +243,7 @@ impl JobSummary {
                 .into_iter()
                 .map(|(_, _, m)| m)
                 .collect(),
+            dedup: None,
             warnings: Vec::new(),
             errors: report.errors,
             parts: report.parts,

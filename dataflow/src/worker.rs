@@ -33,6 +33,9 @@ pub struct WorkerCtx {
     pub index: usize,
     pub peers: usize,
     pub report: RefCell<WorkerReport>,
+    /// The shingle sets of the documents this worker is home to (kept only when candidate
+    /// pairs are verified).
+    pub shingles: RefCell<std::collections::HashMap<u64, Box<[u64]>>>,
 }
 
 impl WorkerCtx {

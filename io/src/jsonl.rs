@@ -122,7 +122,7 @@ pub struct FieldSpec {
 }
 
 /// The fields of one input record that a run uses.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     /// The id field as text: JSON strings as is, numbers in decimal.
     pub id: Option<String>,
@@ -187,12 +187,38 @@ pub const NON_NUMERIC_STRING: &str = "non-numeric string";
 /// Keys other than the wanted ones are skipped without being built. If a key
 /// appears twice, the last value wins (as in most JSON libraries).
 pub fn parse_record(line: &[u8], spec: &FieldSpec) -> Result<Record, RecordError> {
+    let mut record = Record::default();
+    parse_record_into(line, spec, &mut record)?;
+    Ok(record)
+}
+
+/// [`parse_record`] into `record`, reusing its buffers: one call per line allocates
+/// nothing once the buffers are large enough. On error `record` holds no useful value.
+///
+/// The common lines (an object whose wanted fields are strings, or an id that is a
+/// non-negative integer, and whose other values are strings, numbers, booleans or null)
+/// are read by a direct scanner; any other line, and every line with an error, goes
+/// through serde_json, so results and error messages are the same either way.
+pub fn parse_record_into(
+    line: &[u8],
+    spec: &FieldSpec,
+    record: &mut Record,
+) -> Result<(), RecordError> {
     let text = std::str::from_utf8(line).map_err(|e| RecordError::InvalidUtf8 {
         offset: e.valid_up_to(),
     })?;
     if text.trim().is_empty() {
         return Err(RecordError::EmptyLine);
     }
+    if spec.extra_field.is_none() && fast::parse(text, spec, record).is_some() {
+        return Ok(());
+    }
+    *record = parse_record_serde(text, spec)?;
+    Ok(())
+}
+
+/// The general path of [`parse_record_into`]: serde_json over the whole line.
+fn parse_record_serde(text: &str, spec: &FieldSpec) -> Result<Record, RecordError> {
     let malformed = |e: serde_json::Error| RecordError::MalformedJson(e.to_string());
     let mut de = serde_json::Deserializer::from_str(text);
     let slots = RecordSeed(spec)
@@ -201,6 +227,224 @@ pub fn parse_record(line: &[u8], spec: &FieldSpec) -> Result<Record, RecordError
         .ok_or(RecordError::NotAnObject)?;
     de.end().map_err(malformed)?;
     slots.into_record(spec)
+}
+
+/// The direct scanner of the common lines. Every function returns `None` as soon as the
+/// line is not of the simple kind it reads (or is not valid JSON): the caller then hands
+/// the line to serde_json.
+mod fast {
+    use super::{FieldSpec, Record};
+
+    const QUOTES: u64 = 0x2222_2222_2222_2222;
+    const BACKSLASHES: u64 = 0x5c5c_5c5c_5c5c_5c5c;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+    /// Bytes of `x` that are zero get their high bit set (exact for the lowest one).
+    #[inline(always)]
+    fn zero_bytes(x: u64) -> u64 {
+        x.wrapping_sub(ONES) & !x & HIGHS
+    }
+
+    /// The offset of the first `"`, `\` or control character (below 0x20) at or after
+    /// `i`, or `bytes.len()`.
+    #[inline]
+    fn next_special(bytes: &[u8], mut i: usize) -> usize {
+        while i + 8 <= bytes.len() {
+            let x = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
+            // Below 0x20: x - 0x20 borrows, for bytes that are not >= 0x80.
+            let control = x.wrapping_sub(0x2020_2020_2020_2020) & !x & HIGHS;
+            let hits = zero_bytes(x ^ QUOTES) | zero_bytes(x ^ BACKSLASHES) | control;
+            if hits != 0 {
+                return i + (hits.trailing_zeros() / 8) as usize;
+            }
+            i += 8;
+        }
+        while i < bytes.len() && !matches!(bytes[i], b'"' | b'\\' | 0..=0x1f) {
+            i += 1;
+        }
+        i
+    }
+
+    #[inline]
+    fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
+        while i < bytes.len() && matches!(bytes[i], b' ' | b'\t' | b'\n' | b'\r') {
+            i += 1;
+        }
+        i
+    }
+
+    fn hex4(bytes: &[u8], i: usize) -> Option<u32> {
+        let digits = bytes.get(i..i + 4)?;
+        let mut v = 0;
+        for &d in digits {
+            v = v * 16 + (d as char).to_digit(16)?;
+        }
+        Some(v)
+    }
+
+    /// Reads the string whose opening quote is at `i - 1`, unescaped into `out` if given;
+    /// returns the offset after the closing quote.
+    fn string(text: &str, mut i: usize, mut out: Option<&mut String>) -> Option<usize> {
+        let bytes = text.as_bytes();
+        loop {
+            let j = next_special(bytes, i);
+            if let Some(out) = out.as_deref_mut() {
+                out.push_str(text.get(i..j)?);
+            }
+            match *bytes.get(j)? {
+                b'"' => return Some(j + 1),
+                b'\\' => {}
+                _ => return None, // a control character
+            }
+            let unescaped = match *bytes.get(j + 1)? {
+                b'"' => '"',
+                b'\\' => '\\',
+                b'/' => '/',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                b'u' => {
+                    let first = hex4(bytes, j + 2)?;
+                    if (0xd800..0xdc00).contains(&first) {
+                        // A surrogate pair, written as two escapes.
+                        if bytes.get(j + 6..j + 8)? != b"\\u" {
+                            return None;
+                        }
+                        let second = hex4(bytes, j + 8)?;
+                        if !(0xdc00..0xe000).contains(&second) {
+                            return None;
+                        }
+                        i = j + 12;
+                        let c = 0x10000 + ((first - 0xd800) << 10) + (second - 0xdc00);
+                        if let Some(out) = out.as_deref_mut() {
+                            out.push(char::from_u32(c)?);
+                        }
+                        continue;
+                    }
+                    i = j + 6;
+                    // A lone low surrogate gives None here.
+                    let c = char::from_u32(first)?;
+                    if let Some(out) = out.as_deref_mut() {
+                        out.push(c);
+                    }
+                    continue;
+                }
+                _ => return None,
+            };
+            if let Some(out) = out.as_deref_mut() {
+                out.push(unescaped);
+            }
+            i = j + 2;
+        }
+    }
+
+    /// Reads a non-negative integer without fraction or exponent that fits a u64 (what
+    /// serde_json reads as a u64): returns it and the offset after it.
+    fn unsigned(bytes: &[u8], i: usize) -> Option<(u64, usize)> {
+        let mut j = i;
+        let mut v: u64 = 0;
+        while let Some(d @ b'0'..=b'9') = bytes.get(j) {
+            v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+            j += 1;
+        }
+        let digits = j - i;
+        if digits == 0 || (digits > 1 && bytes[i] == b'0') {
+            return None;
+        }
+        if matches!(bytes.get(j), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        Some((v, j))
+    }
+
+    /// Skips a value that is not wanted: strings, plain numbers, booleans and null.
+    fn skip_value(text: &str, i: usize) -> Option<usize> {
+        let bytes = text.as_bytes();
+        match *bytes.get(i)? {
+            b'"' => string(text, i + 1, None),
+            b'-' => unsigned(bytes, i + 1).map(|(_, j)| j),
+            b'0'..=b'9' => unsigned(bytes, i).map(|(_, j)| j),
+            b't' if bytes[i..].starts_with(b"true") => Some(i + 4),
+            b'f' if bytes[i..].starts_with(b"false") => Some(i + 5),
+            b'n' if bytes[i..].starts_with(b"null") => Some(i + 4),
+            _ => None,
+        }
+    }
+
+    /// The id as [`super::id_text`] writes it, or the text; fills `record`.
+    pub(super) fn parse(text: &str, spec: &FieldSpec, record: &mut Record) -> Option<()> {
+        let bytes = text.as_bytes();
+        let mut i = skip_ws(bytes, 0);
+        if bytes.get(i) != Some(&b'{') {
+            return None;
+        }
+        i = skip_ws(bytes, i + 1);
+        let mut have_text = false;
+        let mut id = record.id.take().unwrap_or_default();
+        let mut have_id = false;
+        record.text.clear();
+        loop {
+            if bytes.get(i) != Some(&b'"') {
+                return None;
+            }
+            let key_start = i + 1;
+            let key_end = next_special(bytes, key_start);
+            if bytes.get(key_end) != Some(&b'"') {
+                return None; // an escaped key: serde_json unescapes it
+            }
+            let key = &text[key_start..key_end];
+            i = skip_ws(bytes, key_end + 1);
+            if bytes.get(i) != Some(&b':') {
+                return None;
+            }
+            i = skip_ws(bytes, i + 1);
+            let is_text = key == spec.text_field;
+            let is_id = spec.id_field.as_deref() == Some(key);
+            if is_text || is_id {
+                match *bytes.get(i)? {
+                    b'"' => {
+                        let target = if is_text { &mut record.text } else { &mut id };
+                        target.clear();
+                        i = string(text, i + 1, Some(target))?;
+                        if is_text && is_id {
+                            id.clone_from(&record.text);
+                        }
+                    }
+                    b'0'..=b'9' if !is_text => {
+                        let (v, j) = unsigned(bytes, i)?;
+                        id.clear();
+                        use std::fmt::Write;
+                        write!(id, "{v}").ok()?;
+                        i = j;
+                    }
+                    _ => return None,
+                }
+                have_text |= is_text;
+                have_id |= is_id;
+            } else {
+                i = skip_value(text, i)?;
+            }
+            i = skip_ws(bytes, i);
+            match *bytes.get(i)? {
+                b',' => i = skip_ws(bytes, i + 1),
+                b'}' => break,
+                _ => return None,
+            }
+        }
+        if skip_ws(bytes, i + 1) != bytes.len() || !have_text {
+            return None;
+        }
+        match spec.id_field {
+            Some(_) if !have_id => return None,
+            Some(_) => record.id = Some(id),
+            None => record.id = None,
+        }
+        record.extra = None;
+        Some(())
+    }
 }
 
 /// A JSON value reduced to what we need to know about it.
@@ -477,6 +721,125 @@ mod tests {
         assert_eq!(r.text, "a\"b\\c\né😀 ünï");
         assert_eq!(r.id, None);
         assert_eq!(r.extra, None);
+    }
+
+    /// The direct scanner against serde_json on generated lines, well-formed and not.
+    #[test]
+    fn fast_path_equals_serde_json() {
+        let keys = [
+            "\"text\"",
+            "\"id\"",
+            "\"other\"",
+            "\"te\\u0078t\"",
+            "\"\"",
+            "\"i\\td\"",
+        ];
+        let pieces = [
+            "plain",
+            "\\n",
+            "\\\"",
+            "\\\\",
+            "\\/",
+            "\\b\\f\\r\\t",
+            "\\u00e9",
+            "\\u0000",
+            "\\ud83d\\ude00",
+            "\\ud83d",
+            "\\udc00x",
+            "\\ud83dx\\u0041",
+            "\\x",
+            "\\u12",
+            "\t",
+            "é",
+            "😀",
+            "\u{7f}",
+            "{",
+            ",",
+            " ",
+        ];
+        let others = [
+            "0",
+            "7",
+            "007",
+            "-3",
+            "-0",
+            "-",
+            "1.5",
+            "1e3",
+            "18446744073709551615",
+            "18446744073709551616",
+            "true",
+            "false",
+            "null",
+            "nul",
+            "truex",
+            "{\"a\": 1}",
+            "[1, 2]",
+            "[]",
+            "12abc",
+            "\"unterminated",
+        ];
+        let spaces = ["", " ", "\t", "\r\n ", "\u{a0}"];
+        let specs = [
+            spec(Some("id"), None),
+            spec(None, None),
+            FieldSpec {
+                text_field: "text".into(),
+                id_field: Some("text".into()),
+                extra_field: None,
+            },
+        ];
+        let mut state = 0x0123_4567_u64;
+        let mut next = |n: usize| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 33) as usize) % n
+        };
+        let mut record = Record::default();
+        for round in 0..20_000 {
+            let mut line = String::from(spaces[next(2)]);
+            line.push('{');
+            for field in 0..next(4) {
+                if field > 0 {
+                    line.push_str([",", ", ", " ,"][next(3)]);
+                }
+                line.push_str(keys[next(keys.len())]);
+                line.push_str([":", " : ", ":\t"][next(3)]);
+                if next(2) == 0 {
+                    line.push('"');
+                    for _ in 0..next(6) {
+                        line.push_str(pieces[next(pieces.len())]);
+                    }
+                    line.push('"');
+                } else {
+                    line.push_str(others[next(others.len())]);
+                }
+            }
+            line.push_str(["}", " }", "", "}}", "} x", "}\t"][next(6)]);
+            line.push_str(spaces[next(spaces.len())]);
+            let cut = if round % 5 == 4 {
+                next(line.len() + 1)
+            } else {
+                line.len()
+            };
+            let line = &line.as_bytes()[..cut];
+            for spec in &specs {
+                let expected = std::str::from_utf8(line)
+                    .map_err(|e| RecordError::InvalidUtf8 {
+                        offset: e.valid_up_to(),
+                    })
+                    .and_then(|text| {
+                        if text.trim().is_empty() {
+                            Err(RecordError::EmptyLine)
+                        } else {
+                            parse_record_serde(text, spec)
+                        }
+                    });
+                let got = parse_record_into(line, spec, &mut record).map(|()| record.clone());
+                assert_eq!(got, expected, "{}", String::from_utf8_lossy(line));
+            }
+        }
     }
 
     #[test]

@@ -51,6 +51,7 @@
 //! separate [`jsonl::RecordError`], handed to the caller with the record's
 //! position so it can decide whether to stop or to skip and count.
 
+pub mod dedup_out;
 pub mod error;
 pub mod fingerprints_in;
 pub mod input;
@@ -58,6 +59,7 @@ pub mod jsonl;
 pub mod parquet_in;
 pub mod parquet_out;
 pub mod plain;
+pub mod run_in;
 
 pub use error::IoError;
 pub use jsonl::RecordError;

@@ -232,6 +232,53 @@ impl OutputRow for ClusterRow {
     }
 }
 
+/// One document removed by deduplication, and the document kept in its place
+/// (`removed.parquet` beside a deduplicated corpus).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemovedRow {
+    pub doc_id: u64,
+    pub id: Option<String>,
+    pub kept_doc_id: u64,
+    pub kept_id: Option<String>,
+    /// Hamming distance of the two simhashes.
+    pub hamming: u8,
+    /// Exact Jaccard of the two, when they were a verified pair.
+    pub jaccard: Option<f32>,
+}
+
+impl OutputRow for RemovedRow {
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("doc_id", DataType::UInt64, false),
+            field("id", DataType::Utf8, true),
+            field("kept_doc_id", DataType::UInt64, false),
+            field("kept_id", DataType::Utf8, true),
+            field("hamming", DataType::UInt8, false),
+            field("jaccard", DataType::Float32, true),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                column::<_, _, UInt64Array>(rows, |r| r.doc_id),
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r.id.as_deref()).collect::<Vec<_>>(),
+                )),
+                column::<_, _, UInt64Array>(rows, |r| r.kept_doc_id),
+                Arc::new(StringArray::from(
+                    rows.iter()
+                        .map(|r| r.kept_id.as_deref())
+                        .collect::<Vec<_>>(),
+                )),
+                column::<_, _, UInt8Array>(rows, |r| r.hamming),
+                column::<_, _, Float32Array>(rows, |r| r.jaccard),
+            ],
+        )
+    }
+}
+
 /// The writer settings shared by all tables.
 fn writer_properties() -> Result<WriterProperties, parquet::errors::ParquetError> {
     Ok(WriterProperties::builder()
@@ -259,12 +306,23 @@ impl<R: OutputRow> PartWriter<R> {
     /// Creates `dir` if needed and opens `dir/.part-{part:05}.parquet.tmp`.
     /// A stale temporary file from a crashed run is overwritten.
     pub fn create(dir: &Path, part: usize) -> Result<Self, IoError> {
+        Self::create_file(&dir.join(part_file_name(part)))
+    }
+
+    /// Opens a hidden temporary file beside `final_path`, renamed to it on commit: for a
+    /// table that is a single file.
+    pub fn create_file(final_path: &Path) -> Result<Self, IoError> {
+        let dir = final_path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(|source| IoError::Write {
             path: dir.to_path_buf(),
             source,
         })?;
-        let final_path = dir.join(part_file_name(part));
-        let tmp_path = dir.join(format!(".{}.tmp", part_file_name(part)));
+        let name = final_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let final_path = final_path.to_path_buf();
+        let tmp_path = dir.join(format!(".{name}.tmp"));
         let file = File::create(&tmp_path).map_err(|source| IoError::Write {
             path: tmp_path.clone(),
             source,

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
+use neardup_core::minhash::Banding;
 use neardup_core::TableDesign;
+use neardup_dataflow::config::{Verify, DEFAULT_VERIFY_SHINGLE};
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, KeepPolicy, Progress};
 use neardup_io::input::{expand_inputs, Format};
 use neardup_io::jsonl::FieldSpec;
@@ -95,9 +97,122 @@ pub struct RunArgs {
     /// Skip invalid records (counted and reported) instead of failing
     #[arg(long)]
     pub skip_invalid: bool,
+    /// Also write the deduplicated corpus to DIR: the kept documents in each input's own
+    /// format, and removed.parquet (which document each removed one duplicates)
+    #[arg(long, value_name = "DIR")]
+    pub write_dedup: Option<PathBuf>,
+    #[command(flatten)]
+    pub quality: QualityArgs,
     /// Input files, directories or globs: JSONL (.gz, .zst) or Parquet
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
+}
+
+/// Candidate generation in MinHash mode and verification of candidate pairs.
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Quality")]
+pub struct QualityArgs {
+    /// MinHash mode (--method minhash): the Jaccard similarity to find; sets the LSH banding
+    /// and, with verification, the minimum exact Jaccard of a reported pair
+    #[arg(long, value_name = "T")]
+    pub threshold: Option<f64>,
+    /// MinHash mode: the similarity the LSH banding is tuned for (default: --threshold minus
+    /// 0.1, so that pairs near the threshold become candidates; verification then drops the
+    /// extra ones)
+    #[arg(long, value_name = "T")]
+    pub lsh_threshold: Option<f64>,
+    /// MinHash mode: LSH bands (with --rows; default: chosen from --lsh-threshold)
+    #[arg(long, value_name = "B", requires = "rows")]
+    pub bands: Option<usize>,
+    /// MinHash mode: rows per band
+    #[arg(long, value_name = "R", requires = "bands")]
+    pub rows: Option<usize>,
+    /// Verify candidate pairs: jaccard (exact Jaccard of word shingle sets; the default in
+    /// MinHash mode) or none (the default for simhash)
+    #[arg(long, value_enum)]
+    pub verify: Option<VerifyChoice>,
+    /// Drop verified pairs below this exact Jaccard (default: --threshold in MinHash mode, 0
+    /// for simhash, which then only annotates pairs)
+    #[arg(long, value_name = "T")]
+    pub min_jaccard: Option<f64>,
+    /// Verification compares sets of word N-grams (default: the MinHash shingle size, or 3)
+    #[arg(long, value_name = "N")]
+    pub verify_shingle: Option<usize>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerifyChoice {
+    None,
+    Jaccard,
+}
+
+/// The default similarity threshold of MinHash mode.
+pub const DEFAULT_THRESHOLD: f64 = 0.8;
+/// How far below --threshold the LSH banding is tuned by default: MinHash estimates of pairs
+/// just above the threshold often fall below it, and verification removes false candidates.
+pub const LSH_MARGIN: f64 = 0.1;
+
+impl QualityArgs {
+    fn configure(&self, config: &mut JobConfig) -> Result<()> {
+        let minhash = match config.scheme.method {
+            neardup_core::Method::MinHash { permutations } => Some(permutations),
+            neardup_core::Method::Simhash(_) => None,
+        };
+        for (name, value) in [
+            ("--threshold", self.threshold),
+            ("--min-jaccard", self.min_jaccard),
+            ("--lsh-threshold", self.lsh_threshold),
+        ] {
+            if let Some(t) = value {
+                if !(0.0..=1.0).contains(&t) || t.is_nan() {
+                    bail!("{name} {t} is out of range: it must be between 0 and 1");
+                }
+            }
+        }
+        let threshold = match (minhash, self.threshold) {
+            (None, Some(_)) | (None, None) if self.bands.is_some() || self.lsh_threshold.is_some() => {
+                bail!("--bands, --rows and --lsh-threshold apply to --method minhash only")
+            }
+            (None, Some(_)) => bail!("--threshold applies to --method minhash (for simhash use -k, and --min-jaccard with --verify jaccard)"),
+            (None, None) => None,
+            (Some(_), t) => Some(t.unwrap_or(DEFAULT_THRESHOLD)),
+        };
+        if let (Some(permutations), Some(t)) = (minhash, threshold) {
+            config.lsh = Some(match (self.bands, self.rows) {
+                (Some(bands), Some(rows)) => Banding { bands, rows },
+                _ => Banding::optimal(
+                    self.lsh_threshold.unwrap_or((t - LSH_MARGIN).max(0.05)),
+                    permutations,
+                ),
+            });
+        }
+        let verify = self.verify.unwrap_or(if minhash.is_some() {
+            VerifyChoice::Jaccard
+        } else {
+            VerifyChoice::None
+        });
+        if verify == VerifyChoice::None
+            && (self.min_jaccard.is_some() || self.verify_shingle.is_some())
+        {
+            bail!("--min-jaccard and --verify-shingle need --verify jaccard");
+        }
+        if verify == VerifyChoice::Jaccard {
+            let scheme_shingle = match config.scheme.features.kind {
+                neardup_core::features::FeatureKind::WordShingles(n) if minhash.is_some() => {
+                    Some(n)
+                }
+                _ => None,
+            };
+            config.verify = Some(Verify {
+                shingle: self
+                    .verify_shingle
+                    .or(scheme_shingle)
+                    .unwrap_or(DEFAULT_VERIFY_SHINGLE),
+                min_jaccard: self.min_jaccard.or(threshold).unwrap_or(0.0),
+            });
+        }
+        Ok(())
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -146,6 +261,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
     config.scheme = args.scheme.to_scheme()?;
     config.exact = !args.no_exact;
     config.skip_invalid = args.skip_invalid;
+    config.write_dedup = args.write_dedup.clone();
+    args.quality.configure(&mut config)?;
     args.job.configure(&mut config)?;
     execute(config, &args.job)
 }
@@ -163,7 +280,16 @@ pub fn search(args: &SearchArgs) -> Result<()> {
 }
 
 fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
-    let design = config.design.clone();
+    let near_rule = match (&config.lsh, config.verify) {
+        (Some(_), Some(v)) => format!("near with Jaccard >= {}", v.min_jaccard),
+        (Some(_), None) => "near LSH candidates, unverified".to_string(),
+        (None, Some(v)) if v.min_jaccard > 0.0 => format!(
+            "near within k = {} and Jaccard >= {}",
+            config.design.k(),
+            v.min_jaccard
+        ),
+        (None, _) => format!("near within k = {}", config.design.k()),
+    };
     let output = config.output.clone();
     let progress = Arc::new(Progress::default());
     let view = ProgressView::start(progress.clone(), args.log_format, args.quiet);
@@ -172,7 +298,7 @@ fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
     match result {
         Ok(summary) => {
             if !args.quiet {
-                report(&summary, &design, &output, args.log_format);
+                report(&summary, &near_rule, &output, args.log_format);
             }
             Ok(())
         }
@@ -199,7 +325,7 @@ fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
     }
 }
 
-fn report(summary: &JobSummary, design: &TableDesign, output: &std::path::Path, format: LogFormat) {
+fn report(summary: &JobSummary, near_rule: &str, output: &std::path::Path, format: LogFormat) {
     if format == LogFormat::Json {
         eprintln!(
             "{}",
@@ -220,11 +346,10 @@ fn report(summary: &JobSummary, design: &TableDesign, output: &std::path::Path, 
         c.empty, c.skipped, c.duplicate_ids, c.exact_groups, c.exact_duplicates
     );
     eprintln!(
-        "  pairs {} ({} exact, {} near within k = {}) · clusters {} holding {} documents · to remove {}",
+        "  pairs {} ({} exact, {} {near_rule}) · clusters {} holding {} documents · to remove {}",
         c.pairs,
         c.exact_pairs,
         c.near_pairs,
-        design.k(),
         c.clusters,
         c.clustered_documents,
         c.documents_to_remove
@@ -233,6 +358,11 @@ fn report(summary: &JobSummary, design: &TableDesign, output: &std::path::Path, 
         eprintln!(
             "  largest bucket: {} fingerprints (table {}, key {}); searched exactly",
             b.size, b.table, b.key
+        );
+    }
+    if let Some((kept, removed)) = summary.dedup {
+        eprintln!(
+            "  deduplicated corpus: {kept} documents kept, {removed} removed (see removed.parquet)"
         );
     }
     for warning in &summary.warnings {

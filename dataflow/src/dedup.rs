@@ -1,0 +1,100 @@
+//! The deduplicated corpus (`--write-dedup DIR`): after a successful run, the kept documents
+//! in each input file's own format, and `removed.parquet` saying which document each removed
+//! one was a duplicate of.
+//!
+//! This pass runs on process 0 after the job has committed, reading the run's own outputs
+//! back (the decisions are there) and every input file once more. It is serial: a corpus
+//! spread over many processes would rather have each process copy its own units; the
+//! outputs would be the same.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use neardup_io::dedup_out::{output_path, write_kept};
+use neardup_io::input::{Format, InputFile};
+use neardup_io::parquet_out::{write_atomically, PartWriter, RemovedRow};
+use neardup_io::run_in::read_run;
+
+use crate::output::SUCCESS;
+use crate::records::RECORD_BITS;
+use crate::JobError;
+
+/// What the pass wrote.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct DedupCounts {
+    pub kept: u64,
+    pub removed: u64,
+}
+
+fn io(e: neardup_io::IoError) -> JobError {
+    JobError::Output(e.to_string())
+}
+
+/// Writes the deduplicated corpus of the run in `run_dir` (whose inputs are `files`) to `dir`.
+pub fn write_dedup(
+    run_dir: &Path,
+    files: &[InputFile],
+    dir: &Path,
+    overwrite: bool,
+) -> Result<DedupCounts, JobError> {
+    crate::output::prepare(dir, overwrite, &[])?;
+    let run = read_run(run_dir).map_err(io)?;
+    let mut removed_by_file: HashMap<u32, HashSet<u64>> = HashMap::new();
+    let mut rows = Vec::new();
+    for (&doc, &cluster) in &run.clusters {
+        let kept = run.kept[&cluster];
+        if kept == doc {
+            continue;
+        }
+        removed_by_file
+            .entry((doc >> RECORD_BITS) as u32)
+            .or_default()
+            .insert(doc & ((1 << RECORD_BITS) - 1));
+        let hamming = (run.simhashes[&doc] ^ run.simhashes[&kept]).count_ones() as u8;
+        rows.push(RemovedRow {
+            doc_id: doc,
+            id: run.ids.get(&doc).cloned().flatten(),
+            kept_doc_id: kept,
+            kept_id: run.ids.get(&kept).cloned().flatten(),
+            hamming,
+            jaccard: run.jaccard.get(&(doc.min(kept), doc.max(kept))).copied(),
+        });
+    }
+    rows.sort_by_key(|r| r.doc_id);
+    // Inputs with the same file name (from different folders) get their number in front.
+    let names: Vec<_> = files.iter().map(|f| output_path(dir, f)).collect();
+    let clash = names.iter().collect::<HashSet<_>>().len() < names.len();
+    let mut counts = DedupCounts::default();
+    for (i, file) in files.iter().enumerate() {
+        let mut out = names[i].clone();
+        if clash {
+            out.set_file_name(format!(
+                "{i:05}-{}",
+                out.file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default()
+            ));
+        }
+        let empty = HashSet::new();
+        let kept = write_kept(
+            file,
+            removed_by_file.get(&(i as u32)).unwrap_or(&empty),
+            &out,
+        )
+        .map_err(io)?;
+        if file.format == Format::Plain && kept.kept == 0 {
+            std::fs::remove_file(&out)
+                .map_err(|e| JobError::Output(format!("{}: {e}", out.display())))?;
+        }
+        counts.kept += kept.kept;
+        counts.removed += kept.removed;
+    }
+    let mut writer =
+        PartWriter::<RemovedRow>::create_file(&dir.join("removed.parquet")).map_err(io)?;
+    for row in rows {
+        writer.push(row).map_err(io)?;
+    }
+    writer.commit().map_err(io)?;
+    write_atomically(&dir.join(SUCCESS), b"").map_err(io)?;
+    Ok(counts)
+}

@@ -1,0 +1,445 @@
+//! MinHash threshold mode, verification and `neardup eval`, end to end, against oracles
+//! computed here: exact Jaccard of word 3-gram sets built from strings (not hashes), and
+//! hand-counted precision and recall.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use arrow::array::AsArray;
+use arrow::datatypes::{Float32Type, UInt64Type};
+use assert_cmd::Command;
+use neardup_core::tokenize::Tokenizer;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn neardup() -> Command {
+    Command::cargo_bin("neardup").unwrap()
+}
+
+fn dev_small() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpora/dev-small");
+    assert!(
+        p.exists(),
+        "{} is missing: these tests need the shared dev-small corpus",
+        p.display()
+    );
+    p
+}
+
+/// Word n-gram sets as strings: the alphabetic tokens of the tokenizer, joined by spaces.
+fn shingles(text: &str, n: usize) -> HashSet<String> {
+    let mut words = Vec::new();
+    Tokenizer::new().for_each_token(text, |t| {
+        if t.has_alpha {
+            words.push(t.text.to_string())
+        }
+    });
+    if words.is_empty() {
+        return HashSet::new();
+    }
+    if words.len() <= n {
+        return [words.join(" ")].into();
+    }
+    words.windows(n).map(|w| w.join(" ")).collect()
+}
+
+fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    let inter = a.intersection(b).count();
+    inter as f64 / (a.len() + b.len() - inter) as f64
+}
+
+/// (doc_a, doc_b, kind, jaccard) of every pair.
+fn pairs(out: &Path) -> Vec<(u64, u64, String, Option<f32>)> {
+    let mut rows = Vec::new();
+    for entry in std::fs::read_dir(out.join("pairs")).unwrap() {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(entry.unwrap().path()).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        for b in reader {
+            let b = b.unwrap();
+            let a = b
+                .column_by_name("doc_a")
+                .unwrap()
+                .as_primitive::<UInt64Type>();
+            let c = b
+                .column_by_name("doc_b")
+                .unwrap()
+                .as_primitive::<UInt64Type>();
+            let k = b.column_by_name("kind").unwrap().as_string::<i32>();
+            let j = b
+                .column_by_name("jaccard")
+                .unwrap()
+                .as_primitive::<Float32Type>();
+            for i in 0..b.num_rows() {
+                rows.push((
+                    a.value(i),
+                    c.value(i),
+                    k.value(i).to_string(),
+                    (!arrow::array::Array::is_null(j, i)).then(|| j.value(i)),
+                ));
+            }
+        }
+    }
+    rows
+}
+
+#[test]
+fn minhash_mode_reports_verified_pairs_with_their_exact_jaccard() {
+    let dir = dev_small();
+    let texts: Vec<String> = std::fs::read_to_string(dir.join("corpus.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    neardup()
+        .args([
+            "run",
+            "-q",
+            "-w",
+            "2",
+            "--method",
+            "minhash",
+            "--shingle",
+            "3",
+            "--threshold",
+            "0.8",
+            "--output",
+        ])
+        .arg(&out)
+        .arg(dir.join("corpus.jsonl"))
+        .assert()
+        .success();
+    let found = pairs(&out);
+    let mut sets: HashMap<u64, HashSet<String>> = HashMap::new();
+    let mut set = |d: u64| {
+        sets.entry(d)
+            .or_insert_with(|| shingles(&texts[d as usize], 3))
+            .clone()
+    };
+    let mut near = 0;
+    for (a, b, kind, j) in &found {
+        let j = j.expect("verified pairs carry their Jaccard");
+        let oracle = jaccard(&set(*a), &set(*b));
+        assert!(
+            (oracle - j as f64).abs() < 1e-5,
+            "pair ({a}, {b}): reported {j}, oracle {oracle}"
+        );
+        if kind == "near" {
+            near += 1;
+            assert!(
+                oracle >= 0.8,
+                "pair ({a}, {b}) below the threshold: {oracle}"
+            );
+        } else {
+            assert_eq!(j, 1.0);
+        }
+    }
+    assert!(near > 500, "only {near} near pairs");
+    // Recall of clear cases: every truth pair with oracle Jaccard >= 0.9 is in a cluster.
+    let reported: HashSet<(u64, u64)> = found.iter().map(|p| (p.0, p.1)).collect();
+    let clusters = cluster_labels(&out);
+    let truth = std::fs::read_to_string(dir.join("truth.tsv")).unwrap();
+    let mut checked = 0;
+    for line in truth.lines().skip(1) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let (x, y): (u64, u64) = (f[0].parse().unwrap(), f[1].parse().unwrap());
+        if jaccard(&set(x), &set(y)) >= 0.9 {
+            checked += 1;
+            let together = clusters.get(&x).is_some() && clusters.get(&x) == clusters.get(&y);
+            assert!(
+                together || reported.contains(&(x.min(y), x.max(y))),
+                "missed ({x}, {y})"
+            );
+        }
+    }
+    assert!(checked > 800, "{checked}");
+}
+
+fn cluster_labels(out: &Path) -> BTreeMap<u64, i64> {
+    let mut labels = BTreeMap::new();
+    for entry in std::fs::read_dir(out.join("clusters")).unwrap() {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(entry.unwrap().path()).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        for b in reader {
+            let b = b.unwrap();
+            let d = b
+                .column_by_name("doc_id")
+                .unwrap()
+                .as_primitive::<UInt64Type>();
+            let c = b
+                .column_by_name("cluster_id")
+                .unwrap()
+                .as_primitive::<arrow::datatypes::Int64Type>();
+            for i in 0..b.num_rows() {
+                if c.value(i) >= 0 {
+                    labels.insert(d.value(i), c.value(i));
+                }
+            }
+        }
+    }
+    labels
+}
+
+#[test]
+fn simhash_verification_annotates_and_filters() {
+    let dir = dev_small();
+    let tmp = tempfile::tempdir().unwrap();
+    let (plain, verified) = (tmp.path().join("plain"), tmp.path().join("verified"));
+    for (out, extra) in [
+        (&plain, vec![]),
+        (
+            &verified,
+            vec!["--verify", "jaccard", "--min-jaccard", "0.9"],
+        ),
+    ] {
+        neardup()
+            .args(["run", "-q", "--output"])
+            .arg(out)
+            .arg(dir.join("corpus.jsonl"))
+            .args(extra)
+            .assert()
+            .success();
+    }
+    let plain_pairs = pairs(&plain);
+    let verified_pairs = pairs(&verified);
+    assert!(
+        plain_pairs.iter().all(|p| p.3.is_none()),
+        "no Jaccard without verification"
+    );
+    assert!(verified_pairs.iter().all(|p| p.3.is_some_and(|j| j >= 0.9)));
+    let plain_set: HashSet<(u64, u64)> = plain_pairs.iter().map(|p| (p.0, p.1)).collect();
+    assert!(
+        verified_pairs
+            .iter()
+            .all(|p| plain_set.contains(&(p.0, p.1))),
+        "verification only removes pairs"
+    );
+    assert!(verified_pairs.len() < plain_pairs.len());
+}
+
+/// A tiny corpus whose run result is known, and a truth file to score it.
+#[test]
+fn eval_counts_precision_and_recall_by_hand() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = "the committee agreed to repair the old stone bridge before winter and to plant a row of trees along the new road near the school";
+    let other = "bees visit thousands of flowers every day gathering nectar and pollen for the hive and carrying pollen from plant to plant";
+    let third = "a good map shows what the traveller needs and leaves out the rest with roads rivers and towns drawn to scale";
+    let docs = [
+        ("a", base.to_string()),
+        ("b", base.to_uppercase()),      // exact duplicate of a
+        ("c", format!("{base} indeed")), // near duplicate of a
+        ("d", other.to_string()),
+        ("e", third.to_string()),
+    ];
+    let corpus = tmp.path().join("c.jsonl");
+    std::fs::write(
+        &corpus,
+        docs.iter()
+            .map(|(id, t)| serde_json::json!({"id": id, "text": t}).to_string() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    neardup()
+        .args([
+            "run",
+            "-q",
+            "--method",
+            "minhash",
+            "--shingle",
+            "3",
+            "--threshold",
+            "0.8",
+            "--output",
+        ])
+        .arg(&out)
+        .arg(&corpus)
+        .assert()
+        .success();
+    // Truth: a~b (1.0), a~c (0.9), d~e (0.85, not found), b~c (0.5, below the positives' bar).
+    let truth = tmp.path().join("truth.tsv");
+    std::fs::write(&truth, "id1\tid2\tfamily\tjaccard\top\na\tb\t1\t1.0\tcase\na\tc\t1\t0.9\tappend:0.01\nd\te\t2\t0.85\tother\nb\tc\t1\t0.5\tappend:0.02\n").unwrap();
+    let output = neardup()
+        .args(["eval", "--json", "--run"])
+        .arg(&out)
+        .arg("--truth")
+        .arg(&truth)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Reported pairs: a-b (exact), and a-c (near) expands to b-c as well: 3 predicted.
+    let p = &r["pairs"];
+    assert_eq!(p["predicted"], 3);
+    assert_eq!(p["truth"], 3);
+    assert_eq!(p["true_positives"], 2);
+    assert!((p["precision"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+    assert!((p["recall"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+    assert_eq!(r["pairs_precision_any_truth"], 1.0);
+    assert_eq!(r["recall_by_label"]["op=append"]["truth_pairs"], 1);
+    assert_eq!(r["recall_by_jaccard"]["[0.8, 0.9)"]["recall_pairs"], 0.0);
+}
+
+#[test]
+fn bad_quality_flags_and_truth_files_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("c.jsonl");
+    std::fs::write(&corpus, "{\"id\": 1, \"text\": \"hello world\"}\n").unwrap();
+    let out = tmp.path().join("out");
+    let run = |args: &[&str]| {
+        neardup()
+            .arg("run")
+            .args(args)
+            .arg("--output")
+            .arg(&out)
+            .arg(&corpus)
+            .output()
+            .unwrap()
+    };
+    for (args, message) in [
+        (
+            vec!["--method", "minhash", "--threshold", "1.5"],
+            "--threshold 1.5 is out of range",
+        ),
+        (
+            vec!["--bands", "4", "--rows", "8"],
+            "apply to --method minhash only",
+        ),
+        (
+            vec!["--threshold", "0.8"],
+            "--threshold applies to --method minhash",
+        ),
+        (
+            vec!["--method", "minhash", "--bands", "20", "--rows", "10"],
+            "needs 200 permutations",
+        ),
+        (vec!["--min-jaccard", "0.8"], "need --verify jaccard"),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(!out.join("_SUCCESS").exists());
+    }
+    neardup()
+        .args(["run", "-q", "--output"])
+        .arg(&out)
+        .arg(&corpus)
+        .assert()
+        .success();
+    let truth = tmp.path().join("t.tsv");
+    std::fs::write(&truth, "id1\tid2\tjaccard\n1\t99\t0.9\n").unwrap();
+    let o = neardup()
+        .args(["eval", "--run"])
+        .arg(&out)
+        .arg("--truth")
+        .arg(&truth)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("t.tsv:2") && stderr.contains("\"99\""),
+        "{stderr}"
+    );
+    std::fs::remove_file(out.join("_SUCCESS")).unwrap();
+    let o = neardup()
+        .args(["eval", "--run"])
+        .arg(&out)
+        .arg("--truth")
+        .arg(&truth)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no _SUCCESS"));
+}
+
+#[test]
+fn write_dedup_keeps_the_kept_records_unchanged_and_lists_the_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = "the committee agreed to repair the old stone bridge before winter and to plant a row of trees along the new road";
+    let lines: Vec<String> = [
+        serde_json::json!({"id": "a", "text": base, "extra": [1, 2]}),
+        serde_json::json!({"id": "b", "text": base.to_uppercase()}),
+        serde_json::json!({"id": "c", "text": "bees visit thousands of flowers every day gathering nectar and pollen for the hive"}),
+        serde_json::json!({"id": "d", "text": format!("{base}!!")}),
+    ]
+    .iter()
+    .map(|v| v.to_string())
+    .collect();
+    let corpus = tmp.path().join("corpus.jsonl.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, (lines.join("\n") + "\n").as_bytes()).unwrap();
+    std::fs::write(&corpus, gz.finish().unwrap()).unwrap();
+    let (out, dedup) = (tmp.path().join("out"), tmp.path().join("dedup"));
+    neardup()
+        .args(["run", "-q", "--keep", "first", "--output"])
+        .arg(&out)
+        .arg("--write-dedup")
+        .arg(&dedup)
+        .arg(&corpus)
+        .assert()
+        .success();
+    assert!(dedup.join("_SUCCESS").exists());
+    // a, b and d are exact duplicates (case, punctuation): a (first) is kept.
+    let bytes = std::fs::read(dedup.join("corpus.jsonl.gz")).unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+        .unwrap();
+    assert_eq!(
+        text,
+        format!("{}\n{}\n", lines[0], lines[2]),
+        "kept records, byte for byte, same compression"
+    );
+    let reader = ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(dedup.join("removed.parquet")).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut removed = Vec::new();
+    for b in reader {
+        let b = b.unwrap();
+        let id = b.column_by_name("id").unwrap().as_string::<i32>();
+        let kept = b.column_by_name("kept_id").unwrap().as_string::<i32>();
+        for i in 0..b.num_rows() {
+            removed.push((id.value(i).to_string(), kept.value(i).to_string()));
+        }
+    }
+    assert_eq!(
+        removed,
+        vec![
+            ("b".to_string(), "a".to_string()),
+            ("d".to_string(), "a".to_string())
+        ]
+    );
+    // A non-empty dedup directory is refused before any work, like the output directory.
+    let again = tmp.path().join("out2");
+    let o = neardup()
+        .args(["run", "-q", "--output"])
+        .arg(&again)
+        .arg("--write-dedup")
+        .arg(&dedup)
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--overwrite"));
+    assert!(!again.join("_SUCCESS").exists());
+}
