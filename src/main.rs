@@ -54,7 +54,7 @@ enum Command {
     Compare(commands::compare::CompareArgs),
     /// Find exact and near duplicates in a corpus: the distributed job, with Parquet outputs
     #[command(disable_help_flag = true, after_help = commands::run::RUN_EXAMPLES)]
-    Run(commands::run::RunArgs),
+    Run(Box<commands::run::RunArgs>),
     /// Search an existing fingerprint table for pairs within k bits, and cluster them
     #[command(disable_help_flag = true, after_help = commands::run::SEARCH_EXAMPLES)]
     Search(commands::run::SearchArgs),

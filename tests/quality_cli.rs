@@ -154,7 +154,7 @@ fn minhash_mode_reports_verified_pairs_with_their_exact_jaccard() {
         let (x, y): (u64, u64) = (f[0].parse().unwrap(), f[1].parse().unwrap());
         if jaccard(&set(x), &set(y)) >= 0.9 {
             checked += 1;
-            let together = clusters.get(&x).is_some() && clusters.get(&x) == clusters.get(&y);
+            let together = clusters.contains_key(&x) && clusters.get(&x) == clusters.get(&y);
             assert!(
                 together || reported.contains(&(x.min(y), x.max(y))),
                 "missed ({x}, {y})"

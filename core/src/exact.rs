@@ -20,6 +20,11 @@ pub fn token_stream_key(joined: &str) -> u128 {
     xxh3_128(joined.as_bytes())
 }
 
+/// [`token_stream_key`] of the joined tokens as bytes.
+pub fn token_stream_key_bytes(joined: &[u8]) -> u128 {
+    xxh3_128(joined)
+}
+
 /// The key of the normalized token stream of `text` (`buf` is reused between calls).
 pub fn normalized_key(tokenizer: &mut Tokenizer, text: &str, buf: &mut String) -> u128 {
     buf.clear();

@@ -153,18 +153,36 @@ pub fn hash_features(
     spans: &[(u32, u32)],
     out: &mut Vec<u64>,
 ) {
+    hash_features_padded(kind, hasher, text.as_bytes(), text.as_bytes(), spans, out);
+}
+
+/// [`hash_features`] of `text`, which is the start of `padded`: bytes after the text (16
+/// are enough) let short keys be read with whole-word loads. `text` must be valid UTF-8.
+pub(crate) fn hash_features_padded(
+    kind: FeatureKind,
+    hasher: FeatureHasher,
+    text: &[u8],
+    padded: &[u8],
+    spans: &[(u32, u32)],
+    out: &mut Vec<u64>,
+) {
     if spans.is_empty() {
         return;
     }
-    let bytes = text.as_bytes();
+    let bytes = text;
     match kind {
-        FeatureKind::Words => {
-            out.extend(
+        FeatureKind::Words => match hasher {
+            FeatureHasher::Lookup3 => out.extend(
                 spans
                     .iter()
-                    .map(|&(s, e)| hasher.hash(&bytes[s as usize..e as usize])),
-            );
-        }
+                    .map(|&(s, e)| lookup3::feature_hash_in(padded, s as usize, e as usize)),
+            ),
+            FeatureHasher::Xxh3 => out.extend(
+                spans
+                    .iter()
+                    .map(|&(s, e)| xxh3_64(&bytes[s as usize..e as usize])),
+            ),
+        },
         FeatureKind::WordShingles(n) => {
             let n = n.max(1);
             if spans.len() <= n {
@@ -178,7 +196,10 @@ pub fn hash_features(
         }
         FeatureKind::CharNgrams(n) => {
             let n = n.max(1);
-            let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+            // Character starts: every byte that is not a UTF-8 continuation byte.
+            let starts: Vec<usize> = (0..bytes.len())
+                .filter(|&i| bytes[i] & 0xc0 != 0x80)
+                .collect();
             if starts.len() <= n {
                 out.push(hasher.hash(bytes));
                 return;

@@ -73,13 +73,12 @@ pub fn hashlittle2(key: &[u8], pc: u32, pb: u32) -> (u32, u32) {
         // lookup3 returns without the final mix for a zero-length tail.
         return (c, b);
     }
-    a = a.wrapping_add(le_word(&rest[..rest.len().min(4)]));
-    if rest.len() > 4 {
-        b = b.wrapping_add(le_word(&rest[4..rest.len().min(8)]));
-    }
-    if rest.len() > 8 {
-        c = c.wrapping_add(le_word(&rest[8..]));
-    }
+    // The last 1 to 12 bytes, zero-padded: adding a zero word is adding nothing.
+    let mut tail = [0u8; 12];
+    tail[..rest.len()].copy_from_slice(rest);
+    a = a.wrapping_add(le_word(&tail[0..4]));
+    b = b.wrapping_add(le_word(&tail[4..8]));
+    c = c.wrapping_add(le_word(&tail[8..12]));
     final_mix(&mut a, &mut b, &mut c);
     (c, b)
 }
@@ -90,6 +89,28 @@ pub fn hashlittle2(key: &[u8], pc: u32, pb: u32) -> (u32, u32) {
 pub fn feature_hash(token: &[u8]) -> u64 {
     let (c, b) = hashlittle2(token, 0, 0);
     ((c as u64) << 32) | b as u64
+}
+
+/// [`feature_hash`] of `buf[start..end]`. When the key is 1 to 12 bytes long and `buf`
+/// has at least 16 bytes from `start` on (callers pad their buffers), the key is read with
+/// one 16-byte load and masked, instead of byte-wise.
+#[inline]
+pub fn feature_hash_in(buf: &[u8], start: usize, end: usize) -> u64 {
+    let len = end.wrapping_sub(start);
+    match buf.get(start..start + 16) {
+        Some(window) if (1..=12).contains(&len) && end <= buf.len() => {
+            let mut bytes = [0u8; 16];
+            bytes.copy_from_slice(window);
+            let words = u128::from_le_bytes(bytes) & ((1u128 << (8 * len)) - 1);
+            let init = 0xdead_beef_u32.wrapping_add(len as u32);
+            let mut a = init.wrapping_add(words as u32);
+            let mut b = init.wrapping_add((words >> 32) as u32);
+            let mut c = init.wrapping_add((words >> 64) as u32);
+            final_mix(&mut a, &mut b, &mut c);
+            ((c as u64) << 32) | b as u64
+        }
+        _ => feature_hash(&buf[start..end]),
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +130,63 @@ mod tests {
     #[test]
     fn feature_hash_golden_vector() {
         assert_eq!(feature_hash(b"the"), 0x0717627632fcc083);
+    }
+
+    /// lookup3.c's byte-at-a-time reading, the reference of the word-wise tails.
+    fn reference_hashlittle2(key: &[u8], pc: u32, pb: u32) -> (u32, u32) {
+        let init = 0xdead_beef_u32
+            .wrapping_add(key.len() as u32)
+            .wrapping_add(pc);
+        let (mut a, mut b, mut c) = (init, init, init.wrapping_add(pb));
+        let mut rest = key;
+        while rest.len() > 12 {
+            a = a.wrapping_add(le_word(&rest[0..4]));
+            b = b.wrapping_add(le_word(&rest[4..8]));
+            c = c.wrapping_add(le_word(&rest[8..12]));
+            mix(&mut a, &mut b, &mut c);
+            rest = &rest[12..];
+        }
+        if rest.is_empty() {
+            return (c, b);
+        }
+        a = a.wrapping_add(le_word(&rest[..rest.len().min(4)]));
+        if rest.len() > 4 {
+            b = b.wrapping_add(le_word(&rest[4..rest.len().min(8)]));
+        }
+        if rest.len() > 8 {
+            c = c.wrapping_add(le_word(&rest[8..]));
+        }
+        final_mix(&mut a, &mut b, &mut c);
+        (c, b)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_paths_match_the_byte_wise_reading(
+            buf in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            start in 0usize..64,
+            len in 0usize..40,
+        ) {
+            let start = start.min(buf.len());
+            let end = (start + len).min(buf.len());
+            let (c, b) = reference_hashlittle2(&buf[start..end], 0, 0);
+            let expected = ((c as u64) << 32) | b as u64;
+            proptest::prop_assert_eq!(hashlittle2(&buf[start..end], 0, 0), (c, b));
+            proptest::prop_assert_eq!(feature_hash_in(&buf, start, end), expected);
+        }
+    }
+
+    #[test]
+    fn padded_reads_cover_every_short_length() {
+        let buf: Vec<u8> = (1u8..=60).collect();
+        for start in 0..20 {
+            for end in start..start + 14 {
+                assert_eq!(
+                    feature_hash_in(&buf, start, end),
+                    feature_hash(&buf[start..end])
+                );
+            }
+        }
     }
 
     #[test]

@@ -16,11 +16,11 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::exact;
 use crate::features::{
-    hash_features, FeatureConfig, FeatureKind, StopWords, DEFAULT_SHINGLE_WORDS,
+    hash_features_padded, FeatureConfig, FeatureKind, StopWords, DEFAULT_SHINGLE_WORDS,
 };
 use crate::minhash::{MinHasher, DEFAULT_PERMUTATIONS, DEFAULT_SEED};
-use crate::simhash::{dedup_sorted, simhash_of_sorted, Weighting};
-use crate::tokenize::Tokenizer;
+use crate::simhash::{dedup_sorted, dedup_unsorted, fold_unweighted, simhash_of_sorted, Weighting};
+use crate::tokenize::{TokenBuffer, Tokenizer};
 
 /// The default `n` of word shingles in MinHash mode.
 pub const DEFAULT_MINHASH_SHINGLE: usize = 5;
@@ -173,13 +173,26 @@ impl DocFingerprint {
 pub struct Fingerprinter {
     scheme: Scheme,
     tokenizer: Tokenizer,
+    /// The feature tokens joined by spaces, when they are not all the tokens.
     normalized: String,
-    all_tokens: String,
+    /// Every token joined by spaces (the exact key's input).
+    all_tokens: TokenBuffer,
+    /// Whether every token is a feature token, so that `all_tokens` is the normalized text.
+    all_kept: bool,
+    /// The byte range of each feature token, in the normalized text.
     spans: Vec<(u32, u32)>,
     hashes: Vec<u64>,
+    /// Scratch space of the distinct-feature set.
+    table: Vec<u64>,
+    sort_feature_set: bool,
     minhasher: Option<MinHasher>,
     signature: Vec<u64>,
 }
+
+/// Zero bytes kept after the normalized text while its features are hashed, so that short
+/// keys can be read with whole-word loads ([`crate::lookup3::feature_hash_in`]). The
+/// joined tokens have such room already ([`TokenBuffer::padded`]).
+const PADDING: &str = "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
 
 impl Fingerprinter {
     pub fn new(scheme: Scheme) -> Self {
@@ -192,9 +205,12 @@ impl Fingerprinter {
             scheme,
             tokenizer: Tokenizer::new(),
             normalized: String::new(),
-            all_tokens: String::new(),
+            all_tokens: TokenBuffer::new(),
+            all_kept: true,
             spans: Vec::new(),
             hashes: Vec::new(),
+            table: Vec::new(),
+            sort_feature_set: true,
             minhasher,
             signature,
         }
@@ -202,6 +218,13 @@ impl Fingerprinter {
 
     pub fn scheme(&self) -> &Scheme {
         &self.scheme
+    }
+
+    /// Whether [`Fingerprinter::feature_set`] is sorted (the default). A caller that never
+    /// reads it, or only needs the set in any order, turns sorting off and saves a sort per
+    /// document; the fingerprints and signatures do not depend on it.
+    pub fn set_sort_feature_set(&mut self, sort: bool) {
+        self.sort_feature_set = sort;
     }
 
     /// Tokenizes `text`, fills the feature hashes (one per occurrence) and returns
@@ -214,52 +237,117 @@ impl Fingerprinter {
         } else {
             text
         };
-        self.normalized.clear();
         self.all_tokens.clear();
         self.spans.clear();
-        let stop_words = self.scheme.features.stop_words.as_deref();
-        let (normalized, all_tokens, spans) =
-            (&mut self.normalized, &mut self.all_tokens, &mut self.spans);
-        self.tokenizer.for_each_token(text, |token| {
-            if !all_tokens.is_empty() {
-                all_tokens.push(' ');
-            }
-            all_tokens.push_str(token.text);
-            if !token.has_alpha || stop_words.is_some_and(|s| s.contains(token.text)) {
-                return;
-            }
+        let spans = &mut self.spans;
+        let mut all = 0usize;
+        self.tokenizer
+            .tokenize_into(text, &mut self.all_tokens, |start, end, has_alpha| {
+                all += 1;
+                if has_alpha {
+                    spans.push((start as u32, end as u32));
+                }
+            });
+        if let Some(stop_words) = self.scheme.features.stop_words.as_deref() {
+            let joined = self.all_tokens.as_bytes();
+            self.spans.retain(|&(s, e)| {
+                let token = std::str::from_utf8(&joined[s as usize..e as usize]);
+                !stop_words.contains(token.expect("tokens are UTF-8"))
+            });
+        }
+        let exact_key = exact::token_stream_key_bytes(self.all_tokens.as_bytes());
+        self.all_kept = self.spans.len() == all;
+        self.hashes.clear();
+        let (kind, hasher) = (self.scheme.features.kind, self.scheme.features.hasher);
+        if self.all_kept {
+            let (text, padded) = (self.all_tokens.as_bytes(), self.all_tokens.padded());
+            hash_features_padded(kind, hasher, text, padded, &self.spans, &mut self.hashes);
+        } else {
+            self.gather_normalized();
+            let len = self.normalized.len();
+            self.normalized.push_str(PADDING);
+            let padded = self.normalized.as_bytes();
+            hash_features_padded(
+                kind,
+                hasher,
+                &padded[..len],
+                padded,
+                &self.spans,
+                &mut self.hashes,
+            );
+            self.normalized.truncate(len);
+        }
+        (self.spans.len() as u32, exact_key)
+    }
+
+    /// Copies the feature tokens (the spans, in `all_tokens`) into `normalized`, joined by
+    /// single spaces, and moves the spans there. Consecutive kept tokens are copied as one
+    /// run.
+    fn gather_normalized(&mut self) {
+        self.normalized.clear();
+        let source = self.all_tokens.as_bytes();
+        let mut run: Option<(usize, usize, usize)> = None; // (first span, start, end)
+        let flush = |normalized: &mut String, spans: &mut [(u32, u32)], first, start, end| {
             if !normalized.is_empty() {
                 normalized.push(' ');
             }
-            let start = normalized.len() as u32;
-            normalized.push_str(token.text);
-            spans.push((start, normalized.len() as u32));
-        });
-        let exact_key = exact::token_stream_key(&self.all_tokens);
-        self.hashes.clear();
-        let f = &self.scheme.features;
-        hash_features(
-            f.kind,
-            f.hasher,
-            &self.normalized,
-            &self.spans,
-            &mut self.hashes,
-        );
-        (self.spans.len() as u32, exact_key)
+            let shift = normalized.len() as i64 - start as i64;
+            let run = std::str::from_utf8(&source[start..end]).expect("tokens are UTF-8");
+            normalized.push_str(run);
+            for span in spans[first..].iter_mut() {
+                span.0 = (span.0 as i64 + shift) as u32;
+                span.1 = (span.1 as i64 + shift) as u32;
+            }
+        };
+        for i in 0..self.spans.len() {
+            let (s, e) = (self.spans[i].0 as usize, self.spans[i].1 as usize);
+            run = match run {
+                Some((first, start, end)) if s == end + 1 => Some((first, start, e)),
+                Some((first, start, end)) => {
+                    flush(
+                        &mut self.normalized,
+                        &mut self.spans[..i],
+                        first,
+                        start,
+                        end,
+                    );
+                    Some((i, s, e))
+                }
+                None => Some((i, s, e)),
+            };
+        }
+        if let Some((first, start, end)) = run {
+            flush(&mut self.normalized, &mut self.spans, first, start, end);
+        }
     }
 
     /// Fingerprints one document. For MinHash schemes the signature is then available from
     /// [`Fingerprinter::signature`].
     pub fn fingerprint(&mut self, text: &str) -> DocFingerprint {
         let (n_tokens, exact_key) = self.analyze(text);
-        // One sort serves the weighting (runs of equal hashes) and the distinct feature set.
-        self.hashes.sort_unstable();
-        let simhash_value = match &self.scheme.method {
-            Method::Simhash(weighting) => simhash_of_sorted(&self.hashes, weighting),
-            Method::MinHash { .. } => 0,
+        let (simhash_value, distinct) = match &self.scheme.method {
+            Method::Simhash(Weighting::Set) | Method::MinHash { .. } => {
+                // Each distinct feature once: a hash set, no sort.
+                let distinct = dedup_unsorted(&mut self.hashes, &mut self.table);
+                self.hashes.truncate(distinct);
+                let value = match self.scheme.method {
+                    Method::Simhash(_) => fold_unweighted(&self.hashes),
+                    Method::MinHash { .. } => 0,
+                };
+                if self.sort_feature_set {
+                    self.hashes.sort_unstable();
+                }
+                (value, distinct)
+            }
+            Method::Simhash(weighting) => {
+                // One sort serves the weighting (runs of equal hashes) and the distinct set.
+                self.hashes.sort_unstable();
+                let value = simhash_of_sorted(&self.hashes, weighting);
+                let distinct = dedup_sorted(&mut self.hashes);
+                self.hashes.truncate(distinct);
+                (value, distinct)
+            }
         };
-        let distinct = dedup_sorted(&mut self.hashes);
-        self.hashes.truncate(distinct);
         if let Some(minhasher) = &self.minhasher {
             minhasher.signature_into(&self.hashes, &mut self.signature);
         }
@@ -271,7 +359,8 @@ impl Fingerprinter {
         }
     }
 
-    /// The sorted, distinct feature hashes of the last document fingerprinted.
+    /// The distinct feature hashes of the last document fingerprinted: sorted, unless
+    /// [`Fingerprinter::set_sort_feature_set`] turned that off.
     pub fn feature_set(&self) -> &[u64] {
         &self.hashes
     }
@@ -283,7 +372,11 @@ impl Fingerprinter {
 
     /// The normalized text of the last document: its feature tokens joined by spaces.
     pub fn normalized_text(&self) -> &str {
-        &self.normalized
+        if self.all_kept {
+            self.all_tokens.as_str()
+        } else {
+            &self.normalized
+        }
     }
 }
 

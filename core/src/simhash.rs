@@ -72,15 +72,89 @@ impl IdfTable {
     }
 }
 
+/// `SPREAD[v]` has byte `k` equal to bit `k` of `v`: adding it to a `u64` adds one bit of
+/// `v` to each of eight byte-wide counters.
+const fn spread_table() -> [u64; 256] {
+    let mut table = [0u64; 256];
+    let mut v = 0;
+    while v < 256 {
+        let mut k = 0;
+        while k < 8 {
+            table[v] |= (((v >> k) & 1) as u64) << (8 * k);
+            k += 1;
+        }
+        v += 1;
+    }
+    table
+}
+
+static SPREAD: [u64; 256] = spread_table();
+
 /// Folds feature hashes of weight 1 each (the set weighting: pass distinct hashes).
+///
+/// The 64 bit counts are kept as 64 byte-wide counters in eight `u64` words: each byte of a
+/// hash adds its eight bits at once through [`SPREAD`]. Every 255 hashes, before a byte can
+/// overflow, the byte counters are moved into wide ones.
 pub fn fold_unweighted(hashes: &[u64]) -> u64 {
     let mut ones = [0u64; 64];
-    for &h in hashes {
-        for (i, count) in ones.iter_mut().enumerate() {
-            *count += (h >> i) & 1;
+    for chunk in hashes.chunks(255) {
+        let mut packed = [0u64; 8];
+        for &h in chunk {
+            for (j, word) in packed.iter_mut().enumerate() {
+                *word += SPREAD[((h >> (8 * j)) & 0xff) as usize];
+            }
+        }
+        for (j, word) in packed.iter().enumerate() {
+            for k in 0..8 {
+                ones[8 * j + k] += (word >> (8 * k)) & 0xff;
+            }
         }
     }
     fingerprint_from_counts(&ones, hashes.len() as u64)
+}
+
+/// Keeps the first occurrence of each value of `hashes` at its front, in order of first
+/// occurrence, and returns how many distinct values there are. `table` is scratch space
+/// (an open-addressing set, reused between calls).
+pub fn dedup_unsorted(hashes: &mut [u64], table: &mut Vec<u64>) -> usize {
+    if hashes.len() < 2 {
+        return hashes.len();
+    }
+    // At most a quarter full, so that most lookups end at their first slot; 0 marks an
+    // empty slot, so the value 0 is tracked on the side.
+    let bits = (4 * hashes.len()).next_power_of_two().trailing_zeros();
+    let mask = (1usize << bits) - 1;
+    table.clear();
+    table.resize(1 << bits, 0);
+    let mut seen_zero = false;
+    let mut kept = 0;
+    for i in 0..hashes.len() {
+        let h = hashes[i];
+        if h == 0 {
+            if !std::mem::replace(&mut seen_zero, true) {
+                hashes[kept] = 0;
+                kept += 1;
+            }
+            continue;
+        }
+        // Feature hashes are well mixed, but a multiply keeps crafted ones from clustering.
+        let mut slot = (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize;
+        loop {
+            let t = table[slot];
+            // One branch, mostly taken (a collision is rare), instead of the two the
+            // compiler makes of `t == 0 || t == h`, the first of which is a coin toss.
+            if std::hint::black_box((t == 0) | (t == h)) {
+                // New or seen: both stores are harmless when seen, and the count decides
+                // without a branch.
+                table[slot] = h;
+                hashes[kept] = h;
+                kept += usize::from(t == 0);
+                break;
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+    kept
 }
 
 /// Folds `(hash, weight)` pairs.
@@ -190,6 +264,62 @@ mod tests {
             let hashes: Vec<u64> = features.iter().map(|f| f.0).collect();
             let ones: Vec<(u64, i64)> = hashes.iter().map(|&h| (h, 1)).collect();
             assert_eq!(fold_unweighted(&hashes), reference(&ones));
+        }
+    }
+
+    /// The per-bit loop the byte-wide counters replace.
+    fn simple_fold(hashes: &[u64]) -> u64 {
+        let mut ones = [0u64; 64];
+        for &h in hashes {
+            for (i, count) in ones.iter_mut().enumerate() {
+                *count += (h >> i) & 1;
+            }
+        }
+        fingerprint_from_counts(&ones, hashes.len() as u64)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn packed_fold_equals_the_simple_fold(
+            hashes in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..1200),
+            biased in proptest::prelude::any::<u64>(),
+        ) {
+            proptest::prop_assert_eq!(fold_unweighted(&hashes), simple_fold(&hashes));
+            // Correlated bits, so that counts land near the ties and near 255.
+            let skewed: Vec<u64> = hashes.iter().map(|h| h | biased).collect();
+            proptest::prop_assert_eq!(fold_unweighted(&skewed), simple_fold(&skewed));
+            let masked: Vec<u64> = hashes.iter().map(|h| h & biased).collect();
+            proptest::prop_assert_eq!(fold_unweighted(&masked), simple_fold(&masked));
+        }
+
+        #[test]
+        fn dedup_unsorted_keeps_first_occurrences(
+            values in proptest::collection::vec(0u64..40, 0..300),
+            spread in proptest::prelude::any::<u64>(),
+        ) {
+            // Few distinct values, many repeats, 0 included; also spread over all 64 bits.
+            for hashes in [values.clone(), values.iter().map(|v| v.wrapping_mul(spread)).collect()] {
+                let mut expected: Vec<u64> = Vec::new();
+                for &h in &hashes {
+                    if !expected.contains(&h) {
+                        expected.push(h);
+                    }
+                }
+                let mut got = hashes.clone();
+                let n = dedup_unsorted(&mut got, &mut Vec::new());
+                proptest::prop_assert_eq!(&got[..n], &expected[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn fold_handles_long_inputs() {
+        let mut state = 42u64;
+        for n in [254usize, 255, 256, 510, 511, 5000] {
+            let hashes: Vec<u64> = (0..n)
+                .map(|_| crate::mix::splitmix64(&mut state) | 0x8000_0000_0000_0001)
+                .collect();
+            assert_eq!(fold_unweighted(&hashes), simple_fold(&hashes), "{n}");
         }
     }
 

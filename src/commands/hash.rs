@@ -4,6 +4,7 @@
 //! error naming file and line (the lines written before it stay complete), or, with
 //! `--skip-invalid`, is counted and reported in the summary on stderr.
 
+use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use neardup_core::{encoding, DocFingerprint, Fingerprinter, Method};
 use neardup_io::input::{expand_inputs, Format, InputFile};
-use neardup_io::jsonl::{parse_record, FieldSpec, LineReader, RecordError};
+use neardup_io::jsonl::{parse_record_into, FieldSpec, LineReader, Record, RecordError};
 use neardup_io::parquet_in::{read_row_group, row_groups, DEFAULT_READ_BATCH_ROWS};
 use neardup_io::plain::read_plain;
 use neardup_io::IoError;
@@ -112,8 +113,11 @@ pub fn run(args: &HashArgs) -> Result<()> {
     };
     let minhash = matches!(scheme.method, Method::MinHash { .. });
     let stdout = io::stdout();
+    let mut fingerprinter = Fingerprinter::new(scheme);
+    // Only the fingerprint is printed: the feature set may stay unsorted.
+    fingerprinter.set_sort_feature_set(false);
     let mut hasher = Hasher {
-        fingerprinter: Fingerprinter::new(scheme),
+        fingerprinter,
         out: BufWriter::with_capacity(256 * 1024, stdout.lock()),
         format: args.format,
         minhash,
@@ -164,14 +168,21 @@ impl<W: Write> Hasher<W> {
             Format::Jsonl => {
                 let mut reader = LineReader::open(file)?;
                 let mut line = Vec::new();
+                let mut record = Record::default();
+                let mut no_id = String::new();
                 while let Some(number) = reader.next_line(&mut line)? {
-                    match parse_record(&line, spec) {
-                        Ok(record) => {
-                            let id = match record.id {
+                    match parse_record_into(&line, spec, &mut record) {
+                        Ok(()) => {
+                            let id = match &record.id {
                                 Some(id) => id,
-                                None => format!("{}:{number}", shown(&file.path)),
+                                None => {
+                                    no_id.clear();
+                                    write!(no_id, "{}:{number}", shown(&file.path))
+                                        .expect("writing to a String");
+                                    &no_id
+                                }
                             };
-                            self.document(&id, &record.text)?;
+                            self.document(id, &record.text)?;
                         }
                         Err(e) => self.invalid(IoError::record(&file.path, number, e))?,
                     }
@@ -226,21 +237,26 @@ impl<W: Write> Hasher<W> {
             OutputFormat::Tsv => {
                 write_tsv_field(&mut self.out, id)?;
                 if self.minhash {
-                    self.out.write_all(b"\t")?;
-                    for (i, v) in self.fingerprinter.signature().iter().enumerate() {
+                    let signature = self.fingerprinter.signature();
+                    self.json.clear();
+                    self.json.reserve(17 * signature.len() + 2);
+                    self.json.push(b'\t');
+                    for (i, &v) in signature.iter().enumerate() {
                         if i > 0 {
-                            self.out.write_all(b",")?;
+                            self.json.push(b',');
                         }
-                        write!(self.out, "{v:016x}")?;
+                        self.json.extend_from_slice(&hex16(v));
                     }
-                    self.out.write_all(b"\n")
+                    self.json.push(b'\n');
+                    self.out.write_all(&self.json)
                 } else {
-                    writeln!(
-                        self.out,
-                        "\t{:016x}\t{}",
-                        fp.simhash,
-                        encoding::to_base32(fp.simhash)
-                    )
+                    let mut line = [0u8; 32];
+                    line[0] = b'\t';
+                    line[1..17].copy_from_slice(&hex16(fp.simhash));
+                    line[17] = b'\t';
+                    line[18..31].copy_from_slice(&base32_13(fp.simhash));
+                    line[31] = b'\n';
+                    self.out.write_all(&line)
                 }
             }
             OutputFormat::Jsonl => {
@@ -323,6 +339,28 @@ impl Serialize for Hex {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(&format_args!("{:016x}", self.0))
     }
+}
+
+/// 16 lower-case hex digits, as `format!("{v:016x}")` writes them.
+fn hex16(v: u64) -> [u8; 16] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 16];
+    for (i, digit) in out.iter_mut().enumerate() {
+        *digit = DIGITS[((v >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    out
+}
+
+/// The 13 base32 characters of a fingerprint, as [`encoding::to_base32`] writes them: the
+/// 8 big-endian octets in 5-bit groups, the last one 4 bits and a zero bit.
+fn base32_13(v: u64) -> [u8; 13] {
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut out = [0u8; 13];
+    for (i, c) in out.iter_mut().enumerate().take(12) {
+        *c = ALPHABET[((v >> (59 - 5 * i)) & 31) as usize];
+    }
+    out[12] = ALPHABET[((v & 0xf) << 1) as usize];
+    out
 }
 
 /// Writes an id as one TSV field: tab, newline, carriage return and backslash are escaped
@@ -425,6 +463,17 @@ mod tests {
     fn hex_values_serialize_as_strings() {
         let json = serde_json::to_string(&HexValues(&[1, u64::MAX])).unwrap();
         assert_eq!(json, r#"["0000000000000001","ffffffffffffffff"]"#);
+    }
+
+    #[test]
+    fn fast_text_forms_equal_the_library_ones() {
+        let mut state = 0x5eed_u64;
+        let specials = [0, 1, u64::MAX, 1 << 63, 0x0123_4567_89ab_cdef];
+        let randoms = (0..10_000).map(|_| neardup_core::mix::splitmix64(&mut state));
+        for v in specials.into_iter().chain(randoms) {
+            assert_eq!(hex16(v), format!("{v:016x}").as_bytes());
+            assert_eq!(base32_13(v), encoding::to_base32(v).as_bytes());
+        }
     }
 
     #[test]
