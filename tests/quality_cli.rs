@@ -25,14 +25,10 @@ fn dev_small() -> PathBuf {
     p
 }
 
-/// Word n-gram sets as strings: the alphabetic tokens of the tokenizer, joined by spaces.
+/// Word n-gram sets as strings: every token of the tokenizer (numbers too), joined by spaces.
 fn shingles(text: &str, n: usize) -> HashSet<String> {
     let mut words = Vec::new();
-    Tokenizer::new().for_each_token(text, |t| {
-        if t.has_alpha {
-            words.push(t.text.to_string())
-        }
-    });
+    Tokenizer::new().for_each_token(text, |t| words.push(t.text.to_string()));
     if words.is_empty() {
         return HashSet::new();
     }

@@ -117,6 +117,9 @@ pub struct FeatureConfig {
     /// full-width letters and ligatures).
     pub nfkc: bool,
     pub stop_words: Option<Arc<StopWords>>,
+    /// Keep tokens without a letter (pure numbers) as features. simhash-doc drops them; the
+    /// MinHash scheme and Jaccard verification keep them, as "word" usually means `\w+`.
+    pub numbers: bool,
 }
 
 impl FeatureConfig {
@@ -127,6 +130,16 @@ impl FeatureConfig {
             hasher: FeatureHasher::Lookup3,
             nfkc: false,
             stop_words: None,
+            numbers: false,
+        }
+    }
+
+    /// Word `n`-gram shingles of every token, numbers included, hashed with xxh3: the sets
+    /// MinHash estimates and verification compares.
+    pub fn all_word_shingles(n: usize) -> Self {
+        FeatureConfig {
+            numbers: true,
+            ..Self::word_shingles(n)
         }
     }
 
@@ -137,6 +150,7 @@ impl FeatureConfig {
             hasher: FeatureHasher::Xxh3,
             nfkc: false,
             stop_words: None,
+            numbers: false,
         }
     }
 }

@@ -91,7 +91,7 @@ impl Scheme {
     pub fn minhash() -> Self {
         Scheme {
             name: SchemeName::Minhash,
-            features: FeatureConfig::word_shingles(DEFAULT_MINHASH_SHINGLE),
+            features: FeatureConfig::all_word_shingles(DEFAULT_MINHASH_SHINGLE),
             method: Method::MinHash {
                 permutations: DEFAULT_PERMUTATIONS,
             },
@@ -127,6 +127,9 @@ impl Scheme {
         let mut extras = Vec::new();
         if self.features.nfkc {
             extras.push("nfkc".to_string());
+        }
+        if self.features.numbers {
+            extras.push("numbers kept".to_string());
         }
         if let Some(stop) = &self.features.stop_words {
             extras.push(format!("{} stop words", stop.len()));
@@ -241,10 +244,11 @@ impl Fingerprinter {
         self.spans.clear();
         let spans = &mut self.spans;
         let mut all = 0usize;
+        let numbers = self.scheme.features.numbers;
         self.tokenizer
             .tokenize_into(text, &mut self.all_tokens, |start, end, has_alpha| {
                 all += 1;
-                if has_alpha {
+                if has_alpha || numbers {
                     spans.push((start as u32, end as u32));
                 }
             });
@@ -457,7 +461,9 @@ mod tests {
         assert!(fp(Scheme::simhash_doc(), "2024 12345 42").is_empty());
         assert!(fp(Scheme::simhash_doc(), " ... ").is_empty());
         assert!(!fp(Scheme::simhash_doc(), "a").is_empty());
-        assert!(fp(Scheme::minhash(), "2024").is_empty());
+        assert!(fp(Scheme::minhash(), " ... ").is_empty());
+        // MinHash keeps numbers as words: a number alone is content there.
+        assert!(!fp(Scheme::minhash(), "2024").is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::rc::Rc;
 
-use neardup_core::features::{FeatureConfig, FeatureKind};
+use neardup_core::features::FeatureConfig;
 use neardup_core::mix::mix64;
 use neardup_core::{Fingerprinter, Scheme};
 use neardup_io::jsonl::{parse_record, Record};
@@ -218,17 +218,17 @@ impl FingerprintState {
         let Some(verify) = self.ctx.shared.config.verify else {
             return;
         };
-        let wanted = FeatureKind::WordShingles(verify.shingle);
-        let set: Box<[u64]> = if self.fingerprinter.scheme().features.kind == wanted {
+        let wanted = FeatureConfig {
+            nfkc: self.fingerprinter.scheme().features.nfkc,
+            stop_words: self.fingerprinter.scheme().features.stop_words.clone(),
+            ..FeatureConfig::all_word_shingles(verify.shingle)
+        };
+        let set: Box<[u64]> = if self.fingerprinter.scheme().features == wanted {
             self.fingerprinter.feature_set().into()
         } else {
             let shingler = self.shingler.get_or_insert_with(|| {
                 let mut scheme = Scheme::simhash_shingles();
-                scheme.features = FeatureConfig {
-                    kind: wanted,
-                    ..self.fingerprinter.scheme().features.clone()
-                };
-                scheme.features.hasher = neardup_core::features::FeatureHasher::Xxh3;
+                scheme.features = wanted;
                 Fingerprinter::new(scheme)
             });
             shingler.fingerprint(text);

@@ -83,6 +83,14 @@ pub enum IoError {
         source: ArrowError,
     },
 
+    /// A run directory without its `_SUCCESS` marker.
+    #[error("{}: no _SUCCESS: the run is incomplete or failed", shown(path))]
+    Incomplete { path: PathBuf },
+
+    /// A table of a run whose columns are not what neardup writes.
+    #[error("{}: {reason}", shown(path))]
+    BadTable { path: PathBuf, reason: String },
+
     /// The metadata describes something impossible.
     #[error("{}: corrupt Parquet metadata: {reason}", shown(path))]
     Corrupt { path: PathBuf, reason: String },

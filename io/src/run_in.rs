@@ -63,13 +63,13 @@ fn batches(
     let mask =
         parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
     for batch in builder.with_projection(mask).build().map_err(parquet)? {
-        let batch = batch.map_err(|e| IoError::Corrupt {
+        let batch = batch.map_err(|e| IoError::BadTable {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
         for c in columns {
             if batch.column_by_name(c).is_none() {
-                return Err(IoError::Corrupt {
+                return Err(IoError::BadTable {
                     path: path.to_path_buf(),
                     reason: format!("no column {c:?}"),
                 });
@@ -88,7 +88,7 @@ fn u64s<'a>(
     batch
         .column_by_name(name)
         .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-        .ok_or_else(|| IoError::Corrupt {
+        .ok_or_else(|| IoError::BadTable {
             path: path.to_path_buf(),
             reason: format!("column {name:?} is not UInt64"),
         })
@@ -97,7 +97,7 @@ fn u64s<'a>(
 /// Reads a run directory; refuses one without `_SUCCESS` (incomplete or failed).
 pub fn read_run(dir: &Path) -> Result<RunOutputs, IoError> {
     if !dir.join("_SUCCESS").exists() {
-        return Err(IoError::Corrupt {
+        return Err(IoError::BadTable {
             path: dir.to_path_buf(),
             reason: "no _SUCCESS: the run is incomplete or failed".into(),
         });
@@ -146,7 +146,7 @@ pub fn read_run(dir: &Path) -> Result<RunOutputs, IoError> {
             let clusters = b
                 .column_by_name("cluster_id")
                 .and_then(|c| c.as_primitive_opt::<Int64Type>())
-                .ok_or_else(|| IoError::Corrupt {
+                .ok_or_else(|| IoError::BadTable {
                     path: path.clone(),
                     reason: "column \"cluster_id\" is not Int64".into(),
                 })?;

@@ -208,7 +208,8 @@ impl Side {
     }
 }
 
-/// The scheme the exact Jaccard is computed with: word `n`-shingles, xxh3, with the
+/// The scheme the exact Jaccard is computed with: word `n`-shingles of all tokens (numbers
+/// included, as verification in `neardup run` does), xxh3, with the
 /// normalization (NFKC, stop words) of the fingerprint scheme.
 fn jaccard_scheme(scheme: &Scheme, n: usize) -> Scheme {
     Scheme {
@@ -217,7 +218,7 @@ fn jaccard_scheme(scheme: &Scheme, n: usize) -> Scheme {
             kind: FeatureKind::WordShingles(n),
             nfkc: scheme.features.nfkc,
             stop_words: scheme.features.stop_words.clone(),
-            ..FeatureConfig::word_shingles(n)
+            ..FeatureConfig::all_word_shingles(n)
         },
         method: Method::Simhash(Weighting::Set),
     }
@@ -236,14 +237,20 @@ fn compare(scheme: &Scheme, shingle: usize, a: &Doc, b: &Doc) -> Report {
     let set_a = shingler.feature_set().to_vec();
     shingler.fingerprint(&b.text);
     let set_b = shingler.feature_set();
-    let jaccard = similarity::jaccard(&set_a, set_b);
+    // An empty document (no features under the scheme) is never a duplicate, whatever its
+    // shingles: the same rule as in `neardup run`.
+    let any_empty = fa.is_empty() || fb.is_empty();
+    let jaccard = if any_empty {
+        0.0
+    } else {
+        similarity::jaccard(&set_a, set_b)
+    };
 
     let (hamming, minhash_estimate) = if is_minhash {
         (None, Some(minhash::jaccard_estimate(&sig_a, &sig_b)))
     } else {
         (Some(hamming(fa.simhash, fb.simhash)), None)
     };
-    let any_empty = fa.is_empty() || fb.is_empty();
     let exact_duplicate = !any_empty && fa.exact_key == fb.exact_key;
     let (verdict, reason) = verdict(
         &fa,
