@@ -43,6 +43,8 @@ pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(60);
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a new connection may take to say hello before it is dropped.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the other processes wait after "go" before timely connects (see `follow`).
+const TIMELY_BIND_GRACE: Duration = Duration::from_millis(300);
 /// The longest hello line accepted.
 const MAX_LINE: u64 = 1 << 20;
 
@@ -359,7 +361,12 @@ fn follow(
         JobError::Cluster(format!("process 0 ({}) did not say go: {e}", addresses[0]))
     })?;
     match reply.as_deref().map(serde_json::from_str::<Reply>) {
-        Some(Ok(Reply::Go)) => Ok(start_heartbeat(vec![(0, stream)], addresses, config, false)),
+        Some(Ok(Reply::Go)) => {
+            // Process 0 binds its timely port right after saying go; timely's own connect
+            // retries only once a second, so give it that moment rather than a retry.
+            thread::sleep(TIMELY_BIND_GRACE);
+            Ok(start_heartbeat(vec![(0, stream)], addresses, config, false))
+        }
         Some(Ok(Reply::Abort { reason })) => Err(JobError::Cluster(format!("process 0 stopped the job: {reason}"))),
         _ => Err(JobError::Cluster(format!("process 0 ({}) closed the connection at start-up (it ignores a process whose job id differs: check --job-id)", addresses[0]))),
     }
