@@ -439,3 +439,186 @@ fn write_dedup_keeps_the_kept_records_unchanged_and_lists_the_removed() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--overwrite"));
     assert!(!again.join("_SUCCESS").exists());
 }
+
+#[test]
+fn star_clusters_hold_only_duplicates_of_their_kept_document() {
+    let dir = dev_small();
+    let tmp = tempfile::tempdir().unwrap();
+    let (star, components) = (tmp.path().join("star"), tmp.path().join("components"));
+    for (out, mode) in [(&star, "star"), (&components, "components")] {
+        neardup()
+            .args([
+                "run",
+                "-q",
+                "--method",
+                "minhash",
+                "--shingle",
+                "3",
+                "--cluster",
+                mode,
+                "--output",
+            ])
+            .arg(out)
+            .arg(dir.join("corpus.jsonl"))
+            .assert()
+            .success();
+    }
+    let found = pairs(&star);
+    assert_eq!(
+        found,
+        pairs(&components),
+        "the cluster mode does not change the pairs"
+    );
+    // Exact groups: representative -> members.
+    let mut group_of: HashMap<u64, u64> = HashMap::new();
+    for (a, b, kind, _) in &found {
+        if kind == "exact" {
+            group_of.insert(*b, *a);
+            group_of.insert(*a, *a);
+        }
+    }
+    let group = |d: u64| group_of.get(&d).copied().unwrap_or(d);
+    let near: HashSet<(u64, u64)> = found
+        .iter()
+        .filter(|p| p.2 == "near")
+        .map(|p| (group(p.0).min(group(p.1)), group(p.0).max(group(p.1))))
+        .collect();
+    let labels = cluster_labels(&star);
+    let kept = kept_documents(&star);
+    let mut members: HashMap<i64, Vec<u64>> = HashMap::new();
+    for (d, l) in &labels {
+        members.entry(*l).or_default().push(*d);
+    }
+    let mut checked = 0;
+    for (label, docs) in &members {
+        let center = kept[label];
+        for &d in docs {
+            let (g, c) = (group(d), group(center));
+            assert!(
+                g == c || near.contains(&(g.min(c), g.max(c))),
+                "doc {d} in the star of {center} is no duplicate of it"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+    let components_labels = cluster_labels(&components);
+    assert!(
+        members.len() >= components_labels.values().collect::<HashSet<_>>().len(),
+        "stars split chains, never merge components"
+    );
+}
+
+/// cluster label -> the kept document.
+fn kept_documents(out: &Path) -> HashMap<i64, u64> {
+    let mut kept = HashMap::new();
+    for entry in std::fs::read_dir(out.join("clusters")).unwrap() {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(entry.unwrap().path()).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        for b in reader {
+            let b = b.unwrap();
+            let d = b
+                .column_by_name("doc_id")
+                .unwrap()
+                .as_primitive::<UInt64Type>();
+            let c = b
+                .column_by_name("cluster_id")
+                .unwrap()
+                .as_primitive::<arrow::datatypes::Int64Type>();
+            let k = b.column_by_name("keep").unwrap().as_boolean();
+            for i in 0..b.num_rows() {
+                if c.value(i) >= 0 && k.value(i) {
+                    assert!(
+                        kept.insert(c.value(i), d.value(i)).is_none(),
+                        "two kept documents in cluster {}",
+                        c.value(i)
+                    );
+                }
+            }
+        }
+    }
+    kept
+}
+
+#[test]
+fn minhash_verification_uses_signature_estimates() {
+    let dir = dev_small();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    neardup()
+        .args([
+            "run",
+            "-q",
+            "--method",
+            "minhash",
+            "--shingle",
+            "3",
+            "--verify",
+            "minhash",
+            "--output",
+        ])
+        .arg(&out)
+        .arg(dir.join("corpus.jsonl"))
+        .assert()
+        .success();
+    let near: Vec<f32> = pairs(&out)
+        .into_iter()
+        .filter(|p| p.2 == "near")
+        .map(|p| p.3.expect("estimated"))
+        .collect();
+    assert!(near.len() > 500);
+    for j in near {
+        assert!(j >= 0.8, "{j}");
+        // An estimate from 128 permutations is a multiple of 1/128.
+        assert!(
+            (j * 128.0 - (j * 128.0).round()).abs() < 1e-3,
+            "{j} is not an estimate"
+        );
+    }
+    let corpus = dir.join("corpus.jsonl");
+    let o = neardup()
+        .args(["run", "--verify", "minhash", "--output"])
+        .arg(tmp.path().join("x"))
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs --method minhash"));
+}
+
+#[test]
+fn large_clusters_are_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("c.jsonl");
+    let text = "the same paragraph of boilerplate text repeated on many pages of one web site";
+    std::fs::write(
+        &corpus,
+        (0..5)
+            .map(|i| serde_json::json!({"id": i, "text": text}).to_string() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = neardup()
+        .args(["run", "--cluster-warning", "3", "--output"])
+        .arg(&out)
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("holds 5 documents (more than 3)"),
+        "{stderr}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(summary["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("--cluster star"));
+}

@@ -39,6 +39,7 @@
 //! - [`encoding`]: hex and base32 text forms;
 //! - [`tables`]: permutation-table designs; [`search`]: exact bucket search;
 //! - [`similarity`]: Jaccard and containment; [`unionfind`]: connected components;
+//!   [`star`]: star clustering (the chaining guard);
 //! - [`mix`]: well-mixed hashing for routing; [`quality`]: precision, recall, adjusted Rand index.
 
 pub mod encoding;
@@ -52,6 +53,7 @@ pub mod scheme;
 pub mod search;
 pub mod simhash;
 pub mod similarity;
+pub mod star;
 pub mod tables;
 pub mod tokenize;
 pub mod unionfind;

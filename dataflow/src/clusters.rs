@@ -19,12 +19,13 @@ use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
 
-use crate::config::SUMMARY_TOP;
+use crate::config::{ClusterMode, SUMMARY_TOP};
 use crate::fingerprint::home_route;
 use crate::output::{OutputDirs, Table};
 use crate::records::{Assignment, DocFp, Edge, EdgeKind, ForestMsg};
 use crate::report::ClusterInfo;
 use crate::worker::WorkerCtx;
+use neardup_core::star::star_clusters;
 
 /// Writes this worker's pairs part and passes the edges on.
 pub fn write_pairs<'s>(
@@ -84,15 +85,28 @@ pub fn write_pairs<'s>(
 
 /// Local union-find over this worker's edges; emits its forest and the ranks of the
 /// documents in it.
-pub fn local_forest<'s>(edges: StreamVec<'s, u64, Edge>) -> StreamVec<'s, u64, ForestMsg> {
+pub fn local_forest<'s>(
+    edges: StreamVec<'s, u64, Edge>,
+    ctx: Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, ForestMsg> {
+    let star = ctx.shared.config.cluster == ClusterMode::Star;
     edges.unary_frontier(Pipeline, "LocalForest", move |cap, _| {
         let mut cap = Some(cap);
         let mut uf = UnionFind::new();
         let mut ranks: HashMap<u64, u64> = HashMap::new();
+        let mut kept_edges: Vec<ForestMsg> = Vec::new();
         move |(input, frontier), output| {
             input.for_each(|_, data| {
                 for e in data.drain(..) {
-                    uf.union(e.a, e.b);
+                    if star {
+                        kept_edges.push(ForestMsg::Edge {
+                            a: e.a,
+                            b: e.b,
+                            exact: e.kind == EdgeKind::Exact,
+                        });
+                    } else {
+                        uf.union(e.a, e.b);
+                    }
                     ranks.insert(e.a, e.rank_a);
                     ranks.insert(e.b, e.rank_b);
                 }
@@ -100,6 +114,7 @@ pub fn local_forest<'s>(edges: StreamVec<'s, u64, Edge>) -> StreamVec<'s, u64, F
             if frontier.is_empty() {
                 if let Some(cap) = cap.take() {
                     let mut session = output.session(&cap);
+                    session.give_iterator(kept_edges.drain(..));
                     session.give_iterator(
                         uf.forest_edges()
                             .into_iter()
@@ -129,6 +144,7 @@ pub fn merge_forests<'s>(
             let mut cap = Some(cap);
             let mut uf = UnionFind::new();
             let mut ranks: HashMap<u64, u64> = HashMap::new();
+            let (mut exact, mut near) = (Vec::new(), Vec::new());
             move |(input, frontier), output| {
                 input.for_each(|_, data| {
                     for msg in data.drain(..) {
@@ -137,15 +153,23 @@ pub fn merge_forests<'s>(
                             ForestMsg::Rank { doc, rank } => {
                                 ranks.insert(doc, rank);
                             }
+                            ForestMsg::Edge { a, b, exact: true } => exact.push((a, b)),
+                            ForestMsg::Edge { a, b, exact: false } => near.push((a, b)),
                         }
                     }
                 });
                 if frontier.is_empty() {
                     if let Some(cap) = cap.take() {
-                        for &doc in ranks.keys() {
-                            uf.union(doc, doc);
-                        }
-                        let assignments = assign(&mut uf, &ranks, &ctx);
+                        let members = match ctx.shared.config.cluster {
+                            ClusterMode::Star => star_clusters(&ranks, &exact, &near),
+                            ClusterMode::Components => {
+                                for &doc in ranks.keys() {
+                                    uf.union(doc, doc);
+                                }
+                                uf.components_by_min()
+                            }
+                        };
+                        let assignments = assign(members, &ranks, &ctx);
                         output.session(&cap).give_iterator(assignments.into_iter());
                         ctx.stage_done("cluster");
                     }
@@ -155,9 +179,8 @@ pub fn merge_forests<'s>(
     )
 }
 
-/// Component labels, sizes and kept documents.
-fn assign(uf: &mut UnionFind, ranks: &HashMap<u64, u64>, ctx: &WorkerCtx) -> Vec<Assignment> {
-    let members = uf.components_by_min();
+/// Cluster sizes and kept documents, given every clustered document's cluster label.
+fn assign(members: Vec<(u64, u64)>, ranks: &HashMap<u64, u64>, ctx: &WorkerCtx) -> Vec<Assignment> {
     let mut size: HashMap<u64, u32> = HashMap::new();
     let mut best: HashMap<u64, (u64, u64)> = HashMap::new();
     for &(doc, cluster) in &members {

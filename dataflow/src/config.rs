@@ -166,6 +166,18 @@ impl Parallelism {
     }
 }
 
+/// How clusters are formed from pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ClusterMode {
+    /// Connected components: A~B and B~C put A, B, C together.
+    Components,
+    /// Stars around the kept document: a document joins only as a duplicate of the center.
+    Star,
+}
+
+/// Clusters larger than this are reported with a warning (chaining, boilerplate).
+pub const DEFAULT_CLUSTER_WARNING: u64 = 1000;
+
 /// Exact verification of candidate pairs.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Verify {
@@ -173,6 +185,9 @@ pub struct Verify {
     pub shingle: usize,
     /// Pairs below this exact Jaccard similarity are dropped.
     pub min_jaccard: f64,
+    /// Compare MinHash signatures (the Jaccard estimate) instead of shingle sets: cheaper,
+    /// approximate. MinHash mode only.
+    pub estimate: bool,
 }
 
 /// The default n of the word shingles that verification compares (the unit in which "Jaccard
@@ -192,6 +207,9 @@ pub struct JobConfig {
     pub lsh: Option<neardup_core::minhash::Banding>,
     /// Verify candidate pairs by exact Jaccard similarity.
     pub verify: Option<Verify>,
+    pub cluster: ClusterMode,
+    /// Warn in the summary when a cluster is larger than this.
+    pub cluster_warning: u64,
     /// Count invalid records as skips instead of failing the run.
     pub skip_invalid: bool,
     pub output: PathBuf,
@@ -224,6 +242,8 @@ impl JobConfig {
             exact: true,
             lsh: None,
             verify: None,
+            cluster: ClusterMode::Components,
+            cluster_warning: DEFAULT_CLUSTER_WARNING,
             skip_invalid: false,
             output,
             overwrite: false,
@@ -274,6 +294,7 @@ impl JobConfig {
             ("exact", json!(self.exact)),
             ("lsh", json!(self.lsh)),
             ("verify", json!(self.verify)),
+            ("cluster", json!(self.cluster)),
             ("skip_invalid", json!(self.skip_invalid)),
             ("output", json!(absolute(&self.output))),
             ("workers", json!(self.parallelism.workers)),

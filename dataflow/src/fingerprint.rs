@@ -218,6 +218,11 @@ impl FingerprintState {
         let Some(verify) = self.ctx.shared.config.verify else {
             return;
         };
+        if verify.estimate {
+            let signature: Box<[u64]> = self.fingerprinter.signature().into();
+            self.ctx.shingles.borrow_mut().insert(doc_id, signature);
+            return;
+        }
         let wanted = FeatureConfig {
             nfkc: self.fingerprinter.scheme().features.nfkc,
             stop_words: self.fingerprinter.scheme().features.stop_words.clone(),

@@ -151,6 +151,9 @@ fn validate(config: &JobConfig) -> Result<(), JobError> {
         }
     }
     if let Some(v) = config.verify {
+        if v.estimate && !minhash {
+            return Err(JobError::Config("--verify minhash compares MinHash signatures: it needs --method minhash (use --verify jaccard with simhash)".into()));
+        }
         if !(0.0..=1.0).contains(&v.min_jaccard) || v.shingle == 0 {
             return Err(JobError::Config(format!(
                 "--min-jaccard must be in [0, 1] and --verify-shingle at least 1 (got {} and {})",
@@ -207,7 +210,7 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
             timely::dataflow::operators::Concat::concat(exact_edges, near_edges),
             ctx.clone(),
         );
-        let assignments = merge_forests(local_forest(edges), ctx.clone());
+        let assignments = merge_forests(local_forest(edges, ctx.clone()), ctx.clone());
         write_clusters(docs, assignments, ctx.clone());
     });
     while worker.step_or_park(None) {}
@@ -318,6 +321,16 @@ fn finalize(mut report: WorkerReport, shared: &Shared) -> JobSummary {
     };
     let mut summary = JobSummary::from_report(report, parameters);
     check_keep_column(&mut summary, config);
+    if let Some(largest) = summary
+        .largest_clusters
+        .first()
+        .filter(|c| c.size > config.cluster_warning)
+    {
+        summary.warnings.push(format!(
+            "cluster {} holds {} documents (more than {}): chained near-duplicates or shared boilerplate? Try --cluster star, or verification",
+            largest.cluster_id, largest.size, config.cluster_warning
+        ));
+    }
     if let Err(e) = output::commit(&config.output, &summary) {
         summary.errors.push(e.to_string());
     }

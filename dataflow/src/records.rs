@@ -103,6 +103,8 @@ pub enum ForestMsg {
     Link { doc: u64, root: u64 },
     /// The keep rank of a document in some cluster.
     Rank { doc: u64, rank: u64 },
+    /// A whole edge (star clustering needs every edge, not a forest).
+    Edge { a: u64, b: u64, exact: bool },
 }
 
 /// A clustered document's final assignment, sent to the document's home worker.

@@ -12,6 +12,7 @@
 use std::collections::HashSet;
 use std::rc::Rc;
 
+use neardup_core::minhash::jaccard_estimate;
 use neardup_core::similarity::jaccard;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
@@ -71,7 +72,12 @@ pub fn verify<'s>(
                     {
                         if let Some(v) = ctx.shared.config.verify {
                             let shingles_b = shingles.get(&edge.b).map_or(&[][..], |s| &s[..]);
-                            let similarity = jaccard(&shingles_a, shingles_b);
+                            // With --verify minhash the stored sets are the signatures.
+                            let similarity = if v.estimate {
+                                jaccard_estimate(&shingles_a, shingles_b)
+                            } else {
+                                jaccard(&shingles_a, shingles_b)
+                            };
                             if similarity < v.min_jaccard {
                                 report.rejected += 1;
                                 continue;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use neardup_core::minhash::Banding;
 use neardup_core::TableDesign;
-use neardup_dataflow::config::{Verify, DEFAULT_VERIFY_SHINGLE};
+use neardup_dataflow::config::{ClusterMode, Verify, DEFAULT_VERIFY_SHINGLE};
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, KeepPolicy, Progress};
 use neardup_io::input::{expand_inputs, Format};
 use neardup_io::jsonl::FieldSpec;
@@ -94,6 +94,13 @@ pub struct RunArgs {
     /// Do not fold exact duplicates before the near search
     #[arg(long)]
     pub no_exact: bool,
+    /// How pairs become clusters: components (connected components, the default) or star
+    /// (a document joins only as a duplicate of the cluster's kept document: no chaining)
+    #[arg(long, value_enum, default_value = "components")]
+    pub cluster: ClusterChoice,
+    /// Warn in the summary when a cluster holds more than N documents
+    #[arg(long, default_value_t = neardup_dataflow::config::DEFAULT_CLUSTER_WARNING, value_name = "N")]
+    pub cluster_warning: u64,
     /// Skip invalid records (counted and reported) instead of failing
     #[arg(long)]
     pub skip_invalid: bool,
@@ -128,7 +135,8 @@ pub struct QualityArgs {
     #[arg(long, value_name = "R", requires = "bands")]
     pub rows: Option<usize>,
     /// Verify candidate pairs: jaccard (exact Jaccard of word shingle sets; the default in
-    /// MinHash mode) or none (the default for simhash)
+    /// MinHash mode), minhash (the signatures' Jaccard estimate: cheaper, approximate;
+    /// MinHash mode only) or none (the default for simhash)
     #[arg(long, value_enum)]
     pub verify: Option<VerifyChoice>,
     /// Drop verified pairs below this exact Jaccard (default: --threshold in MinHash mode, 0
@@ -144,6 +152,13 @@ pub struct QualityArgs {
 pub enum VerifyChoice {
     None,
     Jaccard,
+    Minhash,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterChoice {
+    Components,
+    Star,
 }
 
 /// The default similarity threshold of MinHash mode.
@@ -196,7 +211,10 @@ impl QualityArgs {
         {
             bail!("--min-jaccard and --verify-shingle need --verify jaccard");
         }
-        if verify == VerifyChoice::Jaccard {
+        if verify == VerifyChoice::Minhash && self.verify_shingle.is_some() {
+            bail!("--verify-shingle applies to --verify jaccard (--verify minhash compares the signatures)");
+        }
+        if verify != VerifyChoice::None {
             let scheme_shingle = match config.scheme.features.kind {
                 neardup_core::features::FeatureKind::WordShingles(n) if minhash.is_some() => {
                     Some(n)
@@ -209,6 +227,7 @@ impl QualityArgs {
                     .or(scheme_shingle)
                     .unwrap_or(DEFAULT_VERIFY_SHINGLE),
                 min_jaccard: self.min_jaccard.or(threshold).unwrap_or(0.0),
+                estimate: verify == VerifyChoice::Minhash,
             });
         }
         Ok(())
@@ -262,6 +281,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     config.exact = !args.no_exact;
     config.skip_invalid = args.skip_invalid;
     config.write_dedup = args.write_dedup.clone();
+    config.cluster = match args.cluster {
+        ClusterChoice::Components => ClusterMode::Components,
+        ClusterChoice::Star => ClusterMode::Star,
+    };
+    config.cluster_warning = args.cluster_warning;
     args.quality.configure(&mut config)?;
     args.job.configure(&mut config)?;
     execute(config, &args.job)
