@@ -622,3 +622,32 @@ fn large_clusters_are_warned_about() {
         .unwrap()
         .contains("--cluster star"));
 }
+
+#[test]
+fn eval_sweep_prints_the_trade_off_of_every_method() {
+    let dir = dev_small();
+    let o = neardup()
+        .args(["eval", "--sample", "3000", "--sweep"])
+        .arg(dir.join("corpus.jsonl"))
+        .arg("--truth")
+        .arg(dir.join("truth.tsv"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8(o.stdout).unwrap();
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| `")).collect();
+    assert_eq!(rows.len(), 8, "{table}");
+    for row in &rows {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        for value in &cells[3..8] {
+            let v: f64 = value.parse().unwrap();
+            assert!((0.0..=1.0).contains(&v), "{row}");
+        }
+    }
+    let minhash = rows
+        .iter()
+        .find(|r| r.contains("--shingle 3 --threshold 0.8"))
+        .unwrap();
+    let precision: f64 = minhash.split('|').nth(3).unwrap().trim().parse().unwrap();
+    assert!(precision >= 0.99, "{minhash}");
+}

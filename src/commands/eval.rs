@@ -18,6 +18,9 @@ Examples:
   Against every truth pair, as JSON:
     neardup eval --run out --truth truth.tsv --min-jaccard 0 --json
 
+  Compare a grid of methods on the first 10,000 records of a corpus:
+    neardup eval --sweep corpus.jsonl --truth truth.tsv
+
 The truth file is tab-separated with a header naming at least id1, id2 and jaccard; a
 `family` column gives the true clusters (for the adjusted Rand index); every other column
 is a label to break recall down by (a value like `sub:0.05` counts under `sub`).";
@@ -25,8 +28,20 @@ is a label to break recall down by (a value like `sub:0.05` counts under `sub`).
 #[derive(clap::Args, Debug)]
 pub struct EvalArgs {
     /// The output directory of a finished run
-    #[arg(long, value_name = "DIR")]
-    pub run: PathBuf,
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "sweep",
+        conflicts_with = "sweep"
+    )]
+    pub run: Option<PathBuf>,
+    /// Instead of scoring one run: run a small grid of methods (simhash k, MinHash
+    /// threshold and shingle size) on a sample of this JSONL corpus and print the trade-off
+    #[arg(long, value_name = "CORPUS")]
+    pub sweep: Option<PathBuf>,
+    /// With --sweep: the first N records of the corpus (0 = all of it)
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub sample: usize,
     /// Ground truth: TSV with id1, id2, jaccard (and optionally family and label columns)
     #[arg(long, value_name = "TSV")]
     pub truth: PathBuf,
@@ -62,7 +77,14 @@ fn label_kind(value: &str) -> String {
         .join("+")
 }
 
-fn read_truth(args: &EvalArgs, doc_of: &HashMap<String, u64>) -> Result<Truth> {
+/// Reads the truth file. With `skip_unknown` (a sweep over a sample), pairs with an id the
+/// run does not have are left out; otherwise they are an error.
+fn read_truth(
+    args: &EvalArgs,
+    run_dir: &std::path::Path,
+    doc_of: &HashMap<String, u64>,
+    skip_unknown: bool,
+) -> Result<Truth> {
     let path = &args.truth;
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -96,13 +118,16 @@ fn read_truth(args: &EvalArgs, doc_of: &HashMap<String, u64>) -> Result<Truth> {
                 header.len()
             );
         }
+        if skip_unknown && !(doc_of.contains_key(fields[c1]) && doc_of.contains_key(fields[c2])) {
+            continue;
+        }
         let doc = |i: usize| {
             doc_of.get(fields[i]).copied().with_context(|| {
                 format!(
                     "{}:{line_no}: id {:?} is not a document of the run {}",
                     path.display(),
                     fields[i],
-                    args.run.display()
+                    run_dir.display()
                 )
             })
         };
@@ -178,18 +203,43 @@ pub fn run(args: &EvalArgs) -> Result<()> {
             args.min_jaccard
         );
     }
-    let outputs = read_run(&args.run)?;
+    if let Some(corpus) = &args.sweep {
+        return crate::commands::sweep::sweep(args, corpus);
+    }
+    let run_dir = args
+        .run
+        .as_deref()
+        .expect("clap requires --run without --sweep");
+    let scored = score(args, run_dir, false)?;
+    print_scores(args, &scored)
+}
+
+/// Everything `neardup eval` reports about one run.
+pub struct Scored {
+    positives: usize,
+    pub pairs: PairScores,
+    pairs_lenient: f64,
+    pub clusters: PairScores,
+    clusters_lenient: f64,
+    ari: Option<f64>,
+    by_band: Vec<(String, (u64, f64, f64))>,
+    by_label: BTreeMap<String, (u64, f64, f64)>,
+}
+
+/// Scores the run in `run_dir` against the truth of `args`.
+pub fn score(args: &EvalArgs, run_dir: &std::path::Path, skip_unknown: bool) -> Result<Scored> {
+    let outputs = read_run(run_dir)?;
     let mut doc_of: HashMap<String, u64> = HashMap::new();
     for (&doc, id) in &outputs.ids {
         let id = id.clone().with_context(|| {
             format!(
                 "{}: documents have no ids (run without --no-id to evaluate)",
-                args.run.display()
+                run_dir.display()
             )
         })?;
         doc_of.insert(id, doc);
     }
-    let truth = read_truth(args, &doc_of)?;
+    let truth = read_truth(args, run_dir, &doc_of, skip_unknown)?;
     let positives: HashSet<(u64, u64)> = truth
         .pairs
         .iter()
@@ -253,7 +303,36 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     }
     let ari = (!truth_labels.is_empty())
         .then(|| adjusted_rand_index(outputs.ids.len() as u64, &outputs.clusters, &truth_labels));
+    Ok(Scored {
+        positives: positives.len(),
+        pairs: pairs_score,
+        pairs_lenient,
+        clusters: cluster_score,
+        clusters_lenient: cluster_lenient,
+        ari,
+        by_band,
+        by_label,
+    })
+}
 
+fn print_scores(args: &EvalArgs, scored: &Scored) -> Result<()> {
+    let Scored {
+        positives,
+        pairs: pairs_score,
+        pairs_lenient,
+        clusters: cluster_score,
+        clusters_lenient: cluster_lenient,
+        ari,
+        by_band,
+        by_label,
+    } = scored;
+    let (pairs_score, pairs_lenient, cluster_score, cluster_lenient, ari) = (
+        *pairs_score,
+        *pairs_lenient,
+        *cluster_score,
+        *cluster_lenient,
+        *ari,
+    );
     if args.json {
         let band_json: serde_json::Map<String, serde_json::Value> = by_band
             .iter()
@@ -285,8 +364,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     }
     println!(
         "positives: {} truth pairs with Jaccard >= {}",
-        positives.len(),
-        args.min_jaccard
+        positives, args.min_jaccard
     );
     println!("| level | predicted | true positives | precision | recall | F1 | precision vs any truth pair |");
     println!("|---|---|---|---|---|---|---|");
@@ -305,12 +383,12 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     println!(
         "\n| truth Jaccard | truth pairs | recall (pairs) | recall (clusters) |\n|---|---|---|---|"
     );
-    for (band, (n, r, c)) in &by_band {
+    for (band, (n, r, c)) in by_band.iter() {
         println!("| {band} | {n} | {r:.4} | {c:.4} |");
     }
     if !by_label.is_empty() {
         println!("\n| label (positives only) | truth pairs | recall (pairs) | recall (clusters) |\n|---|---|---|---|");
-        for (label, (n, r, c)) in &by_label {
+        for (label, (n, r, c)) in by_label.iter() {
             println!("| {label} | {n} | {r:.4} | {c:.4} |");
         }
     }

@@ -4,3 +4,4 @@ pub mod compare;
 pub mod eval;
 pub mod hash;
 pub mod run;
+pub mod sweep;
