@@ -93,9 +93,17 @@ pub enum FeatureChoice {
 pub enum WeightChoice {
     Set,
     Tf,
+    /// Term frequency times inverse document frequency (`neardup run` only: it needs a pass
+    /// over the corpus)
+    Tfidf,
 }
 
 impl SchemeArgs {
+    /// Whether `--weights tfidf` was asked for (only `neardup run` can compute it).
+    pub fn wants_tfidf(&self) -> bool {
+        self.weights == Some(WeightChoice::Tfidf)
+    }
+
     /// The scheme these flags describe, or a clear error if they contradict each other.
     pub fn to_scheme(&self) -> Result<Scheme> {
         let name = self.scheme.name();
@@ -143,6 +151,8 @@ impl SchemeArgs {
                     *weighting = match w {
                         WeightChoice::Set => Weighting::Set,
                         WeightChoice::Tf => Weighting::Tf,
+                        // The job fills the table in from its document-frequency pass.
+                        WeightChoice::Tfidf => Weighting::TfIdf(Default::default()),
                     };
                 }
             }

@@ -651,3 +651,34 @@ fn eval_sweep_prints_the_trade_off_of_every_method() {
     let precision: f64 = minhash.split('|').nth(3).unwrap().trim().parse().unwrap();
     assert!(precision >= 0.99, "{minhash}");
 }
+
+#[test]
+fn tfidf_weights_need_the_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("c.jsonl");
+    std::fs::write(&corpus, "{\"id\": 1, \"text\": \"hello world\"}\n").unwrap();
+    let o = neardup()
+        .args(["hash", "--weights", "tfidf"])
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("use it with neardup run"));
+    let out = tmp.path().join("out");
+    neardup()
+        .args(["run", "-q", "--weights", "tfidf", "--output"])
+        .arg(&out)
+        .arg(&corpus)
+        .assert()
+        .success();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(
+        summary["parameters"]["scheme"]
+            .as_str()
+            .unwrap()
+            .contains("tf-idf"),
+        "{summary}"
+    );
+    assert!(summary["stage_seconds"]["document frequencies"].is_number());
+}

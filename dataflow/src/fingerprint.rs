@@ -85,8 +85,9 @@ impl FingerprintState {
         } else {
             None
         };
+        let scheme = ctx.scheme.borrow().clone();
         FingerprintState {
-            fingerprinter: Fingerprinter::new(config.scheme.clone()),
+            fingerprinter: Fingerprinter::new(scheme),
             shingler: None,
             writer,
             ctx,

@@ -150,6 +150,15 @@ fn validate(config: &JobConfig) -> Result<(), JobError> {
             )));
         }
     }
+    if let (
+        neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_)),
+        JobInput::Fingerprints { .. },
+    ) = (&config.scheme.method, &config.input)
+    {
+        return Err(JobError::Config(
+            "TF-IDF weights need the documents: neardup search cannot use them".into(),
+        ));
+    }
     if let Some(v) = config.verify {
         if v.estimate && !minhash {
             return Err(JobError::Config("--verify minhash compares MinHash signatures: it needs --method minhash (use --verify jaccard with simhash)".into()));
@@ -195,7 +204,29 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         peers: worker.peers(),
         report: RefCell::new(WorkerReport::default()),
         shingles: RefCell::default(),
+        scheme: RefCell::new(shared.config.scheme.clone()),
     });
+    if let neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_)) =
+        shared.config.scheme.method
+    {
+        // A first pass counts document frequencies; its reader's counters are its own.
+        let pass = Rc::new(WorkerCtx {
+            shared: shared.clone(),
+            index: ctx.index,
+            peers: ctx.peers,
+            report: RefCell::new(WorkerReport::default()),
+            shingles: RefCell::default(),
+            scheme: RefCell::new(shared.config.scheme.clone()),
+        });
+        let table = crate::idf::document_frequencies(worker, pass.clone());
+        ctx.report
+            .borrow_mut()
+            .errors
+            .extend(pass.report.take().errors);
+        ctx.scheme.borrow_mut().method =
+            neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(Arc::new(table)));
+        ctx.stage_done("document frequencies");
+    }
     let fingerprinted = ProbeHandle::new();
     worker.dataflow::<u64, _, _>(|scope| {
         let raw = read_units(scope, ctx.clone(), fingerprinted.clone());

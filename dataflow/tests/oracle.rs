@@ -249,3 +249,87 @@ fn fingerprint_key(text: &str, doc: u64) -> u128 {
         .fingerprint(v["text"].as_str().unwrap())
         .exact_key
 }
+
+#[test]
+fn tfidf_fingerprints_equal_a_from_scratch_computation() {
+    use arrow::array::AsArray;
+    use arrow::datatypes::UInt64Type;
+    use neardup_core::simhash::IdfTable;
+    use neardup_core::Weighting;
+    let Some(corpus) = dev_small() else {
+        panic!("../shared/corpora/dev-small/corpus.jsonl is missing");
+    };
+    let text = std::fs::read_to_string(&corpus).unwrap();
+    let texts: Vec<String> = text
+        .lines()
+        .take(3000)
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let sample = tmp.path().join("sample.jsonl");
+    std::fs::write(
+        &sample,
+        text.lines()
+            .take(3000)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    // The oracle: document frequencies counted here, then every fingerprint.
+    let mut set_fp = Fingerprinter::new(Scheme::simhash_doc());
+    let mut df: HashMap<u64, u64> = HashMap::new();
+    let mut documents = 0;
+    for t in &texts {
+        if !set_fp.fingerprint(t).is_empty() {
+            documents += 1;
+            for &h in set_fp.feature_set() {
+                *df.entry(h).or_default() += 1;
+            }
+        }
+    }
+    let mut scheme = Scheme::simhash_doc();
+    scheme.method = neardup_core::Method::Simhash(Weighting::TfIdf(Arc::new(
+        IdfTable::from_document_frequencies(documents, df),
+    )));
+    let mut tfidf = Fingerprinter::new(scheme.clone());
+    let expected: Vec<u64> = texts.iter().map(|t| tfidf.fingerprint(t).simhash).collect();
+    for workers in [1, 3] {
+        let out = tmp.path().join(format!("w{workers}"));
+        let files = expand_inputs(&[sample.display().to_string()], false).unwrap();
+        let fields = FieldSpec {
+            text_field: "text".into(),
+            id_field: Some("id".into()),
+            extra_field: None,
+        };
+        let mut config = JobConfig::new(JobInput::Documents { files, fields }, out.clone());
+        config.scheme = scheme.clone();
+        config.parallelism = Parallelism::local(workers);
+        run(config);
+        let mut got = vec![0u64; texts.len()];
+        for b in common::read_parts(&out.join("fingerprints")) {
+            let d = b
+                .column_by_name("doc_id")
+                .unwrap()
+                .as_primitive::<UInt64Type>();
+            let s = b
+                .column_by_name("simhash")
+                .unwrap()
+                .as_primitive::<UInt64Type>();
+            for i in 0..b.num_rows() {
+                got[d.value(i) as usize] = s.value(i);
+            }
+        }
+        assert_eq!(got, expected, "{workers} workers");
+    }
+    // And the weighting changes fingerprints (the test would pass vacuously otherwise).
+    let plain: Vec<u64> = texts
+        .iter()
+        .map(|t| set_fp.fingerprint(t).simhash)
+        .collect();
+    assert!(plain.iter().zip(&expected).filter(|(a, b)| a != b).count() > texts.len() / 2);
+}

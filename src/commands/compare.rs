@@ -95,6 +95,9 @@ impl CompareArgs {
 }
 
 pub fn run(args: &CompareArgs) -> Result<()> {
+    if args.scheme.wants_tfidf() {
+        anyhow::bail!("--weights tfidf needs document frequencies from a pass over the whole corpus: use it with neardup run");
+    }
     let scheme = args.scheme.to_scheme()?;
     let (a, b) = if args.texts.is_empty() {
         if args.files.iter().filter(|f| *f == "-").count() > 1 {

@@ -104,6 +104,9 @@ pub enum OutputFormat {
 }
 
 pub fn run(args: &HashArgs) -> Result<()> {
+    if args.scheme.wants_tfidf() {
+        anyhow::bail!("--weights tfidf needs document frequencies from a pass over the whole corpus: use it with neardup run");
+    }
     let scheme = args.scheme.to_scheme()?;
     let files = expand_inputs(&args.inputs, args.plain)?;
     let spec = FieldSpec {
