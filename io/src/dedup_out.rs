@@ -217,4 +217,43 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn parquet_keeps_the_schema_and_the_unremoved_rows() {
+        use arrow::array::{Array, AsArray, Int64Array, StringArray};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("docs.parquet");
+        crate::test_util::write_parquet(
+            &input,
+            vec![
+                (
+                    "content",
+                    Arc::new(StringArray::from(vec!["a", "b", "c", "d", "e"]))
+                        as arrow::array::ArrayRef,
+                ),
+                ("score", Arc::new(Int64Array::from(vec![1, 2, 3, 4, 5]))),
+            ],
+            2,
+        );
+        let file = &expand_inputs(&[input.display().to_string()], false).unwrap()[0];
+        let out = dir.path().join("out.parquet");
+        let kept = write_kept(file, &[1u64, 3].into(), &out).unwrap();
+        assert_eq!(
+            kept,
+            Kept {
+                kept: 3,
+                removed: 2
+            }
+        );
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&out).unwrap()).unwrap();
+        assert_eq!(reader.schema().fields().len(), 2);
+        let mut content = Vec::new();
+        for b in reader.build().unwrap() {
+            let b = b.unwrap();
+            let c = b.column(0).as_string::<i32>();
+            content.extend((0..c.len()).map(|i| c.value(i).to_string()));
+        }
+        assert_eq!(content, ["a", "c", "e"]);
+    }
 }

@@ -6,10 +6,16 @@ against the truth pairs with Jaccard >= MIN (the positives).
 Shingles are word 3-grams of the lower-cased \\w+ tokens (the truth's own definition).
 
 usage: peers_quality.py CORPUS.jsonl TRUTH.tsv [THRESHOLD=0.8] [MIN=0.8]
+
+With NEARDUP=path/to/neardup in the environment, neardup's MinHash mode runs in the same
+session and its row is printed beside the peers' (scored by `neardup eval`).
 """
 import json
+import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 
 WORD = re.compile(r"\w+")
@@ -55,6 +61,19 @@ def main():
 
     def verified(candidates):
         return {p for p in candidates if jaccard(docs[p[0]], docs[p[1]]) >= threshold}
+
+    neardup = os.environ.get("NEARDUP")
+    if neardup:
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.time()
+            subprocess.run([neardup, "run", "-q", "--method", "minhash", "--shingle", "3", "--threshold", str(threshold),
+                            "--output", f"{tmp}/out", corpus], check=True)
+            seconds = time.time() - start
+            report = json.loads(subprocess.run([neardup, "eval", "--json", "--run", f"{tmp}/out", "--truth", truth_path,
+                                                "--min-jaccard", str(min_j)], check=True, capture_output=True, text=True).stdout)
+            p = report["pairs"]
+            print(f"| neardup --method minhash --shingle 3 | {p['predicted']} | {p['true_positives']} | {p['precision']:.4f} "
+                  f"| {p['recall']:.4f} | {p['f1']:.4f} | {seconds:.1f} |")
 
     try:
         from datasketch import MinHash, MinHashLSH
