@@ -160,8 +160,9 @@ fn minhash_mode_reports_verified_pairs_with_their_exact_jaccard() {
     assert!(checked > 800, "{checked}");
 }
 
-fn cluster_labels(out: &Path) -> BTreeMap<u64, i64> {
-    let mut labels = BTreeMap::new();
+/// (doc_id, cluster_id, keep) of every clusters row.
+fn cluster_rows(out: &Path) -> Vec<(u64, i64, bool)> {
+    let mut rows = Vec::new();
     for entry in std::fs::read_dir(out.join("clusters")).unwrap() {
         let reader = ParquetRecordBatchReaderBuilder::try_new(
             std::fs::File::open(entry.unwrap().path()).unwrap(),
@@ -179,14 +180,20 @@ fn cluster_labels(out: &Path) -> BTreeMap<u64, i64> {
                 .column_by_name("cluster_id")
                 .unwrap()
                 .as_primitive::<arrow::datatypes::Int64Type>();
-            for i in 0..b.num_rows() {
-                if c.value(i) >= 0 {
-                    labels.insert(d.value(i), c.value(i));
-                }
-            }
+            let k = b.column_by_name("keep").unwrap().as_boolean();
+            rows.extend((0..b.num_rows()).map(|i| (d.value(i), c.value(i), k.value(i))));
         }
     }
-    labels
+    rows
+}
+
+/// doc_id -> cluster_id, for documents in a cluster.
+fn cluster_labels(out: &Path) -> BTreeMap<u64, i64> {
+    cluster_rows(out)
+        .into_iter()
+        .filter(|r| r.1 >= 0)
+        .map(|(d, c, _)| (d, c))
+        .collect()
 }
 
 #[test]
@@ -512,33 +519,12 @@ fn star_clusters_hold_only_duplicates_of_their_kept_document() {
 /// cluster label -> the kept document.
 fn kept_documents(out: &Path) -> HashMap<i64, u64> {
     let mut kept = HashMap::new();
-    for entry in std::fs::read_dir(out.join("clusters")).unwrap() {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(
-            std::fs::File::open(entry.unwrap().path()).unwrap(),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-        for b in reader {
-            let b = b.unwrap();
-            let d = b
-                .column_by_name("doc_id")
-                .unwrap()
-                .as_primitive::<UInt64Type>();
-            let c = b
-                .column_by_name("cluster_id")
-                .unwrap()
-                .as_primitive::<arrow::datatypes::Int64Type>();
-            let k = b.column_by_name("keep").unwrap().as_boolean();
-            for i in 0..b.num_rows() {
-                if c.value(i) >= 0 && k.value(i) {
-                    assert!(
-                        kept.insert(c.value(i), d.value(i)).is_none(),
-                        "two kept documents in cluster {}",
-                        c.value(i)
-                    );
-                }
-            }
+    for (doc, cluster, keep) in cluster_rows(out) {
+        if cluster >= 0 && keep {
+            assert!(
+                kept.insert(cluster, doc).is_none(),
+                "two kept documents in cluster {cluster}"
+            );
         }
     }
     kept

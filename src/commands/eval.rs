@@ -315,6 +315,19 @@ pub fn score(args: &EvalArgs, run_dir: &std::path::Path, skip_unknown: bool) -> 
     })
 }
 
+/// `{label: {truth_pairs, recall_pairs, recall_clusters}}`.
+fn recall_json<'a>(
+    rows: impl Iterator<Item = (&'a String, &'a (u64, f64, f64))>,
+) -> serde_json::Map<String, serde_json::Value> {
+    rows.map(|(label, (n, r, c))| {
+        (
+            label.clone(),
+            serde_json::json!({"truth_pairs": n, "recall_pairs": r, "recall_clusters": c}),
+        )
+    })
+    .collect()
+}
+
 fn print_scores(args: &EvalArgs, scored: &Scored) -> Result<()> {
     let Scored {
         positives,
@@ -334,24 +347,8 @@ fn print_scores(args: &EvalArgs, scored: &Scored) -> Result<()> {
         *ari,
     );
     if args.json {
-        let band_json: serde_json::Map<String, serde_json::Value> = by_band
-            .iter()
-            .map(|(b, (n, r, c))| {
-                (
-                    b.clone(),
-                    serde_json::json!({"truth_pairs": n, "recall_pairs": r, "recall_clusters": c}),
-                )
-            })
-            .collect();
-        let label_json: serde_json::Map<String, serde_json::Value> = by_label
-            .iter()
-            .map(|(b, (n, r, c))| {
-                (
-                    b.clone(),
-                    serde_json::json!({"truth_pairs": n, "recall_pairs": r, "recall_clusters": c}),
-                )
-            })
-            .collect();
+        let band_json = recall_json(by_band.iter().map(|(k, v)| (k, v)));
+        let label_json = recall_json(by_label.iter());
         let out = serde_json::json!({
             "min_jaccard": args.min_jaccard,
             "pairs": pairs_score, "pairs_precision_any_truth": pairs_lenient,
