@@ -668,3 +668,37 @@ fn tfidf_weights_need_the_job() {
     );
     assert!(summary["stage_seconds"]["document frequencies"].is_number());
 }
+
+#[test]
+fn lsh_bands_in_rounds_find_the_same_pairs() {
+    let dir = dev_small();
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, three) = (tmp.path().join("one"), tmp.path().join("three"));
+    for (out, rounds) in [(&one, "1"), (&three, "3")] {
+        neardup()
+            .args([
+                "run",
+                "-q",
+                "-w",
+                "2",
+                "--method",
+                "minhash",
+                "--shingle",
+                "3",
+                "--table-rounds",
+                rounds,
+                "--output",
+            ])
+            .arg(out)
+            .arg(dir.join("corpus.jsonl"))
+            .assert()
+            .success();
+    }
+    let sorted = |mut v: Vec<(u64, u64, String, Option<f32>)>| {
+        v.sort_by_key(|a| (a.0, a.1));
+        v
+    };
+    let (a, b) = (sorted(pairs(&one)), sorted(pairs(&three)));
+    assert!(a.len() > 1000);
+    assert_eq!(a, b);
+}

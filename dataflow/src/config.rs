@@ -222,6 +222,9 @@ pub struct JobConfig {
     /// Start-up and heartbeat settings of a multi-process job (unused with one process).
     /// An empty job id is derived from the output directory.
     pub control: crate::control::ControlConfig,
+    /// Search the tables in this many rounds, one after the other, to bound memory (1: all
+    /// tables at once).
+    pub table_rounds: usize,
     /// Bucket search leaf size (see `neardup_core::search`).
     pub leaf_size: usize,
     pub batch_records: usize,
@@ -254,6 +257,7 @@ impl JobConfig {
                 peer_timeout: crate::control::DEFAULT_PEER_TIMEOUT,
                 job_id: String::new(),
             },
+            table_rounds: 1,
             leaf_size: neardup_core::search::DEFAULT_LEAF_SIZE,
             batch_records: DEFAULT_BATCH_RECORDS,
             batch_bytes: DEFAULT_BATCH_BYTES,
@@ -295,6 +299,7 @@ impl JobConfig {
             ("lsh", json!(self.lsh)),
             ("verify", json!(self.verify)),
             ("cluster", json!(self.cluster)),
+            ("table_rounds", json!(self.table_rounds)),
             ("skip_invalid", json!(self.skip_invalid)),
             ("output", json!(absolute(&self.output))),
             ("workers", json!(self.parallelism.workers)),

@@ -9,13 +9,15 @@
 //! several), and a hot bucket is split further on its free bits instead of being compared
 //! pair by pair (so it stays exact and does not stall).
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use neardup_core::mix::mix2;
 use neardup_core::search::{BucketSearch, Item};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::StreamVec;
+use timely::dataflow::operators::{Capability, Probe};
+use timely::dataflow::{ProbeHandle, StreamVec};
 
 use crate::config::DEFAULT_HOT_BUCKET;
 use crate::progress::Progress;
@@ -60,53 +62,121 @@ pub fn search_tables<'s>(
     reps: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Edge> {
-    let tables = ctx.shared.config.design.tables();
+    let config = &ctx.shared.config;
+    let lanes = match config.lsh {
+        Some(banding) => banding.bands,
+        None => config.design.tables(),
+    };
+    let rounds = config.table_rounds.clamp(1, lanes);
     let keys = Keys::of(&ctx);
-    let emit_ctx = ctx.clone();
-    let records = reps.unary(Pipeline, "TableRecords", move |_, _| {
-        move |input, output| {
-            input.for_each(|cap, data| {
-                let mut session = output.session(&cap);
-                let mut n = 0u64;
-                for doc in data.drain(..) {
-                    if doc.bands.is_empty() {
-                        for t in 0..tables {
-                            session.give((t as u32, doc.simhash, doc.doc_id, doc.rank));
-                        }
-                        n += tables as u64;
-                    } else {
-                        for (band, &key) in doc.bands.iter().enumerate() {
-                            session.give((band as u32, key, doc.doc_id, doc.rank));
-                        }
-                        n += doc.bands.len() as u64;
-                    }
-                }
-                emit_ctx.report.borrow_mut().table_records += n;
-                Progress::add(&emit_ctx.shared.progress.table_records, n);
-            });
-        }
-    });
-    records.unary_frontier(
-        Exchange::new(move |r: &TableRecord| keys.route(r)),
-        "SearchBuckets",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut received: Vec<TableRecord> = Vec::new();
-            move |(input, frontier), output| {
-                input.for_each(|_, data| received.append(data));
-                if frontier.is_empty() {
-                    if let Some(cap) = cap.take() {
-                        let edges = search(std::mem::take(&mut received), &ctx);
+    let searched = ProbeHandle::new();
+    let records = table_records(reps, ctx.clone(), lanes, rounds, searched.clone());
+    let search_ctx = ctx.clone();
+    records
+        .unary_frontier(
+            Exchange::new(move |r: &TableRecord| keys.route(r)),
+            "SearchBuckets",
+            move |_, _| {
+                // Records by round (timestamp), each searched once its round is complete.
+                let mut stash: BTreeMap<u64, (Capability<u64>, Vec<TableRecord>)> = BTreeMap::new();
+                let mut done = false;
+                move |(input, frontier), output| {
+                    input.for_each(|cap, data| {
+                        let time = *cap.least().expect("a time");
+                        let entry = stash.entry(time).or_insert_with(|| {
+                            (
+                                cap.retain_least(output.output_index()).expect("a time"),
+                                Vec::new(),
+                            )
+                        });
+                        entry.1.append(data);
+                    });
+                    let complete: Vec<u64> = stash
+                        .keys()
+                        .copied()
+                        .filter(|t| !frontier.less_equal(t))
+                        .collect();
+                    for time in complete {
+                        let (cap, records) = stash.remove(&time).expect("listed");
+                        let edges = search(records, &search_ctx);
                         output.session(&cap).give_iterator(edges.into_iter());
-                        ctx.stage_done("search");
-                        ctx.shared
+                    }
+                    if frontier.is_empty() && stash.is_empty() && !done {
+                        done = true;
+                        search_ctx.stage_done("search");
+                        search_ctx
+                            .shared
                             .progress
                             .reach(crate::progress::Stage::Clustering);
                     }
                 }
+            },
+        )
+        .probe_with(&searched)
+}
+
+/// Enters every representative in every table (or LSH band), a round of tables at a time.
+///
+/// The simple version emits all tables at once, so the search holds `tables` copies of
+/// every fingerprint. With `--table-rounds N`, round `r` (timestamp `r + 1`) holds about
+/// `tables / N` of them, and is emitted only once the search has finished the round before
+/// (the `searched` probe): memory is bounded by one round.
+fn table_records<'s>(
+    reps: StreamVec<'s, u64, DocFp>,
+    ctx: Rc<WorkerCtx>,
+    lanes: usize,
+    rounds: usize,
+    searched: ProbeHandle<u64>,
+) -> StreamVec<'s, u64, TableRecord> {
+    let scope = reps.scope();
+    let per_round = lanes.div_ceil(rounds);
+    reps.unary_frontier(Pipeline, "TableRecords", move |cap, info| {
+        let activator = scope.activator_for(info.address);
+        let mut cap = Some(cap);
+        let mut held: Vec<DocFp> = Vec::new();
+        let mut round = 0usize;
+        move |(input, frontier), output| {
+            input.for_each(|_, data| held.append(data));
+            if !frontier.is_empty() {
+                return;
             }
-        },
-    )
+            let Some(c) = cap.as_mut() else { return };
+            // Round r goes out at time r + 1, once round r - 1 (time r) has been searched.
+            if round > 0 && searched.less_equal(&(round as u64)) {
+                activator.activate();
+                return;
+            }
+            if round == rounds {
+                cap = None;
+                held = Vec::new();
+                return;
+            }
+            c.downgrade(&(round as u64 + 1));
+            let lanes_now = round * per_round..((round + 1) * per_round).min(lanes);
+            let mut n = 0u64;
+            {
+                let mut session = output.session(&*c);
+                for doc in &held {
+                    if doc.bands.is_empty() {
+                        for t in lanes_now.clone() {
+                            session.give((t as u32, doc.simhash, doc.doc_id, doc.rank));
+                        }
+                    } else {
+                        for band in lanes_now.clone() {
+                            session.give((band as u32, doc.bands[band], doc.doc_id, doc.rank));
+                        }
+                    }
+                    n += lanes_now.len() as u64;
+                }
+            }
+            ctx.report.borrow_mut().table_records += n;
+            Progress::add(&ctx.shared.progress.table_records, n);
+            round += 1;
+            // Hold the next round's time only, so the probe can see this round finish.
+            c.downgrade(&(round as u64 + 1));
+            activator.activate();
+        }
+    })
 }
 
 /// Sorts this worker's records by (table, key) and searches each bucket.

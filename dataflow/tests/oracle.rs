@@ -151,6 +151,30 @@ fn search_equals_brute_force_on_planted_fingerprints_at_any_parallelism() {
     }
 }
 
+#[test]
+fn search_in_rounds_equals_brute_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fps_dir = tmp.path().join("fps");
+    let items = planted_fingerprints(&fps_dir, 3000, 3);
+    let expected: PairSet = brute_force_pairs(&items, 3)
+        .into_iter()
+        .map(|p| (p.doc_a, p.doc_b, p.hamming as u8, "near".to_string()))
+        .collect();
+    for (workers, rounds) in [(1, 4), (2, 5), (3, 16)] {
+        let out = tmp.path().join(format!("w{workers}r{rounds}"));
+        let files = vec![fps_dir.join("part-00000.parquet")];
+        let mut config = JobConfig::new(JobInput::Fingerprints { files }, out.clone());
+        config.parallelism = Parallelism::local(workers);
+        config.table_rounds = rounds;
+        let summary = run(config);
+        let pairs = read_pairs(&out);
+        let set: PairSet = pairs.iter().cloned().collect();
+        assert_eq!(pairs.len(), set.len(), "a pair reported twice");
+        assert_eq!(set, expected, "{workers} workers, {rounds} rounds");
+        assert_eq!(summary.counts.table_records, 16 * items.len() as u64);
+    }
+}
+
 fn dev_small() -> Option<PathBuf> {
     let p =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpora/dev-small/corpus.jsonl");
