@@ -86,9 +86,10 @@ impl FingerprintState {
             None
         };
         let scheme = ctx.scheme.borrow().clone();
+        let shingler = shingler_for(&scheme, ctx.shared.config.verify);
         FingerprintState {
             fingerprinter: Fingerprinter::new(scheme),
-            shingler: None,
+            shingler,
             writer,
             ctx,
         }
@@ -224,21 +225,12 @@ impl FingerprintState {
             self.ctx.shingles.borrow_mut().insert(doc_id, signature);
             return;
         }
-        let wanted = FeatureConfig {
-            nfkc: self.fingerprinter.scheme().features.nfkc,
-            stop_words: self.fingerprinter.scheme().features.stop_words.clone(),
-            ..FeatureConfig::all_word_shingles(verify.shingle)
-        };
-        let set: Box<[u64]> = if self.fingerprinter.scheme().features == wanted {
-            self.fingerprinter.feature_set().into()
-        } else {
-            let shingler = self.shingler.get_or_insert_with(|| {
-                let mut scheme = Scheme::simhash_shingles();
-                scheme.features = wanted;
-                Fingerprinter::new(scheme)
-            });
-            shingler.fingerprint(text);
-            shingler.feature_set().into()
+        let set: Box<[u64]> = match self.shingler.as_mut() {
+            Some(shingler) => {
+                shingler.fingerprint(text);
+                shingler.feature_set().into()
+            }
+            None => self.fingerprinter.feature_set().into(),
         };
         self.ctx.shingles.borrow_mut().insert(doc_id, set);
     }
@@ -261,4 +253,22 @@ impl FingerprintState {
             .progress
             .reach(crate::progress::Stage::Exact);
     }
+}
+
+/// The fingerprinter of verification shingles (word n-grams of all tokens, with the scheme's
+/// normalization), or `None` when the scheme's own feature set is exactly that (MinHash mode)
+/// or no shingles are kept. Decided once, not per document.
+fn shingler_for(scheme: &Scheme, verify: Option<crate::config::Verify>) -> Option<Fingerprinter> {
+    let verify = verify.filter(|v| !v.estimate)?;
+    let wanted = FeatureConfig {
+        nfkc: scheme.features.nfkc,
+        stop_words: scheme.features.stop_words.clone(),
+        ..FeatureConfig::all_word_shingles(verify.shingle)
+    };
+    if scheme.features == wanted {
+        return None;
+    }
+    let mut shingles = Scheme::simhash_shingles();
+    shingles.features = wanted;
+    Some(Fingerprinter::new(shingles))
 }
