@@ -17,6 +17,106 @@
 use crate::simhash::hamming;
 use crate::tables::TableDesign;
 
+/// Finds the keys shared by two or more entries: the work of sorting a table.
+///
+/// The simple version sorts `(key, index)` pairs with a comparison sort and walks the runs of
+/// equal keys. Here the sort is a radix sort (it only passes over the key bytes that vary),
+/// and when keys fit in 32 bits and indices in 32 bits each entry is packed into one `u64`,
+/// so every pass moves 8 bytes per entry instead of a whole record. The buffers are kept
+/// between calls.
+#[derive(Debug, Default)]
+pub struct KeyGrouper {
+    packed: Vec<u64>,
+    scratch: Vec<u64>,
+    wide: Vec<(u64, u64)>,
+    members: Vec<u64>,
+}
+
+impl KeyGrouper {
+    /// Calls `bucket(key, indices)` for every key that two or more `(key, index)` entries
+    /// share, in increasing key order. `key_bits` bounds the keys (`key < 2^key_bits`), and
+    /// `len` bounds the number of entries and their indices.
+    pub fn group(
+        &mut self,
+        key_bits: u32,
+        len: usize,
+        entries: impl Iterator<Item = (u64, u64)>,
+        mut bucket: impl FnMut(u64, &[u64]),
+    ) {
+        if key_bits <= 32 && len <= u32::MAX as usize {
+            self.packed.clear();
+            self.packed
+                .extend(entries.map(|(key, index)| (key << 32) | index));
+            sort_by_high_bits(&mut self.packed, &mut self.scratch, key_bits);
+            for run in self.packed.chunk_by(|a, b| a >> 32 == b >> 32) {
+                if run.len() >= 2 {
+                    self.members.clear();
+                    self.members.extend(run.iter().map(|&x| x & 0xffff_ffff));
+                    bucket(run[0] >> 32, &self.members);
+                }
+            }
+        } else {
+            self.wide.clear();
+            self.wide.extend(entries);
+            radsort::sort_by_key(&mut self.wide, |&(key, _)| key);
+            for run in self.wide.chunk_by(|a, b| a.0 == b.0) {
+                if run.len() >= 2 {
+                    self.members.clear();
+                    self.members.extend(run.iter().map(|&(_, index)| index));
+                    bucket(run[0].0, &self.members);
+                }
+            }
+        }
+    }
+}
+
+/// Digits of at most this many bits: 2^11 counters of 4 bytes stay in the L1 cache.
+const RADIX_DIGIT_BITS: u32 = 11;
+
+/// Sorts `values` by their top 32 bits, of which only the low `key_bits` may be set, with a
+/// least-significant-digit radix sort (stable; `scratch` is reused between calls so large
+/// sorts do not fault in fresh pages every time). The simple equivalent is
+/// `values.sort_by_key(|v| v >> 32)`.
+fn sort_by_high_bits(values: &mut Vec<u64>, scratch: &mut Vec<u64>, key_bits: u32) {
+    let passes = key_bits.div_ceil(RADIX_DIGIT_BITS);
+    if passes == 0 || values.len() < 2 {
+        return;
+    }
+    let width = key_bits.div_ceil(passes);
+    let digit_mask = (1u64 << width) - 1;
+    let buckets = 1usize << width;
+    // One read computes every pass's histogram.
+    let mut counts = vec![0u32; buckets * passes as usize];
+    for &v in values.iter() {
+        let key = v >> 32;
+        for p in 0..passes as usize {
+            counts[p * buckets + ((key >> (p as u32 * width)) & digit_mask) as usize] += 1;
+        }
+    }
+    scratch.clear();
+    scratch.resize(values.len(), 0);
+    let n = values.len() as u32;
+    for p in 0..passes as usize {
+        let histogram = &mut counts[p * buckets..(p + 1) * buckets];
+        if histogram.contains(&n) {
+            continue; // every value has the same digit here: the pass would change nothing
+        }
+        let mut offset = 0u32;
+        for c in histogram.iter_mut() {
+            let here = *c;
+            *c = offset;
+            offset += here;
+        }
+        let shift = 32 + p as u32 * width;
+        for &v in values.iter() {
+            let d = ((v >> shift) & digit_mask) as usize;
+            scratch[histogram[d] as usize] = v;
+            histogram[d] += 1;
+        }
+        std::mem::swap(values, scratch);
+    }
+}
+
 /// Buckets up to this size are compared pair by pair.
 pub const DEFAULT_LEAF_SIZE: usize = 64;
 
@@ -209,19 +309,22 @@ pub fn find_pairs(
 ) -> (Vec<Pair>, SearchStats) {
     let mut pairs = Vec::new();
     let mut stats = SearchStats::default();
-    let mut table = items.to_vec();
-    for (t, &mask) in design.masks().iter().enumerate() {
-        table.sort_unstable_by_key(|it| it.fp & mask);
-        for bucket in table.chunk_by_mut(|x, y| x.fp & mask == y.fp & mask) {
-            if bucket.len() < 2 {
-                continue;
-            }
+    let mut grouper = KeyGrouper::default();
+    let mut bucket_items = Vec::new();
+    for (t, (&mask, packer)) in design.masks().iter().zip(design.packers()).enumerate() {
+        let entries = items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (packer.pack(it.fp), i as u64));
+        grouper.group(packer.bits(), items.len(), entries, |_, members| {
+            bucket_items.clear();
+            bucket_items.extend(members.iter().map(|&i| items[i as usize]));
             let accept = |a: u64, b: u64| design.first_shared_table(a, b) == Some(t);
-            let s = search.search(bucket, mask, &accept, &mut |a, b, d| {
+            let s = search.search(&mut bucket_items, mask, &accept, &mut |a, b, d| {
                 pairs.push(Pair::new(a.doc, b.doc, d))
             });
             stats.add(&s);
-        }
+        });
     }
     pairs.sort_unstable();
     (pairs, stats)
@@ -305,6 +408,70 @@ mod tests {
         let items: Vec<Item> = (0..500).map(|doc| Item { fp: 42, doc }).collect();
         let (pairs, _) = find_pairs(&TableDesign::manku16(), &items, &BucketSearch::new(3));
         assert_eq!(pairs.len(), 500 * 499 / 2);
+    }
+
+    #[test]
+    fn grouper_finds_the_shared_keys_of_a_comparison_sort() {
+        let mut state = 5u64;
+        for (bits, n) in [
+            (0u32, 10usize),
+            (4, 500),
+            (12, 3000),
+            (32, 2000),
+            (40, 2000),
+            (64, 300),
+        ] {
+            let keys: Vec<u64> = (0..n)
+                .map(|_| {
+                    let x = splitmix64(&mut state);
+                    // Small key ranges collide; wide ones are made to collide by copying.
+                    if bits == 0 {
+                        0
+                    } else if bits >= 32 && x.is_multiple_of(4) {
+                        12345
+                    } else {
+                        x >> (64 - bits)
+                    }
+                })
+                .collect();
+            let mut expected: Vec<(u64, Vec<u64>)> = Vec::new();
+            let mut sorted: Vec<(u64, u64)> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| (k, i as u64))
+                .collect();
+            sorted.sort_unstable();
+            for run in sorted.chunk_by(|a, b| a.0 == b.0) {
+                if run.len() >= 2 {
+                    expected.push((run[0].0, run.iter().map(|r| r.1).collect()));
+                }
+            }
+            let mut got = Vec::new();
+            let entries = keys.iter().enumerate().map(|(i, &k)| (k, i as u64));
+            KeyGrouper::default().group(bits, n, entries, |key, members| {
+                let mut members = members.to_vec();
+                members.sort_unstable();
+                got.push((key, members));
+            });
+            assert_eq!(got, expected, "{bits} bits");
+        }
+    }
+
+    #[test]
+    fn radix_sort_by_high_bits_equals_a_stable_sort() {
+        let mut state = 9u64;
+        let mut scratch = Vec::new();
+        for bits in [1u32, 5, 11, 12, 22, 23, 28, 32] {
+            for n in [0usize, 1, 2, 1000, 5000] {
+                let mut values: Vec<u64> = (0..n)
+                    .map(|i| ((splitmix64(&mut state) >> (64 - bits)) << 32) | i as u64)
+                    .collect();
+                let mut expected = values.clone();
+                expected.sort_by_key(|v| v >> 32);
+                sort_by_high_bits(&mut values, &mut scratch, bits);
+                assert_eq!(values, expected, "{bits} bits, {n} values");
+            }
+        }
     }
 
     #[test]

@@ -28,6 +28,53 @@ use std::fmt;
 /// The largest `k` a design supports.
 pub const MAX_K: u32 = 32;
 
+/// Gathers the bits under a table's mask into the low bits of a word: the key as a
+/// `popcount(mask)`-bit integer, which is what the paper's rotated prefix holds.
+///
+/// The simple equivalent is `fp & mask` as a 64-bit key. Equal packed keys mean equal masked
+/// keys (packing is a bijection on the masked bits), and a radix sort of packed keys only
+/// passes over the bits that can differ.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyPacker {
+    /// Contiguous runs of mask bits: (shift in the fingerprint, run mask, shift in the key).
+    runs: Vec<(u32, u64, u32)>,
+    bits: u32,
+}
+
+impl KeyPacker {
+    pub fn new(mask: u64) -> Self {
+        let mut runs = Vec::new();
+        let mut rest = mask;
+        let mut out = 0;
+        while rest != 0 {
+            let start = rest.trailing_zeros();
+            let len = (rest >> start).trailing_ones();
+            let run = if len == 64 {
+                u64::MAX
+            } else {
+                (1u64 << len) - 1
+            };
+            runs.push((start, run, out));
+            out += len;
+            rest &= !(run << start);
+        }
+        KeyPacker { runs, bits: out }
+    }
+
+    /// The packed key of `fp`.
+    #[inline]
+    pub fn pack(&self, fp: u64) -> u64 {
+        self.runs.iter().fold(0, |key, &(shift, run, at)| {
+            key | (((fp >> shift) & run) << at)
+        })
+    }
+
+    /// Bits in a packed key.
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+}
+
 /// A set of tables for finding all pairs within `k` bits.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TableDesign {
@@ -203,6 +250,11 @@ impl TableDesign {
         &self.masks
     }
 
+    /// A packer for each table's key.
+    pub fn packers(&self) -> Vec<KeyPacker> {
+        self.masks.iter().map(|&m| KeyPacker::new(m)).collect()
+    }
+
     /// The key of `fp` in table `t`: its bits under the table's mask.
     #[inline]
     pub fn key(&self, t: usize, fp: u64) -> u64 {
@@ -320,6 +372,41 @@ mod tests {
             TableDesign::blocks(40, 20),
             Err(DesignError::TooManyTables { .. })
         ));
+    }
+
+    #[test]
+    fn packed_keys_are_the_masked_bits_in_order() {
+        let mut state = 7u64;
+        for mask in [
+            0u64,
+            u64::MAX,
+            0xffff_0000_0000_0fff,
+            0x8000_0000_0000_0001,
+            0x0f0f_f0f0_00ff_ff00,
+        ] {
+            let packer = KeyPacker::new(mask);
+            assert_eq!(packer.bits(), mask.count_ones());
+            let all = if mask == u64::MAX {
+                u64::MAX
+            } else {
+                (1u64 << mask.count_ones()) - 1
+            };
+            assert_eq!(packer.pack(mask), all, "{mask:x}");
+            for _ in 0..1000 {
+                let (a, b) = (
+                    crate::mix::splitmix64(&mut state),
+                    crate::mix::splitmix64(&mut state),
+                );
+                // Equal packed keys exactly when equal masked bits; order is kept too.
+                let b = if a % 3 == 0 {
+                    (a & mask) | (b & !mask)
+                } else {
+                    b
+                };
+                assert_eq!(packer.pack(a) == packer.pack(b), a & mask == b & mask);
+                assert_eq!(packer.pack(a) < packer.pack(b), (a & mask) < (b & mask));
+            }
+        }
     }
 
     #[test]

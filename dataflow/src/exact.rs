@@ -35,7 +35,18 @@ pub fn fold_exact<'s>(
             let mut cap = Some(cap);
             let mut docs: Vec<DocFp> = Vec::new();
             move |(input, frontier), output| {
-                input.for_each(|_, data| docs.extend(data.drain(..).filter(|d| !d.empty)));
+                input.for_each(|time, data| {
+                    // A document without a key (exact folding off, or fingerprint input) has
+                    // no group to wait for: it goes on at once instead of being held.
+                    let mut session = output.session(&time);
+                    for doc in data.drain(..).filter(|d| !d.empty) {
+                        if doc.exact_key == 0 {
+                            session.give(Folded::Representative(doc));
+                        } else {
+                            docs.push(doc);
+                        }
+                    }
+                });
                 if frontier.is_empty() {
                     if let Some(cap) = cap.take() {
                         let mut session = output.session(&cap);

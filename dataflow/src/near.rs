@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use neardup_core::mix::mix2;
-use neardup_core::search::{BucketSearch, Item};
+use neardup_core::search::{BucketSearch, Item, KeyGrouper};
+use neardup_core::tables::KeyPacker;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, Probe};
@@ -29,7 +30,10 @@ use crate::worker::WorkerCtx;
 /// band record carries its key already.
 #[derive(Clone)]
 enum Keys {
-    Tables(Vec<u64>),
+    Tables {
+        masks: Vec<u64>,
+        packers: Vec<KeyPacker>,
+    },
     Bands,
 }
 
@@ -37,24 +41,43 @@ impl Keys {
     fn of(ctx: &WorkerCtx) -> Keys {
         match ctx.shared.config.lsh {
             Some(_) => Keys::Bands,
-            None => Keys::Tables(ctx.shared.config.design.masks().to_vec()),
+            None => Keys::Tables {
+                masks: ctx.shared.config.design.masks().to_vec(),
+                packers: ctx.shared.config.design.packers(),
+            },
         }
     }
 
-    /// `(table or band, key)` of a record.
+    /// The key of `value` in `lane`.
     #[inline]
-    fn bucket(&self, record: &TableRecord) -> (u32, u64) {
+    fn key(&self, lane: u32, value: u64) -> u64 {
         match self {
-            Keys::Tables(masks) => (record.0, record.1 & masks[record.0 as usize]),
-            Keys::Bands => (record.0, record.1),
+            Keys::Tables { masks, .. } => value & masks[lane as usize],
+            Keys::Bands => value,
         }
     }
 
-    /// The route of a record: a mix of the table index and the key.
+    /// The key of `value` in `lane` as a `key_bits(lane)`-bit integer (for sorting).
     #[inline]
-    fn route(&self, record: &TableRecord) -> u64 {
-        let (table, key) = self.bucket(record);
-        mix2(table as u64, key)
+    fn packed(&self, lane: u32, value: u64) -> u64 {
+        match self {
+            Keys::Tables { packers, .. } => packers[lane as usize].pack(value),
+            Keys::Bands => value,
+        }
+    }
+
+    fn key_bits(&self, lane: u32) -> u32 {
+        match self {
+            Keys::Tables { packers, .. } => packers[lane as usize].bits(),
+            Keys::Bands => 64,
+        }
+    }
+
+    /// The worker that searches the bucket of `value` in `lane`: a mix of the lane and the
+    /// key, reduced to a worker index (timely sends a route below `peers` to that worker).
+    #[inline]
+    fn worker(&self, lane: u32, value: u64, peers: usize) -> u64 {
+        mix2(lane as u64, self.key(lane, value)) % peers as u64
     }
 }
 
@@ -69,12 +92,14 @@ pub fn search_tables<'s>(
     };
     let rounds = config.table_rounds.clamp(1, lanes);
     let keys = Keys::of(&ctx);
+    let peers = ctx.peers;
     let searched = ProbeHandle::new();
     let records = table_records(reps, ctx.clone(), lanes, rounds, searched.clone());
     let search_ctx = ctx.clone();
     records
         .unary_frontier(
-            Exchange::new(move |r: &TableRecord| keys.route(r)),
+            // Every lane of a record routes to the same worker, so the first one stands for all.
+            Exchange::new(move |r: &TableRecord| keys.worker(r.first_lane(), r.value, peers)),
             "SearchBuckets",
             move |_, _| {
                 // Records by round (timestamp), each searched once its round is complete.
@@ -130,13 +155,28 @@ fn table_records<'s>(
 ) -> StreamVec<'s, u64, TableRecord> {
     let scope = reps.scope();
     let per_round = lanes.div_ceil(rounds);
+    let keys = Keys::of(&ctx);
+    let peers = ctx.peers;
     reps.unary_frontier(Pipeline, "TableRecords", move |cap, info| {
         let activator = scope.activator_for(info.address);
         let mut cap = Some(cap);
-        let mut held: Vec<DocFp> = Vec::new();
+        // Only what the tables need: 24 bytes per fingerprint, and the band keys in MinHash mode.
+        let mut held: Vec<Entry> = Vec::new();
+        let mut bands: Vec<Box<[u64]>> = Vec::new();
         let mut round = 0usize;
         move |(input, frontier), output| {
-            input.for_each(|_, data| held.append(data));
+            input.for_each(|_, data| {
+                for doc in data.drain(..) {
+                    held.push(Entry {
+                        doc_id: doc.doc_id,
+                        simhash: doc.simhash,
+                        rank: doc.rank,
+                    });
+                    if let Keys::Bands = keys {
+                        bands.push(doc.bands.into_boxed_slice());
+                    }
+                }
+            });
             if !frontier.is_empty() {
                 return;
             }
@@ -148,30 +188,51 @@ fn table_records<'s>(
             }
             if round == rounds {
                 cap = None;
-                held = Vec::new();
                 return;
             }
             c.downgrade(&(round as u64 + 1));
             let lanes_now = round * per_round..((round + 1) * per_round).min(lanes);
-            let mut n = 0u64;
+            let n = held.len() as u64 * lanes_now.len() as u64;
             {
                 let mut session = output.session(&*c);
-                for doc in &held {
-                    if doc.bands.is_empty() {
-                        for t in lanes_now.clone() {
-                            session.give((t as u32, doc.simhash, doc.doc_id, doc.rank));
+                let mut groups = Vec::new();
+                for (i, doc) in held.iter().enumerate() {
+                    if let Keys::Tables { .. } = keys {
+                        for chunk in lanes_now.clone().step_by(64) {
+                            let lanes = chunk..(chunk + 64).min(lanes_now.end);
+                            group_by_worker(&keys, lanes, doc.simhash, peers, &mut groups);
+                            for &(_, mask) in &groups {
+                                session.give(TableRecord {
+                                    base: chunk as u32,
+                                    lanes: mask,
+                                    value: doc.simhash,
+                                    doc_id: doc.doc_id,
+                                    rank: doc.rank,
+                                });
+                            }
                         }
                     } else {
                         for band in lanes_now.clone() {
-                            session.give((band as u32, doc.bands[band], doc.doc_id, doc.rank));
+                            session.give(TableRecord {
+                                base: band as u32,
+                                lanes: 1,
+                                value: bands[i][band],
+                                doc_id: doc.doc_id,
+                                rank: doc.rank,
+                            });
                         }
                     }
-                    n += lanes_now.len() as u64;
                 }
             }
             ctx.report.borrow_mut().table_records += n;
             Progress::add(&ctx.shared.progress.table_records, n);
             round += 1;
+            if round == rounds {
+                // Nothing is entered after the last round: free the fingerprints before its
+                // search, which is where memory peaks.
+                held = Vec::new();
+                bands = Vec::new();
+            }
             // Hold the next round's time only, so the probe can see this round finish.
             c.downgrade(&(round as u64 + 1));
             activator.activate();
@@ -179,69 +240,185 @@ fn table_records<'s>(
     })
 }
 
-/// Sorts this worker's records by (table, key) and searches each bucket.
-fn search(mut records: Vec<TableRecord>, ctx: &WorkerCtx) -> Vec<Edge> {
-    let config = &ctx.shared.config;
-    let design = &config.design;
-    let keys = Keys::of(ctx);
-    let searcher = BucketSearch {
-        k: design.k(),
-        leaf_size: config.leaf_size,
-    };
-    records.sort_unstable_by_key(|r| keys.bucket(r));
-    let mut edges = Vec::new();
-    let mut items = Vec::new();
-    let mut report = ctx.report.borrow_mut();
-    for bucket in records.chunk_by(|x, y| keys.bucket(x) == keys.bucket(y)) {
-        if bucket.len() < 2 {
-            continue;
+/// A fingerprint waiting to be entered in the tables.
+struct Entry {
+    doc_id: u64,
+    simhash: u64,
+    rank: u64,
+}
+
+/// The workers that `fp`'s tables in `lanes` (at most 64) send it to, each with the mask of
+/// its lanes (bit `i` for lane `lanes.start + i`).
+fn group_by_worker(
+    keys: &Keys,
+    lanes: std::ops::Range<usize>,
+    fp: u64,
+    peers: usize,
+    groups: &mut Vec<(u64, u64)>,
+) {
+    groups.clear();
+    for lane in lanes.clone() {
+        let worker = keys.worker(lane as u32, fp, peers);
+        let bit = 1u64 << (lane - lanes.start);
+        match groups.iter_mut().find(|(w, _)| *w == worker) {
+            Some((_, mask)) => *mask |= bit,
+            None => groups.push((worker, bit)),
         }
-        let (table, key) = keys.bucket(&bucket[0]);
-        if bucket.len() >= DEFAULT_HOT_BUCKET {
-            report.note_bucket(BucketInfo {
-                table,
-                key: format!("{key:016x}"),
-                size: bucket.len() as u64,
+    }
+}
+
+/// Searches every bucket of this worker's records for one round.
+///
+/// The simple version sorts all records by (table, key) and walks the runs. Here each
+/// lane (table or band) is grouped on its own, over compact `(packed key, index)` entries
+/// with a radix sort ([`KeyGrouper`]), so the 40-byte records are never moved.
+fn search(mut records: Vec<TableRecord>, ctx: &WorkerCtx) -> Vec<Edge> {
+    let keys = Keys::of(ctx);
+    // Band records carry one lane each and arrive interleaved: bring each band together.
+    // Table records of one round mostly share one base, and then this pass is skipped.
+    if records.windows(2).any(|w| w[0].base != w[1].base) {
+        radsort::sort_by_key(&mut records, |r| r.base);
+    }
+    let mut grouper = KeyGrouper::default();
+    let mut state = BucketState::new(ctx);
+    let (mut values, mut lanes) = (Vec::new(), Vec::new());
+    for slice in records.chunk_by(|a, b| a.base == b.base) {
+        let base = slice[0].base;
+        // Each lane reads 16 bytes per record from these, not the whole 40-byte record.
+        values.clear();
+        values.extend(slice.iter().map(|r| r.value));
+        lanes.clear();
+        lanes.extend(slice.iter().map(|r| r.lanes));
+        let present = lanes.iter().fold(0u64, |all, &l| all | l);
+        for bit in (0..64).filter(|bit| present & (1u64 << bit) != 0) {
+            let lane = base + bit;
+            let entries = values
+                .iter()
+                .zip(&lanes)
+                .enumerate()
+                .filter(|(_, (_, &l))| l & (1u64 << bit) != 0)
+                .map(|(i, (&v, _))| (keys.packed(lane, v), i as u64));
+            grouper.group(keys.key_bits(lane), slice.len(), entries, |_, members| {
+                state.bucket(&keys, lane, slice, members)
+            });
+        }
+    }
+    state.finish(&keys)
+}
+
+/// What the search of one round accumulates: its edges and its counters.
+struct BucketState<'a> {
+    ctx: &'a WorkerCtx,
+    searcher: BucketSearch,
+    items: Vec<Item>,
+    edges: Vec<Edge>,
+    comparisons: u64,
+    splits: u64,
+    hot: Vec<BucketInfo>,
+}
+
+impl<'a> BucketState<'a> {
+    fn new(ctx: &'a WorkerCtx) -> Self {
+        let config = &ctx.shared.config;
+        BucketState {
+            ctx,
+            searcher: BucketSearch {
+                k: config.design.k(),
+                leaf_size: config.leaf_size,
+            },
+            items: Vec::new(),
+            edges: Vec::new(),
+            comparisons: 0,
+            splits: 0,
+            hot: Vec::new(),
+        }
+    }
+
+    /// Searches one bucket: the records at `members` of `slice`, which share their key in
+    /// `lane`.
+    fn bucket(&mut self, keys: &Keys, lane: u32, slice: &[TableRecord], members: &[u64]) {
+        let record = |i: u64| &slice[i as usize];
+        if members.len() >= DEFAULT_HOT_BUCKET {
+            self.hot.push(BucketInfo {
+                table: lane,
+                key: format!("{:016x}", keys.key(lane, record(members[0]).value)),
+                size: members.len() as u64,
             });
         }
         if let Keys::Bands = keys {
             // Every pair sharing a band is a candidate; the same pair from several bands is
             // removed, and candidates are verified, in the next stage.
-            for (i, x) in bucket.iter().enumerate() {
-                for y in &bucket[i + 1..] {
-                    edges.push(Edge::new((x.2, x.3), (y.2, y.3), 0, EdgeKind::Near));
+            for (i, &x) in members.iter().enumerate() {
+                for &y in &members[i + 1..] {
+                    let (x, y) = (record(x), record(y));
+                    self.edges.push(Edge::new(
+                        (x.doc_id, x.rank),
+                        (y.doc_id, y.rank),
+                        0,
+                        EdgeKind::Near,
+                    ));
                 }
             }
-            report.comparisons += (bucket.len() * (bucket.len() - 1) / 2) as u64;
-            continue;
+            self.comparisons += (members.len() * (members.len() - 1) / 2) as u64;
+            return;
         }
-        let table = table as usize;
-        // Items carry their position in the bucket, which leads back to doc_id and rank.
-        items.clear();
-        items.extend(
-            bucket
-                .iter()
-                .enumerate()
-                .map(|(i, &(_, fp, _, _))| Item { fp, doc: i as u64 }),
-        );
+        let design = &self.ctx.shared.config.design;
+        let table = lane as usize;
+        if let [x, y] = members {
+            // Most buckets are a single pair: compare it directly.
+            let (x, y) = (record(*x), record(*y));
+            self.comparisons += 1;
+            let d = neardup_core::hamming(x.value, y.value);
+            if d <= self.searcher.k && design.first_shared_table(x.value, y.value) == Some(table) {
+                self.edges.push(Edge::new(
+                    (x.doc_id, x.rank),
+                    (y.doc_id, y.rank),
+                    d,
+                    EdgeKind::Near,
+                ));
+            }
+            return;
+        }
+        // Items carry their record's index, which leads back to doc_id and rank.
+        self.items.clear();
+        self.items.extend(members.iter().map(|&i| Item {
+            fp: record(i).value,
+            doc: i,
+        }));
         let accept = |a: u64, b: u64| design.first_shared_table(a, b) == Some(table);
-        let stats = searcher.search(
-            &mut items,
+        let edges = &mut self.edges;
+        let stats = self.searcher.search(
+            &mut self.items,
             design.masks()[table],
             &accept,
             &mut |a, b, d| {
-                let (x, y) = (&bucket[a.doc as usize], &bucket[b.doc as usize]);
-                edges.push(Edge::new((x.2, x.3), (y.2, y.3), d, EdgeKind::Near));
+                let (x, y) = (record(a.doc), record(b.doc));
+                edges.push(Edge::new(
+                    (x.doc_id, x.rank),
+                    (y.doc_id, y.rank),
+                    d,
+                    EdgeKind::Near,
+                ));
             },
         );
-        report.comparisons += stats.comparisons;
-        report.splits += stats.splits;
+        self.comparisons += stats.comparisons;
+        self.splits += stats.splits;
     }
-    // Pairs that go on to verification (or deduplication) are counted there.
-    if matches!(keys, Keys::Tables(_)) && config.verify.is_none() {
-        report.near_pairs += edges.len() as u64;
-        Progress::add(&ctx.shared.progress.pairs, edges.len() as u64);
+
+    fn finish(self, keys: &Keys) -> Vec<Edge> {
+        let ctx = self.ctx;
+        let mut report = ctx.report.borrow_mut();
+        for info in self.hot {
+            report.note_bucket(info);
+        }
+        report.comparisons += self.comparisons;
+        report.splits += self.splits;
+        // Pairs that go on to verification (or deduplication) are counted there.
+        if matches!(keys, Keys::Tables { .. }) && ctx.shared.config.verify.is_none() {
+            report.near_pairs += self.edges.len() as u64;
+            Progress::add(&ctx.shared.progress.pairs, self.edges.len() as u64);
+        }
+        report.candidates += self.edges.len() as u64;
+        self.edges
     }
-    report.candidates += edges.len() as u64;
-    edges
 }

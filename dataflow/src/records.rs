@@ -92,9 +92,36 @@ impl Edge {
     }
 }
 
-/// A fingerprint's entry in one table: `(table, fingerprint, doc_id, rank)`. In MinHash
-/// mode the "table" is an LSH band and the "fingerprint" the band's key.
-pub type TableRecord = (u32, u64, u64, u64);
+/// A fingerprint's entry in the tables ("lanes") `base + i` for every bit `i` of `lanes`,
+/// all of which route the fingerprint to the same worker.
+///
+/// The simple version is one record per table, `(table, fingerprint, doc_id, rank)`. Tables
+/// whose keys send a fingerprint to the same worker share one record instead, so with few
+/// workers most of the per-table copies never exist (with one worker, one record carries
+/// all 16 tables of manku16). In MinHash mode a lane is an LSH band, each record carries
+/// one, and `value` is the band's key rather than the fingerprint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableRecord {
+    pub base: u32,
+    pub lanes: u64,
+    pub value: u64,
+    pub doc_id: u64,
+    pub rank: u64,
+}
+
+impl TableRecord {
+    /// Whether the record is entered in `lane`.
+    #[inline]
+    pub fn has_lane(&self, lane: u32) -> bool {
+        lane >= self.base && lane - self.base < 64 && self.lanes & (1u64 << (lane - self.base)) != 0
+    }
+
+    /// The lowest lane the record is entered in.
+    #[inline]
+    pub fn first_lane(&self) -> u32 {
+        self.base + self.lanes.trailing_zeros()
+    }
+}
 
 /// What each worker's local union-find sends to the merging worker.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]

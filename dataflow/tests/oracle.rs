@@ -87,7 +87,15 @@ fn planted_fingerprints(dir: &Path, n: usize, k: u32) -> Vec<Item> {
 #[test]
 fn search_equals_brute_force_on_planted_fingerprints_at_any_parallelism() {
     let tmp = tempfile::tempdir().unwrap();
-    for k in [3u32, 6] {
+    // k = 0 keys on all 64 bits and k = 1 on 32 (the two sort paths); blocks:9 at k = 5 has
+    // 126 tables, more than one record's 64 lanes.
+    for (k, design) in [
+        (0u32, None),
+        (1, None),
+        (3, None),
+        (6, None),
+        (5, Some("blocks:9")),
+    ] {
         let fps_dir = tmp.path().join(format!("fps-{k}"));
         let items = planted_fingerprints(&fps_dir, 4000, k);
         let expected: PairSet = brute_force_pairs(&items, k)
@@ -104,7 +112,10 @@ fn search_equals_brute_force_on_planted_fingerprints_at_any_parallelism() {
             let out = tmp.path().join(format!("out-{k}-{workers}"));
             let files = vec![fps_dir.join("part-00000.parquet")];
             let mut config = JobConfig::new(JobInput::Fingerprints { files }, out.clone());
-            config.design = TableDesign::for_k(k).unwrap();
+            config.design = match design {
+                Some(spec) => TableDesign::parse(spec, k).unwrap(),
+                None => TableDesign::for_k(k).unwrap(),
+            };
             config.keep = KeepPolicy::Longest;
             config.parallelism = Parallelism::local(workers);
             let summary = run(config);
