@@ -8,6 +8,7 @@
 
 mod cluster_args;
 mod commands;
+mod memory_args;
 mod progress_view;
 mod scheme_args;
 

@@ -1338,7 +1338,48 @@ fn bad_search_parameters_are_refused_before_anything_is_written() {
         &out,
         &["--keep", "biggest", "max:COLUMN"],
     );
+    assert_fails(
+        &mut run_cmd(&out, &["--memory-limit", "12Q"], &[&input]),
+        &out,
+        &["--memory-limit", "12Q", "unknown unit"],
+    );
+    assert_fails(
+        &mut run_cmd(&out, &["--table-rounds", "0"], &[&input]),
+        &out,
+        &["--table-rounds", "at least 1"],
+    );
     assert!(!out.exists(), "nothing is created for a refused run");
+}
+
+#[test]
+fn a_memory_limit_sets_the_rounds_or_warns_when_it_cannot_be_met() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
+    let base = dir.path().join("base");
+    run_ok(&base, &["--memory-limit", "none"], &[&input]);
+    let plan = &summary(&base)["search_plan"];
+    assert_eq!(plan["rounds"], 1, "{plan}");
+    assert!(plan["memory_limit"].is_null());
+    // 4 workers and a limit only 16 rounds of one table each can meet.
+    let (n, w) = (plan["fingerprints"].as_u64().unwrap(), 4u64);
+    let one_table_rounds = n * 96 + n * 16 + n * 24; // see dataflow/src/rounds.rs
+    let out = dir.path().join("rounds");
+    let limit = one_table_rounds.to_string();
+    run_ok(&out, &["-w", "4", "--memory-limit", &limit], &[&input]);
+    let plan = &summary(&out)["search_plan"];
+    assert_eq!(plan["rounds"], 16, "{plan} (workers {w})");
+    assert_eq!(pairs(&out), pairs(&base));
+    // A limit nothing can meet: the run goes ahead and says so.
+    let out = dir.path().join("tight");
+    let output = run_ok(&out, &["--memory-limit", "1K"], &[&input]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--memory-limit 1.0 KiB"), "{stderr}");
+    let warnings = summary(&out)["warnings"].to_string();
+    assert!(
+        warnings.contains("spilling to disk is not built yet"),
+        "{warnings}"
+    );
+    assert_eq!(pairs(&out), pairs(&base));
 }
 
 #[test]

@@ -8,6 +8,11 @@ use neardup_io::jsonl::FieldSpec;
 
 /// Records a reader hands on per batch (one batch is one timestamp of the dataflow).
 pub const DEFAULT_BATCH_RECORDS: usize = 4096;
+
+/// The share of physical memory that `neardup run` and `search` let the table search plan
+/// for by default (`--memory-limit`): the rest is for the other stages, the page cache and
+/// other programs.
+pub const DEFAULT_MEMORY_SHARE: f64 = 0.7;
 /// Bytes of text a reader hands on per batch, at most (roughly).
 pub const DEFAULT_BATCH_BYTES: usize = 4 << 20;
 /// Batches a reader may run ahead of the slowest fingerprinting worker. Bounds the text in
@@ -223,8 +228,13 @@ pub struct JobConfig {
     /// An empty job id is derived from the output directory.
     pub control: crate::control::ControlConfig,
     /// Search the tables in this many rounds, one after the other, to bound memory (1: all
-    /// tables at once).
-    pub table_rounds: usize,
+    /// tables at once). `None`: the fewest rounds whose estimated memory fits
+    /// `memory_limit`.
+    pub table_rounds: Option<usize>,
+    /// Bytes the search may plan for in each process (`None`: no limit, one round unless
+    /// `table_rounds` says otherwise). The binary's default is
+    /// [`DEFAULT_MEMORY_SHARE`] of physical memory.
+    pub memory_limit: Option<u64>,
     /// Bucket search leaf size (see `neardup_core::search`).
     pub leaf_size: usize,
     pub batch_records: usize,
@@ -257,7 +267,8 @@ impl JobConfig {
                 peer_timeout: crate::control::DEFAULT_PEER_TIMEOUT,
                 job_id: String::new(),
             },
-            table_rounds: 1,
+            table_rounds: None,
+            memory_limit: None,
             leaf_size: neardup_core::search::DEFAULT_LEAF_SIZE,
             batch_records: DEFAULT_BATCH_RECORDS,
             batch_bytes: DEFAULT_BATCH_BYTES,

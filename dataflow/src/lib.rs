@@ -51,6 +51,7 @@ pub mod progress;
 pub mod read;
 pub mod records;
 pub mod report;
+pub mod rounds;
 pub mod verify;
 pub mod worker;
 

@@ -23,7 +23,8 @@ use timely::dataflow::{ProbeHandle, StreamVec};
 use crate::config::DEFAULT_HOT_BUCKET;
 use crate::progress::Progress;
 use crate::records::{DocFp, Edge, EdgeKind, TableRecord};
-use crate::report::BucketInfo;
+use crate::report::{BucketInfo, SearchPlan};
+use crate::rounds::SearchShape;
 use crate::worker::WorkerCtx;
 
 /// How a record's bucket is found: a simhash table keys on the masked fingerprint, an LSH
@@ -90,11 +91,10 @@ pub fn search_tables<'s>(
         Some(banding) => banding.bands,
         None => config.design.tables(),
     };
-    let rounds = config.table_rounds.clamp(1, lanes);
     let keys = Keys::of(&ctx);
     let peers = ctx.peers;
     let searched = ProbeHandle::new();
-    let records = table_records(reps, ctx.clone(), lanes, rounds, searched.clone());
+    let records = table_records(reps, ctx.clone(), lanes, searched.clone());
     let search_ctx = ctx.clone();
     records
         .unary_frontier(
@@ -150,94 +150,164 @@ fn table_records<'s>(
     reps: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
     lanes: usize,
-    rounds: usize,
     searched: ProbeHandle<u64>,
 ) -> StreamVec<'s, u64, TableRecord> {
     let scope = reps.scope();
-    let per_round = lanes.div_ceil(rounds);
     let keys = Keys::of(&ctx);
     let peers = ctx.peers;
-    reps.unary_frontier(Pipeline, "TableRecords", move |cap, info| {
-        let activator = scope.activator_for(info.address);
-        let mut cap = Some(cap);
-        // Only what the tables need: 24 bytes per fingerprint, and the band keys in MinHash mode.
-        let mut held: Vec<Entry> = Vec::new();
-        let mut bands: Vec<Box<[u64]>> = Vec::new();
-        let mut round = 0usize;
-        move |(input, frontier), output| {
-            input.for_each(|_, data| {
-                for doc in data.drain(..) {
-                    held.push(Entry {
-                        doc_id: doc.doc_id,
-                        simhash: doc.simhash,
-                        rank: doc.rank,
-                    });
-                    if let Keys::Bands = keys {
-                        bands.push(doc.bands.into_boxed_slice());
+    // Every worker tells every worker how many fingerprints it holds and its process's
+    // memory limit, so that all of them choose the same rounds from the same total and the
+    // smallest limit (machines of a cluster may differ).
+    let limit = ctx.shared.config.memory_limit.unwrap_or(u64::MAX);
+    let counts = count_to_every_worker(reps.clone(), peers, limit);
+    reps.binary_frontier(
+        counts,
+        Pipeline,
+        Exchange::new(|&(to, _, _): &(u64, u64, u64)| to),
+        "TableRecords",
+        move |cap, info| {
+            let activator = scope.activator_for(info.address);
+            let mut cap = Some(cap);
+            // Only what the tables need: 24 bytes per fingerprint, and the band keys in
+            // MinHash mode.
+            let mut held: Vec<Entry> = Vec::new();
+            let mut bands: Vec<Box<[u64]>> = Vec::new();
+            let mut total = 0u64;
+            let mut limit = u64::MAX;
+            let mut plan: Option<(usize, usize)> = None; // (rounds, lanes per round)
+            let mut round = 0usize;
+            move |(input, frontier), (counts, counts_frontier), output| {
+                input.for_each(|_, data| {
+                    for doc in data.drain(..) {
+                        held.push(Entry {
+                            doc_id: doc.doc_id,
+                            simhash: doc.simhash,
+                            rank: doc.rank,
+                        });
+                        if let Keys::Bands = keys {
+                            bands.push(doc.bands.into_boxed_slice());
+                        }
                     }
+                });
+                counts.for_each(|_, data| {
+                    for &(_, n, l) in data.iter() {
+                        total += n;
+                        limit = limit.min(l);
+                    }
+                });
+                if !frontier.is_empty() || !counts_frontier.is_empty() {
+                    return;
                 }
-            });
-            if !frontier.is_empty() {
-                return;
-            }
-            let Some(c) = cap.as_mut() else { return };
-            // Round r goes out at time r + 1, once round r - 1 (time r) has been searched.
-            if round > 0 && searched.less_equal(&(round as u64)) {
-                activator.activate();
-                return;
-            }
-            if round == rounds {
-                cap = None;
-                return;
-            }
-            c.downgrade(&(round as u64 + 1));
-            let lanes_now = round * per_round..((round + 1) * per_round).min(lanes);
-            let n = held.len() as u64 * lanes_now.len() as u64;
-            {
-                let mut session = output.session(&*c);
-                let mut groups = Vec::new();
-                for (i, doc) in held.iter().enumerate() {
-                    if let Keys::Tables { .. } = keys {
-                        for chunk in lanes_now.clone().step_by(64) {
-                            let lanes = chunk..(chunk + 64).min(lanes_now.end);
-                            group_by_worker(&keys, lanes, doc.simhash, peers, &mut groups);
-                            for &(_, mask) in &groups {
+                let Some(c) = cap.as_mut() else { return };
+                let (rounds, per_round) =
+                    *plan.get_or_insert_with(|| plan_rounds(&ctx, total, lanes, limit));
+                // Round r goes out at time r + 1, once round r - 1 (time r) has been searched.
+                if round > 0 && searched.less_equal(&(round as u64)) {
+                    activator.activate();
+                    return;
+                }
+                if round == rounds {
+                    cap = None;
+                    return;
+                }
+                c.downgrade(&(round as u64 + 1));
+                let lanes_now = round * per_round..((round + 1) * per_round).min(lanes);
+                let n = held.len() as u64 * lanes_now.len() as u64;
+                {
+                    let mut session = output.session(&*c);
+                    let mut groups = Vec::new();
+                    for (i, doc) in held.iter().enumerate() {
+                        if let Keys::Tables { .. } = keys {
+                            for chunk in lanes_now.clone().step_by(64) {
+                                let lanes = chunk..(chunk + 64).min(lanes_now.end);
+                                group_by_worker(&keys, lanes, doc.simhash, peers, &mut groups);
+                                for &(_, mask) in &groups {
+                                    session.give(TableRecord {
+                                        base: chunk as u32,
+                                        lanes: mask,
+                                        value: doc.simhash,
+                                        doc_id: doc.doc_id,
+                                        rank: doc.rank,
+                                    });
+                                }
+                            }
+                        } else {
+                            for band in lanes_now.clone() {
                                 session.give(TableRecord {
-                                    base: chunk as u32,
-                                    lanes: mask,
-                                    value: doc.simhash,
+                                    base: band as u32,
+                                    lanes: 1,
+                                    value: bands[i][band],
                                     doc_id: doc.doc_id,
                                     rank: doc.rank,
                                 });
                             }
                         }
-                    } else {
-                        for band in lanes_now.clone() {
-                            session.give(TableRecord {
-                                base: band as u32,
-                                lanes: 1,
-                                value: bands[i][band],
-                                doc_id: doc.doc_id,
-                                rank: doc.rank,
-                            });
-                        }
+                    }
+                }
+                ctx.report.borrow_mut().table_records += n;
+                Progress::add(&ctx.shared.progress.table_records, n);
+                round += 1;
+                if round == rounds {
+                    // Nothing is entered after the last round: free the fingerprints before
+                    // its search, which is where memory peaks.
+                    held = Vec::new();
+                    bands = Vec::new();
+                }
+                // Hold the next round's time only, so the probe can see this round finish.
+                c.downgrade(&(round as u64 + 1));
+                activator.activate();
+            }
+        },
+    )
+}
+
+/// Sends `(worker, n, limit)` to every worker once the stream is complete, `n` being the
+/// number of records this worker saw.
+fn count_to_every_worker<'s>(
+    reps: StreamVec<'s, u64, DocFp>,
+    peers: usize,
+    limit: u64,
+) -> StreamVec<'s, u64, (u64, u64, u64)> {
+    reps.unary_frontier(Pipeline, "CountFingerprints", move |cap, _| {
+        let mut cap = Some(cap);
+        let mut n = 0u64;
+        move |(input, frontier), output| {
+            input.for_each(|_, data| n += data.len() as u64);
+            if frontier.is_empty() {
+                if let Some(cap) = cap.take() {
+                    let mut session = output.session(&cap);
+                    for to in 0..peers as u64 {
+                        session.give((to, n, limit));
                     }
                 }
             }
-            ctx.report.borrow_mut().table_records += n;
-            Progress::add(&ctx.shared.progress.table_records, n);
-            round += 1;
-            if round == rounds {
-                // Nothing is entered after the last round: free the fingerprints before its
-                // search, which is where memory peaks.
-                held = Vec::new();
-                bands = Vec::new();
-            }
-            // Hold the next round's time only, so the probe can see this round finish.
-            c.downgrade(&(round as u64 + 1));
-            activator.activate();
         }
     })
+}
+
+/// Chooses the rounds for `total` fingerprints and the smallest memory limit of the
+/// cluster (`u64::MAX`: none), the same on every worker, and records the plan in the
+/// report. Returns (rounds, lanes per round).
+fn plan_rounds(ctx: &WorkerCtx, total: u64, lanes: usize, limit: u64) -> (usize, usize) {
+    let limit = (limit != u64::MAX).then_some(limit);
+    let config = &ctx.shared.config;
+    let shape = SearchShape {
+        fingerprints: total,
+        lanes,
+        bands: config.lsh.is_some(),
+        workers: ctx.peers,
+        workers_here: config.parallelism.workers,
+    };
+    let (rounds, warning) = shape.choose(config.table_rounds, limit);
+    let mut report = ctx.report.borrow_mut();
+    report.search_plan = Some(SearchPlan {
+        fingerprints: total,
+        rounds,
+        estimated_bytes: shape.estimate(rounds),
+        memory_limit: limit,
+    });
+    report.warnings.extend(warning);
+    (rounds, lanes.div_ceil(rounds))
 }
 
 /// A fingerprint waiting to be entered in the tables.

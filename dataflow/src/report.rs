@@ -62,6 +62,21 @@ pub struct WorkerReport {
     pub stage_seconds: BTreeMap<String, f64>,
     /// Part files this worker committed.
     pub parts: Vec<String>,
+    /// How the search was planned (the same on every worker).
+    pub search_plan: Option<SearchPlan>,
+    pub warnings: Vec<String>,
+}
+
+/// The rounds the search chose and the memory it expected to need.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchPlan {
+    /// Fingerprints entered in the tables, over all workers.
+    pub fingerprints: u64,
+    pub rounds: usize,
+    /// Estimated peak bytes of the search in each process.
+    pub estimated_bytes: u64,
+    /// The --memory-limit the rounds were chosen for (bytes per process), if any.
+    pub memory_limit: Option<u64>,
 }
 
 /// How many skip examples a report keeps.
@@ -120,6 +135,12 @@ impl WorkerReport {
         }
         self.parts.extend(other.parts);
         self.parts.sort();
+        self.search_plan = self.search_plan.take().or(other.search_plan);
+        for warning in other.warnings {
+            if !self.warnings.contains(&warning) {
+                self.warnings.push(warning);
+            }
+        }
     }
 }
 
@@ -175,6 +196,8 @@ pub struct JobSummary {
     pub stage_seconds: BTreeMap<String, f64>,
     pub largest_buckets: Vec<BucketInfo>,
     pub largest_clusters: Vec<ClusterInfo>,
+    /// Rounds and estimated memory of the table search.
+    pub search_plan: Option<SearchPlan>,
     pub skip_examples: Vec<String>,
     /// Documents written to and left out of the deduplicated corpus (--write-dedup).
     pub dedup: Option<(u64, u64)>,
@@ -238,13 +261,14 @@ impl JobSummary {
             stage_seconds: report.stage_seconds,
             largest_buckets: report.largest_buckets,
             largest_clusters: report.largest_clusters,
+            search_plan: report.search_plan,
             skip_examples: report
                 .skip_examples
                 .into_iter()
                 .map(|(_, _, m)| m)
                 .collect(),
             dedup: None,
-            warnings: Vec::new(),
+            warnings: report.warnings,
             errors: report.errors,
             parts: report.parts,
         }

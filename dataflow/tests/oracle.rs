@@ -171,13 +171,39 @@ fn search_in_rounds_equals_brute_force() {
         .into_iter()
         .map(|p| (p.doc_a, p.doc_b, p.hamming as u8, "near".to_string()))
         .collect();
-    for (workers, rounds) in [(1, 4), (2, 5), (3, 16)] {
-        let out = tmp.path().join(format!("w{workers}r{rounds}"));
+    // The last case leaves the rounds to a memory limit that 4 workers can meet only in
+    // several rounds (each fingerprint goes to 4 workers at once, or fewer in rounds).
+    let shape = neardup_dataflow::rounds::SearchShape {
+        fingerprints: items.len() as u64,
+        lanes: 16,
+        bands: false,
+        workers: 4,
+        workers_here: 4,
+    };
+    let limit = shape.estimate(8);
+    for (workers, rounds, memory_limit) in [
+        (1, Some(4), None),
+        (2, Some(5), None),
+        (3, Some(16), None),
+        (4, None, Some(limit)),
+    ] {
+        let out = tmp.path().join(format!("w{workers}r{rounds:?}"));
         let files = vec![fps_dir.join("part-00000.parquet")];
         let mut config = JobConfig::new(JobInput::Fingerprints { files }, out.clone());
         config.parallelism = Parallelism::local(workers);
         config.table_rounds = rounds;
+        config.memory_limit = memory_limit;
         let summary = run(config);
+        let plan = summary.search_plan.clone().expect("a search plan");
+        assert_eq!(plan.fingerprints, items.len() as u64);
+        let rounds = rounds.unwrap_or(plan.rounds);
+        assert_eq!(plan.rounds, rounds);
+        if memory_limit.is_some() {
+            // 8 rounds of 2 tables: the fewest that send a fingerprint to fewer than 4 workers
+            // at a time and fit.
+            assert_eq!(rounds, 8, "{plan:?}");
+            assert!(plan.estimated_bytes <= limit, "{plan:?}");
+        }
         let pairs = read_pairs(&out);
         let set: PairSet = pairs.iter().cloned().collect();
         assert_eq!(pairs.len(), set.len(), "a pair reported twice");

@@ -54,10 +54,14 @@ pub struct JobArgs {
     /// Permutation-table design: auto (manku16 for k = 3, else blocks:k+2), manku16, blocks:B
     #[arg(long, default_value = "auto", value_name = "DESIGN")]
     pub tables: String,
-    /// Search the tables (or LSH bands) in N rounds, one after the other: memory for table
-    /// records falls to about 1/N, at the price of N passes of the search
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub table_rounds: usize,
+    /// Search the tables (or LSH bands) in N rounds, one after the other, to bound memory;
+    /// auto: the fewest rounds whose estimated memory fits --memory-limit
+    #[arg(long, default_value = "auto", value_name = "N|auto")]
+    pub table_rounds: String,
+    /// Memory the table search may plan for in each process: a size (16G, 512M), auto (70%
+    /// of physical memory) or none. Its estimate and the rounds chosen are in summary.json
+    #[arg(long, default_value = "auto", value_name = "SIZE|auto|none")]
+    pub memory_limit: String,
     /// Which document of a cluster to keep: first, longest, shortest, max:COLUMN, min:COLUMN
     #[arg(long, default_value = "first", value_name = "POLICY")]
     pub keep: String,
@@ -261,10 +265,8 @@ impl JobArgs {
         config.overwrite = self.overwrite;
         config.parallelism = self.cluster.parallelism()?;
         config.control = self.cluster.control()?;
-        if self.table_rounds == 0 {
-            bail!("--table-rounds must be at least 1");
-        }
-        config.table_rounds = self.table_rounds;
+        config.table_rounds = crate::memory_args::table_rounds(&self.table_rounds)?;
+        config.memory_limit = crate::memory_args::memory_limit(&self.memory_limit)?;
         config.command_line = std::env::args().collect();
         Ok(())
     }
