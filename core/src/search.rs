@@ -70,32 +70,80 @@ impl KeyGrouper {
     }
 }
 
-/// Digits of at most this many bits: 2^11 counters of 4 bytes stay in the L1 cache.
+/// Digits of at most this many bits in the in-cache passes: 2^11 counters stay in L1.
 const RADIX_DIGIT_BITS: u32 = 11;
+/// Bits of the first, most-significant pass over a large array: 256 output streams keep the
+/// scatter within what the TLB and write-combining buffers handle well.
+const MSD_BITS: u32 = 8;
+/// Arrays at least this long get the most-significant pass first.
+const MSD_MIN_LEN: usize = 1 << 16;
 
-/// Sorts `values` by their top 32 bits, of which only the low `key_bits` may be set, with a
-/// least-significant-digit radix sort (stable; `scratch` is reused between calls so large
-/// sorts do not fault in fresh pages every time). The simple equivalent is
-/// `values.sort_by_key(|v| v >> 32)`.
+/// Sorts `values` by their top 32 bits, of which only the low `key_bits` may be set. The
+/// simple equivalent is `values.sort_by_key(|v| v >> 32)`.
+///
+/// A large array is first split on its top [`MSD_BITS`] key bits (one pass over memory),
+/// and each part, now small enough for the cache, is finished with a least-significant-digit
+/// radix sort. `scratch` is reused between calls so that large sorts do not fault in fresh
+/// pages every time. Not stable across parts; equal keys stay together, which is all the
+/// grouping needs.
 fn sort_by_high_bits(values: &mut Vec<u64>, scratch: &mut Vec<u64>, key_bits: u32) {
-    let passes = key_bits.div_ceil(RADIX_DIGIT_BITS);
+    let n = values.len();
+    if key_bits == 0 || n < 2 {
+        return;
+    }
+    scratch.clear();
+    scratch.resize(n, 0);
+    if n < MSD_MIN_LEN || key_bits <= MSD_BITS {
+        lsd_sort(values, scratch, 0, key_bits);
+        return;
+    }
+    let low_bits = key_bits - MSD_BITS;
+    let shift = 32 + low_bits;
+    let mut counts = [0usize; 1 << MSD_BITS];
+    for &v in values.iter() {
+        counts[(v >> shift) as usize] += 1;
+    }
+    let mut starts = [0usize; 1 << MSD_BITS];
+    let mut offset = 0;
+    for (start, &count) in starts.iter_mut().zip(&counts) {
+        *start = offset;
+        offset += count;
+    }
+    let mut next = starts;
+    for &v in values.iter() {
+        let d = (v >> shift) as usize;
+        scratch[next[d]] = v;
+        next[d] += 1;
+    }
+    std::mem::swap(values, scratch);
+    for (&start, &count) in starts.iter().zip(&counts) {
+        if count > 1 {
+            let range = start..start + count;
+            lsd_sort(&mut values[range.clone()], &mut scratch[range], 0, low_bits);
+        }
+    }
+}
+
+/// Least-significant-digit radix sort of `values` by key bits `low..low + bits` of their
+/// top 32 bits (stable; `scratch` is as long as `values`).
+fn lsd_sort(values: &mut [u64], scratch: &mut [u64], low: u32, bits: u32) {
+    let passes = bits.div_ceil(RADIX_DIGIT_BITS);
     if passes == 0 || values.len() < 2 {
         return;
     }
-    let width = key_bits.div_ceil(passes);
+    let width = bits.div_ceil(passes);
     let digit_mask = (1u64 << width) - 1;
     let buckets = 1usize << width;
     // One read computes every pass's histogram.
     let mut counts = vec![0u32; buckets * passes as usize];
     for &v in values.iter() {
-        let key = v >> 32;
+        let key = v >> (32 + low);
         for p in 0..passes as usize {
             counts[p * buckets + ((key >> (p as u32 * width)) & digit_mask) as usize] += 1;
         }
     }
-    scratch.clear();
-    scratch.resize(values.len(), 0);
     let n = values.len() as u32;
+    let mut in_scratch = false;
     for p in 0..passes as usize {
         let histogram = &mut counts[p * buckets..(p + 1) * buckets];
         if histogram.contains(&n) {
@@ -107,13 +155,21 @@ fn sort_by_high_bits(values: &mut Vec<u64>, scratch: &mut Vec<u64>, key_bits: u3
             *c = offset;
             offset += here;
         }
-        let shift = 32 + p as u32 * width;
-        for &v in values.iter() {
+        let shift = 32 + low + p as u32 * width;
+        let (from, to): (&[u64], &mut [u64]) = if in_scratch {
+            (&*scratch, &mut *values)
+        } else {
+            (&*values, &mut *scratch)
+        };
+        for &v in from {
             let d = ((v >> shift) & digit_mask) as usize;
-            scratch[histogram[d] as usize] = v;
+            to[histogram[d] as usize] = v;
             histogram[d] += 1;
         }
-        std::mem::swap(values, scratch);
+        in_scratch = !in_scratch;
+    }
+    if in_scratch {
+        values.copy_from_slice(scratch);
     }
 }
 
@@ -458,18 +514,21 @@ mod tests {
     }
 
     #[test]
-    fn radix_sort_by_high_bits_equals_a_stable_sort() {
+    fn radix_sort_by_high_bits_equals_a_comparison_sort() {
         let mut state = 9u64;
         let mut scratch = Vec::new();
         for bits in [1u32, 5, 11, 12, 22, 23, 28, 32] {
-            for n in [0usize, 1, 2, 1000, 5000] {
+            for n in [0usize, 1, 2, 1000, 5000, MSD_MIN_LEN + 12345] {
                 let mut values: Vec<u64> = (0..n)
                     .map(|i| ((splitmix64(&mut state) >> (64 - bits)) << 32) | i as u64)
                     .collect();
                 let mut expected = values.clone();
-                expected.sort_by_key(|v| v >> 32);
+                expected.sort_unstable();
                 sort_by_high_bits(&mut values, &mut scratch, bits);
-                assert_eq!(values, expected, "{bits} bits, {n} values");
+                let keys = |v: &[u64]| v.iter().map(|x| x >> 32).collect::<Vec<_>>();
+                assert_eq!(keys(&values), keys(&expected), "{bits} bits, {n} values");
+                values.sort_unstable();
+                assert_eq!(values, expected, "{bits} bits, {n} values: the same values");
             }
         }
     }

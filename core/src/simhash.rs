@@ -9,7 +9,7 @@
 //! and the total weight: `V[i] = ones[i] - (total - ones[i])`, so `V[i] > 0` iff
 //! `2 * ones[i] > total`. Same result, and the inner loop has no branch.
 
-use std::collections::HashMap;
+use fxhash::FxHashMap as HashMap;
 use std::f64::consts::PI;
 
 /// How much each feature counts.

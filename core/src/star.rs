@@ -9,7 +9,7 @@
 //! Exact duplicates are identical texts, so they are placed together as one unit (their
 //! best member stands for them).
 
-use std::collections::HashMap;
+use fxhash::FxHashMap as HashMap;
 
 use crate::unionfind::UnionFind;
 
@@ -29,8 +29,8 @@ pub fn star_clusters(
         groups.union(a, b);
     }
     let key = |doc: u64| (ranks.get(&doc).copied().unwrap_or(u64::MAX), doc);
-    let mut best: HashMap<u64, (u64, u64)> = HashMap::new();
-    let mut members: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut best: HashMap<u64, (u64, u64)> = HashMap::default();
+    let mut members: HashMap<u64, Vec<u64>> = HashMap::default();
     for &doc in ranks.keys() {
         let g = groups.find(doc);
         best.entry(g)
@@ -38,7 +38,7 @@ pub fn star_clusters(
             .or_insert(key(doc));
         members.entry(g).or_default().push(doc);
     }
-    let mut neighbours: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut neighbours: HashMap<u64, Vec<u64>> = HashMap::default();
     for &(a, b) in near {
         let (ga, gb) = (groups.find(a), groups.find(b));
         if ga != gb {
@@ -48,7 +48,7 @@ pub fn star_clusters(
     }
     let mut order: Vec<u64> = best.keys().copied().collect();
     order.sort_by_key(|g| best[g]);
-    let mut center_of: HashMap<u64, u64> = HashMap::new();
+    let mut center_of: HashMap<u64, u64> = HashMap::default();
     for &g in &order {
         if center_of.contains_key(&g) {
             continue;
@@ -59,7 +59,7 @@ pub fn star_clusters(
         }
     }
     // Stars: every group of a center, with its documents.
-    let mut stars: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut stars: HashMap<u64, Vec<u64>> = HashMap::default();
     for (&g, &center) in &center_of {
         stars.entry(center).or_default().extend(&members[&g]);
     }
@@ -120,7 +120,7 @@ mod tests {
                 .filter(|(a, b)| a != b)
                 .collect();
             let stars = star_clusters(&r, &[], &near);
-            let mut by_label: HashMap<u64, Vec<u64>> = HashMap::new();
+            let mut by_label: HashMap<u64, Vec<u64>> = HashMap::default();
             for (d, l) in &stars {
                 by_label.entry(*l).or_default().push(*d);
             }

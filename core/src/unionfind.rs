@@ -4,7 +4,7 @@
 //! Ids are mapped to dense indices on first sight; the forest uses union by size and path
 //! halving, so a sequence of m operations costs O(m α(m)).
 
-use std::collections::HashMap;
+use fxhash::FxHashMap as HashMap;
 
 /// Disjoint sets of u64 ids.
 #[derive(Default, Debug, Clone)]
@@ -79,7 +79,7 @@ impl UnionFind {
     /// independent of the order of unions.
     pub fn components_by_min(&mut self) -> Vec<(u64, u64)> {
         let n = self.ids.len();
-        let mut min_of_root: HashMap<u32, u64> = HashMap::new();
+        let mut min_of_root: HashMap<u32, u64> = HashMap::default();
         for i in 0..n as u32 {
             let r = self.root(i);
             let id = self.ids[i as usize];
@@ -116,7 +116,7 @@ mod tests {
 
     /// Components by repeated relaxation of labels: slow and obviously right.
     fn brute_components(edges: &[(u64, u64)]) -> Vec<(u64, u64)> {
-        let mut label: HashMap<u64, u64> = HashMap::new();
+        let mut label: HashMap<u64, u64> = HashMap::default();
         for &(a, b) in edges {
             label.insert(a, a);
             label.insert(b, b);

@@ -9,7 +9,7 @@
 //! `(rank, doc_id)`), and sends every clustered document's assignment to its home worker,
 //! which writes one `clusters/` row per document it fingerprinted.
 
-use std::collections::{HashMap, HashSet};
+use fxhash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;
 
 use neardup_core::unionfind::UnionFind;
@@ -93,7 +93,7 @@ pub fn local_forest<'s>(
     edges.unary_frontier(Pipeline, "LocalForest", move |cap, _| {
         let mut cap = Some(cap);
         let mut uf = UnionFind::new();
-        let mut ranks: HashMap<u64, u64> = HashMap::new();
+        let mut ranks: HashMap<u64, u64> = HashMap::default();
         let mut kept_edges: Vec<ForestMsg> = Vec::new();
         move |(input, frontier), output| {
             input.for_each(|_, data| {
@@ -143,7 +143,7 @@ pub fn merge_forests<'s>(
         move |cap, _| {
             let mut cap = Some(cap);
             let mut uf = UnionFind::new();
-            let mut ranks: HashMap<u64, u64> = HashMap::new();
+            let mut ranks: HashMap<u64, u64> = HashMap::default();
             let (mut exact, mut near) = (Vec::new(), Vec::new());
             move |(input, frontier), output| {
                 input.for_each(|_, data| {
@@ -181,8 +181,8 @@ pub fn merge_forests<'s>(
 
 /// Cluster sizes and kept documents, given every clustered document's cluster label.
 fn assign(members: Vec<(u64, u64)>, ranks: &HashMap<u64, u64>, ctx: &WorkerCtx) -> Vec<Assignment> {
-    let mut size: HashMap<u64, u32> = HashMap::new();
-    let mut best: HashMap<u64, (u64, u64)> = HashMap::new();
+    let mut size: HashMap<u64, u32> = HashMap::default();
+    let mut best: HashMap<u64, (u64, u64)> = HashMap::default();
     for &(doc, cluster) in &members {
         *size.entry(cluster).or_default() += 1;
         let candidate = (ranks.get(&doc).copied().unwrap_or(u64::MAX), doc);
@@ -228,7 +228,7 @@ pub fn write_clusters<'s>(
         "WriteClusters",
         move |_, _| {
             let mut home_docs: Vec<u64> = Vec::new();
-            let mut assigned: HashMap<u64, Assignment> = HashMap::new();
+            let mut assigned: HashMap<u64, Assignment> = HashMap::default();
             let mut done = false;
             move |(docs, docs_frontier), (assignments, assignments_frontier), _output| {
                 docs.for_each(|_, data| home_docs.extend(data.iter().map(|d| d.doc_id)));
@@ -275,7 +275,7 @@ pub fn write_clusters<'s>(
 
 /// Counts documents whose user id another document already has (allowed, but reported).
 pub fn count_duplicate_ids<'s>(docs: StreamVec<'s, u64, DocFp>, ctx: Rc<WorkerCtx>) {
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: HashSet<u64> = HashSet::default();
     docs.sink(
         Exchange::new(|d: &DocFp| d.id_hash.unwrap_or(0)),
         "DuplicateIds",
