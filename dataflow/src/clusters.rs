@@ -20,7 +20,6 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
 
 use crate::config::{ClusterMode, SUMMARY_TOP};
-use crate::fingerprint::home_route;
 use crate::output::{OutputDirs, Table};
 use crate::records::{Assignment, DocFp, Edge, EdgeKind, ForestMsg};
 use crate::report::ClusterInfo;
@@ -221,10 +220,11 @@ pub fn write_clusters<'s>(
     assignments: StreamVec<'s, u64, Assignment>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, ()> {
+    let home = ctx.home.clone();
     docs.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
         assignments,
         Pipeline,
-        Exchange::new(|a: &Assignment| home_route(a.doc_id)),
+        Exchange::new(move |a: &Assignment| home.route(a.doc_id)),
         "WriteClusters",
         move |_, _| {
             let mut home_docs: Vec<u64> = Vec::new();

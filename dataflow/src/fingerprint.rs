@@ -1,5 +1,6 @@
 //! Fingerprinting: each document goes to a worker chosen by a hash of its number (its
-//! *home*), which parses it, fingerprints it, and writes its row of `fingerprints/`.
+//! *home*, see [`crate::home`]), which parses it, fingerprints it, and writes its row of
+//! `fingerprints/`.
 //!
 //! Sending documents to a home spreads parsing and hashing evenly even when one worker reads
 //! one big compressed file, and gives every later stage a fixed place to send a document's
@@ -8,7 +9,6 @@
 use std::rc::Rc;
 
 use neardup_core::features::FeatureConfig;
-use neardup_core::mix::mix64;
 use neardup_core::{Fingerprinter, Scheme};
 use neardup_io::jsonl::{parse_record, Record};
 use neardup_io::parquet_out::{FingerprintRow, PartWriter};
@@ -24,19 +24,13 @@ use crate::progress::Progress;
 use crate::records::{DocFp, RawBody, RawDoc};
 use crate::worker::WorkerCtx;
 
-/// The worker that is home to a document: where it is fingerprinted and its clusters row
-/// written. Any exchange routed by this value reaches the same worker.
-#[inline]
-pub fn home_route(doc_id: u64) -> u64 {
-    mix64(doc_id)
-}
-
 pub fn fingerprint<'s>(
     raw: StreamVec<'s, u64, RawDoc>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, DocFp> {
+    let home = ctx.home.clone();
     raw.unary_frontier(
-        Exchange::new(|d: &RawDoc| home_route(d.doc_id)),
+        Exchange::new(move |d: &RawDoc| home.route(d.doc_id)),
         "Fingerprint",
         move |_, _| {
             let mut state = FingerprintState::new(ctx.clone());

@@ -24,7 +24,6 @@ use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
 use crate::config::JobInput;
-use crate::fingerprint::home_route;
 use crate::read::read_units;
 use crate::records::{RawBody, RawDoc};
 use crate::worker::WorkerCtx;
@@ -42,8 +41,9 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
     worker.dataflow::<u64, _, _>(|scope| {
         let raw = read_units(scope, ctx.clone(), probe.clone());
         let counting = ctx.clone();
+        let home = ctx.home.clone();
         raw.unary::<timely::container::CapacityContainerBuilder<Vec<(Option<u64>, u64)>>, _, _, _>(
-            Exchange::new(|d: &RawDoc| home_route(d.doc_id)),
+            Exchange::new(move |d: &RawDoc| home.route(d.doc_id)),
             "DistinctFeatures",
             move |_, _| {
                 let mut scheme = counting.shared.config.scheme.clone();

@@ -20,6 +20,7 @@ use crate::config::{JobConfig, JobInput};
 use crate::control;
 use crate::exact::fold_exact;
 use crate::fingerprint::fingerprint;
+use crate::home::HomeTable;
 use crate::near::search_tables;
 use crate::output;
 use crate::plan::Plan;
@@ -205,6 +206,7 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         report: RefCell::new(WorkerReport::default()),
         shingles: RefCell::default(),
         scheme: RefCell::new(shared.config.scheme.clone()),
+        home: HomeTable::for_plan(&shared.plan, &shared.config, worker.peers()),
     });
     if let neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_)) =
         shared.config.scheme.method
@@ -217,6 +219,7 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
             report: RefCell::new(WorkerReport::default()),
             shingles: RefCell::default(),
             scheme: RefCell::new(shared.config.scheme.clone()),
+            home: ctx.home.clone(),
         });
         let table = crate::idf::document_frequencies(worker, pass.clone());
         ctx.report

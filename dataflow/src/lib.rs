@@ -42,6 +42,7 @@ pub mod control;
 pub mod dedup;
 pub mod exact;
 pub mod fingerprint;
+pub mod home;
 pub mod idf;
 pub mod job;
 pub mod near;

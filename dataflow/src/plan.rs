@@ -135,6 +135,11 @@ impl Plan {
             .collect()
     }
 
+    /// The worker that reads each unit.
+    pub fn owners(&self, peers: usize) -> Vec<usize> {
+        self.assign(peers)
+    }
+
     /// The worker of every unit: largest first to the least-loaded worker.
     fn assign(&self, peers: usize) -> Vec<usize> {
         let mut order: Vec<usize> = (0..self.units.len()).collect();

@@ -18,7 +18,6 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
 
-use crate::fingerprint::home_route;
 use crate::progress::Progress;
 use crate::records::{Candidate, Edge};
 use crate::worker::WorkerCtx;
@@ -30,8 +29,9 @@ pub fn verify<'s>(
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Edge> {
     let first = ctx.clone();
+    let (home_a, home_b) = (ctx.home.clone(), ctx.home.clone());
     let with_a = candidates.unary(
-        Exchange::new(|e: &Edge| home_route(e.a)),
+        Exchange::new(move |e: &Edge| home_a.route(e.a)),
         "CandidatesAtA",
         move |_, _| {
             let mut seen: HashSet<(u64, u64)> = HashSet::new();
@@ -57,7 +57,7 @@ pub fn verify<'s>(
         },
     );
     with_a.unary(
-        Exchange::new(|c: &Candidate| home_route(c.edge.b)),
+        Exchange::new(move |c: &Candidate| home_b.route(c.edge.b)),
         "VerifyAtB",
         move |_, _| {
             move |input, output| {
