@@ -28,7 +28,6 @@ definition, as in peers_quality.py); computing them is part of the timed work.
 """
 import json
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -42,7 +41,9 @@ THREADS = int(os.environ.get("THREADS", "1"))
 # rayon reads this when its global pool starts, i.e. at gaoya's first bulk call.
 os.environ.setdefault("RAYON_NUM_THREADS", str(THREADS))
 
-WORD = re.compile(r"\w+")
+# The shingles and Jaccard of the quality comparison (the truth's definition).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers_quality import WORD, jaccard, shingles  # noqa: E402
 
 # (import name, pip requirement): required by the tasks.
 REQUIRED = [
@@ -128,17 +129,6 @@ def load_corpus(path, limit_bytes=None):
 def normalized(text):
     """The lower-cased \\w+ tokens joined by single spaces."""
     return " ".join(WORD.findall(text.lower()))
-
-
-def shingles(text, n=3):
-    words = WORD.findall(text.lower())
-    if len(words) <= n:
-        return {" ".join(words)} if words else set()
-    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
-
-
-def jaccard(a, b):
-    return len(a & b) / len(a | b) if a or b else 0.0
 
 
 def timed(work, runs=RUNS):

@@ -43,7 +43,11 @@ Examples:
     neardup search -k 6 --output out-k6 out/fingerprints/
 
   Fingerprints computed elsewhere (columns doc_id and simhash, UInt64 or Int64):
-    neardup search --output out 'fps/*.parquet'";
+    neardup search --output out 'fps/*.parquet'
+
+  A billion fingerprints over 16 workers, the search planned within 40 GiB per process
+  (the rounds chosen are in summary.json, search_plan):
+    neardup search -w 16 --memory-limit 40G --output out 'fps/*.parquet'";
 
 /// Flags shared by `run` and `search`: the search, the clustering, the output, parallelism.
 #[derive(clap::Args, Debug)]
