@@ -17,11 +17,13 @@
 //! The dataflow, as every worker builds it:
 //!
 //! ```text
-//! read (own units) ──exchange by doc──▶ fingerprint ──▶ fingerprints/part-W
+//! read (own units) ──exchange to home──▶ fingerprint ──▶ fingerprints/part-W
 //!        │                                   │
 //!        │                  exchange by exact key ──▶ fold exact ──▶ exact edges ─┐
 //!        │                                   │               │                    │
 //!        │                                   │      representatives               │
+//!        │                                   │               │                    │
+//!        │                                   │   count ─▶ every worker: rounds (memory limit)
 //!        │                                   │               │                    │
 //!        │                                   │   exchange by (table, key) ──▶ bucket search ──▶ near edges
 //!        │                                   │                                    │
@@ -33,8 +35,9 @@
 //! ```
 //!
 //! Then a second small dataflow sends each worker's report to worker 0, which writes
-//! `summary.json` and `_SUCCESS`. Module by module: [`plan`] (units), [`read`],
-//! [`fingerprint`], [`exact`], [`near`], [`clusters`], [`output`], [`job`].
+//! `summary.json` and `_SUCCESS`. Module by module: [`plan`] (units), [`read`], [`home`]
+//! (which worker fingerprints a document), [`fingerprint`], [`exact`], [`near`] (with
+//! [`rounds`]), [`clusters`], [`output`], [`job`].
 
 pub mod clusters;
 pub mod config;
