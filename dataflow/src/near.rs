@@ -3,11 +3,14 @@
 //! meet on one worker, and each bucket is searched there.
 //!
 //! The simple version is one big sort of all (table, key) records and a comparison of every
-//! pair inside each equal-key run. The worker does exactly that for its share of the keys,
-//! with two refinements from `neardup_core::search`: a pair is reported only from the first
-//! table in which the two fingerprints share a key (so once, although it may meet in
-//! several), and a hot bucket is split further on its free bits instead of being compared
-//! pair by pair (so it stays exact and does not stall).
+//! pair inside each equal-key run. The worker does that for its share of the keys, with
+//! refinements: the tables that send a fingerprint to the same worker share one record (a
+//! bitmask of tables), each table is grouped by a radix sort of compact packed keys rather
+//! than a sort of records, a pair is reported only from the first table in which the two
+//! fingerprints share a key (so once, although it may meet in several), and a hot bucket is
+//! split further on its free bits instead of being compared pair by pair (so it stays exact
+//! and does not stall). The tables may be entered in rounds to bound memory
+//! ([`crate::rounds`]).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
