@@ -129,19 +129,14 @@ impl Plan {
 
     /// The units worker `index` of `peers` reads, in plan order.
     pub fn units_for(&self, index: usize, peers: usize) -> Vec<usize> {
-        let owners = self.assign(peers);
+        let owners = self.owners(peers);
         (0..self.units.len())
             .filter(|&u| owners[u] == index)
             .collect()
     }
 
-    /// The worker that reads each unit.
+    /// The worker that reads each unit: largest first to the least-loaded worker.
     pub fn owners(&self, peers: usize) -> Vec<usize> {
-        self.assign(peers)
-    }
-
-    /// The worker of every unit: largest first to the least-loaded worker.
-    fn assign(&self, peers: usize) -> Vec<usize> {
         let mut order: Vec<usize> = (0..self.units.len()).collect();
         order.sort_by_key(|&u| (std::cmp::Reverse(self.units[u].weight), u));
         let mut load = vec![0u64; peers.max(1)];

@@ -110,12 +110,6 @@ pub struct TableRecord {
 }
 
 impl TableRecord {
-    /// Whether the record is entered in `lane`.
-    #[inline]
-    pub fn has_lane(&self, lane: u32) -> bool {
-        lane >= self.base && lane - self.base < 64 && self.lanes & (1u64 << (lane - self.base)) != 0
-    }
-
     /// The lowest lane the record is entered in.
     #[inline]
     pub fn first_lane(&self) -> u32 {
