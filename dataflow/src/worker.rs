@@ -35,7 +35,7 @@ pub struct WorkerCtx {
     pub report: RefCell<WorkerReport>,
     /// The shingle sets of the documents this worker is home to (kept only when candidate
     /// pairs are verified).
-    pub shingles: RefCell<std::collections::HashMap<u64, Box<[u64]>>>,
+    pub shingles: RefCell<fxhash::FxHashMap<u64, Box<[u64]>>>,
     /// The scheme this worker fingerprints with: the job's, with TF-IDF weights filled in
     /// after the document-frequency pass.
     pub scheme: RefCell<neardup_core::Scheme>,
