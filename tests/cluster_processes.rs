@@ -14,6 +14,8 @@
 //! `Proc` is dropped, so a hang fails the test instead of hanging CI. Ports come from binding
 //! `127.0.0.1:0`.
 
+mod common;
+use common::{batches, column, parts, s, summary};
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -24,10 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::array::AsArray;
 use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type, UInt8Type};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_neardup");
 
@@ -200,10 +201,6 @@ fn free_ports(n: usize) -> Vec<u16> {
         .iter()
         .map(|l| l.local_addr().unwrap().port())
         .collect()
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().expect("temporary paths are UTF-8")
 }
 
 /// Writes a hostfile (with a comment and a blank line, which neardup ignores).
@@ -427,49 +424,6 @@ fn large_corpus(dir: &Path, megabytes: usize) -> Vec<PathBuf> {
 
 // ---------------------------------------------------------------------------------------
 // Outputs
-
-fn summary(out: &Path) -> Value {
-    let text = std::fs::read_to_string(out.join("summary.json"))
-        .unwrap_or_else(|e| panic!("{}/summary.json: {e}", out.display()));
-    serde_json::from_str(&text).unwrap()
-}
-
-/// Every committed part of a table (hidden temporary files are not parts), in name order.
-fn parts(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    for f in &files {
-        let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(
-            name.starts_with("part-") && name.ends_with(".parquet"),
-            "unexpected file {name} in {} (temporary files must be gone)",
-            dir.display()
-        );
-    }
-    files
-}
-
-fn batches(dir: &Path) -> Vec<RecordBatch> {
-    parts(dir)
-        .iter()
-        .flat_map(|path| {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
-                .unwrap()
-                .build()
-                .unwrap();
-            reader.map(|b| b.unwrap()).collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn column<'a>(batch: &'a RecordBatch, name: &str) -> &'a ArrayRef {
-    batch
-        .column_by_name(name)
-        .unwrap_or_else(|| panic!("no column {name} in {:?}", batch.schema()))
-}
 
 /// (doc_id, simhash)
 fn fingerprint_set(out: &Path) -> BTreeSet<(u64, u64)> {

@@ -9,6 +9,8 @@ use arrow::array::AsArray;
 use arrow::datatypes::{Float32Type, UInt64Type};
 use assert_cmd::Command;
 use neardup_core::tokenize::Tokenizer;
+mod common;
+use common::{batches, column};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 fn neardup() -> Command {
@@ -46,36 +48,18 @@ fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
 /// (doc_a, doc_b, kind, jaccard) of every pair.
 fn pairs(out: &Path) -> Vec<(u64, u64, String, Option<f32>)> {
     let mut rows = Vec::new();
-    for entry in std::fs::read_dir(out.join("pairs")).unwrap() {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(
-            std::fs::File::open(entry.unwrap().path()).unwrap(),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-        for b in reader {
-            let b = b.unwrap();
-            let a = b
-                .column_by_name("doc_a")
-                .unwrap()
-                .as_primitive::<UInt64Type>();
-            let c = b
-                .column_by_name("doc_b")
-                .unwrap()
-                .as_primitive::<UInt64Type>();
-            let k = b.column_by_name("kind").unwrap().as_string::<i32>();
-            let j = b
-                .column_by_name("jaccard")
-                .unwrap()
-                .as_primitive::<Float32Type>();
-            for i in 0..b.num_rows() {
-                rows.push((
-                    a.value(i),
-                    c.value(i),
-                    k.value(i).to_string(),
-                    (!arrow::array::Array::is_null(j, i)).then(|| j.value(i)),
-                ));
-            }
+    for b in batches(&out.join("pairs")) {
+        let a = column(&b, "doc_a").as_primitive::<UInt64Type>();
+        let c = column(&b, "doc_b").as_primitive::<UInt64Type>();
+        let k = column(&b, "kind").as_string::<i32>();
+        let j = column(&b, "jaccard").as_primitive::<Float32Type>();
+        for i in 0..b.num_rows() {
+            rows.push((
+                a.value(i),
+                c.value(i),
+                k.value(i).to_string(),
+                (!arrow::array::Array::is_null(j, i)).then(|| j.value(i)),
+            ));
         }
     }
     rows
@@ -163,26 +147,11 @@ fn minhash_mode_reports_verified_pairs_with_their_exact_jaccard() {
 /// (doc_id, cluster_id, keep) of every clusters row.
 fn cluster_rows(out: &Path) -> Vec<(u64, i64, bool)> {
     let mut rows = Vec::new();
-    for entry in std::fs::read_dir(out.join("clusters")).unwrap() {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(
-            std::fs::File::open(entry.unwrap().path()).unwrap(),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-        for b in reader {
-            let b = b.unwrap();
-            let d = b
-                .column_by_name("doc_id")
-                .unwrap()
-                .as_primitive::<UInt64Type>();
-            let c = b
-                .column_by_name("cluster_id")
-                .unwrap()
-                .as_primitive::<arrow::datatypes::Int64Type>();
-            let k = b.column_by_name("keep").unwrap().as_boolean();
-            rows.extend((0..b.num_rows()).map(|i| (d.value(i), c.value(i), k.value(i))));
-        }
+    for b in batches(&out.join("clusters")) {
+        let d = column(&b, "doc_id").as_primitive::<UInt64Type>();
+        let c = column(&b, "cluster_id").as_primitive::<arrow::datatypes::Int64Type>();
+        let k = column(&b, "keep").as_boolean();
+        rows.extend((0..b.num_rows()).map(|i| (d.value(i), c.value(i), k.value(i))));
     }
     rows
 }

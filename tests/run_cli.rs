@@ -12,6 +12,8 @@
 //!
 //! Test names say what behaviour they pin down.
 
+mod common;
+use common::{batches, column, parts, s, summary};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io::Write;
@@ -22,7 +24,6 @@ use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBat
 use arrow::datatypes::{Float32Type, Int64Type, UInt32Type, UInt64Type, UInt8Type};
 use assert_cmd::Command;
 use neardup_core::{Fingerprinter, Scheme};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use predicates::prelude::*;
@@ -43,10 +44,6 @@ fn neardup() -> Command {
         cmd.env_remove(var);
     }
     cmd
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().expect("temporary paths are UTF-8")
 }
 
 /// `neardup run ARGS... --output OUT INPUTS...`, which must succeed.
@@ -109,11 +106,6 @@ fn assert_fails(cmd: &mut Command, out: &Path, needles: &[&str]) -> String {
         out.display()
     );
     stderr
-}
-
-fn summary(out: &Path) -> Value {
-    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
 }
 
 fn count(summary: &Value, name: &str) -> u64 {
@@ -311,43 +303,6 @@ struct ClusterRow {
     cluster_id: i64,
     cluster_size: u32,
     keep: bool,
-}
-
-/// Every committed part of a table (hidden temporary files are not parts), in name order.
-fn parts(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    for f in &files {
-        let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(
-            name.starts_with("part-") && name.ends_with(".parquet"),
-            "unexpected file {name} in {} (temporary files must be gone)",
-            dir.display()
-        );
-    }
-    files
-}
-
-fn batches(dir: &Path) -> Vec<RecordBatch> {
-    parts(dir)
-        .iter()
-        .flat_map(|path| {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
-                .unwrap()
-                .build()
-                .unwrap();
-            reader.map(|b| b.unwrap()).collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn column<'a>(batch: &'a RecordBatch, name: &str) -> &'a ArrayRef {
-    batch
-        .column_by_name(name)
-        .unwrap_or_else(|| panic!("no column {name} in {:?}", batch.schema()))
 }
 
 fn fingerprints(out: &Path) -> Vec<FpRow> {
