@@ -99,6 +99,7 @@ pub fn search_tables<'s>(
     let searched = ProbeHandle::new();
     let records = table_records(reps, ctx.clone(), lanes, searched.clone());
     let search_ctx = ctx.clone();
+    let search_keys = keys.clone();
     records
         .unary_frontier(
             // Every lane of a record routes to the same worker, so the first one stands for all.
@@ -126,7 +127,7 @@ pub fn search_tables<'s>(
                         .collect();
                     for time in complete {
                         let (cap, records) = stash.remove(&time).expect("listed");
-                        let edges = search(records, &search_ctx);
+                        let edges = search(records, &search_keys, &search_ctx);
                         output.session(&cap).give_iterator(edges.into_iter());
                     }
                     if frontier.is_empty() && stash.is_empty() && !done {
@@ -345,8 +346,7 @@ fn group_by_worker(
 /// The simple version sorts all records by (table, key) and walks the runs. Here each
 /// lane (table or band) is grouped on its own, over compact `(packed key, index)` entries
 /// with a radix sort ([`KeyGrouper`]), so the 40-byte records are never moved.
-fn search(mut records: Vec<TableRecord>, ctx: &WorkerCtx) -> Vec<Edge> {
-    let keys = Keys::of(ctx);
+fn search(mut records: Vec<TableRecord>, keys: &Keys, ctx: &WorkerCtx) -> Vec<Edge> {
     // Band records carry one lane each and arrive interleaved: bring each band together.
     // Table records of one round mostly share one base, and then this pass is skipped.
     if records.windows(2).any(|w| w[0].base != w[1].base) {
@@ -372,11 +372,11 @@ fn search(mut records: Vec<TableRecord>, ctx: &WorkerCtx) -> Vec<Edge> {
                 .filter(|(_, (_, &l))| l & (1u64 << bit) != 0)
                 .map(|(i, (&v, _))| (keys.packed(lane, v), i as u64));
             grouper.group(keys.key_bits(lane), slice.len(), entries, |_, members| {
-                state.bucket(&keys, lane, slice, members)
+                state.bucket(keys, lane, slice, members)
             });
         }
     }
-    state.finish(&keys)
+    state.finish(keys)
 }
 
 /// What the search of one round accumulates: its edges and its counters.
