@@ -639,11 +639,21 @@ fn tfidf_weights_need_the_job() {
 }
 
 #[test]
-fn lsh_bands_in_rounds_find_the_same_pairs() {
+fn lsh_bands_in_rounds_or_spilled_find_the_same_pairs() {
     let dir = dev_small();
     let tmp = tempfile::tempdir().unwrap();
-    let (one, three) = (tmp.path().join("one"), tmp.path().join("three"));
-    for (out, rounds) in [(&one, "1"), (&three, "3")] {
+    let (one, three, spilled) = (
+        tmp.path().join("one"),
+        tmp.path().join("three"),
+        tmp.path().join("spilled"),
+    );
+    // 1 MiB cannot hold the bands in memory: the waiting signatures and the band entries
+    // go to disk.
+    for (out, rounds, limit) in [
+        (&one, "1", "none"),
+        (&three, "3", "none"),
+        (&spilled, "2", "1M"),
+    ] {
         neardup()
             .args([
                 "run",
@@ -656,6 +666,8 @@ fn lsh_bands_in_rounds_find_the_same_pairs() {
                 "3",
                 "--table-rounds",
                 rounds,
+                "--memory-limit",
+                limit,
                 "--output",
             ])
             .arg(out)
@@ -667,7 +679,19 @@ fn lsh_bands_in_rounds_find_the_same_pairs() {
         v.sort_by_key(|a| (a.0, a.1));
         v
     };
-    let (a, b) = (sorted(pairs(&one)), sorted(pairs(&three)));
+    let (a, b, c) = (
+        sorted(pairs(&one)),
+        sorted(pairs(&three)),
+        sorted(pairs(&spilled)),
+    );
     assert!(a.len() > 1000);
     assert_eq!(a, b);
+    assert_eq!(a, c);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(spilled.join("summary.json")).unwrap()).unwrap();
+    assert!(
+        summary["search_plan"]["spill_partition_bits"].is_number(),
+        "{summary}"
+    );
+    assert!(summary["counts"]["spilled_bytes"].as_u64().unwrap() > 0);
 }

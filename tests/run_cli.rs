@@ -1307,7 +1307,7 @@ fn bad_search_parameters_are_refused_before_anything_is_written() {
 }
 
 #[test]
-fn a_memory_limit_sets_the_rounds_or_warns_when_it_cannot_be_met() {
+fn a_memory_limit_sets_the_rounds_or_spills_when_they_cannot_meet_it() {
     let dir = tempfile::tempdir().unwrap();
     let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
     let base = dir.path().join("base");
@@ -1324,17 +1324,45 @@ fn a_memory_limit_sets_the_rounds_or_warns_when_it_cannot_be_met() {
     let plan = &summary(&out)["search_plan"];
     assert_eq!(plan["rounds"], 16, "{plan} (workers {w})");
     assert_eq!(pairs(&out), pairs(&base));
-    // A limit nothing can meet: the run goes ahead and says so.
+    // A limit no number of rounds can meet: the search spills, here to --spill-dir.
     let out = dir.path().join("tight");
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let limit = (n * 96).to_string();
+    let spill_dir = scratch.to_str().unwrap();
+    run_ok(
+        &out,
+        &["--memory-limit", &limit, "--spill-dir", spill_dir],
+        &[&input],
+    );
+    let summary_json = summary(&out);
+    let plan = &summary_json["search_plan"];
+    assert_eq!(plan["rounds"], 1, "{plan}");
+    assert_eq!(plan["spill_partition_bits"], 0, "{plan}");
+    let spilled = summary_json["counts"]["spilled_bytes"].as_u64().unwrap();
+    // Every (fingerprint, table) entry once, and some of the waiting fingerprints (24 bytes).
+    assert!(
+        (16 * n * 24..17 * n * 24).contains(&spilled),
+        "{spilled} bytes for {n} fingerprints"
+    );
+    assert_eq!(pairs(&out), pairs(&base));
+    assert_eq!(
+        std::fs::read_dir(&scratch).unwrap().count(),
+        0,
+        "spill removed"
+    );
+    // A limit below what even the spilled search needs: it goes ahead and says so.
+    let out = dir.path().join("tiny");
     let output = run_ok(&out, &["--memory-limit", "1K"], &[&input]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--memory-limit 1.0 KiB"), "{stderr}");
     let warnings = summary(&out)["warnings"].to_string();
     assert!(
-        warnings.contains("spilling to disk is not built yet"),
+        warnings.contains("spilled table search needs"),
         "{warnings}"
     );
     assert_eq!(pairs(&out), pairs(&base));
+    assert!(!out.join("_spill").exists(), "spill removed");
 }
 
 #[test]

@@ -238,6 +238,13 @@ pub struct JobConfig {
     /// `table_rounds` says otherwise). The binary's default is
     /// [`DEFAULT_MEMORY_SHARE`] of physical memory.
     pub memory_limit: Option<u64>,
+    /// Where the search spills when it does not fit `memory_limit` (`None`: `_spill/`
+    /// inside the output directory). Each process spills to its own machine's path.
+    pub spill_dir: Option<PathBuf>,
+    /// The smallest spilled partition the plan makes, in entries (default
+    /// [`crate::rounds::MIN_PARTITION_ENTRIES`]; tests lower it to spill small inputs into
+    /// many partitions).
+    pub spill_min_partition: u64,
     /// Bucket search leaf size (see `neardup_core::search`).
     pub leaf_size: usize,
     pub batch_records: usize,
@@ -272,6 +279,8 @@ impl JobConfig {
             },
             table_rounds: None,
             memory_limit: None,
+            spill_dir: None,
+            spill_min_partition: crate::rounds::MIN_PARTITION_ENTRIES,
             leaf_size: neardup_core::search::DEFAULT_LEAF_SIZE,
             batch_records: DEFAULT_BATCH_RECORDS,
             batch_bytes: DEFAULT_BATCH_BYTES,
@@ -332,6 +341,22 @@ impl JobConfig {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect()
+    }
+
+    /// The directory this job's workers spill into: `_spill/` in the output directory, or
+    /// a directory named after the job inside `--spill-dir` (so jobs sharing it do not
+    /// meet). Removed when the job is done.
+    pub fn spill_root(&self) -> PathBuf {
+        match &self.spill_dir {
+            None => self.output.join("_spill"),
+            Some(dir) => {
+                let id = self
+                    .job_id()
+                    .bytes()
+                    .fold(0u64, |h, b| neardup_core::mix::mix2(h, b as u64));
+                dir.join(format!("neardup-{id:016x}"))
+            }
+        }
     }
 
     /// The job id: given, or derived from the output directory.

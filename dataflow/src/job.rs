@@ -365,6 +365,8 @@ fn finalize(mut report: WorkerReport, shared: &Shared) -> JobSummary {
             largest.cluster_id, largest.size, config.cluster_warning
         ));
     }
+    // Every worker has removed its own spill directory by now; the job's goes too.
+    let _ = std::fs::remove_dir(config.spill_root());
     if let Err(e) = output::commit(&config.output, &summary) {
         summary.errors.push(e.to_string());
     }

@@ -37,7 +37,7 @@
 //! Then a second small dataflow sends each worker's report to worker 0, which writes
 //! `summary.json` and `_SUCCESS`. Module by module: [`plan`] (units), [`read`], [`home`]
 //! (which worker fingerprints a document), [`fingerprint`], [`exact`], [`near`] (with
-//! [`rounds`]), [`clusters`], [`output`], [`job`].
+//! [`rounds`] and [`spill`]), [`clusters`], [`output`], [`job`].
 
 pub mod clusters;
 pub mod config;
@@ -56,6 +56,7 @@ pub mod read;
 pub mod records;
 pub mod report;
 pub mod rounds;
+pub mod spill;
 pub mod verify;
 pub mod worker;
 

@@ -10,8 +10,10 @@
 //! fingerprints share a key (so once, although it may meet in several), and a hot bucket is
 //! split further on its free bits instead of being compared pair by pair (so it stays exact
 //! and does not stall). The tables may be entered in rounds to bound memory
-//! ([`crate::rounds`]).
+//! ([`crate::rounds`]), and the search spills to disk when even that does not fit
+//! ([`crate::spill`]).
 
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -27,13 +29,26 @@ use crate::config::DEFAULT_HOT_BUCKET;
 use crate::progress::Progress;
 use crate::records::{DocFp, Edge, EdgeKind, TableRecord};
 use crate::report::{BucketInfo, SearchPlan};
-use crate::rounds::SearchShape;
+use crate::rounds::{held_in_memory, SearchShape};
+use crate::spill::{HeldFingerprints, Partitions, Replay, SpillDir, SpillShape, Waiting};
 use crate::worker::WorkerCtx;
+
+/// Fingerprints entered in the tables per activation: a round goes out in chunks, so the
+/// search can take (or spill) them as they come instead of timely queueing all of them.
+const ENTER_CHUNK: usize = 1 << 16;
+
+/// What the search of this worker knows of the plan: nothing yet, in memory, or spilling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Planned {
+    Unknown,
+    InMemory,
+    Spill(SpillShape),
+}
 
 /// How a record's bucket is found: a simhash table keys on the masked fingerprint, an LSH
 /// band record carries its key already.
 #[derive(Clone)]
-enum Keys {
+pub(crate) enum Keys {
     Tables {
         masks: Vec<u64>,
         packers: Vec<KeyPacker>,
@@ -54,7 +69,7 @@ impl Keys {
 
     /// The key of `value` in `lane`.
     #[inline]
-    fn key(&self, lane: u32, value: u64) -> u64 {
+    pub(crate) fn key(&self, lane: u32, value: u64) -> u64 {
         match self {
             Keys::Tables { masks, .. } => value & masks[lane as usize],
             Keys::Bands => value,
@@ -63,14 +78,14 @@ impl Keys {
 
     /// The key of `value` in `lane` as a `key_bits(lane)`-bit integer (for sorting).
     #[inline]
-    fn packed(&self, lane: u32, value: u64) -> u64 {
+    pub(crate) fn packed(&self, lane: u32, value: u64) -> u64 {
         match self {
             Keys::Tables { packers, .. } => packers[lane as usize].pack(value),
             Keys::Bands => value,
         }
     }
 
-    fn key_bits(&self, lane: u32) -> u32 {
+    pub(crate) fn key_bits(&self, lane: u32) -> u32 {
         match self {
             Keys::Tables { packers, .. } => packers[lane as usize].bits(),
             Keys::Bands => 64,
@@ -97,7 +112,16 @@ pub fn search_tables<'s>(
     let keys = Keys::of(&ctx);
     let peers = ctx.peers;
     let searched = ProbeHandle::new();
-    let records = table_records(reps, ctx.clone(), lanes, searched.clone());
+    let planned = Rc::new(Cell::new(Planned::Unknown));
+    let spill_dir = Rc::new(RefCell::new(SpillDir::new(&config.spill_root(), ctx.index)));
+    let records = table_records(
+        reps,
+        ctx.clone(),
+        lanes,
+        searched.clone(),
+        planned.clone(),
+        spill_dir.clone(),
+    );
     let search_ctx = ctx.clone();
     let search_keys = keys.clone();
     records
@@ -107,7 +131,7 @@ pub fn search_tables<'s>(
             "SearchBuckets",
             move |_, _| {
                 // Records by round (timestamp), each searched once its round is complete.
-                let mut stash: BTreeMap<u64, (Capability<u64>, Vec<TableRecord>)> = BTreeMap::new();
+                let mut stash: BTreeMap<u64, (Capability<u64>, Store)> = BTreeMap::new();
                 let mut done = false;
                 move |(input, frontier), output| {
                     input.for_each(|cap, data| {
@@ -115,10 +139,18 @@ pub fn search_tables<'s>(
                         let entry = stash.entry(time).or_insert_with(|| {
                             (
                                 cap.retain_least(output.output_index()).expect("a time"),
-                                Vec::new(),
+                                Store::Memory(Vec::new()),
                             )
                         });
-                        entry.1.append(data);
+                        let mut dir = spill_dir.borrow_mut();
+                        let stored =
+                            entry
+                                .1
+                                .add(data, time, planned.get(), &search_keys, &mut dir, lanes);
+                        if let Err(e) = stored {
+                            search_ctx.fail(spill_error(&dir, e));
+                            data.clear();
+                        }
                     });
                     let complete: Vec<u64> = stash
                         .keys()
@@ -126,12 +158,29 @@ pub fn search_tables<'s>(
                         .filter(|t| !frontier.less_equal(t))
                         .collect();
                     for time in complete {
-                        let (cap, records) = stash.remove(&time).expect("listed");
-                        let edges = search(records, &search_keys, &search_ctx);
-                        output.session(&cap).give_iterator(edges.into_iter());
+                        let (cap, store) = stash.remove(&time).expect("listed");
+                        match store {
+                            Store::Memory(records) => {
+                                let edges = search(records, &search_keys, &search_ctx);
+                                output.session(&cap).give_iterator(edges.into_iter());
+                            }
+                            Store::Spilled(partitions) => {
+                                let searched = partitions.finish(&search_keys, |records| {
+                                    let edges = search(records, &search_keys, &search_ctx);
+                                    output.session(&cap).give_iterator(edges.into_iter());
+                                });
+                                match searched {
+                                    Ok(bytes) => {
+                                        search_ctx.report.borrow_mut().spilled_bytes += bytes
+                                    }
+                                    Err(e) => search_ctx.fail(spill_error(&spill_dir.borrow(), e)),
+                                }
+                            }
+                        }
                     }
                     if frontier.is_empty() && stash.is_empty() && !done {
                         done = true;
+                        spill_dir.borrow_mut().remove();
                         search_ctx.stage_done("search");
                         search_ctx
                             .shared
@@ -144,17 +193,67 @@ pub fn search_tables<'s>(
         .probe_with(&searched)
 }
 
+/// One round's records on the searching worker: in memory, or in partition files.
+enum Store {
+    Memory(Vec<TableRecord>),
+    Spilled(Partitions),
+}
+
+impl Store {
+    /// Takes `data` for round `round`, moving to partition files once the plan says so
+    /// (records that came before this worker knew the plan are moved too).
+    fn add(
+        &mut self,
+        data: &mut Vec<TableRecord>,
+        round: u64,
+        planned: Planned,
+        keys: &Keys,
+        dir: &mut SpillDir,
+        lanes: usize,
+    ) -> std::io::Result<()> {
+        if let (Planned::Spill(shape), Store::Memory(held)) = (planned, &mut *self) {
+            let held = std::mem::take(held);
+            let mut partitions =
+                Partitions::new(dir.sub(&format!("round-{round}"), true)?, lanes, shape);
+            for record in &held {
+                partitions.add(keys, record)?;
+            }
+            *self = Store::Spilled(partitions);
+        }
+        match self {
+            Store::Memory(records) => records.append(data),
+            Store::Spilled(partitions) => {
+                for record in data.drain(..) {
+                    partitions.add(keys, &record)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn spill_error(dir: &SpillDir, e: std::io::Error) -> String {
+    format!(
+        "spilling the table search to {}: {e} (free disk space, or choose another place with --spill-dir)",
+        dir.path().display()
+    )
+}
+
 /// Enters every representative in every table (or LSH band), a round of tables at a time.
 ///
 /// The simple version emits all tables at once, so the search holds `tables` copies of
 /// every fingerprint. With `--table-rounds N`, round `r` (timestamp `r + 1`) holds about
 /// `tables / N` of them, and is emitted only once the search has finished the round before
-/// (the `searched` probe): memory is bounded by one round.
+/// (the `searched` probe): memory is bounded by one round. Each round goes out in chunks of
+/// [`ENTER_CHUNK`] fingerprints, one per activation, and the fingerprints wait for their
+/// rounds in a [`HeldFingerprints`], which spills past its share of the memory limit.
 fn table_records<'s>(
     reps: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
     lanes: usize,
     searched: ProbeHandle<u64>,
+    planned: Rc<Cell<Planned>>,
+    spill_dir: Rc<RefCell<SpillDir>>,
 ) -> StreamVec<'s, u64, TableRecord> {
     let scope = reps.scope();
     let keys = Keys::of(&ctx);
@@ -162,7 +261,10 @@ fn table_records<'s>(
     // Every worker tells every worker how many fingerprints it holds and its process's
     // memory limit, so that all of them choose the same rounds from the same total and the
     // smallest limit (machines of a cluster may differ).
-    let limit = ctx.shared.config.memory_limit.unwrap_or(u64::MAX);
+    let config = &ctx.shared.config;
+    let limit = config.memory_limit.unwrap_or(u64::MAX);
+    let band_keys = if let Keys::Bands = keys { lanes } else { 0 };
+    let held_limit = held_in_memory(config.memory_limit, config.parallelism.workers, band_keys);
     let counts = count_to_every_worker(reps.clone(), peers, limit);
     reps.binary_frontier(
         counts,
@@ -174,22 +276,28 @@ fn table_records<'s>(
             let mut cap = Some(cap);
             // Only what the tables need: 24 bytes per fingerprint, and the band keys in
             // MinHash mode.
-            let mut held: Vec<Entry> = Vec::new();
-            let mut bands: Vec<Box<[u64]>> = Vec::new();
+            let mut held = HeldFingerprints::new(band_keys, held_limit);
+            let mut failed = false;
             let mut total = 0u64;
             let mut limit = u64::MAX;
             let mut plan: Option<(usize, usize)> = None; // (rounds, lanes per round)
             let mut round = 0usize;
+            let mut replay: Option<Replay> = None;
             move |(input, frontier), (counts, counts_frontier), output| {
                 input.for_each(|_, data| {
+                    let mut dir = spill_dir.borrow_mut();
                     for doc in data.drain(..) {
-                        held.push(Entry {
+                        if failed {
+                            continue;
+                        }
+                        let waiting = Waiting {
                             doc_id: doc.doc_id,
                             simhash: doc.simhash,
                             rank: doc.rank,
-                        });
-                        if let Keys::Bands = keys {
-                            bands.push(doc.bands.into_boxed_slice());
+                        };
+                        if let Err(e) = held.push(waiting, &doc.bands, &mut dir) {
+                            ctx.fail(spill_error(&dir, e));
+                            failed = true;
                         }
                     }
                 });
@@ -204,23 +312,35 @@ fn table_records<'s>(
                 }
                 let Some(c) = cap.as_mut() else { return };
                 let (rounds, per_round) =
-                    *plan.get_or_insert_with(|| plan_rounds(&ctx, total, lanes, limit));
-                // Round r goes out at time r + 1, once round r - 1 (time r) has been searched.
-                if round > 0 && searched.less_equal(&(round as u64)) {
-                    activator.activate();
-                    return;
+                    *plan.get_or_insert_with(|| plan_rounds(&ctx, total, lanes, limit, &planned));
+                if replay.is_none() {
+                    // Round r goes out at time r + 1, once round r - 1 (time r) has been
+                    // searched.
+                    if round > 0 && searched.less_equal(&(round as u64)) {
+                        activator.activate();
+                        return;
+                    }
+                    if round == rounds {
+                        cap = None;
+                        return;
+                    }
+                    c.downgrade(&(round as u64 + 1));
+                    match held.replay() {
+                        Ok(r) => replay = Some(r),
+                        Err(e) => {
+                            ctx.fail(spill_error(&spill_dir.borrow(), e));
+                            cap = None;
+                            return;
+                        }
+                    }
                 }
-                if round == rounds {
-                    cap = None;
-                    return;
-                }
-                c.downgrade(&(round as u64 + 1));
                 let lanes_now = round * per_round..((round + 1) * per_round).min(lanes);
-                let n = held.len() as u64 * lanes_now.len() as u64;
-                {
+                let mut records = 0u64;
+                let entered = {
                     let mut session = output.session(&*c);
                     let mut groups = Vec::new();
-                    for (i, doc) in held.iter().enumerate() {
+                    let replay = replay.as_mut().expect("a round under way");
+                    held.next_chunk(replay, ENTER_CHUNK, |doc, bands| {
                         if let Keys::Tables { .. } = keys {
                             for chunk in lanes_now.clone().step_by(64) {
                                 let lanes = chunk..(chunk + 64).min(lanes_now.end);
@@ -240,25 +360,38 @@ fn table_records<'s>(
                                 session.give(TableRecord {
                                     base: band as u32,
                                     lanes: 1,
-                                    value: bands[i][band],
+                                    value: bands[band],
                                     doc_id: doc.doc_id,
                                     rank: doc.rank,
                                 });
                             }
                         }
+                        records += lanes_now.len() as u64;
+                    })
+                };
+                ctx.report.borrow_mut().table_records += records;
+                Progress::add(&ctx.shared.progress.table_records, records);
+                let round_over = match entered {
+                    Ok(n) => n < ENTER_CHUNK,
+                    Err(e) => {
+                        ctx.fail(spill_error(&spill_dir.borrow(), e));
+                        true
                     }
+                };
+                if round_over {
+                    replay = None;
+                    round += 1;
+                    if round == rounds {
+                        // Nothing is entered after the last round: free the fingerprints
+                        // (and their file) before its search, which is where memory peaks.
+                        let spilled = held.spilled_bytes();
+                        ctx.report.borrow_mut().spilled_bytes += spilled;
+                        held = HeldFingerprints::new(0, 1);
+                    }
+                    // Hold the next round's time only, so the probe can see this round
+                    // finish.
+                    c.downgrade(&(round as u64 + 1));
                 }
-                ctx.report.borrow_mut().table_records += n;
-                Progress::add(&ctx.shared.progress.table_records, n);
-                round += 1;
-                if round == rounds {
-                    // Nothing is entered after the last round: free the fingerprints before
-                    // its search, which is where memory peaks.
-                    held = Vec::new();
-                    bands = Vec::new();
-                }
-                // Hold the next round's time only, so the probe can see this round finish.
-                c.downgrade(&(round as u64 + 1));
                 activator.activate();
             }
         },
@@ -289,10 +422,16 @@ fn count_to_every_worker<'s>(
     })
 }
 
-/// Chooses the rounds for `total` fingerprints and the smallest memory limit of the
-/// cluster (`u64::MAX`: none), the same on every worker, and records the plan in the
-/// report. Returns (rounds, lanes per round).
-fn plan_rounds(ctx: &WorkerCtx, total: u64, lanes: usize, limit: u64) -> (usize, usize) {
+/// Chooses the rounds (and whether to spill) for `total` fingerprints and the smallest
+/// memory limit of the cluster (`u64::MAX`: none), the same on every worker, tells this
+/// worker's search, and records the plan in the report. Returns (rounds, lanes per round).
+fn plan_rounds(
+    ctx: &WorkerCtx,
+    total: u64,
+    lanes: usize,
+    limit: u64,
+    planned: &Cell<Planned>,
+) -> (usize, usize) {
     let limit = (limit != u64::MAX).then_some(limit);
     let config = &ctx.shared.config;
     let shape = SearchShape {
@@ -301,24 +440,28 @@ fn plan_rounds(ctx: &WorkerCtx, total: u64, lanes: usize, limit: u64) -> (usize,
         bands: config.lsh.is_some(),
         workers: ctx.peers,
         workers_here: config.parallelism.workers,
+        min_partition_entries: config.spill_min_partition,
     };
-    let (rounds, warning) = shape.choose(config.table_rounds, limit);
+    let choice = shape.choose(config.table_rounds, limit);
+    let rounds = choice.rounds;
+    planned.set(match choice.spill {
+        Some(spill) => Planned::Spill(spill),
+        None => Planned::InMemory,
+    });
+    let estimated_bytes = match (&choice.spill, limit) {
+        (Some(spill), Some(limit)) => shape.spill_estimate(spill, rounds, limit),
+        _ => shape.estimate(rounds),
+    };
     let mut report = ctx.report.borrow_mut();
     report.search_plan = Some(SearchPlan {
         fingerprints: total,
         rounds,
-        estimated_bytes: shape.estimate(rounds),
+        estimated_bytes,
         memory_limit: limit,
+        spill_partition_bits: choice.spill.map(|s| s.bits),
     });
-    report.warnings.extend(warning);
+    report.warnings.extend(choice.warning);
     (rounds, lanes.div_ceil(rounds))
-}
-
-/// A fingerprint waiting to be entered in the tables.
-struct Entry {
-    doc_id: u64,
-    simhash: u64,
-    rank: u64,
 }
 
 /// The workers that `fp`'s tables in `lanes` (at most 64) send it to, each with the mask of

@@ -43,6 +43,8 @@ pub struct WorkerReport {
     pub exact_groups: u64,
     pub exact_duplicates: u64,
     pub table_records: u64,
+    /// Bytes the table search wrote to disk (`--memory-limit` spilling).
+    pub spilled_bytes: u64,
     pub exact_pairs: u64,
     pub near_pairs: u64,
     /// Candidate pairs found by the near search (before verification and, in MinHash mode,
@@ -77,6 +79,10 @@ pub struct SearchPlan {
     pub estimated_bytes: u64,
     /// The --memory-limit the rounds were chosen for (bytes per process), if any.
     pub memory_limit: Option<u64>,
+    /// When the search spilled to disk: the leading key bits each table was partitioned
+    /// on (`2^bits` files per table and worker). `None`: in memory.
+    #[serde(default)]
+    pub spill_partition_bits: Option<u32>,
 }
 
 /// How many skip examples a report keeps.
@@ -115,6 +121,7 @@ impl WorkerReport {
         self.exact_groups += other.exact_groups;
         self.exact_duplicates += other.exact_duplicates;
         self.table_records += other.table_records;
+        self.spilled_bytes += other.spilled_bytes;
         self.exact_pairs += other.exact_pairs;
         self.near_pairs += other.near_pairs;
         self.candidates += other.candidates;
@@ -226,6 +233,9 @@ pub struct Counts {
     pub documents_to_remove: u64,
     pub keep_value_missing: u64,
     pub table_records: u64,
+    /// Bytes the table search wrote to disk when it spilled (0: it fit in memory).
+    #[serde(default)]
+    pub spilled_bytes: u64,
     pub comparisons: u64,
     pub bucket_splits: u64,
 }
@@ -251,6 +261,7 @@ impl JobSummary {
             documents_to_remove: report.documents_to_remove,
             keep_value_missing: report.keep_value_missing,
             table_records: report.table_records,
+            spilled_bytes: report.spilled_bytes,
             comparisons: report.comparisons,
             bucket_splits: report.splits,
         };

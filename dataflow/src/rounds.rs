@@ -1,16 +1,20 @@
-//! How many rounds the table search takes: the fewest whose memory fits `--memory-limit`.
+//! How the table search fits `--memory-limit`: the fewest rounds whose memory fits, or,
+//! when none does, spilling to disk ([`crate::spill`]).
 //!
 //! The simple plan enters every fingerprint in every table at once. Each worker then holds
 //! a record for every (fingerprint, worker its tables send it to) pair, so a process's
 //! memory grows with `fingerprints x min(workers, tables)`. Searching the tables in rounds
 //! (a group of tables at a time, one after the other) divides the `min(workers, tables)`
 //! part; with one worker there is one record per fingerprint however many rounds there are,
-//! and rounds cannot help (only spilling to disk could, which is not built yet).
+//! and rounds cannot help. Past that the search spills: its entries go to partition files
+//! sized so that the largest one read back fits the worker's share of the limit.
 //!
 //! The estimate is deliberately simple and on the high side: it counts the bytes each
 //! structure of the search holds per record and per fingerprint (constants below, measured
 //! on 10M fingerprints with one worker: 1.06 GB peak for the whole process, where the
 //! estimate says 1.5 GB).
+
+use crate::spill::{SpillShape, MAX_BUFFER_BYTES, MAX_PARTITION_BITS, MIN_BUFFER_BYTES};
 
 /// Bytes per table record in the search: the record (40), room for the stash to grow (40),
 /// and the compact copy of its value and lanes (16).
@@ -19,6 +23,40 @@ pub const RECORD_BYTES: u64 = 96;
 pub const ENTRY_BYTES: u64 = 16;
 /// Bytes per fingerprint waiting to be entered in a later round (its id, fingerprint, rank).
 pub const WAITING_BYTES: u64 = 24;
+
+/// Bytes per entry of a spilled partition while it is searched: the record read back (40),
+/// its value and lanes (16), and the grouping keys with their sort buffer (16), rounded up.
+pub const PARTITION_ENTRY_BYTES: u64 = 80;
+/// Shares of a worker's part of the limit when spilling: the partition being searched
+/// (up to twice the average before it is split again), the partition files' write buffers,
+/// and the fingerprints held for the rounds to come. The rest is left for timely's queues
+/// and the pairs.
+pub const PARTITION_SHARE: f64 = 0.25;
+pub const BUFFER_SHARE: f64 = 0.2;
+pub const HELD_SHARE: f64 = 0.2;
+/// A spilled partition is never planned smaller than this: below it the files are too
+/// many and too small to be worth their cost.
+pub const MIN_PARTITION_ENTRIES: u64 = 1 << 14;
+
+/// The plan: rounds, and how to spill if memory does not fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub rounds: usize,
+    pub spill: Option<SpillShape>,
+    pub warning: Option<String>,
+}
+
+/// Fingerprints a worker keeps in memory while they wait for their rounds (with `bands`
+/// band keys each), before it spills them: its share of the limit (`None`: no limit).
+pub fn held_in_memory(limit: Option<u64>, workers_here: usize, bands: usize) -> usize {
+    match limit {
+        None => usize::MAX,
+        Some(limit) => {
+            let budget = limit as f64 / workers_here.max(1) as f64 * HELD_SHARE;
+            (budget / (WAITING_BYTES + 8 * bands as u64) as f64).max(1.0) as usize
+        }
+    }
+}
 
 /// What the estimate needs to know about the job.
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +69,9 @@ pub struct SearchShape {
     pub bands: bool,
     pub workers: usize,
     pub workers_here: usize,
+    /// The smallest spilled partition planned ([`MIN_PARTITION_ENTRIES`] unless a test
+    /// wants many partitions of a small input).
+    pub min_partition_entries: u64,
 }
 
 impl SearchShape {
@@ -62,30 +103,83 @@ impl SearchShape {
             .saturating_add(waiting)
     }
 
-    /// The rounds to use: `fixed` if given; else the fewest whose estimate fits `limit`; if
-    /// none fits, the one with the smallest estimate (the fewest among equals), with a
-    /// warning for the summary.
-    pub fn choose(&self, fixed: Option<usize>, limit: Option<u64>) -> (usize, Option<String>) {
+    /// The plan: `fixed` rounds if given, else the fewest whose estimate fits `limit`; if
+    /// the estimate of those rounds (or of one round, when none fits) is over the limit,
+    /// the search spills.
+    pub fn choose(&self, fixed: Option<usize>, limit: Option<u64>) -> Choice {
         let lanes = self.lanes.max(1);
-        if let Some(rounds) = fixed {
-            return (rounds.clamp(1, lanes), None);
-        }
-        let Some(limit) = limit else {
-            return (1, None);
+        let in_memory = |rounds: usize| Choice {
+            rounds,
+            spill: None,
+            warning: None,
         };
-        if let Some(rounds) = (1..=lanes).find(|&r| self.estimate(r) <= limit) {
-            return (rounds, None);
+        let Some(limit) = limit else {
+            return in_memory(fixed.unwrap_or(1).clamp(1, lanes));
+        };
+        let rounds = match fixed {
+            Some(rounds) => rounds.clamp(1, lanes),
+            None => (1..=lanes)
+                .find(|&r| self.estimate(r) <= limit)
+                .unwrap_or(1),
+        };
+        if self.estimate(rounds) <= limit {
+            return in_memory(rounds);
         }
-        let best = (1..=lanes)
-            .min_by_key(|&r| (self.estimate(r), r))
-            .unwrap_or(1);
-        let warning = format!(
-            "the table search needs about {} per process for {} fingerprints, more than --memory-limit {} even in {best} round(s); it goes ahead (spilling to disk is not built yet): use more workers or processes, or raise the limit",
-            human_bytes(self.estimate(best)),
-            self.fingerprints,
-            human_bytes(limit)
-        );
-        (best, Some(warning))
+        let (spill, warning) = self.spill_shape(rounds, limit);
+        Choice {
+            rounds,
+            spill: Some(spill),
+            warning,
+        }
+    }
+
+    /// How each worker spills `rounds` rounds within `limit`: partitions of each table
+    /// small enough that the one being searched fits [`PARTITION_SHARE`] of the worker's
+    /// part of the limit, with write buffers sharing [`BUFFER_SHARE`] of it.
+    pub fn spill_shape(&self, rounds: usize, limit: u64) -> (SpillShape, Option<String>) {
+        let budget = limit as f64 / self.workers_here.max(1) as f64;
+        // Every (fingerprint, table) entry goes to exactly one worker.
+        let per_table = self.fingerprints.div_ceil(self.workers.max(1) as u64);
+        let planned = (budget * PARTITION_SHARE / PARTITION_ENTRY_BYTES as f64) as u64;
+        let max_entries = planned.max(self.min_partition_entries.max(1));
+        let mut bits = 0;
+        while bits < MAX_PARTITION_BITS && per_table >> bits > max_entries {
+            bits += 1;
+        }
+        let files = (self.lanes.div_ceil(rounds.max(1)) as u64) << bits;
+        let buffer_bytes = ((budget * BUFFER_SHARE) as u64 / files.max(1))
+            .clamp(MIN_BUFFER_BYTES as u64, MAX_BUFFER_BYTES as u64)
+            as usize;
+        let shape = SpillShape {
+            bits,
+            buffer_bytes,
+            // Keys are not uniform: allow twice the average before splitting again.
+            max_entries: 2 * max_entries,
+        };
+        let warning = (planned < self.min_partition_entries).then(|| {
+            format!(
+                "--memory-limit {} is below what the spilled table search needs to work in (about {} per process): it goes ahead, using more",
+                human_bytes(limit),
+                human_bytes(self.spill_estimate(&shape, rounds, limit))
+            )
+        });
+        (shape, warning)
+    }
+
+    /// Estimated peak bytes of the spilled search in this process: the largest partition
+    /// searched, the write buffers, and the fingerprints held in memory for the rounds.
+    pub fn spill_estimate(&self, shape: &SpillShape, rounds: usize, limit: u64) -> u64 {
+        let files = (self.lanes.div_ceil(rounds.max(1)) as u64) << shape.bits;
+        let band_keys = if self.bands { self.lanes } else { 0 };
+        let held = (self.fingerprints / self.workers.max(1) as u64).min(held_in_memory(
+            Some(limit),
+            self.workers_here,
+            band_keys,
+        ) as u64);
+        let per_worker = shape.max_entries * PARTITION_ENTRY_BYTES
+            + files * shape.buffer_bytes as u64
+            + held * (WAITING_BYTES + 8 * band_keys as u64);
+        per_worker.saturating_mul(self.workers_here as u64)
     }
 }
 
@@ -116,6 +210,7 @@ mod tests {
             bands: false,
             workers,
             workers_here: workers,
+            min_partition_entries: MIN_PARTITION_ENTRIES,
         }
     }
 
@@ -125,7 +220,8 @@ mod tests {
         assert_eq!(s.estimate(1), 1_000_000 * (RECORD_BYTES + ENTRY_BYTES));
         // Later rounds also hold the waiting fingerprints: one round is best.
         assert!(s.estimate(4) > s.estimate(1));
-        assert_eq!(s.choose(None, Some(s.estimate(1))), (1, None));
+        let choice = s.choose(None, Some(s.estimate(1)));
+        assert_eq!((choice.rounds, choice.spill), (1, None));
     }
 
     #[test]
@@ -137,23 +233,59 @@ mod tests {
             10_000_000 * 16 * RECORD_BYTES + 10_000_000 * ENTRY_BYTES
         );
         let limit = s.estimate(4);
-        assert_eq!(s.choose(None, Some(limit)), (4, None));
-        assert_eq!(s.choose(None, Some(limit - 1)).0, 6); // 16 lanes: 6 rounds hold 3 each
-        assert_eq!(s.choose(Some(2), Some(1)), (2, None));
-        assert_eq!(s.choose(None, None), (1, None));
+        let choice = s.choose(None, Some(limit));
+        assert_eq!((choice.rounds, choice.spill), (4, None));
+        assert_eq!(s.choose(None, Some(limit - 1)).rounds, 6); // 16 lanes: 6 rounds hold 3 each
+        assert_eq!(s.choose(Some(2), Some(s.estimate(2))).spill, None);
+        assert_eq!(s.choose(None, None).rounds, 1);
+        // Fixed rounds over the limit keep their number, and spill.
+        let fixed = s.choose(Some(2), Some(s.estimate(2) - 1));
+        assert_eq!(fixed.rounds, 2);
+        assert!(fixed.spill.is_some());
     }
 
     #[test]
-    fn an_impossible_limit_is_a_warning_not_a_failure() {
+    fn a_limit_below_one_round_spills_and_a_tiny_one_warns() {
         let s = shape(1_000_000, 1);
-        let (rounds, warning) = s.choose(None, Some(1000));
-        assert_eq!(rounds, 1);
-        let warning = warning.expect("a warning");
-        assert!(
-            warning.contains("1000 fingerprints") || warning.contains("1000000 fingerprints"),
-            "{warning}"
-        );
+        let choice = s.choose(None, Some(s.estimate(1) - 1));
+        assert_eq!(choice.rounds, 1);
+        assert!(choice.spill.is_some());
+        assert_eq!(choice.warning, None);
+        let tiny = s.choose(None, Some(1000));
+        let spill = tiny.spill.expect("spills");
+        assert_eq!(spill.max_entries, 2 * MIN_PARTITION_ENTRIES);
+        let warning = tiny.warning.expect("a warning");
         assert!(warning.contains("--memory-limit 1000 B"), "{warning}");
+    }
+
+    #[test]
+    fn a_billion_fingerprints_spill_within_the_limit() {
+        let limit = 16u64 << 30;
+        for workers in [1, 2, 16] {
+            let s = shape(1_000_000_000, workers);
+            let choice = s.choose(None, Some(limit));
+            let spill = choice.spill.expect("a billion do not fit 16 GiB");
+            assert_eq!(choice.warning, None);
+            assert!(s.spill_estimate(&spill, choice.rounds, limit) <= limit);
+            // The average partition fits the planned share (half the split threshold).
+            let per_table = 1_000_000_000u64.div_ceil(workers as u64);
+            assert!(
+                per_table >> spill.bits <= spill.max_entries / 2,
+                "{spill:?}"
+            );
+            assert!(spill.bits == 0 || per_table >> (spill.bits - 1) > spill.max_entries / 2);
+        }
+    }
+
+    #[test]
+    fn held_fingerprints_get_their_share() {
+        assert_eq!(held_in_memory(None, 2, 0), usize::MAX);
+        let n = held_in_memory(Some(1 << 30), 2, 0);
+        assert_eq!(
+            n,
+            ((1u64 << 29) as f64 * HELD_SHARE / WAITING_BYTES as f64) as usize
+        );
+        assert!(held_in_memory(Some(1 << 30), 2, 9) < n);
     }
 
     #[test]

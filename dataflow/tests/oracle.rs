@@ -179,6 +179,7 @@ fn search_in_rounds_equals_brute_force() {
         bands: false,
         workers: 4,
         workers_here: 4,
+        min_partition_entries: neardup_dataflow::rounds::MIN_PARTITION_ENTRIES,
     };
     let limit = shape.estimate(8);
     for (workers, rounds, memory_limit) in [
@@ -209,6 +210,62 @@ fn search_in_rounds_equals_brute_force() {
         assert_eq!(pairs.len(), set.len(), "a pair reported twice");
         assert_eq!(set, expected, "{workers} workers, {rounds} rounds");
         assert_eq!(summary.counts.table_records, 16 * items.len() as u64);
+    }
+}
+
+#[test]
+fn spilled_search_equals_brute_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fps_dir = tmp.path().join("fps");
+    let items = planted_fingerprints(&fps_dir, 3000, 3);
+    let expected: PairSet = brute_force_pairs(&items, 3)
+        .into_iter()
+        .map(|p| (p.doc_a, p.doc_b, p.hamming as u8, "near".to_string()))
+        .collect();
+    let scratch = tmp.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    // A limit of a few KiB spills everything: the waiting fingerprints, and every table's
+    // entries into partitions of at most 32 on average (so 7 or 8 key bits each; twice that
+    // before one is split again), and the hot clump
+    // (1500 fingerprints sharing 40 bits) is split again and again.
+    for (workers, rounds, spill_dir) in [
+        (1, None, None),
+        (2, Some(3), Some(&scratch)),
+        (4, None, Some(&scratch)),
+    ] {
+        let out = tmp.path().join(format!("w{workers}r{rounds:?}"));
+        let files = vec![fps_dir.join("part-00000.parquet")];
+        let mut config = JobConfig::new(JobInput::Fingerprints { files }, out.clone());
+        config.parallelism = Parallelism::local(workers);
+        config.table_rounds = rounds;
+        config.memory_limit = Some(4096);
+        config.spill_min_partition = 32;
+        config.spill_dir = spill_dir.cloned();
+        let summary = run(config);
+        let plan = summary.search_plan.clone().expect("a search plan");
+        assert_eq!(plan.rounds, rounds.unwrap_or(1), "{plan:?}");
+        let bits = plan.spill_partition_bits.expect("spilled");
+        let per_table = items.len().div_ceil(workers) as u64;
+        assert!(
+            per_table >> bits <= 32 && per_table >> (bits - 1) > 32,
+            "{plan:?}"
+        );
+        // Every (fingerprint, table) entry went to disk, and the fingerprints too.
+        let entries = 16 * items.len() as u64;
+        assert!(
+            summary.counts.spilled_bytes > entries * 24,
+            "{}",
+            summary.counts.spilled_bytes
+        );
+        assert!(summary.counts.bucket_splits > 0, "the hot clump is split");
+        let pairs = read_pairs(&out);
+        let set: PairSet = pairs.iter().cloned().collect();
+        assert_eq!(pairs.len(), set.len(), "a pair reported twice");
+        assert_eq!(set, expected, "{workers} workers, {rounds:?} rounds");
+        // Nothing of the spill is left behind.
+        assert!(!out.join("_spill").exists());
+        assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+        assert!(out.join("_SUCCESS").exists());
     }
 }
 

@@ -47,7 +47,11 @@ Examples:
 
   A billion fingerprints over 16 workers, the search planned within 40 GiB per process
   (the rounds chosen are in summary.json, search_plan):
-    neardup search -w 16 --memory-limit 40G --output out 'fps/*.parquet'";
+    neardup search -w 16 --memory-limit 40G --output out 'fps/*.parquet'
+
+  A billion fingerprints on one laptop: what does not fit 8 GiB spills to a scratch disk
+  (about 400 bytes per fingerprint there at k = 3; --table-rounds 16 cuts it to about 50):
+    neardup search --memory-limit 8G --spill-dir /scratch --output out 'fps/*.parquet'";
 
 /// Flags shared by `run` and `search`: the search, the clustering, the output, parallelism.
 #[derive(clap::Args, Debug)]
@@ -63,9 +67,14 @@ pub struct JobArgs {
     #[arg(long, default_value = "auto", value_name = "N|auto")]
     pub table_rounds: String,
     /// Memory the table search may plan for in each process: a size (16G, 512M), auto (70%
-    /// of physical memory) or none. Its estimate and the rounds chosen are in summary.json
+    /// of physical memory) or none. Its estimate and the rounds chosen are in summary.json.
+    /// A search that does not fit spills to disk (see --spill-dir)
     #[arg(long, default_value = "auto", value_name = "SIZE|auto|none")]
     pub memory_limit: String,
+    /// Where the search spills when it does not fit --memory-limit (default: _spill/ inside
+    /// the output directory; removed when the job ends)
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
     /// Which document of a cluster to keep: first, longest, shortest, max:COLUMN, min:COLUMN
     #[arg(long, default_value = "first", value_name = "POLICY")]
     pub keep: String,
@@ -271,6 +280,7 @@ impl JobArgs {
         config.control = self.cluster.control()?;
         config.table_rounds = crate::memory_args::table_rounds(&self.table_rounds)?;
         config.memory_limit = crate::memory_args::memory_limit(&self.memory_limit)?;
+        config.spill_dir = self.spill_dir.clone();
         config.command_line = std::env::args().collect();
         Ok(())
     }
