@@ -64,8 +64,9 @@ pub fn write_pairs<'s>(
                 if let Some(mut w) = writer.take() {
                     // Sorted parts read nicely and compress better.
                     buffered.sort_unstable_by_key(|p| (p.doc_a, p.doc_b));
-                    let written = buffered
-                        .drain(..)
+                    // Taken, so the rows are freed before the clustering that follows.
+                    let written = std::mem::take(&mut buffered)
+                        .into_iter()
                         .try_for_each(|row| w.push(row))
                         .and_then(|_| w.commit());
                     match written {
@@ -112,16 +113,19 @@ pub fn local_forest<'s>(
             });
             if frontier.is_empty() {
                 if let Some(cap) = cap.take() {
+                    // Everything is taken, so this worker's forest is freed before worker 0
+                    // builds the merged one.
                     let mut session = output.session(&cap);
-                    session.give_iterator(kept_edges.drain(..));
+                    session.give_iterator(std::mem::take(&mut kept_edges).into_iter());
+                    let links = std::mem::take(&mut uf).forest_edges();
                     session.give_iterator(
-                        uf.forest_edges()
+                        links
                             .into_iter()
                             .map(|(doc, root)| ForestMsg::Link { doc, root }),
                     );
                     session.give_iterator(
-                        ranks
-                            .drain()
+                        std::mem::take(&mut ranks)
+                            .into_iter()
                             .map(|(doc, rank)| ForestMsg::Rank { doc, rank }),
                     );
                 }
@@ -165,10 +169,11 @@ pub fn merge_forests<'s>(
                                 for &doc in ranks.keys() {
                                     uf.union(doc, doc);
                                 }
-                                uf.components_by_min()
+                                std::mem::take(&mut uf).components_by_min()
                             }
                         };
-                        let assignments = assign(members, &ranks, &ctx);
+                        (exact, near) = (Vec::new(), Vec::new());
+                        let assignments = assign(members, &std::mem::take(&mut ranks), &ctx);
                         output.session(&cap).give_iterator(assignments.into_iter());
                         ctx.stage_done("cluster");
                     }
@@ -236,6 +241,11 @@ pub fn write_clusters<'s>(
                     .for_each(|_, data| assigned.extend(data.drain(..).map(|a| (a.doc_id, a))));
                 if !done && docs_frontier.is_empty() && assignments_frontier.is_empty() {
                     done = true;
+                    // Taken, so both are freed once the part is written.
+                    let (mut home_docs, assigned) = (
+                        std::mem::take(&mut home_docs),
+                        std::mem::take(&mut assigned),
+                    );
                     home_docs.sort_unstable();
                     let rows = home_docs.iter().map(|doc| match assigned.get(doc) {
                         Some(a) => ClusterRow {

@@ -383,19 +383,19 @@ impl Partitions {
             .collect();
         let mut buffers = vec![Vec::new(); parts.len()];
         let mut counts = vec![0u64; parts.len()];
-        let mut reader = BufReader::with_capacity(MAX_BUFFER_BYTES, File::open(path)?);
-        for _ in 0..count {
-            let record = decode(&mut reader, lane)?;
+        let mut written = 0u64;
+        read_entries(path, lane, count, |record| {
             let part = key_prefix(keys, lane, record.value, skip, take);
             encode(&mut buffers[part], &record);
             counts[part] += 1;
             if buffers[part].len() >= MAX_BUFFER_BYTES {
                 append(&parts[part], &buffers[part])?;
-                self.spilled_bytes += buffers[part].len() as u64;
+                written += buffers[part].len() as u64;
                 buffers[part].clear();
             }
-        }
-        drop(reader);
+            Ok(())
+        })?;
+        self.spilled_bytes += written;
         std::fs::remove_file(path)?;
         for (part, buffer) in buffers.iter_mut().enumerate() {
             if !buffer.is_empty() {
@@ -414,19 +414,46 @@ impl Partitions {
 }
 
 fn encode(buffer: &mut Vec<u8>, record: &TableRecord) {
-    buffer.extend_from_slice(&record.value.to_le_bytes());
-    buffer.extend_from_slice(&record.doc_id.to_le_bytes());
-    buffer.extend_from_slice(&record.rank.to_le_bytes());
+    let mut bytes = [0u8; ENTRY_BYTES];
+    bytes[..8].copy_from_slice(&record.value.to_le_bytes());
+    bytes[8..16].copy_from_slice(&record.doc_id.to_le_bytes());
+    bytes[16..].copy_from_slice(&record.rank.to_le_bytes());
+    buffer.extend_from_slice(&bytes);
 }
 
-fn decode(reader: &mut impl Read, lane: u32) -> io::Result<TableRecord> {
-    Ok(TableRecord {
+fn decode(bytes: &[u8], lane: u32) -> TableRecord {
+    let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+    TableRecord {
         base: lane,
         lanes: 1,
-        value: read_u64(reader)?,
-        doc_id: read_u64(reader)?,
-        rank: read_u64(reader)?,
-    })
+        value: word(0),
+        doc_id: word(8),
+        rank: word(16),
+    }
+}
+
+/// Calls `each` on the `count` entries of the partition file `path`, read a large chunk at
+/// a time.
+fn read_entries(
+    path: &Path,
+    lane: u32,
+    count: u64,
+    mut each: impl FnMut(TableRecord) -> io::Result<()>,
+) -> io::Result<()> {
+    const CHUNK: usize = MAX_BUFFER_BYTES / ENTRY_BYTES;
+    let mut file = File::open(path)?;
+    let mut bytes = vec![0u8; CHUNK * ENTRY_BYTES];
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(CHUNK as u64) as usize;
+        let chunk = &mut bytes[..n * ENTRY_BYTES];
+        file.read_exact(chunk)?;
+        for entry in chunk.chunks_exact(ENTRY_BYTES) {
+            each(decode(entry, lane))?;
+        }
+        left -= n as u64;
+    }
+    Ok(())
 }
 
 fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -438,11 +465,11 @@ fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 fn read_partition(path: &Path, lane: u32, count: u64) -> io::Result<Vec<TableRecord>> {
-    let mut reader = BufReader::with_capacity(MAX_BUFFER_BYTES, File::open(path)?);
     let mut records = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        records.push(decode(&mut reader, lane)?);
-    }
+    read_entries(path, lane, count, |record| {
+        records.push(record);
+        Ok(())
+    })?;
     Ok(records)
 }
 

@@ -4,9 +4,10 @@
 # docs/performance.md and prints them. Each neardup figure is the median of RUNS whole-process
 # runs (default 3) measured with /usr/bin/time; see scripts/bench/suite.py.
 #
-#   scripts/bench/run.sh                       # fingerprint, search, run, scaling (~15 min)
+#   scripts/bench/run.sh                       # fingerprint, search, run, scaling, spill (~18 min)
 #   scripts/bench/run.sh search                # one section
-#   scripts/bench/run.sh big                   # 100M fingerprints (~3 min, ~11 GB, 1 GB disk)
+#   scripts/bench/run.sh big                   # 100M fingerprints in memory and spilled
+#                                              # (~10 min, ~11 GB, ~45 GB disk)
 #   RUNS=5 NO_WRITE=1 scripts/bench/run.sh run # more runs, leave docs/ alone
 #
 # Needs: zstd, python3, and the peers' packages, installed here into .venv-bench from PyPI

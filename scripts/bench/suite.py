@@ -8,8 +8,9 @@ the median of RUNS runs after one warm-up run. Peer figures come from scripts/be
 which times the peer's work only, its input already in memory (this favours the peers).
 Ratios are neardup's speed over the peer's, from the medians of this session.
 
-usage: suite.py [SECTION ...]   sections: fingerprint search run scaling big (default: all
-       but big; big is the 100M-fingerprint search, about 3 minutes and 11 GB)
+usage: suite.py [SECTION ...]   sections: fingerprint search run scaling spill big (default:
+       all but big; big is the 100M-fingerprint search in memory and spilled, about 10
+       minutes, 11 GB of memory and 45 GB of disk)
 
 Environment: RUNS (default 3), CORPUS (default ../shared/corpora/dev-medium/corpus.jsonl.zst),
 WORK (scratch directory, default a new temporary one; synthetic fingerprints are kept there
@@ -214,18 +215,49 @@ def section_scaling():
             table(["job", "size", "wall s", "time / time at N", "peak MB", "memory / memory at N"], rows))
 
 
+def section_spill():
+    """10M fingerprints with one worker in memory, and spilled under a 256 MiB limit."""
+    n = 10_000_000
+    fps = fps_file(n)
+    out = os.path.join(WORK, "spill-out")
+    rows = []
+    base = None
+    for label, flags in [("none (in memory)", ["--memory-limit", "none"]),
+                         ("256M", ["--memory-limit", "256M"]),
+                         ("256M, `--table-rounds 4`", ["--memory-limit", "256M", "--table-rounds", "4"])]:
+        wall, m = median_of([BIN, "search", "--quiet", "--overwrite", "-w", "1", *flags,
+                             "--output", out, fps])
+        summary = json.load(open(os.path.join(out, "summary.json")))
+        plan = summary.get("search_plan") or {}
+        bits = plan.get("spill_partition_bits")
+        base = base or wall
+        rows.append([label, f"{wall:.2f}", f"{wall / base:.2f}", f"{m / 1024:.2f}",
+                     f"{summary['counts'].get('spilled_bytes', 0) / 1e9:.1f}",
+                     plan.get("rounds", ""), "" if bits is None else 2 ** bits,
+                     f"{summary['counts']['pairs']:,}"])
+    return ("Spilling to disk (10M fingerprints, k = 3, 1 worker)",
+            table(["--memory-limit", "wall s", "vs in memory", "peak GiB", "spilled GB",
+                   "rounds", "partitions per table", "pairs"], rows))
+
+
 def section_big():
     n = 100_000_000
     fps = fps_file(n)
     out = os.path.join(WORK, "big-out")
-    wall, m = timed([BIN, "search", "--quiet", "--overwrite", "-w", "1", "--output", out, fps])
-    summary = json.load(open(os.path.join(out, "summary.json")))
-    plan = summary.get("search_plan") or {}
+    rows = []
+    for label, flags in [("none (in memory)", ["--memory-limit", "none"]),
+                         ("2G (spills)", ["--memory-limit", "2G"])]:
+        wall, m = timed([BIN, "search", "--quiet", "--overwrite", "-w", "1", *flags,
+                         "--output", out, fps])
+        summary = json.load(open(os.path.join(out, "summary.json")))
+        plan = summary.get("search_plan") or {}
+        rows.append([f"{n:,}", label, f"{wall:.1f}", f"{n / 1e6 / wall:.2f}", f"{m / 1024:.1f}",
+                     f"{summary['counts'].get('spilled_bytes', 0) / 1e9:.1f}",
+                     f"{summary['counts']['pairs']:,}", plan.get("rounds", ""),
+                     f"{plan.get('estimated_bytes', 0) / 2**30:.1f}"])
     return ("100M fingerprints, k = 3, 1 worker (single run)",
-            table(["fingerprints", "wall s", "M fps/s", "peak GiB", "pairs", "rounds", "estimated GiB"],
-                  [[f"{n:,}", f"{wall:.1f}", f"{n / 1e6 / wall:.2f}", f"{m / 1024:.1f}",
-                    f"{summary['counts']['pairs']:,}", plan.get("rounds", ""),
-                    f"{plan.get('estimated_bytes', 0) / 2**30:.1f}"]]))
+            table(["fingerprints", "--memory-limit", "wall s", "M fps/s", "peak GiB",
+                   "spilled GB", "pairs", "rounds", "estimated GiB"], rows))
 
 
 SECTION_TITLES = [
@@ -233,11 +265,12 @@ SECTION_TITLES = [
     ("Search alone (`neardup search`, synthetic fingerprints)", None),
     ("The whole job (`neardup run`, dev-medium)", None),
     ("How cost grows with N (1 worker)", None),
+    ("Spilling to disk (10M fingerprints, k = 3, 1 worker)", None),
     ("100M fingerprints, k = 3, 1 worker (single run)", None),
 ]
 
 SECTIONS = {"fingerprint": section_fingerprint, "search": section_search, "run": section_run,
-            "scaling": section_scaling, "big": section_big}
+            "scaling": section_scaling, "spill": section_spill, "big": section_big}
 
 
 def write_doc(blocks):
@@ -263,7 +296,7 @@ def write_doc(blocks):
 
 
 def main():
-    chosen = sys.argv[1:] or ["fingerprint", "search", "run", "scaling"]
+    chosen = sys.argv[1:] or ["fingerprint", "search", "run", "scaling", "spill"]
     for name in chosen:
         if name not in SECTIONS:
             raise SystemExit(f"unknown section {name!r}: expected {', '.join(SECTIONS)}")
