@@ -23,6 +23,13 @@ pub const RECORD_BYTES: u64 = 96;
 pub const ENTRY_BYTES: u64 = 16;
 /// Bytes per fingerprint waiting to be entered in a later round (its id, fingerprint, rank).
 pub const WAITING_BYTES: u64 = 24;
+/// Bytes per document that the rest of the job holds while the search runs: its id on its
+/// home worker until the clusters are written (8, up to 16 while the list grows). The
+/// limit is for the whole process, so the search plans within what these leave.
+pub const DOCUMENT_BYTES: u64 = 16;
+/// The least share of a worker's part of the limit a spilled search plans for, whatever
+/// the documents take (below it, a warning).
+pub const MIN_SEARCH_SHARE: f64 = 0.25;
 
 /// Bytes per entry of a spilled partition while it is searched: the record read back (40),
 /// its value and lanes (16), and the grouping keys with their sort buffer (16), rounded up.
@@ -33,7 +40,7 @@ pub const PARTITION_ENTRY_BYTES: u64 = 80;
 /// and the pairs.
 pub const PARTITION_SHARE: f64 = 0.25;
 pub const BUFFER_SHARE: f64 = 0.2;
-pub const HELD_SHARE: f64 = 0.2;
+pub const HELD_SHARE: f64 = 0.1;
 /// A spilled partition is never planned smaller than this: below it the files are too
 /// many and too small to be worth their cost.
 pub const MIN_PARTITION_ENTRIES: u64 = 1 << 14;
@@ -99,7 +106,7 @@ impl SearchShape {
         };
         records
             .saturating_mul(RECORD_BYTES)
-            .saturating_add(entries.saturating_mul(ENTRY_BYTES))
+            .saturating_add(entries.saturating_mul(ENTRY_BYTES + DOCUMENT_BYTES))
             .saturating_add(waiting)
     }
 
@@ -134,12 +141,15 @@ impl SearchShape {
     }
 
     /// How each worker spills `rounds` rounds within `limit`: partitions of each table
-    /// small enough that the one being searched fits [`PARTITION_SHARE`] of the worker's
-    /// part of the limit, with write buffers sharing [`BUFFER_SHARE`] of it.
+    /// small enough that the one being searched fits [`PARTITION_SHARE`] of what the
+    /// worker's part of the limit leaves after its documents' ids, with write buffers
+    /// sharing [`BUFFER_SHARE`] of it.
     pub fn spill_shape(&self, rounds: usize, limit: u64) -> (SpillShape, Option<String>) {
-        let budget = limit as f64 / self.workers_here.max(1) as f64;
+        let share = limit as f64 / self.workers_here.max(1) as f64;
         // Every (fingerprint, table) entry goes to exactly one worker.
         let per_table = self.fingerprints.div_ceil(self.workers.max(1) as u64);
+        let documents = (per_table * DOCUMENT_BYTES) as f64;
+        let budget = (share - documents).max(share * MIN_SEARCH_SHARE);
         let planned = (budget * PARTITION_SHARE / PARTITION_ENTRY_BYTES as f64) as u64;
         let max_entries = planned.max(self.min_partition_entries.max(1));
         let mut bits = 0;
@@ -156,7 +166,8 @@ impl SearchShape {
             // Keys are not uniform: allow twice the average before splitting again.
             max_entries: 2 * max_entries,
         };
-        let warning = (planned < self.min_partition_entries).then(|| {
+        let cramped = share - documents < share * MIN_SEARCH_SHARE;
+        let warning = (planned < self.min_partition_entries || cramped).then(|| {
             format!(
                 "--memory-limit {} is below what the spilled table search needs to work in (about {} per process): it goes ahead, using more",
                 human_bytes(limit),
@@ -178,7 +189,8 @@ impl SearchShape {
         ) as u64);
         let per_worker = shape.max_entries * PARTITION_ENTRY_BYTES
             + files * shape.buffer_bytes as u64
-            + held * (WAITING_BYTES + 8 * band_keys as u64);
+            + held * (WAITING_BYTES + 8 * band_keys as u64)
+            + self.fingerprints.div_ceil(self.workers.max(1) as u64) * DOCUMENT_BYTES;
         per_worker.saturating_mul(self.workers_here as u64)
     }
 }
@@ -217,7 +229,10 @@ mod tests {
     #[test]
     fn one_worker_needs_one_record_per_fingerprint_in_any_round() {
         let s = shape(1_000_000, 1);
-        assert_eq!(s.estimate(1), 1_000_000 * (RECORD_BYTES + ENTRY_BYTES));
+        assert_eq!(
+            s.estimate(1),
+            1_000_000 * (RECORD_BYTES + ENTRY_BYTES + DOCUMENT_BYTES)
+        );
         // Later rounds also hold the waiting fingerprints: one round is best.
         assert!(s.estimate(4) > s.estimate(1));
         let choice = s.choose(None, Some(s.estimate(1)));
@@ -230,7 +245,7 @@ mod tests {
         // 16 workers: each fingerprint goes to up to 16 of them in one round, 4 in 4 rounds.
         assert_eq!(
             s.estimate(1),
-            10_000_000 * 16 * RECORD_BYTES + 10_000_000 * ENTRY_BYTES
+            10_000_000 * 16 * RECORD_BYTES + 10_000_000 * (ENTRY_BYTES + DOCUMENT_BYTES)
         );
         let limit = s.estimate(4);
         let choice = s.choose(None, Some(limit));
@@ -251,6 +266,9 @@ mod tests {
         assert_eq!(choice.rounds, 1);
         assert!(choice.spill.is_some());
         assert_eq!(choice.warning, None);
+        // Documents' ids that leave the search less than a quarter: a warning.
+        let cramped = s.choose(None, Some(1_000_000 * DOCUMENT_BYTES * 5 / 4));
+        assert!(cramped.warning.is_some());
         let tiny = s.choose(None, Some(1000));
         let spill = tiny.spill.expect("spills");
         assert_eq!(spill.max_entries, 2 * MIN_PARTITION_ENTRIES);
@@ -260,11 +278,12 @@ mod tests {
 
     #[test]
     fn a_billion_fingerprints_spill_within_the_limit() {
-        let limit = 16u64 << 30;
+        // One worker keeps 16 GB of document ids alone: 32 GiB leaves the search room.
+        let limit = 32u64 << 30;
         for workers in [1, 2, 16] {
             let s = shape(1_000_000_000, workers);
             let choice = s.choose(None, Some(limit));
-            let spill = choice.spill.expect("a billion do not fit 16 GiB");
+            let spill = choice.spill.expect("a billion do not fit 32 GiB");
             assert_eq!(choice.warning, None);
             assert!(s.spill_estimate(&spill, choice.rounds, limit) <= limit);
             // The average partition fits the planned share (half the split threshold).
