@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use neardup_core::features::FeatureConfig;
 use neardup_core::{Fingerprinter, Scheme};
-use neardup_io::jsonl::{parse_record, Record};
+use neardup_io::jsonl::{parse_record_into, Record};
 use neardup_io::parquet_out::{FingerprintRow, PartWriter};
 use neardup_io::IoError;
 use timely::dataflow::channels::pact::Exchange;
@@ -59,6 +59,9 @@ struct FingerprintState {
     /// A second fingerprinter for verification shingles, when they differ from the scheme's.
     shingler: Option<Fingerprinter>,
     writer: Option<PartWriter<FingerprintRow>>,
+    /// The parsed fields of the current JSONL line, reused so that its text buffer is
+    /// allocated once per worker rather than once per document.
+    record: Record,
 }
 
 impl FingerprintState {
@@ -80,11 +83,19 @@ impl FingerprintState {
             None
         };
         let scheme = ctx.scheme.borrow().clone();
-        let shingler = shingler_for(&scheme, ctx.shared.config.verify);
+        // Feature sets are kept unsorted: only documents in a candidate pair are ever
+        // compared, and verification sorts a set the first time it is needed.
+        let mut shingler = shingler_for(&scheme, ctx.shared.config.verify);
+        if let Some(shingler) = shingler.as_mut() {
+            shingler.set_sort_feature_set(false);
+        }
+        let mut fingerprinter = Fingerprinter::new(scheme);
+        fingerprinter.set_sort_feature_set(false);
         FingerprintState {
-            fingerprinter: Fingerprinter::new(scheme),
+            fingerprinter,
             shingler,
             writer,
+            record: Record::default(),
             ctx,
         }
     }
@@ -93,7 +104,8 @@ impl FingerprintState {
     fn process(&mut self, doc: RawDoc) -> Option<DocFp> {
         let shared = &self.ctx.shared;
         Progress::add(&shared.progress.docs_fingerprinted, 1);
-        let record = match doc.body {
+        let mut record = std::mem::take(&mut self.record);
+        let parsed = match doc.body {
             RawBody::Fingerprint {
                 simhash,
                 bytes,
@@ -106,15 +118,18 @@ impl FingerprintState {
                         unreachable!("fingerprint input has no JSONL lines")
                     }
                 };
-                parse_record(&line, fields).map_err(|e| {
+                parse_record_into(&line, fields, &mut record).map_err(|e| {
                     IoError::record(shared.plan.path(doc.file), doc.record + 1, e).to_string()
                 })
             }
-            RawBody::Fields { id, text, extra } => Ok(Record { id, text, extra }),
+            RawBody::Fields { id, text, extra } => {
+                record = Record { id, text, extra };
+                Ok(())
+            }
             RawBody::Invalid(message) => Err(message),
         };
-        match record {
-            Ok(record) => self.fingerprint_record(doc.doc_id, doc.file, doc.record, record),
+        let result = match parsed {
+            Ok(()) => self.fingerprint_record(doc.doc_id, doc.file, doc.record, &mut record),
             Err(message) => {
                 if shared.config.skip_invalid {
                     self.ctx
@@ -126,7 +141,9 @@ impl FingerprintState {
                 }
                 None
             }
-        }
+        };
+        self.record = record;
+        result
     }
 
     fn known_fingerprint(
@@ -157,7 +174,7 @@ impl FingerprintState {
         doc_id: u64,
         file: u32,
         record_index: u64,
-        record: Record,
+        record: &mut Record,
     ) -> Option<DocFp> {
         let fp = self.fingerprinter.fingerprint(&record.text);
         let bytes = record.text.len() as u64;
@@ -175,7 +192,7 @@ impl FingerprintState {
         if let Some(writer) = self.writer.as_mut() {
             let row = FingerprintRow {
                 doc_id,
-                id: record.id,
+                id: record.id.take(),
                 source: self.ctx.shared.plan.file_name(file).to_owned(),
                 record: record_index,
                 simhash: fp.simhash,
@@ -207,8 +224,8 @@ impl FingerprintState {
         })
     }
 
-    /// With verification on, keeps the document's shingle set at its home for the
-    /// candidate pairs that will ask for it. The scheme's own feature set serves when it
+    /// With verification on, keeps the document's shingle set (unsorted) at its home for
+    /// the candidate pairs that will ask for it. The scheme's own feature set serves when it
     /// is the same shingling (MinHash mode); otherwise the text is shingled once more.
     fn keep_shingles(&mut self, doc_id: u64, text: &str) {
         let Some(verify) = self.ctx.shared.config.verify else {

@@ -49,6 +49,8 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
                 let mut scheme = counting.shared.config.scheme.clone();
                 scheme.method = Method::Simhash(Weighting::Set);
                 let mut fingerprinter = Fingerprinter::new(scheme);
+                // Document frequencies count each distinct feature: any order will do.
+                fingerprinter.set_sort_feature_set(false);
                 move |input, output| {
                     input.for_each(|cap, data| {
                         let mut session = output.session(&cap);

@@ -8,6 +8,10 @@
 //!
 //! The first hop also removes repeated candidates: in MinHash mode a pair that shares
 //! several bands is found once per band, and all copies meet at the same home.
+//!
+//! Shingle sets are stored unsorted, as the fingerprinting left them; the exact Jaccard
+//! similarity is a merge of sorted sets, so a set is sorted in place the first time a
+//! candidate needs it. Most documents are in no candidate pair and are never sorted.
 
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -38,16 +42,13 @@ pub fn verify<'s>(
             move |input, output| {
                 input.for_each(|cap, data| {
                     let mut session = output.session(&cap);
-                    let shingles = first.shingles.borrow();
+                    let mut shingles = first.shingles.borrow_mut();
                     for edge in data.drain(..) {
                         if !seen.insert((edge.a, edge.b)) {
                             continue;
                         }
                         let shingles_a = match first.shared.config.verify {
-                            Some(_) => shingles
-                                .get(&edge.a)
-                                .map(|s| s.to_vec())
-                                .unwrap_or_default(),
+                            Some(v) => stored_set(&mut shingles, edge.a, v).to_vec(),
                             None => Vec::new(),
                         };
                         session.give(Candidate { edge, shingles_a });
@@ -63,7 +64,7 @@ pub fn verify<'s>(
             move |input, output| {
                 input.for_each(|cap, data| {
                     let mut session = output.session(&cap);
-                    let shingles = ctx.shingles.borrow();
+                    let mut shingles = ctx.shingles.borrow_mut();
                     let mut report = ctx.report.borrow_mut();
                     for Candidate {
                         mut edge,
@@ -71,7 +72,7 @@ pub fn verify<'s>(
                     } in data.drain(..)
                     {
                         if let Some(v) = ctx.shared.config.verify {
-                            let shingles_b = shingles.get(&edge.b).map_or(&[][..], |s| &s[..]);
+                            let shingles_b = stored_set(&mut shingles, edge.b, v);
                             // With --verify minhash the stored sets are the signatures.
                             let similarity = if v.estimate {
                                 jaccard_estimate(&shingles_a, shingles_b)
@@ -92,4 +93,52 @@ pub fn verify<'s>(
             }
         },
     )
+}
+
+/// The stored set of `doc` (empty if it has none) in the form verification compares: a
+/// shingle set sorted (in place, once), a MinHash signature (`--verify minhash`) as it is,
+/// since its positions are what is compared.
+fn stored_set(
+    sets: &mut fxhash::FxHashMap<u64, Box<[u64]>>,
+    doc: u64,
+    verify: crate::config::Verify,
+) -> &[u64] {
+    let Some(set) = sets.get_mut(&doc) else {
+        return &[];
+    };
+    if !verify.estimate && !set.is_sorted() {
+        set.sort_unstable();
+    }
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Verify;
+
+    fn verify(estimate: bool) -> Verify {
+        Verify {
+            shingle: 3,
+            min_jaccard: 0.8,
+            estimate,
+        }
+    }
+
+    #[test]
+    fn shingle_sets_are_sorted_once_and_signatures_keep_their_order() {
+        let mut sets = fxhash::FxHashMap::default();
+        sets.insert(1u64, vec![9u64, 3, 7, 1].into_boxed_slice());
+        assert_eq!(stored_set(&mut sets, 1, verify(false)), &[1, 3, 7, 9]);
+        assert_eq!(
+            &*sets[&1],
+            &[1, 3, 7, 9],
+            "sorted in place, for the next candidate"
+        );
+        assert_eq!(stored_set(&mut sets, 2, verify(false)), &[] as &[u64]);
+
+        // A signature's positions are what --verify minhash compares: never reordered.
+        sets.insert(3u64, vec![5u64, 2, 8].into_boxed_slice());
+        assert_eq!(stored_set(&mut sets, 3, verify(true)), &[5, 2, 8]);
+    }
 }
