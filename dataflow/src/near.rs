@@ -474,6 +474,15 @@ fn group_by_worker(
     groups: &mut Vec<(u64, u64)>,
 ) {
     groups.clear();
+    if peers == 1 {
+        // One worker takes every lane: no routing hash to compute per table.
+        let all = match lanes.len() {
+            0 => return,
+            width => u64::MAX >> (64 - width),
+        };
+        groups.push((0, all));
+        return;
+    }
     for lane in lanes.clone() {
         let worker = keys.worker(lane as u32, fp, peers);
         let bit = 1u64 << (lane - lanes.start);
@@ -636,5 +645,54 @@ impl<'a> BucketState<'a> {
         }
         report.candidates += self.edges.len() as u64;
         self.edges
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neardup_core::tables::TableDesign;
+
+    /// The simple version: each lane goes to `keys.worker(lane)`, one bit per lane.
+    fn lane_by_lane(keys: &Keys, lanes: std::ops::Range<usize>, fp: u64, peers: usize) -> u64 {
+        let mut sent = 0u64;
+        for lane in lanes.clone() {
+            assert!((keys.worker(lane as u32, fp, peers) as usize) < peers);
+            sent |= 1 << (lane - lanes.start);
+        }
+        sent
+    }
+
+    #[test]
+    fn lanes_are_grouped_by_their_worker() {
+        let design = TableDesign::blocks(9, 5).expect("126 tables");
+        let keys = Keys::Tables {
+            masks: design.masks().to_vec(),
+            packers: design.packers(),
+        };
+        let mut groups = Vec::new();
+        let mut state = 7u64;
+        for peers in [1usize, 2, 3, 16] {
+            for lanes in [0..1, 0..16, 0..64, 64..126] {
+                let fp = neardup_core::mix::splitmix64(&mut state);
+                group_by_worker(&keys, lanes.clone(), fp, peers, &mut groups);
+                // Every lane exactly once, each with the worker its own key routes it to.
+                let mut covered = 0u64;
+                for &(worker, mask) in &groups {
+                    assert_eq!(covered & mask, 0, "a lane in two groups");
+                    covered |= mask;
+                    for bit in (0..64).filter(|b| mask & (1u64 << b) != 0) {
+                        let lane = (lanes.start + bit) as u32;
+                        assert_eq!(keys.worker(lane, fp, peers), worker);
+                    }
+                }
+                assert_eq!(covered, lane_by_lane(&keys, lanes.clone(), fp, peers));
+                if peers == 1 {
+                    assert_eq!(groups.len(), 1, "one worker takes every lane at once");
+                }
+            }
+        }
+        group_by_worker(&keys, 3..3, 1, 1, &mut groups);
+        assert!(groups.is_empty(), "no lanes, no groups");
     }
 }
