@@ -13,21 +13,20 @@ use timely::dataflow::operators::{Probe, ToStream};
 use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
-use crate::clusters::{
-    count_duplicate_ids, local_forest, merge_forests, write_clusters, write_pairs,
-};
 use crate::config::{JobConfig, JobInput};
 use crate::control;
-use crate::exact::fold_exact;
-use crate::fingerprint::fingerprint;
-use crate::home::HomeTable;
-use crate::near::search_tables;
 use crate::output;
+use crate::plan::home::HomeTable;
 use crate::plan::Plan;
 use crate::progress::{Progress, Stage};
-use crate::read::read_units;
 use crate::report::{JobSummary, Parameters, WorkerReport};
-use crate::verify::verify;
+use crate::stages::clusters::{count_duplicate_ids, local_forest, merge_forests, write_clusters};
+use crate::stages::exact::fold_exact;
+use crate::stages::fingerprint::fingerprint;
+use crate::stages::near::search_tables;
+use crate::stages::pairs::write_pairs;
+use crate::stages::read::read_units;
+use crate::stages::verify::verify;
 use crate::worker::{Shared, WorkerCtx};
 use crate::JobError;
 
@@ -54,7 +53,7 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
         (Ok(mut summary), Some(dir), JobInput::Documents { files, .. })
             if config.parallelism.process == 0 =>
         {
-            let counts = crate::dedup::write_dedup(&config.output, files, dir, true)?;
+            let counts = crate::output::dedup::write_dedup(&config.output, files, dir, true)?;
             summary.dedup = Some((counts.kept, counts.removed));
             Ok(summary)
         }
@@ -221,7 +220,7 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
             scheme: RefCell::new(shared.config.scheme.clone()),
             home: ctx.home.clone(),
         });
-        let table = crate::idf::document_frequencies(worker, pass.clone());
+        let table = crate::stages::fingerprint::idf::document_frequencies(worker, pass.clone());
         ctx.report
             .borrow_mut()
             .errors

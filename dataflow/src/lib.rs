@@ -39,25 +39,15 @@
 //! (which worker fingerprints a document), [`fingerprint`], [`exact`], [`near`] (with
 //! [`rounds`] and [`spill`]), [`clusters`], [`output`], [`job`].
 
-pub mod clusters;
 pub mod config;
 pub mod control;
-pub mod dedup;
-pub mod exact;
-pub mod fingerprint;
-pub mod home;
-pub mod idf;
 pub mod job;
-pub mod near;
 pub mod output;
 pub mod plan;
 pub mod progress;
-pub mod read;
 pub mod records;
 pub mod report;
-pub mod rounds;
-pub mod spill;
-pub mod verify;
+pub mod stages;
 pub mod worker;
 
 pub use config::{JobConfig, JobInput, KeepPolicy, Parallelism};

@@ -39,8 +39,8 @@ pub struct WorkerCtx {
     /// The scheme this worker fingerprints with: the job's, with TF-IDF weights filled in
     /// after the document-frequency pass.
     pub scheme: RefCell<neardup_core::Scheme>,
-    /// Where each document is fingerprinted (see [`crate::home`]).
-    pub home: crate::home::HomeTable,
+    /// Where each document is fingerprinted (see [`crate::plan::home`]).
+    pub home: crate::plan::home::HomeTable,
 }
 
 impl WorkerCtx {

@@ -173,13 +173,13 @@ fn search_in_rounds_equals_brute_force() {
         .collect();
     // The last case leaves the rounds to a memory limit that 4 workers can meet only in
     // several rounds (each fingerprint goes to 4 workers at once, or fewer in rounds).
-    let shape = neardup_dataflow::rounds::SearchShape {
+    let shape = neardup_dataflow::stages::near::rounds::SearchShape {
         fingerprints: items.len() as u64,
         lanes: 16,
         bands: false,
         workers: 4,
         workers_here: 4,
-        min_partition_entries: neardup_dataflow::rounds::MIN_PARTITION_ENTRIES,
+        min_partition_entries: neardup_dataflow::stages::near::rounds::MIN_PARTITION_ENTRIES,
     };
     let limit = shape.estimate(8);
     for (workers, rounds, memory_limit) in [

@@ -1,7 +1,7 @@
 //! Spilling the table search to disk when it does not fit `--memory-limit`.
 //!
 //! In memory, a worker holds every record of a round and groups each table over all of
-//! them ([`crate::near`]). That needs about 100 bytes per (fingerprint, table) that reaches
+//! them ([`crate::stages::near`]). That needs about 100 bytes per (fingerprint, table) that reaches
 //! the worker, whatever the rounds, so past some size only disk can help. Spilled, the
 //! search becomes an external radix sort:
 //!
@@ -23,8 +23,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::near::Keys;
 use crate::records::TableRecord;
+use crate::stages::near::Keys;
 
 /// Bytes of a spilled entry: its value (fingerprint or band key), doc_id and rank.
 pub const ENTRY_BYTES: usize = 24;

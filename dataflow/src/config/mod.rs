@@ -242,7 +242,7 @@ pub struct JobConfig {
     /// inside the output directory). Each process spills to its own machine's path.
     pub spill_dir: Option<PathBuf>,
     /// The smallest spilled partition the plan makes, in entries (default
-    /// [`crate::rounds::MIN_PARTITION_ENTRIES`]; tests lower it to spill small inputs into
+    /// [`crate::stages::near::rounds::MIN_PARTITION_ENTRIES`]; tests lower it to spill small inputs into
     /// many partitions).
     pub spill_min_partition: u64,
     /// Bucket search leaf size (see `neardup_core::search`).
@@ -280,7 +280,7 @@ impl JobConfig {
             table_rounds: None,
             memory_limit: None,
             spill_dir: None,
-            spill_min_partition: crate::rounds::MIN_PARTITION_ENTRIES,
+            spill_min_partition: crate::stages::near::rounds::MIN_PARTITION_ENTRIES,
             leaf_size: neardup_core::search::DEFAULT_LEAF_SIZE,
             batch_records: DEFAULT_BATCH_RECORDS,
             batch_bytes: DEFAULT_BATCH_BYTES,

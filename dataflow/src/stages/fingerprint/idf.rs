@@ -24,8 +24,8 @@ use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
 use crate::config::JobInput;
-use crate::read::read_units;
 use crate::records::{RawBody, RawDoc};
+use crate::stages::read::read_units;
 use crate::worker::WorkerCtx;
 
 /// What each worker learns: a feature's document frequency, or the count of documents one

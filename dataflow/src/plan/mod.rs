@@ -10,6 +10,8 @@
 //! smaller index), which balances reading. Fingerprinting is balanced separately: every
 //! document is sent to a worker chosen by a hash of its number.
 
+pub mod home;
+
 use std::path::{Path, PathBuf};
 
 use neardup_io::input::{Format, InputFile};

@@ -1,5 +1,5 @@
 //! How the table search fits `--memory-limit`: the fewest rounds whose memory fits, or,
-//! when none does, spilling to disk ([`crate::spill`]).
+//! when none does, spilling to disk ([`crate::stages::near::spill`]).
 //!
 //! The simple plan enters every fingerprint in every table at once. Each worker then holds
 //! a record for every (fingerprint, worker its tables send it to) pair, so a process's
@@ -14,7 +14,9 @@
 //! on 10M fingerprints with one worker: 1.06 GB peak for the whole process, where the
 //! estimate says 1.5 GB).
 
-use crate::spill::{SpillShape, MAX_BUFFER_BYTES, MAX_PARTITION_BITS, MIN_BUFFER_BYTES};
+use crate::stages::near::spill::{
+    SpillShape, MAX_BUFFER_BYTES, MAX_PARTITION_BITS, MIN_BUFFER_BYTES,
+};
 
 /// Bytes per table record in the search: the record (40), room for the stash to grow (40),
 /// and the compact copy of its value and lanes (16).

@@ -10,8 +10,11 @@
 //! fingerprints share a key (so once, although it may meet in several), and a hot bucket is
 //! split further on its free bits instead of being compared pair by pair (so it stays exact
 //! and does not stall). The tables may be entered in rounds to bound memory
-//! ([`crate::rounds`]), and the search spills to disk when even that does not fit
-//! ([`crate::spill`]).
+//! ([`crate::stages::near::rounds`]), and the search spills to disk when even that does not fit
+//! ([`crate::stages::near::spill`]).
+
+pub mod rounds;
+pub mod spill;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -29,8 +32,10 @@ use crate::config::DEFAULT_HOT_BUCKET;
 use crate::progress::Progress;
 use crate::records::{DocFp, Edge, EdgeKind, TableRecord};
 use crate::report::{BucketInfo, SearchPlan};
-use crate::rounds::{held_in_memory, SearchShape};
-use crate::spill::{HeldFingerprints, Partitions, Replay, SpillDir, SpillShape, Waiting};
+use crate::stages::near::rounds::{held_in_memory, SearchShape};
+use crate::stages::near::spill::{
+    HeldFingerprints, Partitions, Replay, SpillDir, SpillShape, Waiting,
+};
 use crate::worker::WorkerCtx;
 
 /// Fingerprints entered in the tables per activation: a round goes out in chunks, so the

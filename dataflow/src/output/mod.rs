@@ -14,6 +14,8 @@
 //! reported its parts committed and no worker reported an error. A directory without
 //! `_SUCCESS` is an incomplete or failed run, whatever else it holds.
 
+pub mod dedup;
+
 use std::path::{Path, PathBuf};
 
 use neardup_io::parquet_out::write_atomically;

@@ -1,10 +1,12 @@
 //! Fingerprinting: each document goes to a worker chosen by a hash of its number (its
-//! *home*, see [`crate::home`]), which parses it, fingerprints it, and writes its row of
+//! *home*, see [`crate::plan::home`]), which parses it, fingerprints it, and writes its row of
 //! `fingerprints/`.
 //!
 //! Sending documents to a home spreads parsing and hashing evenly even when one worker reads
 //! one big compressed file, and gives every later stage a fixed place to send a document's
 //! results back to (its clusters row is written by its home).
+
+pub mod idf;
 
 use std::rc::Rc;
 

@@ -1,0 +1,21 @@
+//! The stages of the job, in the order documents pass through them. Each module holds one
+//! stage's operators; what a stage hands to a later one travels in the records of
+//! [`crate::records`] or is passed to the later stage's constructor explicitly.
+//!
+//! | stage | module | what it does |
+//! |---|---|---|
+//! | read | [`read`] | each worker reads its own units, a batch per timestamp |
+//! | fingerprint | [`fingerprint`] | at each document's home worker: parse, fingerprint, `fingerprints/` |
+//! | exact | [`exact`] | fold documents with equal exact keys onto one representative |
+//! | near search | [`near`] | enter representatives in the tables (or bands), search buckets |
+//! | verify | [`verify`] | exact Jaccard (or signature) check of candidate pairs |
+//! | pairs | [`pairs`] | write `pairs/` |
+//! | clusters | [`clusters`] | union-find, the kept document, `clusters/` |
+
+pub mod clusters;
+pub mod exact;
+pub mod fingerprint;
+pub mod near;
+pub mod pairs;
+pub mod read;
+pub mod verify;
