@@ -36,7 +36,7 @@ use crate::JobError;
 /// worker reported an error, the summary lists them, no `_SUCCESS` is written, and
 /// [`JobError::Failed`] is returned.
 pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
-    validate(&config)?;
+    crate::config::validate(&config)?;
     let prepare = || {
         output::prepare(&config.output, config.overwrite, output_tables(&config))?;
         if let Some(dir) = &config.write_dedup {
@@ -124,76 +124,6 @@ fn run_timely(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, 
     } else {
         Err(JobError::Failed(Box::new(summary)))
     }
-}
-
-fn validate(config: &JobConfig) -> Result<(), JobError> {
-    let minhash = matches!(config.scheme.method, neardup_core::Method::MinHash { .. });
-    if minhash && config.lsh.is_none() {
-        return Err(JobError::Config(
-            "a MinHash scheme needs an LSH banding (--threshold, or --bands and --rows)".into(),
-        ));
-    }
-    if !minhash && config.lsh.is_some() {
-        return Err(JobError::Config(
-            "--bands, --rows and --threshold apply to --method minhash only".into(),
-        ));
-    }
-    if let (Some(banding), neardup_core::Method::MinHash { permutations }) =
-        (&config.lsh, &config.scheme.method)
-    {
-        if banding.bands * banding.rows > *permutations || banding.bands == 0 || banding.rows == 0 {
-            return Err(JobError::Config(format!(
-                "--bands {} --rows {} needs {} permutations, the signature has {permutations}",
-                banding.bands,
-                banding.rows,
-                banding.bands * banding.rows
-            )));
-        }
-    }
-    if let (
-        neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_)),
-        JobInput::Fingerprints { .. },
-    ) = (&config.scheme.method, &config.input)
-    {
-        return Err(JobError::Config(
-            "TF-IDF weights need the documents: neardup search cannot use them".into(),
-        ));
-    }
-    if let Some(v) = config.verify {
-        if v.estimate && !minhash {
-            return Err(JobError::Config("--verify minhash compares MinHash signatures: it needs --method minhash (use --verify jaccard with simhash)".into()));
-        }
-        if !(0.0..=1.0).contains(&v.min_jaccard) || v.shingle == 0 {
-            return Err(JobError::Config(format!(
-                "--min-jaccard must be in [0, 1] and --verify-shingle at least 1 (got {} and {})",
-                v.min_jaccard, v.shingle
-            )));
-        }
-        if let JobInput::Fingerprints { .. } = config.input {
-            return Err(JobError::Config(
-                "verification needs the documents' texts: neardup search cannot verify".into(),
-            ));
-        }
-    }
-    if let (Some(_), JobInput::Fingerprints { .. }) = (&config.write_dedup, &config.input) {
-        return Err(JobError::Config(
-            "--write-dedup needs the input documents: neardup search cannot write them".into(),
-        ));
-    }
-    if let (Some(column), JobInput::Documents { fields, .. }) =
-        (config.keep.column(), &config.input)
-    {
-        if fields.extra_field.as_deref() != Some(column) {
-            return Err(JobError::Config(format!(
-                "--keep {} needs the column {column:?} to be read",
-                config.keep.describe()
-            )));
-        }
-    }
-    if let (Some(_), JobInput::Fingerprints { .. }) = (config.keep.column(), &config.input) {
-        return Err(JobError::Config("a fingerprint table has no input columns to keep by: use --keep first|longest|shortest".into()));
-    }
-    Ok(())
 }
 
 /// One worker: the main dataflow to completion, then the report exchange.

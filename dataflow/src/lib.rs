@@ -41,6 +41,7 @@
 
 pub mod config;
 pub mod control;
+pub mod error;
 pub mod job;
 pub mod output;
 pub mod plan;
@@ -55,17 +56,4 @@ pub use job::run_job;
 pub use progress::{Progress, Stage};
 pub use report::JobSummary;
 
-/// Why a job did not complete.
-#[derive(Debug, thiserror::Error)]
-pub enum JobError {
-    #[error("{0}")]
-    Config(String),
-    #[error("{0}")]
-    Input(String),
-    #[error("{0}")]
-    Output(String),
-    #[error("cluster: {0}")]
-    Cluster(String),
-    #[error("the run failed: {}", .0.errors.join("; "))]
-    Failed(Box<JobSummary>),
-}
+pub use error::JobError;

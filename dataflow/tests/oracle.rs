@@ -179,7 +179,7 @@ fn search_in_rounds_equals_brute_force() {
         bands: false,
         workers: 4,
         workers_here: 4,
-        min_partition_entries: neardup_dataflow::stages::near::rounds::MIN_PARTITION_ENTRIES,
+        min_partition_entries: neardup_dataflow::config::MIN_PARTITION_ENTRIES,
     };
     let limit = shape.estimate(8);
     for (workers, rounds, memory_limit) in [

@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
-use neardup_core::minhash::Banding;
-use neardup_core::TableDesign;
-use neardup_dataflow::config::{ClusterMode, Verify, DEFAULT_VERIFY_SHINGLE};
-use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, KeepPolicy, Progress};
+use anyhow::{bail, Result};
+use neardup_dataflow::config::{
+    ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP, DEFAULT_TABLES,
+};
+use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
 use neardup_io::input::{expand_inputs, Format};
 use neardup_io::jsonl::FieldSpec;
 
@@ -57,10 +57,10 @@ Examples:
 #[derive(clap::Args, Debug)]
 pub struct JobArgs {
     /// Report pairs whose fingerprints differ in at most K bits
-    #[arg(short = 'k', long, default_value_t = 3, value_name = "K")]
+    #[arg(short = 'k', long, default_value_t = DEFAULT_K, value_name = "K")]
     pub k: u32,
     /// Permutation-table design: auto (manku16 for k = 3, else blocks:k+2), manku16, blocks:B
-    #[arg(long, default_value = "auto", value_name = "DESIGN")]
+    #[arg(long, default_value = DEFAULT_TABLES, value_name = "DESIGN")]
     pub tables: String,
     /// Search the tables (or LSH bands) in N rounds, one after the other, to bound memory;
     /// auto: the fewest rounds whose estimated memory fits --memory-limit
@@ -76,7 +76,7 @@ pub struct JobArgs {
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
     /// Which document of a cluster to keep: first, longest, shortest, max:COLUMN, min:COLUMN
-    #[arg(long, default_value = "first", value_name = "POLICY")]
+    #[arg(long, default_value = DEFAULT_KEEP, value_name = "POLICY")]
     pub keep: String,
     /// Output directory (refused if it exists and is not empty, unless --overwrite)
     #[arg(short = 'o', long, value_name = "DIR")]
@@ -182,76 +182,20 @@ pub enum ClusterChoice {
     Star,
 }
 
-/// The default similarity threshold of MinHash mode.
-pub const DEFAULT_THRESHOLD: f64 = 0.8;
-/// How far below --threshold the LSH banding is tuned by default: MinHash estimates of pairs
-/// just above the threshold often fall below it, and verification removes false candidates.
-pub const LSH_MARGIN: f64 = 0.1;
-
 impl QualityArgs {
-    fn configure(&self, config: &mut JobConfig) -> Result<()> {
-        let minhash = match config.scheme.method {
-            neardup_core::Method::MinHash { permutations } => Some(permutations),
-            neardup_core::Method::Simhash(_) => None,
-        };
-        for (name, value) in [
-            ("--threshold", self.threshold),
-            ("--min-jaccard", self.min_jaccard),
-            ("--lsh-threshold", self.lsh_threshold),
-        ] {
-            if let Some(t) = value {
-                if !(0.0..=1.0).contains(&t) || t.is_nan() {
-                    bail!("{name} {t} is out of range: it must be between 0 and 1");
-                }
-            }
-        }
-        let threshold = match (minhash, self.threshold) {
-            (None, Some(_)) | (None, None) if self.bands.is_some() || self.lsh_threshold.is_some() => {
-                bail!("--bands, --rows and --lsh-threshold apply to --method minhash only")
-            }
-            (None, Some(_)) => bail!("--threshold applies to --method minhash (for simhash use -k, and --min-jaccard with --verify jaccard)"),
-            (None, None) => None,
-            (Some(_), t) => Some(t.unwrap_or(DEFAULT_THRESHOLD)),
-        };
-        if let (Some(permutations), Some(t)) = (minhash, threshold) {
-            config.lsh = Some(match (self.bands, self.rows) {
-                (Some(bands), Some(rows)) => Banding { bands, rows },
-                _ => Banding::optimal(
-                    self.lsh_threshold.unwrap_or((t - LSH_MARGIN).max(0.05)),
-                    permutations,
-                ),
-            });
-        }
-        let verify = self.verify.unwrap_or(if minhash.is_some() {
-            VerifyChoice::Jaccard
-        } else {
-            VerifyChoice::None
-        });
-        if verify == VerifyChoice::None
-            && (self.min_jaccard.is_some() || self.verify_shingle.is_some())
-        {
-            bail!("--min-jaccard and --verify-shingle need --verify jaccard");
-        }
-        if verify == VerifyChoice::Minhash && self.verify_shingle.is_some() {
-            bail!("--verify-shingle applies to --verify jaccard (--verify minhash compares the signatures)");
-        }
-        if verify != VerifyChoice::None {
-            let scheme_shingle = match config.scheme.features.kind {
-                neardup_core::features::FeatureKind::WordShingles(n) if minhash.is_some() => {
-                    Some(n)
-                }
-                _ => None,
-            };
-            config.verify = Some(Verify {
-                shingle: self
-                    .verify_shingle
-                    .or(scheme_shingle)
-                    .unwrap_or(DEFAULT_VERIFY_SHINGLE),
-                min_jaccard: self.min_jaccard.or(threshold).unwrap_or(0.0),
-                estimate: verify == VerifyChoice::Minhash,
-            });
-        }
-        Ok(())
+    /// Hands the quality flags to the builder, which derives the banding and verification.
+    fn configure(&self, builder: JobConfigBuilder) -> JobConfigBuilder {
+        builder
+            .threshold(self.threshold)
+            .lsh_threshold(self.lsh_threshold)
+            .banding(self.bands.zip(self.rows))
+            .verify(self.verify.map(|v| match v {
+                VerifyChoice::None => VerifyMode::None,
+                VerifyChoice::Jaccard => VerifyMode::Jaccard,
+                VerifyChoice::Minhash => VerifyMode::MinHash,
+            }))
+            .min_jaccard(self.min_jaccard)
+            .verify_shingle(self.verify_shingle)
     }
 }
 
@@ -266,52 +210,45 @@ pub struct SearchArgs {
 
 impl JobArgs {
     /// The parts of the configuration common to both commands.
-    fn configure(&self, config: &mut JobConfig) -> Result<()> {
-        config.design = TableDesign::parse(&self.tables, self.k)
-            .with_context(|| format!("--tables {} -k {}", self.tables, self.k))?;
-        config.keep = KeepPolicy::parse(&self.keep).with_context(|| {
-            format!(
-                "--keep {:?}: expected first, longest, shortest, max:COLUMN or min:COLUMN",
-                self.keep
-            )
-        })?;
-        config.overwrite = self.overwrite;
-        config.parallelism = self.cluster.parallelism()?;
-        config.control = self.cluster.control()?;
-        config.table_rounds = crate::memory_args::table_rounds(&self.table_rounds)?;
-        config.memory_limit = crate::memory_args::memory_limit(&self.memory_limit)?;
-        config.spill_dir = self.spill_dir.clone();
-        config.command_line = std::env::args().collect();
-        Ok(())
+    fn configure(&self, builder: JobConfigBuilder) -> Result<JobConfigBuilder> {
+        Ok(builder
+            .k(self.k)
+            .tables(&self.tables)
+            .keep(&self.keep)
+            .overwrite(self.overwrite)
+            .parallelism(self.cluster.parallelism()?)
+            .control(self.cluster.control()?)
+            .table_rounds(crate::memory_args::table_rounds(&self.table_rounds)?)
+            .memory_limit(crate::memory_args::memory_limit(&self.memory_limit)?)
+            .spill_dir(self.spill_dir.clone())
+            .command_line(std::env::args().collect()))
     }
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let files = expand_inputs(&args.inputs, false)?;
-    let mut keep_column = None;
-    if let Some(policy) = KeepPolicy::parse(&args.job.keep) {
-        keep_column = policy.column().map(String::from);
-    }
     let fields = FieldSpec {
         text_field: args.text_field.clone(),
         id_field: (!args.no_id).then(|| args.id_field.clone()),
-        extra_field: keep_column,
+        extra_field: None,
     };
-    let mut config = JobConfig::new(
+    let builder = JobConfig::builder(
         JobInput::Documents { files, fields },
         args.job.output.clone(),
-    );
-    config.scheme = args.scheme.to_scheme()?;
-    config.exact = !args.no_exact;
-    config.skip_invalid = args.skip_invalid;
-    config.write_dedup = args.write_dedup.clone();
-    config.cluster = match args.cluster {
+    )
+    .scheme(args.scheme.to_scheme()?)
+    .exact(!args.no_exact)
+    .skip_invalid(args.skip_invalid)
+    .write_dedup(args.write_dedup.clone())
+    .cluster(match args.cluster {
         ClusterChoice::Components => ClusterMode::Components,
         ClusterChoice::Star => ClusterMode::Star,
-    };
-    config.cluster_warning = args.cluster_warning;
-    args.quality.configure(&mut config)?;
-    args.job.configure(&mut config)?;
+    })
+    .cluster_warning(args.cluster_warning);
+    let config = args
+        .job
+        .configure(args.quality.configure(builder))?
+        .build()?;
     execute(config, &args.job)
 }
 
@@ -321,9 +258,9 @@ pub fn search(args: &SearchArgs) -> Result<()> {
         bail!("{} is not a Parquet fingerprint table (neardup search reads doc_id and simhash columns)", other.path.display());
     }
     let files = files.into_iter().map(|f| f.path).collect();
-    let mut config = JobConfig::new(JobInput::Fingerprints { files }, args.job.output.clone());
-    config.exact = false;
-    args.job.configure(&mut config)?;
+    let builder =
+        JobConfig::builder(JobInput::Fingerprints { files }, args.job.output.clone()).exact(false);
+    let config = args.job.configure(builder)?.build()?;
     execute(config, &args.job)
 }
 

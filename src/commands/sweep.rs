@@ -16,7 +16,7 @@ use neardup_io::input::{expand_inputs, Format};
 use neardup_io::jsonl::{FieldSpec, LineReader};
 
 use crate::commands::eval::{score, EvalArgs};
-use crate::commands::run::LSH_MARGIN;
+use neardup_dataflow::config::LSH_MARGIN;
 
 /// One point of the grid.
 struct Method {

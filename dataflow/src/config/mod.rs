@@ -1,10 +1,47 @@
 //! What a job is asked to do: inputs, scheme, table design, keep policy, output, parallelism.
+//!
+//! A [`JobConfig`] is made by a [`JobConfigBuilder`] (`JobConfig::builder(input, output)`),
+//! which starts from the defaults below, takes what the user asked for, derives what follows
+//! from it (the LSH banding from a MinHash threshold, the verification from the method, the
+//! column a keep policy reads) and validates the whole once, in [`JobConfigBuilder::build`].
+//! Every default is a named constant next to the setter it serves.
+//!
+//! ```
+//! use neardup_dataflow::config::{JobConfig, JobInput, VerifyMode};
+//! use neardup_io::input::InputFile;
+//! use neardup_io::jsonl::FieldSpec;
+//!
+//! let input = JobInput::Documents {
+//!     files: vec![InputFile::stdin(false)],
+//!     fields: FieldSpec { text_field: "text".into(), id_field: None, extra_field: None },
+//! };
+//! let config = JobConfig::builder(input, "out".into())
+//!     .scheme(neardup_core::Scheme::minhash())
+//!     .threshold(Some(0.8))
+//!     .keep("longest")
+//!     .build()
+//!     .unwrap();
+//! assert_eq!(config.verify.unwrap().min_jaccard, 0.8);
+//! assert!(config.lsh.is_some());
+//! # let _ = VerifyMode::Jaccard;
+//! ```
 
 use std::path::PathBuf;
 
 use neardup_core::{Scheme, TableDesign};
 use neardup_io::input::InputFile;
 use neardup_io::jsonl::FieldSpec;
+
+mod builder;
+mod keep;
+mod parallelism;
+
+pub use builder::{
+    validate, ConfigError, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP, DEFAULT_TABLES,
+    DEFAULT_THRESHOLD, DEFAULT_VERIFY_SHINGLE, LSH_MARGIN, MIN_LSH_THRESHOLD,
+};
+pub use keep::KeepPolicy;
+pub use parallelism::Parallelism;
 
 /// Records a reader hands on per batch (one batch is one timestamp of the dataflow).
 pub const DEFAULT_BATCH_RECORDS: usize = 4096;
@@ -21,6 +58,9 @@ pub const DEFAULT_BATCHES_IN_FLIGHT: u64 = 16;
 /// for by default (`--memory-limit`): the rest is for the other stages, the page cache and
 /// other programs.
 pub const DEFAULT_MEMORY_SHARE: f64 = 0.7;
+/// A spilled partition of the table search is never planned smaller than this many entries:
+/// below it the files are too many and too small to be worth their cost.
+pub const MIN_PARTITION_ENTRIES: u64 = 1 << 14;
 /// Buckets larger than this many fingerprints are listed in the summary.
 pub const DEFAULT_HOT_BUCKET: usize = 1000;
 /// How many of the largest buckets and clusters the summary lists.
@@ -38,68 +78,6 @@ pub enum JobInput {
     Fingerprints { files: Vec<PathBuf> },
 }
 
-/// Which document of a cluster is kept. Ties are broken by the smaller `doc_id`, so the
-/// choice never depends on the number of workers.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum KeepPolicy {
-    /// The first in input order (smallest doc_id).
-    First,
-    /// The longest text (most bytes).
-    Longest,
-    /// The shortest text.
-    Shortest,
-    /// The largest value of an input column (e.g. a quality score or timestamp).
-    Max(String),
-    /// The smallest value of an input column.
-    Min(String),
-}
-
-impl KeepPolicy {
-    /// Parses `first`, `longest`, `shortest`, `max:COLUMN`, `min:COLUMN`.
-    pub fn parse(text: &str) -> Option<KeepPolicy> {
-        match text {
-            "first" => Some(KeepPolicy::First),
-            "longest" => Some(KeepPolicy::Longest),
-            "shortest" => Some(KeepPolicy::Shortest),
-            _ => match text.split_once(':') {
-                Some(("max", col)) if !col.is_empty() => Some(KeepPolicy::Max(col.into())),
-                Some(("min", col)) if !col.is_empty() => Some(KeepPolicy::Min(col.into())),
-                _ => None,
-            },
-        }
-    }
-
-    /// The input column the policy reads, if any.
-    pub fn column(&self) -> Option<&str> {
-        match self {
-            KeepPolicy::Max(c) | KeepPolicy::Min(c) => Some(c),
-            _ => None,
-        }
-    }
-
-    /// The document's rank: the kept document of a cluster has the smallest `(rank, doc_id)`.
-    pub fn rank(&self, bytes: u64, value: Option<f64>) -> u64 {
-        match self {
-            KeepPolicy::First => 0,
-            KeepPolicy::Longest => u64::MAX - bytes,
-            KeepPolicy::Shortest => bytes,
-            // A document without the value ranks last.
-            KeepPolicy::Max(_) => value.map_or(u64::MAX, |v| u64::MAX - ordered_bits(v)),
-            KeepPolicy::Min(_) => value.map_or(u64::MAX, ordered_bits),
-        }
-    }
-
-    pub fn describe(&self) -> String {
-        match self {
-            KeepPolicy::First => "first".into(),
-            KeepPolicy::Longest => "longest".into(),
-            KeepPolicy::Shortest => "shortest".into(),
-            KeepPolicy::Max(c) => format!("max:{c}"),
-            KeepPolicy::Min(c) => format!("min:{c}"),
-        }
-    }
-}
-
 /// A path made absolute (without touching the file system), so that processes started in
 /// different working directories compare equal only when they mean the same file.
 fn absolute(path: &std::path::Path) -> String {
@@ -114,64 +92,6 @@ fn absolute(path: &std::path::Path) -> String {
 fn describe_file(path: &std::path::Path) -> String {
     let size = std::fs::metadata(path).map_or("missing".to_string(), |m| m.len().to_string());
     format!("{} ({size} bytes)", absolute(path))
-}
-
-/// Maps an f64 to a u64 with the same order (NaN sorts last), leaving `u64::MAX` unused for
-/// "no value".
-fn ordered_bits(v: f64) -> u64 {
-    if v.is_nan() {
-        return u64::MAX - 1;
-    }
-    let bits = v.to_bits();
-    let key = if bits >> 63 == 1 {
-        !bits
-    } else {
-        bits | (1 << 63)
-    };
-    key.min(u64::MAX - 2)
-}
-
-/// How the job is spread over threads and processes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Parallelism {
-    /// Worker threads in each process.
-    pub workers: usize,
-    /// This process's index.
-    pub process: usize,
-    /// `host:port` of every process, in process order; empty for a single process.
-    pub addresses: Vec<String>,
-}
-
-impl Parallelism {
-    pub fn local(workers: usize) -> Self {
-        Parallelism {
-            workers: workers.max(1),
-            process: 0,
-            addresses: Vec::new(),
-        }
-    }
-
-    pub fn processes(&self) -> usize {
-        self.addresses.len().max(1)
-    }
-
-    pub fn timely_config(&self) -> timely::Config {
-        let communication = if self.addresses.len() <= 1 {
-            timely::CommunicationConfig::Process(self.workers)
-        } else {
-            timely::CommunicationConfig::Cluster {
-                threads: self.workers,
-                process: self.process,
-                addresses: self.addresses.clone(),
-                report: false,
-                zerocopy: false,
-            }
-        };
-        timely::Config {
-            communication,
-            worker: timely::WorkerConfig::default(),
-        }
-    }
 }
 
 /// How clusters are formed from pairs.
@@ -197,10 +117,6 @@ pub struct Verify {
     /// approximate. MinHash mode only.
     pub estimate: bool,
 }
-
-/// The default n of the word shingles that verification compares (the unit in which "Jaccard
-/// >= 0.8" is usually meant).
-pub const DEFAULT_VERIFY_SHINGLE: usize = 3;
 
 /// Everything a run needs.
 #[derive(Clone, Debug)]
@@ -242,8 +158,8 @@ pub struct JobConfig {
     /// inside the output directory). Each process spills to its own machine's path.
     pub spill_dir: Option<PathBuf>,
     /// The smallest spilled partition the plan makes, in entries (default
-    /// [`crate::stages::near::rounds::MIN_PARTITION_ENTRIES`]; tests lower it to spill small inputs into
-    /// many partitions).
+    /// [`MIN_PARTITION_ENTRIES`]; tests lower it to spill small inputs
+    /// into many partitions).
     pub spill_min_partition: u64,
     /// Bucket search leaf size (see `neardup_core::search`).
     pub leaf_size: usize,
@@ -255,7 +171,13 @@ pub struct JobConfig {
 }
 
 impl JobConfig {
+    /// A builder starting from every default; see [`JobConfigBuilder`].
+    pub fn builder(input: JobInput, output: PathBuf) -> JobConfigBuilder {
+        JobConfigBuilder::new(input, output)
+    }
+
     /// A job with every tunable at its default: simhash-doc, k = 3 with manku16, keep first.
+    /// Not validated: [`run_job`](crate::run_job) validates it, or use [`JobConfig::builder`].
     pub fn new(input: JobInput, output: PathBuf) -> Self {
         JobConfig {
             input,
@@ -280,7 +202,7 @@ impl JobConfig {
             table_rounds: None,
             memory_limit: None,
             spill_dir: None,
-            spill_min_partition: crate::stages::near::rounds::MIN_PARTITION_ENTRIES,
+            spill_min_partition: MIN_PARTITION_ENTRIES,
             leaf_size: neardup_core::search::DEFAULT_LEAF_SIZE,
             batch_records: DEFAULT_BATCH_RECORDS,
             batch_bytes: DEFAULT_BATCH_BYTES,
@@ -366,36 +288,5 @@ impl JobConfig {
         } else {
             self.control.job_id.clone()
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keep_policies_parse() {
-        assert_eq!(KeepPolicy::parse("first"), Some(KeepPolicy::First));
-        assert_eq!(
-            KeepPolicy::parse("max:score"),
-            Some(KeepPolicy::Max("score".into()))
-        );
-        assert_eq!(KeepPolicy::parse("max:"), None);
-        assert_eq!(KeepPolicy::parse("biggest"), None);
-    }
-
-    #[test]
-    fn ranks_order_as_the_policy_says() {
-        assert!(KeepPolicy::Longest.rank(100, None) < KeepPolicy::Longest.rank(10, None));
-        assert!(KeepPolicy::Shortest.rank(10, None) < KeepPolicy::Shortest.rank(100, None));
-        let max = KeepPolicy::Max("s".into());
-        let values = [-1e300, -2.5, -0.0, 0.0, 1e-9, 3.0, 1e300];
-        for w in values.windows(2) {
-            assert!(max.rank(0, Some(w[1])) <= max.rank(0, Some(w[0])), "{w:?}");
-            let min = KeepPolicy::Min("s".into());
-            assert!(min.rank(0, Some(w[0])) <= min.rank(0, Some(w[1])), "{w:?}");
-        }
-        assert_eq!(max.rank(0, None), u64::MAX, "missing values rank last");
-        assert!(max.rank(0, Some(f64::NAN)) < u64::MAX);
     }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use neardup_io::input::{Format, InputFile};
 use neardup_io::parquet_in::{row_groups, RowGroupUnit};
 
-use crate::config::JobInput;
+use crate::config::{ConfigError, JobInput};
 use crate::records::RECORD_BITS;
 use crate::JobError;
 
@@ -73,13 +73,14 @@ impl Plan {
                 .collect(),
         };
         if files.is_empty() {
-            return Err(JobError::Config("no input files".into()));
+            return Err(ConfigError::NoInputs.into());
         }
         if files.len() > MAX_FILES {
-            return Err(JobError::Config(format!(
-                "{} input files: at most {MAX_FILES} are supported",
-                files.len()
-            )));
+            return Err(ConfigError::TooManyFiles {
+                files: files.len(),
+                max: MAX_FILES,
+            }
+            .into());
         }
         let fingerprints = matches!(input, JobInput::Fingerprints { .. });
         let mut units = Vec::new();
@@ -97,7 +98,7 @@ impl Plan {
                     weight: file_size(&file.path),
                 }),
                 Format::Parquet => {
-                    for rg in row_groups(&file.path).map_err(|e| JobError::Input(e.to_string()))? {
+                    for rg in row_groups(&file.path)? {
                         let kind = if fingerprints {
                             UnitKind::Fingerprints(rg)
                         } else {

@@ -43,9 +43,6 @@ pub const PARTITION_ENTRY_BYTES: u64 = 80;
 pub const PARTITION_SHARE: f64 = 0.25;
 pub const BUFFER_SHARE: f64 = 0.2;
 pub const HELD_SHARE: f64 = 0.1;
-/// A spilled partition is never planned smaller than this: below it the files are too
-/// many and too small to be worth their cost.
-pub const MIN_PARTITION_ENTRIES: u64 = 1 << 14;
 
 /// The plan: rounds, and how to spill if memory does not fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -216,6 +213,7 @@ pub fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MIN_PARTITION_ENTRIES;
 
     fn shape(fingerprints: u64, workers: usize) -> SearchShape {
         SearchShape {

@@ -23,8 +23,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use super::keys::Keys;
 use crate::records::TableRecord;
-use crate::stages::near::Keys;
 
 /// Bytes of a spilled entry: its value (fingerprint or band key), doc_id and rank.
 pub const ENTRY_BYTES: usize = 24;
