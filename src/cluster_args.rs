@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use std::time::Duration;
 
-use neardup_dataflow::control::ControlConfig;
+use neardup_dataflow::control::{ControlConfig, FatalHook};
 use neardup_dataflow::Parallelism;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -72,6 +72,11 @@ impl ClusterArgs {
             connect_timeout: Duration::from_secs(self.connect_timeout),
             peer_timeout: Duration::from_secs(self.peer_timeout),
             job_id: self.job_id.clone().unwrap_or_default(),
+            // The fail-stop of a multi-process job: a lost peer ends this process at once.
+            on_fatal: Some(FatalHook::new(|reason| {
+                eprintln!("error: {reason}; no _SUCCESS was written");
+                std::process::exit(1);
+            })),
         })
     }
 

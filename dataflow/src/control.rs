@@ -18,6 +18,11 @@
 //!    lost process, after telling the others (process 0 relays it), so every process exits
 //!    non-zero and nobody writes `_SUCCESS`. A finished process says `bye` first.
 //!
+//! The library never ends the process itself: timely's workers may be blocked on a lost
+//! connection, so only the program can stop them, and it says how through the
+//! [`FatalHook`] in [`ControlConfig::on_fatal`] (the `neardup` binary prints the reason and
+//! exits 1). Without a hook the reason is printed and the process is left to timely.
+//!
 //! The design is fail-stop: a failed job is rerun (with `--overwrite`), never repaired.
 
 use std::collections::BTreeMap;
@@ -55,7 +60,46 @@ pub struct ControlConfig {
     pub peer_timeout: Duration,
     /// Processes with different job ids never join each other.
     pub job_id: String,
+    /// What to do when the job must stop at once (a lost or failed peer).
+    pub on_fatal: Option<FatalHook>,
 }
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            peer_timeout: DEFAULT_PEER_TIMEOUT,
+            job_id: String::new(),
+            on_fatal: None,
+        }
+    }
+}
+
+/// The program's way to stop the whole process when the control plane finds the job lost:
+/// called with the reason, from a heartbeat thread or the panic hook. It is expected not to
+/// return (e.g. print and `std::process::exit(1)`).
+#[derive(Clone)]
+pub struct FatalHook(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl FatalHook {
+    pub fn new(hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        FatalHook(Arc::new(hook))
+    }
+}
+
+impl std::fmt::Debug for FatalHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FatalHook")
+    }
+}
+
+impl PartialEq for FatalHook {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for FatalHook {}
 
 #[derive(Serialize, Deserialize, Debug)]
 struct Hello {
@@ -82,10 +126,16 @@ pub struct Control {
 /// control plane (timely panics on a lost connection before saying which peer it was).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
-/// Ends the process with an error: the fail-stop of the whole job.
-fn fail(message: &str) -> ! {
-    eprintln!("error: {message}; no _SUCCESS was written");
-    std::process::exit(1);
+/// The running job's hook, for the panic hook (which has no other way to reach it).
+static FATAL: Mutex<Option<FatalHook>> = Mutex::new(None);
+
+/// The fail-stop of the whole job: hands the reason to the program's hook, which ends the
+/// process; without one, says it and returns (the caller's thread then ends).
+fn fail(hook: Option<&FatalHook>, message: &str) {
+    match hook {
+        Some(hook) => (hook.0)(message),
+        None => eprintln!("error: {message}; no _SUCCESS was written"),
+    }
 }
 
 fn install_panic_hook() {
@@ -97,7 +147,12 @@ fn install_panic_hook() {
                 // Give the heartbeat a moment to name the lost peer and exit.
                 thread::sleep(Duration::from_secs(3));
                 default(info);
-                fail("a worker failed (see the panic above); a peer process was probably lost");
+                let hook = FATAL.lock().ok().and_then(|h| h.clone());
+                fail(
+                    hook.as_ref(),
+                    "a worker failed (see the panic above); a peer process was probably lost",
+                );
+                return;
             }
             default(info);
         }));
@@ -147,6 +202,9 @@ pub fn rendezvous(
     prepare: impl FnOnce() -> Result<(), JobError>,
 ) -> Result<Control, JobError> {
     install_panic_hook();
+    if let Ok(mut hook) = FATAL.lock() {
+        hook.clone_from(&config.on_fatal);
+    }
     let control = if process == 0 {
         lead(addresses, config, &fingerprint, prepare)?
     } else {
@@ -388,14 +446,19 @@ fn start_heartbeat(
     for (i, stream) in &peers {
         let reader = stream.lock().expect("not poisoned").try_clone();
         let Ok(reader) = reader else { continue };
-        let (i, done, all, addr, timeout) = (
+        let (i, done, all, addr, timeout, hook) = (
             *i,
             done.clone(),
             all.clone(),
             addresses[*i].clone(),
             config.peer_timeout,
+            config.on_fatal.clone(),
         );
-        thread::spawn(move || watch(reader, i, &addr, timeout, &done, &all, relay));
+        thread::spawn(move || {
+            if let Some(reason) = watch(reader, i, &addr, timeout, &done, &all, relay) {
+                fail(hook.as_ref(), &reason);
+            }
+        });
     }
     {
         let (done, all) = (done.clone(), all.clone());
@@ -413,7 +476,8 @@ fn start_heartbeat(
     Control { done, peers: all }
 }
 
-/// Reads one peer's lines until it says bye; anything else ends the process.
+/// Reads one peer's lines until it says bye; anything else is the reason the job must stop
+/// (returned, after the others were told).
 fn watch(
     stream: TcpStream,
     i: usize,
@@ -422,19 +486,19 @@ fn watch(
     done: &AtomicBool,
     all: &[Arc<Mutex<TcpStream>>],
     relay: bool,
-) {
+) -> Option<String> {
     let _ = stream.set_read_timeout(Some(timeout));
     let mut reader = BufReader::new(stream);
     let cause = loop {
         match read_line(&mut reader) {
             Ok(Some(line)) if line == "hb" => continue,
-            Ok(Some(line)) if line == "bye" => return,
+            Ok(Some(line)) if line == "bye" => return None,
             Ok(Some(line)) => match line.strip_prefix("abort ") {
                 Some(reason) => {
                     if relay {
                         break format!("process {i} ({addr}) failed: {reason}");
                     }
-                    fail(&format!("the job was stopped: {reason}"));
+                    return Some(format!("the job was stopped: {reason}"));
                 }
                 None => continue,
             },
@@ -454,7 +518,7 @@ fn watch(
         }
     };
     if done.load(Ordering::SeqCst) {
-        return;
+        return None;
     }
     let reason = if cause.starts_with("process ") {
         cause
@@ -467,7 +531,7 @@ fn watch(
             let _ = send_line(&mut s, &format!("abort {reason}"));
         }
     }
-    fail(&reason);
+    Some(reason)
 }
 
 impl Control {

@@ -26,7 +26,7 @@ use crate::stages::fingerprint::fingerprint;
 use crate::stages::near::search_tables;
 use crate::stages::pairs::write_pairs;
 use crate::stages::read::read_units;
-use crate::stages::verify::verify;
+use crate::stages::verify::{verify, ShingleSets};
 use crate::worker::{Shared, WorkerCtx};
 use crate::JobError;
 
@@ -133,21 +133,17 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         index: worker.index(),
         peers: worker.peers(),
         report: RefCell::new(WorkerReport::default()),
-        shingles: RefCell::default(),
-        scheme: RefCell::new(shared.config.scheme.clone()),
         home: HomeTable::for_plan(&shared.plan, &shared.config, worker.peers()),
     });
-    if let neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_)) =
-        shared.config.scheme.method
-    {
+    // The scheme the fingerprint stage uses: the job's, with TF-IDF weights filled in.
+    let mut scheme = shared.config.scheme.clone();
+    if let neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_)) = scheme.method {
         // A first pass counts document frequencies; its reader's counters are its own.
         let pass = Rc::new(WorkerCtx {
             shared: shared.clone(),
             index: ctx.index,
             peers: ctx.peers,
             report: RefCell::new(WorkerReport::default()),
-            shingles: RefCell::default(),
-            scheme: RefCell::new(shared.config.scheme.clone()),
             home: ctx.home.clone(),
         });
         let table = crate::stages::fingerprint::idf::document_frequencies(worker, pass.clone());
@@ -155,19 +151,21 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
             .borrow_mut()
             .errors
             .extend(pass.report.take().errors);
-        ctx.scheme.borrow_mut().method =
+        scheme.method =
             neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(Arc::new(table)));
         ctx.stage_done("document frequencies");
     }
     let fingerprinted = ProbeHandle::new();
+    // What the fingerprint stage hands to verification, at each document's home.
+    let sets = ShingleSets::default();
     worker.dataflow::<u64, _, _>(|scope| {
         let raw = read_units(scope, ctx.clone(), fingerprinted.clone());
-        let docs = fingerprint(raw, ctx.clone()).probe_with(&fingerprinted);
+        let docs = fingerprint(raw, ctx.clone(), scheme, sets.clone()).probe_with(&fingerprinted);
         count_duplicate_ids(docs.clone(), ctx.clone());
         let (reps, exact_edges) = fold_exact(docs.clone(), ctx.clone());
         let mut near_edges = search_tables(reps, ctx.clone());
         if ctx.shared.config.verify.is_some() || ctx.shared.config.lsh.is_some() {
-            near_edges = verify(near_edges, ctx.clone());
+            near_edges = verify(near_edges, ctx.clone(), sets);
         }
         let edges = write_pairs(
             timely::dataflow::operators::Concat::concat(exact_edges, near_edges),

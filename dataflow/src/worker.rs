@@ -33,12 +33,6 @@ pub struct WorkerCtx {
     pub index: usize,
     pub peers: usize,
     pub report: RefCell<WorkerReport>,
-    /// The shingle sets of the documents this worker is home to (kept only when candidate
-    /// pairs are verified).
-    pub shingles: RefCell<fxhash::FxHashMap<u64, Box<[u64]>>>,
-    /// The scheme this worker fingerprints with: the job's, with TF-IDF weights filled in
-    /// after the document-frequency pass.
-    pub scheme: RefCell<neardup_core::Scheme>,
     /// Where each document is fingerprinted (see [`crate::plan::home`]).
     pub home: crate::plan::home::HomeTable,
 }

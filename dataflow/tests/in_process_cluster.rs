@@ -50,6 +50,7 @@ fn config(out: &Path, parallelism: Parallelism) -> JobConfig {
         connect_timeout: Duration::from_secs(30),
         peer_timeout: Duration::from_secs(30),
         job_id: "in-process-test".into(),
+        on_fatal: None,
     };
     config
 }

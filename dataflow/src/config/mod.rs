@@ -194,11 +194,7 @@ impl JobConfig {
             overwrite: false,
             write_dedup: None,
             parallelism: Parallelism::local(1),
-            control: crate::control::ControlConfig {
-                connect_timeout: crate::control::DEFAULT_CONNECT_TIMEOUT,
-                peer_timeout: crate::control::DEFAULT_PEER_TIMEOUT,
-                job_id: String::new(),
-            },
+            control: crate::control::ControlConfig::default(),
             table_rounds: None,
             memory_limit: None,
             spill_dir: None,

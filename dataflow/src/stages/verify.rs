@@ -22,6 +22,10 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
 
+use std::cell::RefCell;
+
+use fxhash::FxHashMap;
+
 use crate::progress::Progress;
 use crate::records::{Candidate, Edge};
 use crate::worker::WorkerCtx;
@@ -31,8 +35,10 @@ use crate::worker::WorkerCtx;
 pub fn verify<'s>(
     candidates: StreamVec<'s, u64, Edge>,
     ctx: Rc<WorkerCtx>,
+    sets: ShingleSets,
 ) -> StreamVec<'s, u64, Edge> {
     let first = ctx.clone();
+    let sets_b = sets.clone();
     let (home_a, home_b) = (ctx.home.clone(), ctx.home.clone());
     let with_a = candidates.unary(
         Exchange::new(move |e: &Edge| home_a.route(e.a)),
@@ -42,7 +48,7 @@ pub fn verify<'s>(
             move |input, output| {
                 input.for_each(|cap, data| {
                     let mut session = output.session(&cap);
-                    let mut shingles = first.shingles.borrow_mut();
+                    let mut shingles = sets.0.borrow_mut();
                     for edge in data.drain(..) {
                         if !seen.insert((edge.a, edge.b)) {
                             continue;
@@ -64,7 +70,7 @@ pub fn verify<'s>(
             move |input, output| {
                 input.for_each(|cap, data| {
                     let mut session = output.session(&cap);
-                    let mut shingles = ctx.shingles.borrow_mut();
+                    let mut shingles = sets_b.0.borrow_mut();
                     let mut report = ctx.report.borrow_mut();
                     for Candidate {
                         mut edge,
@@ -95,11 +101,24 @@ pub fn verify<'s>(
     )
 }
 
+/// The shingle sets (or, with `--verify minhash`, the signatures) of the documents this
+/// worker is home to, by `doc_id`: filled by the fingerprint stage, read by verification.
+/// Kept only when candidate pairs are verified.
+#[derive(Clone, Default)]
+pub struct ShingleSets(Rc<RefCell<FxHashMap<u64, Box<[u64]>>>>);
+
+impl ShingleSets {
+    /// Keeps `doc`'s set (unsorted: verification sorts a set the first time it is needed).
+    pub fn insert(&self, doc: u64, set: Box<[u64]>) {
+        self.0.borrow_mut().insert(doc, set);
+    }
+}
+
 /// The stored set of `doc` (empty if it has none) in the form verification compares: a
 /// shingle set sorted (in place, once), a MinHash signature (`--verify minhash`) as it is,
 /// since its positions are what is compared.
 fn stored_set(
-    sets: &mut fxhash::FxHashMap<u64, Box<[u64]>>,
+    sets: &mut FxHashMap<u64, Box<[u64]>>,
     doc: u64,
     verify: crate::config::Verify,
 ) -> &[u64] {

@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use neardup_core::mix::mix64;
 use neardup_core::simhash::{IdfTable, Weighting};
-use neardup_core::{Fingerprinter, Method};
+use neardup_core::{Fingerprinter, Method, Scheme};
 use neardup_io::jsonl::parse_record;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
@@ -35,7 +35,7 @@ type Count = (usize, Option<u64>, u64);
 /// Runs the pass on this worker and returns the table every worker builds alike.
 pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable {
     let peers = worker.peers();
-    let table: Rc<std::cell::RefCell<(u64, HashMap<u64, u64>)>> = Rc::default();
+    let table: Rc<std::cell::RefCell<FeatureCounts>> = Rc::default();
     let sink = table.clone();
     let probe = ProbeHandle::new();
     worker.dataflow::<u64, _, _>(|scope| {
@@ -46,11 +46,7 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
             Exchange::new(move |d: &RawDoc| home.route(d.doc_id)),
             "DistinctFeatures",
             move |_, _| {
-                let mut scheme = counting.shared.config.scheme.clone();
-                scheme.method = Method::Simhash(Weighting::Set);
-                let mut fingerprinter = Fingerprinter::new(scheme);
-                // Document frequencies count each distinct feature: any order will do.
-                fingerprinter.set_sort_feature_set(false);
+                let mut distinct = DistinctFeatures::new(&counting.shared.config.scheme);
                 move |input, output| {
                     input.for_each(|cap, data| {
                         let mut session = output.session(&cap);
@@ -70,13 +66,11 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
                                 },
                                 RawBody::Fingerprint { .. } | RawBody::Invalid(_) => continue,
                             };
-                            if fingerprinter.fingerprint(&text).is_empty() {
+                            let Some(features) = distinct.of(&text) else {
                                 continue;
-                            }
+                            };
                             documents += 1;
-                            session.give_iterator(
-                                fingerprinter.feature_set().iter().map(|&h| (Some(h), 1)),
-                            );
+                            session.give_iterator(features.iter().map(|&h| (Some(h), 1)));
                         }
                         session.give((None, documents));
                     });
@@ -89,15 +83,11 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
             "CountFeatures",
             move |cap, _| {
                 let mut cap = Some(cap);
-                let mut df: HashMap<u64, u64> = HashMap::new();
-                let mut documents = 0u64;
+                let mut share = FeatureCounts::default();
                 move |(input, frontier), output| {
                     input.for_each(|_, data| {
                         for (feature, n) in data.drain(..) {
-                            match feature {
-                                Some(h) => *df.entry(h).or_default() += n,
-                                None => documents += n,
-                            }
+                            share.add(feature, n);
                         }
                     });
                     if frontier.is_empty() {
@@ -105,8 +95,7 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
                             // Every worker gets every count.
                             let mut session = output.session(&cap);
                             for to in 0..peers {
-                                session.give((to, None, documents));
-                                session.give_iterator(df.iter().map(|(&h, &n)| (to, Some(h), n)));
+                                session.give_iterator(share.counts().map(|(h, n)| (to, h, n)));
                             }
                         }
                     }
@@ -120,16 +109,125 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
                 input.for_each(|_, data| {
                     let mut table = sink.borrow_mut();
                     for (_, feature, n) in data.drain(..) {
-                        match feature {
-                            Some(h) => *table.1.entry(h).or_default() += n,
-                            None => table.0 += n,
-                        }
+                        table.add(feature, n);
                     }
                 });
             },
         );
     });
     while worker.step_or_park(None) {}
-    let (documents, df) = table.take();
-    IdfTable::from_document_frequencies(documents, df)
+    table.take().into_table()
+}
+
+/// The distinct features of a document, as the pass counts them: the scheme's features with
+/// set weights (each feature once per document).
+pub struct DistinctFeatures {
+    fingerprinter: Fingerprinter,
+}
+
+impl DistinctFeatures {
+    pub fn new(scheme: &Scheme) -> Self {
+        let mut scheme = scheme.clone();
+        scheme.method = Method::Simhash(Weighting::Set);
+        let mut fingerprinter = Fingerprinter::new(scheme);
+        // Document frequencies count each distinct feature: any order will do.
+        fingerprinter.set_sort_feature_set(false);
+        DistinctFeatures { fingerprinter }
+    }
+
+    /// The document's distinct features, or `None` for a document without any (empty
+    /// documents are not counted).
+    pub fn of(&mut self, text: &str) -> Option<&[u64]> {
+        if self.fingerprinter.fingerprint(text).is_empty() {
+            return None;
+        }
+        Some(self.fingerprinter.feature_set())
+    }
+}
+
+/// Document frequencies of a share of the features, and a count of documents; shares are
+/// added up, and the whole becomes the [`IdfTable`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FeatureCounts {
+    documents: u64,
+    df: HashMap<u64, u64>,
+}
+
+impl FeatureCounts {
+    /// Adds `n` documents holding `feature`, or (`None`) `n` documents counted.
+    pub fn add(&mut self, feature: Option<u64>, n: u64) {
+        match feature {
+            Some(h) => *self.df.entry(h).or_default() += n,
+            None => self.documents += n,
+        }
+    }
+
+    /// Every count, the documents' (`None`) first, as [`add`](Self::add) takes them.
+    pub fn counts(&self) -> impl Iterator<Item = (Option<u64>, u64)> + '_ {
+        std::iter::once((None, self.documents)).chain(self.df.iter().map(|(&h, &n)| (Some(h), n)))
+    }
+
+    pub fn into_table(self) -> IdfTable {
+        IdfTable::from_document_frequencies(self.documents, self.df)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counting split over features by hash and merged, as the pass does across workers,
+    /// equals counting everything in one place (the simple version), which equals counting
+    /// by hand.
+    #[test]
+    fn shares_of_counts_add_up_to_the_whole() {
+        let texts = [
+            "the cat sat",
+            "the cat ran",
+            "",
+            "a dog ran far",
+            "the the the",
+        ];
+        let scheme = Scheme::simhash_doc();
+        let mut distinct = DistinctFeatures::new(&scheme);
+        let mut whole = FeatureCounts::default();
+        let mut shares = [FeatureCounts::default(), FeatureCounts::default()];
+        let mut by_hand: std::collections::BTreeMap<u64, u64> = Default::default();
+        let mut documents = 0;
+        for text in texts {
+            let Some(features) = distinct.of(text) else {
+                assert!(text.is_empty());
+                continue;
+            };
+            documents += 1;
+            let set: std::collections::BTreeSet<u64> = features.iter().copied().collect();
+            assert_eq!(set.len(), features.len(), "each feature once per document");
+            whole.add(None, 1);
+            shares[0].add(None, 1);
+            for &h in &set {
+                *by_hand.entry(h).or_default() += 1;
+                whole.add(Some(h), 1);
+                shares[(mix64(h) % 2) as usize].add(Some(h), 1);
+            }
+        }
+        let mut merged = FeatureCounts::default();
+        for share in &shares {
+            for (feature, n) in share.counts() {
+                merged.add(feature, n);
+            }
+        }
+        assert_eq!(merged, whole);
+        assert_eq!(whole.documents, documents);
+        assert_eq!(
+            whole
+                .df
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
+            by_hand
+        );
+        assert!(
+            by_hand.values().any(|&n| n == 3),
+            "\"the\" in three documents"
+        );
+    }
 }

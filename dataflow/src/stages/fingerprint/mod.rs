@@ -24,18 +24,24 @@ use crate::config::JobInput;
 use crate::output::{OutputDirs, Table};
 use crate::progress::Progress;
 use crate::records::{DocFp, RawBody, RawDoc};
+use crate::stages::verify::ShingleSets;
 use crate::worker::WorkerCtx;
 
+/// Fingerprints every document at its home worker with `scheme` (the job's, with TF-IDF
+/// weights filled in when the document-frequency pass ran), keeping the shingle sets that
+/// verification will ask for in `sets`.
 pub fn fingerprint<'s>(
     raw: StreamVec<'s, u64, RawDoc>,
     ctx: Rc<WorkerCtx>,
+    scheme: Scheme,
+    sets: ShingleSets,
 ) -> StreamVec<'s, u64, DocFp> {
     let home = ctx.home.clone();
     raw.unary_frontier(
         Exchange::new(move |d: &RawDoc| home.route(d.doc_id)),
         "Fingerprint",
         move |_, _| {
-            let mut state = FingerprintState::new(ctx.clone());
+            let mut state = FingerprintState::new(ctx.clone(), scheme.clone(), sets.clone());
             let mut finished = false;
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
@@ -61,13 +67,15 @@ struct FingerprintState {
     /// A second fingerprinter for verification shingles, when they differ from the scheme's.
     shingler: Option<Fingerprinter>,
     writer: Option<PartWriter<FingerprintRow>>,
+    /// Where the shingle sets for verification go.
+    sets: ShingleSets,
     /// The parsed fields of the current JSONL line, reused so that its text buffer is
     /// allocated once per worker rather than once per document.
     record: Record,
 }
 
 impl FingerprintState {
-    fn new(ctx: Rc<WorkerCtx>) -> Self {
+    fn new(ctx: Rc<WorkerCtx>, scheme: Scheme, sets: ShingleSets) -> Self {
         let config = &ctx.shared.config;
         let documents = matches!(config.input, JobInput::Documents { .. });
         let writer = if documents {
@@ -84,7 +92,6 @@ impl FingerprintState {
         } else {
             None
         };
-        let scheme = ctx.scheme.borrow().clone();
         // Feature sets are kept unsorted: only documents in a candidate pair are ever
         // compared, and verification sorts a set the first time it is needed.
         let mut shingler = shingler_for(&scheme, ctx.shared.config.verify);
@@ -97,6 +104,7 @@ impl FingerprintState {
             fingerprinter,
             shingler,
             writer,
+            sets,
             record: Record::default(),
             ctx,
         }
@@ -235,7 +243,7 @@ impl FingerprintState {
         };
         if verify.estimate {
             let signature: Box<[u64]> = self.fingerprinter.signature().into();
-            self.ctx.shingles.borrow_mut().insert(doc_id, signature);
+            self.sets.insert(doc_id, signature);
             return;
         }
         let set: Box<[u64]> = match self.shingler.as_mut() {
@@ -245,7 +253,7 @@ impl FingerprintState {
             }
             None => self.fingerprinter.feature_set().into(),
         };
-        self.ctx.shingles.borrow_mut().insert(doc_id, set);
+        self.sets.insert(doc_id, set);
     }
 
     fn finish(&mut self) {
