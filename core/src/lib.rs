@@ -40,9 +40,11 @@
 //! - [`tables`]: permutation-table designs; [`search`]: exact bucket search;
 //! - [`similarity`]: Jaccard and containment; [`unionfind`]: connected components;
 //!   [`star`]: star clustering (the chaining guard);
-//! - [`mix`]: well-mixed hashing for routing; [`quality`]: precision, recall, adjusted Rand index.
+//! - [`mix`]: well-mixed hashing for routing; [`quality`]: precision, recall, adjusted Rand index;
+//!   [`eval`]: a run scored against a truth file (what `neardup eval` reports).
 
 pub mod encoding;
+pub mod eval;
 pub mod exact;
 pub mod features;
 pub mod lookup3;
