@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use neardup_core::eval::{Recall, Scores};
+use neardup_core::DEFAULT_JACCARD;
 
 use crate::commands::sweep;
 use crate::run_scores::score_run;
@@ -45,7 +46,7 @@ pub struct EvalArgs {
     #[arg(long, value_name = "TSV")]
     pub truth: PathBuf,
     /// Truth pairs at or above this Jaccard similarity are the positives
-    #[arg(long, default_value_t = 0.8, value_name = "T")]
+    #[arg(long, default_value_t = DEFAULT_JACCARD, value_name = "T")]
     pub min_jaccard: f64,
     /// Print one JSON object
     #[arg(long)]
@@ -156,4 +157,14 @@ fn print_scores(args: &EvalArgs, scores: &Scores) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn examples_state_the_default_positives() {
+        assert!(EVAL_EXAMPLES.contains(&format!("(pairs with Jaccard >= {DEFAULT_JACCARD} are")));
+    }
 }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use neardup_core::features::FeatureKind;
 use neardup_core::minhash::Banding;
+use neardup_core::similarity::DEFAULT_JACCARD_SHINGLE;
 use neardup_core::{Scheme, TableDesign};
 use neardup_dataflow::config::Verify;
 use neardup_dataflow::{run_job, JobConfig, JobInput, Progress};
@@ -51,7 +52,7 @@ fn grid(min_jaccard: f64) -> Vec<Method> {
             config: Box::new(move |c: &mut JobConfig| {
                 c.design = TableDesign::for_k(k).expect("valid k");
                 c.verify = verify.then_some(Verify {
-                    shingle: 3,
+                    shingle: DEFAULT_JACCARD_SHINGLE,
                     min_jaccard,
                     estimate: false,
                 });
