@@ -7,15 +7,10 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::AsArray;
 use arrow::datatypes::{Float32Type, UInt64Type};
-use assert_cmd::Command;
 use neardup_core::tokenize::Tokenizer;
 mod common;
-use common::{batches, column};
+use common::{batches, column, neardup};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-fn neardup() -> Command {
-    Command::cargo_bin("neardup").unwrap()
-}
 
 fn dev_small() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpora/dev-small");

@@ -58,6 +58,8 @@ pub mod simhash;
 pub mod similarity;
 pub mod star;
 pub mod tables;
+#[doc(hidden)]
+pub mod testing;
 pub mod tokenize;
 pub mod unionfind;
 pub mod verdict;
