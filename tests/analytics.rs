@@ -17,7 +17,7 @@ use arrow::array::{ArrayRef, StringArray};
 use serde_json::{json, Value};
 
 mod common;
-use common::{gzip, jsonl_values, neardup, write_parquet, SeededRng};
+use common::{gzip, jsonl_values, neardup, shared_corpus, write_parquet, SeededRng};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -217,19 +217,10 @@ fn analytics_clients_read_every_table_of_the_bundled_example() {
 
 #[test]
 fn analytics_clients_read_every_table_of_dev_small() {
-    let shared = repo().join("../shared/corpora/dev-small/corpus.jsonl");
-    if !shared.is_file() && std::env::var("NEARDUP_NO_SHARED_CORPORA").as_deref() == Ok("1") {
-        eprintln!(
-            "SKIPPED: {} is absent (NEARDUP_NO_SHARED_CORPORA=1)",
-            shared.display()
-        );
+    let Some(dev_small) = shared_corpus("dev-small") else {
         return;
-    }
-    assert!(
-        shared.is_file(),
-        "{} is missing (set NEARDUP_NO_SHARED_CORPORA=1 to skip this test)",
-        shared.display()
-    );
+    };
+    let shared = dev_small.join("corpus.jsonl");
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("corpus");
     std::fs::create_dir(&corpus).unwrap();
