@@ -10,6 +10,7 @@ mod cluster_args;
 mod commands;
 mod memory_args;
 mod progress_view;
+mod run_scores;
 mod scheme_args;
 
 use std::process::ExitCode;

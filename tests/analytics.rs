@@ -9,15 +9,15 @@
 //! .venv-test and sets it), or else `python3` if it can import both. Otherwise the tests
 //! FAIL: a check that did not run must not look like a pass.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray};
-use parquet::arrow::ArrowWriter;
-use parquet::file::properties::WriterProperties;
+use arrow::array::{ArrayRef, StringArray};
 use serde_json::{json, Value};
+
+mod common;
+use common::{gzip, jsonl_values, neardup, shared_corpus, write_parquet, SeededRng};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,9 +46,8 @@ fn python() -> String {
 /// Runs `neardup run ARGS --output out corpus/` in `workdir`, which must succeed: the
 /// sources are then `corpus/...`, as docs/outputs.md assumes.
 fn run_neardup(workdir: &Path, args: &[&str]) {
-    let output = Command::new(env!("CARGO_BIN_EXE_neardup"))
+    let output = neardup()
         .current_dir(workdir)
-        .env_remove("NEARDUP_WORKERS")
         .arg("run")
         .args(args)
         .args(["--quiet", "--output", "out", "corpus/"])
@@ -94,38 +93,13 @@ fn assert_check_passes(workdir: &Path) {
 // ---------------------------------------------------------------------------------------
 // Corpora
 
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn words(&mut self, n: usize) -> String {
-        (0..n)
-            .map(|_| {
-                let len = 4 + self.next_u64() % 7;
-                (0..len)
-                    .map(|_| char::from(b'a' + (self.next_u64() % 26) as u8))
-                    .collect::<String>()
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
-
+/// JSON lines with ids as strings and a nested field.
 fn jsonl(records: &[(String, String)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (id, text) in records {
-        serde_json::to_writer(&mut out, &json!({"id": id, "text": text, "meta": {"n": 1}}))
-            .unwrap();
-        out.push(b'\n');
-    }
-    out
+    let values: Vec<Value> = records
+        .iter()
+        .map(|(id, text)| json!({"id": id, "text": text, "meta": {"n": 1}}))
+        .collect();
+    jsonl_values(&values)
 }
 
 /// Replaces one word in the middle: a near duplicate of a long text.
@@ -141,8 +115,8 @@ fn edit(text: &str, replacement: &str) -> String {
 fn generated_corpus(workdir: &Path) {
     let corpus = workdir.join("corpus");
     std::fs::create_dir_all(&corpus).unwrap();
-    let mut rng = Rng(42);
-    let long: Vec<String> = (0..6).map(|_| rng.words(300)).collect();
+    let mut rng = SeededRng::new(42);
+    let long: Vec<String> = (0..6).map(|_| rng.words(300).join(" ")).collect();
 
     let mut a: Vec<(String, String)> = Vec::new();
     for i in 0..40 {
@@ -152,7 +126,7 @@ fn generated_corpus(workdir: &Path) {
             7 => String::new(),
             8 => "2024 42".into(),
             9 => edit(&long[1], "quixotic"),
-            _ => rng.words(20 + (i % 7) * 10),
+            _ => rng.words(20 + (i % 7) * 10).join(" "),
         };
         a.push((format!("a-{i}"), text));
     }
@@ -168,15 +142,13 @@ fn generated_corpus(workdir: &Path) {
             1 => edit(&long[2], "zephyr"),
             2 => edit(&long[3], "bramble"),
             3 => " ... ".into(),
-            _ => rng.words(25),
+            _ => rng.words(25).join(" "),
         };
         b.push((format!("b-{i}"), text));
     }
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&jsonl(&b)).unwrap();
-    std::fs::write(corpus.join("b.jsonl.gz"), gz.finish().unwrap()).unwrap();
+    std::fs::write(corpus.join("b.jsonl.gz"), gzip(&jsonl(&b))).unwrap();
 
-    let mut texts: Vec<String> = (0..23).map(|_| rng.words(30)).collect();
+    let mut texts: Vec<String> = (0..23).map(|_| rng.words(30).join(" ")).collect();
     texts[0] = long[4].to_lowercase();
     texts[3] = format!("{}.", long[4]);
     texts[7] = edit(&long[5], "ozone");
@@ -184,23 +156,18 @@ fn generated_corpus(workdir: &Path) {
     texts[11] = String::new();
     texts[12] = long[0].clone();
     let ids: Vec<String> = (0..texts.len()).map(|i| format!("c-{i}")).collect();
-    let batch = RecordBatch::try_from_iter([
-        ("id", Arc::new(StringArray::from(ids)) as ArrayRef),
-        ("text", Arc::new(StringArray::from(texts)) as ArrayRef),
-    ])
-    .unwrap();
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(5))
-        .build();
-    let file = std::fs::File::create(corpus.join("c.parquet")).unwrap();
-    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    write_parquet(
+        &corpus.join("c.parquet"),
+        vec![
+            ("id", Arc::new(StringArray::from(ids)) as ArrayRef),
+            ("text", Arc::new(StringArray::from(texts)) as ArrayRef),
+        ],
+        5,
+    );
 }
 
 fn summary(workdir: &Path) -> Value {
-    let text = std::fs::read_to_string(workdir.join("out/summary.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    common::summary(&workdir.join("out"))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -250,19 +217,10 @@ fn analytics_clients_read_every_table_of_the_bundled_example() {
 
 #[test]
 fn analytics_clients_read_every_table_of_dev_small() {
-    let shared = repo().join("../shared/corpora/dev-small/corpus.jsonl");
-    if !shared.is_file() && std::env::var("NEARDUP_NO_SHARED_CORPORA").as_deref() == Ok("1") {
-        eprintln!(
-            "SKIPPED: {} is absent (NEARDUP_NO_SHARED_CORPORA=1)",
-            shared.display()
-        );
+    let Some(dev_small) = shared_corpus("dev-small") else {
         return;
-    }
-    assert!(
-        shared.is_file(),
-        "{} is missing (set NEARDUP_NO_SHARED_CORPORA=1 to skip this test)",
-        shared.display()
-    );
+    };
+    let shared = dev_small.join("corpus.jsonl");
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("corpus");
     std::fs::create_dir(&corpus).unwrap();

@@ -1,18 +1,16 @@
 //! End-to-end tests of `neardup hash` and `neardup compare`: the binary is run on inputs
 //! generated here, and its stdout, stderr and exit code are checked.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
 use std::sync::Arc;
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::{json, Value};
 
-fn neardup() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_neardup"))
-}
+mod common;
+use common::{gzip, jsonl_values, neardup, s, stdout_of};
 
 /// The simhash-doc golden vectors (../shared/notes/simhash-doc.md): text, hex, base32, and
 /// the hex under `tf` weighting.
@@ -59,16 +57,6 @@ const GOLDEN: &[(&str, &str, &str, &str)] = &[
 /// Indices of the golden texts that have no tokens.
 const GOLDEN_EMPTY: [usize; 2] = [0, 6];
 
-/// JSON lines, serialized by serde_json so every escape is right.
-fn jsonl(records: &[Value]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for r in records {
-        serde_json::to_writer(&mut out, r).unwrap();
-        out.push(b'\n');
-    }
-    out
-}
-
 fn golden_records() -> Vec<Value> {
     GOLDEN
         .iter()
@@ -79,24 +67,8 @@ fn golden_records() -> Vec<Value> {
 
 fn golden_jsonl(dir: &Path) -> PathBuf {
     let path = dir.join("golden.jsonl");
-    std::fs::write(&path, jsonl(&golden_records())).unwrap();
+    std::fs::write(&path, jsonl_values(&golden_records())).unwrap();
     path
-}
-
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(data).unwrap();
-    enc.finish().unwrap()
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// Runs a command that must succeed and returns its stdout.
-fn stdout_of(cmd: &mut Command) -> String {
-    let out = cmd.assert().success().get_output().stdout.clone();
-    String::from_utf8(out).unwrap()
 }
 
 fn tsv_rows(out: &str) -> Vec<Vec<String>> {
@@ -176,7 +148,7 @@ fn hash_jsonl_output_has_the_documented_keys() {
 #[test]
 fn hash_gzip_zstd_and_stdin_match_plain_input() {
     let dir = tempfile::tempdir().unwrap();
-    let data = jsonl(&golden_records());
+    let data = jsonl_values(&golden_records());
     let plain = dir.path().join("docs.jsonl");
     let gz = dir.path().join("docs.jsonl.gz");
     let zst = dir.path().join("docs.jsonl.zst");
@@ -229,12 +201,12 @@ fn hash_reads_directories_and_skips_hidden_and_marker_files() {
     std::fs::create_dir_all(root.join("sub")).unwrap();
     std::fs::write(
         root.join("a.jsonl"),
-        jsonl(&[json!({"id": "a1", "text": GOLDEN[1].0})]),
+        jsonl_values(&[json!({"id": "a1", "text": GOLDEN[1].0})]),
     )
     .unwrap();
     std::fs::write(
         root.join("sub/b.jsonl.gz"),
-        gzip(&jsonl(&[
+        gzip(&jsonl_values(&[
             json!({"id": "b1", "text": GOLDEN[2].0}),
             json!({"id": "b2", "text": GOLDEN[3].0}),
         ])),
@@ -265,7 +237,7 @@ fn hash_ids_may_be_numbers_or_positions() {
     let path = dir.path().join("n.jsonl");
     std::fs::write(
         &path,
-        jsonl(&[
+        jsonl_values(&[
             json!({"id": 42, "text": "hello world"}),
             json!({"id": "x\ty", "text": "hello world"}),
         ]),
@@ -283,7 +255,11 @@ fn hash_ids_may_be_numbers_or_positions() {
 
     // Another field names the id and the text.
     let other = dir.path().join("o.jsonl");
-    std::fs::write(&other, jsonl(&[json!({"url": "u1", "body": GOLDEN[2].0})])).unwrap();
+    std::fs::write(
+        &other,
+        jsonl_values(&[json!({"url": "u1", "body": GOLDEN[2].0})]),
+    )
+    .unwrap();
     let out = stdout_of(neardup().args([
         "hash",
         "--id-field",
@@ -422,10 +398,10 @@ fn bad_lines() -> Vec<(&'static str, Vec<u8>, &'static str)> {
 
 fn file_with_bad_line(dir: &Path, bad: &[u8]) -> PathBuf {
     let path = dir.join("data.jsonl");
-    let mut data = jsonl(&[json!({"id": "first", "text": GOLDEN[1].0})]);
+    let mut data = jsonl_values(&[json!({"id": "first", "text": GOLDEN[1].0})]);
     data.extend_from_slice(bad);
     data.push(b'\n');
-    data.extend(jsonl(&[json!({"id": "third", "text": GOLDEN[2].0})]));
+    data.extend(jsonl_values(&[json!({"id": "third", "text": GOLDEN[2].0})]));
     std::fs::write(&path, data).unwrap();
     path
 }
@@ -476,9 +452,9 @@ fn hash_skip_invalid_counts_and_reports_the_first() {
 fn hash_skip_invalid_counts_several() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("data.jsonl");
-    let mut data = jsonl(&[json!({"id": "a", "text": "one"})]);
+    let mut data = jsonl_values(&[json!({"id": "a", "text": "one"})]);
     data.extend_from_slice(b"{\"id\": \"b\", \"text\": 5}\n\n");
-    data.extend(jsonl(&[json!({"id": "c", "text": ""})]));
+    data.extend(jsonl_values(&[json!({"id": "c", "text": ""})]));
     std::fs::write(&path, data).unwrap();
     neardup()
         .args(["hash", "--skip-invalid", s(&path)])
@@ -502,7 +478,7 @@ fn hash_skip_invalid_counts_several() {
 fn hash_missing_id_suggests_no_id() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("noid.jsonl");
-    std::fs::write(&path, jsonl(&[json!({"text": "hello"})])).unwrap();
+    std::fs::write(&path, jsonl_values(&[json!({"text": "hello"})])).unwrap();
     neardup()
         .args(["hash", s(&path)])
         .assert()
@@ -587,7 +563,7 @@ fn hash_stops_quietly_when_the_reader_goes_away() {
     let records: Vec<Value> = (0..3000)
         .map(|i| json!({"id": i, "text": format!("document number {i} of many")}))
         .collect();
-    std::fs::write(&path, jsonl(&records)).unwrap();
+    std::fs::write(&path, jsonl_values(&records)).unwrap();
     // About 2 KB per line: far more than a pipe buffer, so the writer meets a closed pipe.
     let mut child = StdCommand::new(env!("CARGO_BIN_EXE_neardup"))
         .args(["hash", "--scheme", "minhash", s(&path)])
@@ -872,7 +848,11 @@ fn scheme_flags_change_the_features() {
     // Stop words leave the features (n_tokens) but not the exact key.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
-    std::fs::write(&path, jsonl(&[json!({"id": "s", "text": GOLDEN[2].0})])).unwrap();
+    std::fs::write(
+        &path,
+        jsonl_values(&[json!({"id": "s", "text": GOLDEN[2].0})]),
+    )
+    .unwrap();
     let plain = json_lines(&stdout_of(neardup().args([
         "hash",
         "--format",

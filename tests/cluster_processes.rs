@@ -15,7 +15,7 @@
 //! `127.0.0.1:0`.
 
 mod common;
-use common::{batches, column, parts, s, summary};
+use common::{batches, column, jsonl_line, parts, s, summary, SeededRng, ENV_VARS};
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -31,17 +31,6 @@ use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type, UInt8Type};
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_neardup");
-
-/// The flags read these: a developer's environment must not change a test.
-const ENV_VARS: [&str; 7] = [
-    "NEARDUP_WORKERS",
-    "NEARDUP_PROCESSES",
-    "NEARDUP_PROCESS",
-    "NEARDUP_HOSTFILE",
-    "NEARDUP_CONNECT_TIMEOUT",
-    "NEARDUP_PEER_TIMEOUT",
-    "NEARDUP_JOB_ID",
-];
 
 /// How long a whole job of the small corpus may take (debug binary, 2 shared cores, other
 /// tests running at the same time).
@@ -317,45 +306,11 @@ fn assert_succeeded_like(procs: &mut [Proc], out: &Path, reference: &Path) {
 // ---------------------------------------------------------------------------------------
 // Corpora
 
-/// splitmix64: a fixed generator, so the corpora never change with a crate version.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// A made-up lower-case word of 4 to 10 letters: practically never repeated.
-    fn word(&mut self) -> String {
-        let len = 4 + self.below(7);
-        (0..len)
-            .map(|_| char::from(b'a' + self.below(26) as u8))
-            .collect()
-    }
-
-    fn words(&mut self, n: usize) -> Vec<String> {
-        (0..n).map(|_| self.word()).collect()
-    }
-}
-
-fn jsonl_line(out: &mut impl Write, id: u64, text: &str) {
-    serde_json::to_writer(&mut *out, &json!({"id": id, "text": text})).unwrap();
-    out.write_all(b"\n").unwrap();
-}
-
 /// Three JSONL files (so several workers read) of unrelated documents with planted exact
 /// duplicates (case, punctuation, whitespace) and near duplicates (one word replaced in a
 /// long text), spread over the files.
 fn small_corpus(dir: &Path) -> Vec<PathBuf> {
-    let mut rng = Rng(0x005E_EDC1);
+    let mut rng = SeededRng::new(0x005E_EDC1);
     let mut texts: Vec<String> = (0..150)
         .map(|_| {
             let n = 30 + rng.below(120) as usize;
@@ -399,7 +354,7 @@ fn small_corpus(dir: &Path) -> Vec<PathBuf> {
 /// About `megabytes` MB of ~1.5 KB documents in four files: long enough that a process can
 /// be killed or stopped while the job runs.
 fn large_corpus(dir: &Path, megabytes: usize) -> Vec<PathBuf> {
-    let mut rng = Rng(0x1A46E);
+    let mut rng = SeededRng::new(0x1A46E);
     let files: Vec<PathBuf> = (0..4)
         .map(|f| dir.join(format!("large-{f}.jsonl")))
         .collect();
@@ -872,7 +827,7 @@ fn foreign_connections_do_not_disturb_start_up() {
     garbage
         .set_write_timeout(Some(Duration::from_secs(2)))
         .unwrap();
-    let mut rng = Rng(0xBAD);
+    let mut rng = SeededRng::new(0xBAD);
     let bytes: Vec<u8> = (0..65536).map(|_| rng.next_u64() as u8).collect();
     // process 0 may close the connection as soon as it sees the garbage: errors are fine.
     let _ = garbage.write_all(b"GET / HTTP/1.1\r\nHost: neardup\r\n\r\n");

@@ -3,29 +3,14 @@
 //! hand-counted precision and recall.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow::array::AsArray;
 use arrow::datatypes::{Float32Type, UInt64Type};
-use assert_cmd::Command;
 use neardup_core::tokenize::Tokenizer;
 mod common;
-use common::{batches, column};
+use common::{batches, column, neardup, shared_corpus};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-fn neardup() -> Command {
-    Command::cargo_bin("neardup").unwrap()
-}
-
-fn dev_small() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpora/dev-small");
-    assert!(
-        p.exists(),
-        "{} is missing: these tests need the shared dev-small corpus",
-        p.display()
-    );
-    p
-}
 
 /// Word n-gram sets as strings: every token of the tokenizer (numbers too), joined by spaces.
 fn shingles(text: &str, n: usize) -> HashSet<String> {
@@ -67,7 +52,9 @@ fn pairs(out: &Path) -> Vec<(u64, u64, String, Option<f32>)> {
 
 #[test]
 fn minhash_mode_reports_verified_pairs_with_their_exact_jaccard() {
-    let dir = dev_small();
+    let Some(dir) = shared_corpus("dev-small") else {
+        return;
+    };
     let texts: Vec<String> = std::fs::read_to_string(dir.join("corpus.jsonl"))
         .unwrap()
         .lines()
@@ -167,7 +154,9 @@ fn cluster_labels(out: &Path) -> BTreeMap<u64, i64> {
 
 #[test]
 fn simhash_verification_annotates_and_filters() {
-    let dir = dev_small();
+    let Some(dir) = shared_corpus("dev-small") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let (plain, verified) = (tmp.path().join("plain"), tmp.path().join("verified"));
     for (out, extra) in [
@@ -418,7 +407,9 @@ fn write_dedup_keeps_the_kept_records_unchanged_and_lists_the_removed() {
 
 #[test]
 fn star_clusters_hold_only_duplicates_of_their_kept_document() {
-    let dir = dev_small();
+    let Some(dir) = shared_corpus("dev-small") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let (star, components) = (tmp.path().join("star"), tmp.path().join("components"));
     for (out, mode) in [(&star, "star"), (&components, "components")] {
@@ -501,7 +492,9 @@ fn kept_documents(out: &Path) -> HashMap<i64, u64> {
 
 #[test]
 fn minhash_verification_uses_signature_estimates() {
-    let dir = dev_small();
+    let Some(dir) = shared_corpus("dev-small") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     neardup()
@@ -580,7 +573,9 @@ fn large_clusters_are_warned_about() {
 
 #[test]
 fn eval_sweep_prints_the_trade_off_of_every_method() {
-    let dir = dev_small();
+    let Some(dir) = shared_corpus("dev-small") else {
+        return;
+    };
     let o = neardup()
         .args(["eval", "--sample", "3000", "--sweep"])
         .arg(dir.join("corpus.jsonl"))
@@ -640,7 +635,9 @@ fn tfidf_weights_need_the_job() {
 
 #[test]
 fn lsh_bands_in_rounds_or_spilled_find_the_same_pairs() {
-    let dir = dev_small();
+    let Some(dir) = shared_corpus("dev-small") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let (one, three, spilled) = (
         tmp.path().join("one"),

@@ -13,179 +13,20 @@
 //! Test names say what behaviour they pin down.
 
 mod common;
-use common::{batches, column, parts, s, summary};
+use common::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{Float32Type, Int64Type, UInt32Type, UInt64Type, UInt8Type};
+use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
 use assert_cmd::Command;
 use neardup_core::{Fingerprinter, Scheme};
-use parquet::arrow::ArrowWriter;
-use parquet::file::properties::WriterProperties;
 use predicates::prelude::*;
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------------------
-// Running the binary
-
-fn neardup() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_neardup"));
-    // The parallelism flags read these: a developer's environment must not change a test.
-    for var in [
-        "NEARDUP_WORKERS",
-        "NEARDUP_PROCESSES",
-        "NEARDUP_PROCESS",
-        "NEARDUP_HOSTFILE",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
-
-/// `neardup run ARGS... --output OUT INPUTS...`, which must succeed.
-fn run_ok(out: &Path, args: &[&str], inputs: &[&Path]) -> std::process::Output {
-    let mut cmd = neardup();
-    cmd.arg("run").args(args).args(["--output", s(out)]);
-    cmd.args(inputs.iter().map(|p| s(p)));
-    let output = cmd.output().unwrap();
-    assert!(
-        output.status.success(),
-        "neardup run {args:?} failed ({:?}):\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        out.join("_SUCCESS").is_file(),
-        "no _SUCCESS in {}",
-        out.display()
-    );
-    assert!(out.join("summary.json").is_file());
-    output
-}
-
-/// `neardup search ARGS... --output OUT FINGERPRINTS`, which must succeed.
-fn search_ok(out: &Path, args: &[&str], fingerprints: &Path) {
-    let output = neardup()
-        .arg("search")
-        .args(args)
-        .args(["--output", s(out), s(fingerprints)])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "neardup search {args:?} failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(out.join("_SUCCESS").is_file());
-}
-
-/// Runs a command that must fail with exit code 1, an `error:` on stderr containing every
-/// one of `needles`, and no `_SUCCESS` in `out`. Returns stderr.
-fn assert_fails(cmd: &mut Command, out: &Path, needles: &[&str]) -> String {
-    let output = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "exit code; stderr:\n{stderr}"
-    );
-    assert!(stderr.contains("error: "), "{stderr}");
-    for needle in needles {
-        assert!(
-            stderr.contains(needle),
-            "stderr lacks {needle:?}:\n{stderr}"
-        );
-    }
-    assert!(
-        !out.join("_SUCCESS").exists(),
-        "a failed run left _SUCCESS in {}",
-        out.display()
-    );
-    stderr
-}
-
-fn count(summary: &Value, name: &str) -> u64 {
-    summary["counts"][name]
-        .as_u64()
-        .unwrap_or_else(|| panic!("summary.json has no counts.{name}: {summary}"))
-}
-
-// ---------------------------------------------------------------------------------------
-// Generated corpora
-
-/// splitmix64: a fixed generator, so the corpora never change with a crate version.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// A made-up lower-case word of 4 to 10 letters: practically never repeated.
-    fn word(&mut self) -> String {
-        let len = 4 + self.below(7);
-        (0..len)
-            .map(|_| char::from(b'a' + self.below(26) as u8))
-            .collect()
-    }
-
-    fn words(&mut self, n: usize) -> Vec<String> {
-        (0..n).map(|_| self.word()).collect()
-    }
-}
-
-/// One input record.
-#[derive(Clone, Debug)]
-struct Doc {
-    id: Value,
-    text: String,
-}
-
-fn doc(id: impl Into<Value>, text: impl Into<String>) -> Doc {
-    Doc {
-        id: id.into(),
-        text: text.into(),
-    }
-}
-
-fn jsonl(docs: &[Doc]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for d in docs {
-        serde_json::to_writer(&mut out, &json!({"id": d.id, "text": d.text})).unwrap();
-        out.push(b'\n');
-    }
-    out
-}
-
-fn write(path: &Path, bytes: &[u8]) -> PathBuf {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::write(path, bytes).unwrap();
-    path.to_path_buf()
-}
-
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(data).unwrap();
-    enc.finish().unwrap()
-}
-
-fn zstd(data: &[u8]) -> Vec<u8> {
-    zstd::encode_all(data, 3).unwrap()
-}
+// The main corpus (the harness: running the binary, writing corpora, reading the outputs,
+// is in tests/common)
 
 /// Records of the main corpus (single file: doc_id = record = position).
 mod main_corpus {
@@ -210,7 +51,7 @@ mod main_corpus {
 /// The main corpus: planted duplicates (see [`main_corpus`]) among unrelated documents.
 fn main_docs() -> Vec<Doc> {
     use main_corpus::*;
-    let mut rng = Rng(0x5EED_0001);
+    let mut rng = SeededRng::new(0x5EED_0001);
     let mut texts: Vec<String> = (0..LEN)
         .map(|_| {
             let n = 30 + rng.below(120) as usize;
@@ -260,130 +101,6 @@ fn main_docs() -> Vec<Doc> {
         .enumerate()
         .map(|(i, t)| doc(1000 + i as u64, t))
         .collect()
-}
-
-/// Writes a Parquet file with row groups of `row_group_rows`.
-fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>, row_group_rows: usize) {
-    let batch = RecordBatch::try_from_iter(columns).unwrap();
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(row_group_rows))
-        .build();
-    let mut writer =
-        ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
-}
-
-// ---------------------------------------------------------------------------------------
-// Reading the outputs
-
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct FpRow {
-    doc_id: u64,
-    id: Option<String>,
-    source: String,
-    record: u64,
-    simhash: u64,
-    n_tokens: u32,
-    bytes: u64,
-    empty: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct PairRow {
-    doc_a: u64,
-    doc_b: u64,
-    hamming: u8,
-    kind: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct ClusterRow {
-    doc_id: u64,
-    cluster_id: i64,
-    cluster_size: u32,
-    keep: bool,
-}
-
-fn fingerprints(out: &Path) -> Vec<FpRow> {
-    let mut rows = Vec::new();
-    for b in batches(&out.join("fingerprints")) {
-        let u64s = |name| column(&b, name).as_primitive::<UInt64Type>();
-        let ids = column(&b, "id").as_string::<i32>();
-        let sources = column(&b, "source").as_string::<i32>();
-        for i in 0..b.num_rows() {
-            rows.push(FpRow {
-                doc_id: u64s("doc_id").value(i),
-                id: ids.is_valid(i).then(|| ids.value(i).to_owned()),
-                source: sources.value(i).to_owned(),
-                record: u64s("record").value(i),
-                simhash: u64s("simhash").value(i),
-                n_tokens: column(&b, "n_tokens").as_primitive::<UInt32Type>().value(i),
-                bytes: u64s("bytes").value(i),
-                empty: column(&b, "empty").as_boolean().value(i),
-            });
-        }
-    }
-    rows.sort();
-    rows
-}
-
-fn pairs(out: &Path) -> Vec<PairRow> {
-    let mut rows = Vec::new();
-    for b in batches(&out.join("pairs")) {
-        let u64s = |name| column(&b, name).as_primitive::<UInt64Type>();
-        let kinds = column(&b, "kind").as_string::<i32>();
-        let jaccard = column(&b, "jaccard").as_primitive::<Float32Type>();
-        for i in 0..b.num_rows() {
-            assert!(jaccard.is_null(i), "jaccard is only set by verification");
-            rows.push(PairRow {
-                doc_a: u64s("doc_a").value(i),
-                doc_b: u64s("doc_b").value(i),
-                hamming: column(&b, "hamming").as_primitive::<UInt8Type>().value(i),
-                kind: kinds.value(i).to_owned(),
-            });
-        }
-    }
-    let n = rows.len();
-    rows.sort();
-    rows.dedup();
-    assert_eq!(rows.len(), n, "a pair is listed twice");
-    rows
-}
-
-fn clusters(out: &Path) -> Vec<ClusterRow> {
-    let mut rows = Vec::new();
-    for b in batches(&out.join("clusters")) {
-        for i in 0..b.num_rows() {
-            rows.push(ClusterRow {
-                doc_id: column(&b, "doc_id").as_primitive::<UInt64Type>().value(i),
-                cluster_id: column(&b, "cluster_id")
-                    .as_primitive::<Int64Type>()
-                    .value(i),
-                cluster_size: column(&b, "cluster_size")
-                    .as_primitive::<UInt32Type>()
-                    .value(i),
-                keep: column(&b, "keep").as_boolean().value(i),
-            });
-        }
-    }
-    rows.sort();
-    rows
-}
-
-fn pair_set(rows: &[PairRow]) -> BTreeSet<(u64, u64)> {
-    rows.iter().map(|p| (p.doc_a, p.doc_b)).collect()
-}
-
-fn near_set(rows: &[PairRow]) -> BTreeSet<(u64, u64)> {
-    rows.iter()
-        .filter(|p| p.kind == "near")
-        .map(|p| (p.doc_a, p.doc_b))
-        .collect()
-}
-
-fn doc_ids_of_fingerprints(rows: &[FpRow]) -> Vec<u64> {
-    rows.iter().map(|r| r.doc_id).collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -777,7 +494,7 @@ fn results_do_not_depend_on_the_number_of_workers() {
 #[test]
 fn doc_ids_number_files_in_path_order_and_records_from_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(7);
+    let mut rng = SeededRng::new(7);
     let shared = rng.words(80).join(" ");
     // c.jsonl's second line is blank: it keeps its number, so the record after it is 2.
     let a = write(
@@ -1073,7 +790,7 @@ fn search_with_a_larger_k_finds_a_superset() {
 
 /// Nine good records with `bad` as line 5.
 fn file_with_bad_line(dir: &Path, name: &str, bad: &[u8]) -> PathBuf {
-    let mut rng = Rng(99);
+    let mut rng = SeededRng::new(99);
     let good: Vec<Doc> = (0..9).map(|i| doc(i, rng.words(20).join(" "))).collect();
     let mut data = jsonl(&good[..4]);
     data.extend_from_slice(bad);
@@ -1154,7 +871,7 @@ fn bad_records_fail_the_run_naming_file_line_and_problem() {
 
 /// A compressed corpus long enough that truncation hits well after line 1.
 fn big_jsonl() -> Vec<u8> {
-    let mut rng = Rng(3);
+    let mut rng = SeededRng::new(3);
     let docs: Vec<Doc> = (0..3000).map(|i| doc(i, rng.words(12).join(" "))).collect();
     jsonl(&docs)
 }
@@ -1368,7 +1085,7 @@ fn a_memory_limit_sets_the_rounds_or_spills_when_they_cannot_meet_it() {
 #[test]
 fn keep_max_column_keeps_the_largest_value_and_missing_values_rank_last() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(11);
+    let mut rng = SeededRng::new(11);
     let a = rng.words(40).join(" ");
     let b = rng.words(40).join(" ");
     let records = [
@@ -1447,7 +1164,7 @@ fn keep_by_a_column_that_no_record_has_is_not_silently_ignored() {
 #[test]
 fn skip_invalid_counts_and_reports_bad_records() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(5);
+    let mut rng = SeededRng::new(5);
     let shared = rng.words(30).join(" ");
     let mut data = Vec::new();
     data.extend(jsonl(&[doc(0, shared.clone())])); // line 1
@@ -1545,7 +1262,7 @@ fn skip_examples_are_the_first_skipped_records_whatever_the_number_of_workers() 
 #[test]
 fn duplicate_user_ids_are_allowed_and_counted() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(17);
+    let mut rng = SeededRng::new(17);
     let docs: Vec<Doc> = ["x", "y", "x", "z", "x", "y"]
         .iter()
         .map(|id| doc(*id, rng.words(20).join(" ")))
@@ -1648,7 +1365,7 @@ fn run_help_has_examples_and_the_hostfile_flag() {
 #[test]
 fn keep_max_reads_a_float_parquet_column() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(23);
+    let mut rng = SeededRng::new(23);
     let a = rng.words(40).join(" ");
     let path = dir.path().join("scored.parquet");
     write_parquet(

@@ -38,11 +38,14 @@
 //! - [`exact`]: 128-bit exact-duplicate keys;
 //! - [`encoding`]: hex and base32 text forms;
 //! - [`tables`]: permutation-table designs; [`search`]: exact bucket search;
-//! - [`similarity`]: Jaccard and containment; [`unionfind`]: connected components;
+//! - [`similarity`]: Jaccard and containment; [`verdict`]: the rule deciding whether two
+//!   documents are duplicates; [`unionfind`]: connected components;
 //!   [`star`]: star clustering (the chaining guard);
-//! - [`mix`]: well-mixed hashing for routing; [`quality`]: precision, recall, adjusted Rand index.
+//! - [`mix`]: well-mixed hashing for routing; [`quality`]: precision, recall, adjusted Rand index;
+//!   [`eval`]: a run scored against a truth file (what `neardup eval` reports).
 
 pub mod encoding;
+pub mod eval;
 pub mod exact;
 pub mod features;
 pub mod lookup3;
@@ -55,9 +58,13 @@ pub mod simhash;
 pub mod similarity;
 pub mod star;
 pub mod tables;
+#[doc(hidden)]
+pub mod testing;
 pub mod tokenize;
 pub mod unionfind;
+pub mod verdict;
 
 pub use scheme::{DocFingerprint, Fingerprinter, Method, Scheme, SchemeName};
 pub use simhash::{hamming, Weighting};
-pub use tables::TableDesign;
+pub use similarity::DEFAULT_JACCARD;
+pub use tables::{TableDesign, DEFAULT_K};

@@ -4,6 +4,16 @@
 //! The sets are given as sorted, deduplicated slices of feature hashes, so intersection is
 //! a linear merge.
 
+/// Documents whose Jaccard similarity reaches this are near-duplicates: the default
+/// threshold of MinHash mode and verification, of `neardup compare`'s verdict, and of the
+/// positives of `neardup eval`: the shared corpora's planted near-duplicates are the pairs
+/// with word 3-gram Jaccard at least 0.8 (docs/quality.md).
+pub const DEFAULT_JACCARD: f64 = 0.8;
+
+/// The default `n` of the word shingles an exact Jaccard similarity is measured over
+/// (`neardup compare --shingle-jaccard`): word 3-grams, as for [`DEFAULT_JACCARD`].
+pub const DEFAULT_JACCARD_SHINGLE: usize = 3;
+
 /// |A ∩ B| of two sorted, deduplicated slices.
 pub fn intersection_size(a: &[u64], b: &[u64]) -> usize {
     let (mut i, mut j, mut common) = (0, 0, 0);

@@ -25,6 +25,15 @@
 
 use std::fmt;
 
+/// The default `k`: fingerprints within 3 bits of each other are near-duplicates.
+///
+/// Manku, Jain and Das Sarma ("Detecting Near-Duplicates for Web Crawling", WWW 2007) chose
+/// k = 3 for 64-bit simhash fingerprints of web pages: on their crawl of 8 billion pages,
+/// k = 3 balanced precision and recall (both about 0.75), where a larger k reports many
+/// pairs that are not near-duplicates and a smaller k misses many that are.
+/// [`TableDesign::manku16`] is the design for this k ([`TableDesign::for_k`]`(DEFAULT_K)`).
+pub const DEFAULT_K: u32 = 3;
+
 /// The largest `k` a design supports.
 pub const MAX_K: u32 = 32;
 
@@ -158,7 +167,7 @@ fn all_bits() -> Vec<u32> {
 }
 
 impl TableDesign {
-    /// The 16-table, 28-bit design for k = 3.
+    /// The 16-table, 28-bit design for k = 3 ([`DEFAULT_K`]).
     pub fn manku16() -> Self {
         let outer = block_masks(&all_bits(), 4);
         let mut masks = Vec::with_capacity(16);

@@ -11,6 +11,8 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use clap::Args;
 use neardup_core::features::{FeatureConfig, FeatureKind};
+use neardup_core::similarity::DEFAULT_JACCARD_SHINGLE;
+use neardup_core::verdict::{decide, Measured, Thresholds};
 use neardup_core::{encoding, minhash, simhash, similarity};
 use neardup_core::{hamming, DocFingerprint, Fingerprinter, Method, Scheme, SchemeName, Weighting};
 use neardup_io::input::expand_inputs;
@@ -18,11 +20,6 @@ use neardup_io::plain::read_plain;
 use serde::Serialize;
 
 use crate::scheme_args::SchemeArgs;
-
-/// Fingerprints within this many bits are near-duplicates (the default `k` of a run).
-pub const DEFAULT_K: u32 = 3;
-/// Documents whose word-shingle Jaccard similarity reaches this are near-duplicates.
-pub const DEFAULT_JACCARD: f64 = 0.8;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -55,7 +52,7 @@ pub struct CompareArgs {
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 3,
+        default_value_t = DEFAULT_JACCARD_SHINGLE as u32,
         help_heading = "Output",
         value_parser = clap::value_parser!(u32).range(1..)
     )]
@@ -255,13 +252,17 @@ fn compare(scheme: &Scheme, shingle: usize, a: &Doc, b: &Doc) -> Report {
         (Some(hamming(fa.simhash, fb.simhash)), None)
     };
     let exact_duplicate = !any_empty && fa.exact_key == fb.exact_key;
-    let (verdict, reason) = verdict(
-        &fa,
-        &fb,
-        exact_duplicate,
-        hamming,
-        jaccard,
-        minhash_estimate,
+    // The thresholds of a run's defaults (neardup_core::DEFAULT_K and DEFAULT_JACCARD).
+    let decision = decide(
+        &Measured {
+            a_empty: fa.is_empty(),
+            b_empty: fb.is_empty(),
+            exact_duplicate,
+            hamming,
+            minhash_estimate,
+            jaccard,
+        },
+        &Thresholds::default(),
     );
     Report {
         scheme: scheme.describe(),
@@ -275,72 +276,8 @@ fn compare(scheme: &Scheme, shingle: usize, a: &Doc, b: &Doc) -> Report {
         containment_b_in_a: similarity::containment(set_b, &set_a),
         minhash_jaccard_estimate: minhash_estimate,
         exact_duplicate,
-        verdict,
-        reason,
-    }
-}
-
-fn verdict(
-    a: &DocFingerprint,
-    b: &DocFingerprint,
-    exact_duplicate: bool,
-    hamming: Option<u32>,
-    jaccard: f64,
-    minhash_estimate: Option<f64>,
-) -> (&'static str, String) {
-    match (a.is_empty(), b.is_empty()) {
-        (true, true) => {
-            return (
-                "empty",
-                "neither document has a word with a letter: empty documents are never duplicates"
-                    .into(),
-            )
-        }
-        (true, false) => {
-            return (
-                "empty",
-                "document a has no word with a letter: empty documents are never duplicates".into(),
-            )
-        }
-        (false, true) => {
-            return (
-                "empty",
-                "document b has no word with a letter: empty documents are never duplicates".into(),
-            )
-        }
-        (false, false) => {}
-    }
-    if exact_duplicate {
-        return (
-            "exact duplicate",
-            "equal exact-duplicate keys: the same tokens in the same order".into(),
-        );
-    }
-    let mut met = Vec::new();
-    let mut missed = Vec::new();
-    if let Some(h) = hamming {
-        if h <= DEFAULT_K {
-            met.push(format!("hamming {h} <= {DEFAULT_K}"));
-        } else {
-            missed.push(format!("hamming {h} > {DEFAULT_K}"));
-        }
-    }
-    if let Some(e) = minhash_estimate {
-        if e >= DEFAULT_JACCARD {
-            met.push(format!("minhash estimate {e:.4} >= {DEFAULT_JACCARD}"));
-        } else {
-            missed.push(format!("minhash estimate {e:.4} < {DEFAULT_JACCARD}"));
-        }
-    }
-    if jaccard >= DEFAULT_JACCARD {
-        met.push(format!("jaccard {jaccard:.4} >= {DEFAULT_JACCARD}"));
-    } else {
-        missed.push(format!("jaccard {jaccard:.4} < {DEFAULT_JACCARD}"));
-    }
-    if met.is_empty() {
-        ("different", missed.join(" and "))
-    } else {
-        ("near-duplicate", met.join(" and "))
+        verdict: decision.verdict.name(),
+        reason: decision.reason(),
     }
 }
 
@@ -408,6 +345,14 @@ mod tests {
 
     fn report(scheme: Scheme, a: &str, b: &str) -> Report {
         compare(&scheme, 3, &Doc::text("a", a), &Doc::text("b", b))
+    }
+
+    #[test]
+    fn help_states_the_core_thresholds() {
+        use neardup_core::{DEFAULT_JACCARD, DEFAULT_K};
+        assert!(EXAMPLES.contains(&format!("Hamming distance is at most {DEFAULT_K} ")));
+        assert!(EXAMPLES.contains(&format!("Jaccard is at\nleast {DEFAULT_JACCARD} ")));
+        assert!(EXAMPLES.contains(&format!("exact Jaccard is at least {DEFAULT_JACCARD})")));
     }
 
     #[test]

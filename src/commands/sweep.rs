@@ -9,14 +9,27 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use neardup_core::features::FeatureKind;
 use neardup_core::minhash::Banding;
+use neardup_core::similarity::DEFAULT_JACCARD_SHINGLE;
 use neardup_core::{Scheme, TableDesign};
 use neardup_dataflow::config::Verify;
 use neardup_dataflow::{run_job, JobConfig, JobInput, Progress};
 use neardup_io::input::{expand_inputs, Format};
 use neardup_io::jsonl::{FieldSpec, LineReader};
 
-use crate::commands::eval::{score, EvalArgs};
+use crate::run_scores::score_run;
 use neardup_dataflow::config::LSH_MARGIN;
+
+/// What a sweep runs on and scores against (from `neardup eval --sweep`'s flags).
+pub struct SweepOptions<'a> {
+    /// The JSONL corpus to sample.
+    pub corpus: &'a Path,
+    /// Its first `sample` records (0: all).
+    pub sample: usize,
+    /// The truth file.
+    pub truth: &'a Path,
+    /// Truth pairs at or above this Jaccard similarity are the positives.
+    pub min_jaccard: f64,
+}
 
 /// One point of the grid.
 struct Method {
@@ -39,7 +52,7 @@ fn grid(min_jaccard: f64) -> Vec<Method> {
             config: Box::new(move |c: &mut JobConfig| {
                 c.design = TableDesign::for_k(k).expect("valid k");
                 c.verify = verify.then_some(Verify {
-                    shingle: 3,
+                    shingle: DEFAULT_JACCARD_SHINGLE,
                     min_jaccard,
                     estimate: false,
                 });
@@ -100,10 +113,10 @@ fn sample(corpus: &Path, n: usize, out: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn sweep(args: &EvalArgs, corpus: &Path) -> Result<()> {
+pub fn sweep(options: &SweepOptions) -> Result<()> {
     let work = tempfile_dir()?;
     let sample_path = work.join("sample.jsonl");
-    sample(corpus, args.sample, &sample_path)?;
+    sample(options.corpus, options.sample, &sample_path)?;
     let files = expand_inputs(&[sample_path.display().to_string()], false)?;
     let fields = FieldSpec {
         text_field: "text".into(),
@@ -112,7 +125,7 @@ pub fn sweep(args: &EvalArgs, corpus: &Path) -> Result<()> {
     };
     println!("| method | pairs | precision | recall | F1 | cluster pairs: precision | recall | seconds |");
     println!("|---|---|---|---|---|---|---|---|");
-    for (i, method) in grid(args.min_jaccard).into_iter().enumerate() {
+    for (i, method) in grid(options.min_jaccard).into_iter().enumerate() {
         let out = work.join(format!("run-{i}"));
         let mut config = JobConfig::new(
             JobInput::Documents {
@@ -126,8 +139,8 @@ pub fn sweep(args: &EvalArgs, corpus: &Path) -> Result<()> {
         run_job(config, Arc::new(Progress::default()))
             .with_context(|| format!("sweep run {}", method.label))?;
         let seconds = start.elapsed().as_secs_f64();
-        let scored = score(args, &out, true)?;
-        let (p, c) = (scored.pairs, scored.clusters);
+        let scores = score_run(&out, options.truth, options.min_jaccard, true)?;
+        let (p, c) = (scores.pairs, scores.clusters);
         println!(
             "| `{}` | {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {seconds:.2} |",
             method.label, p.predicted, p.precision, p.recall, p.f1, c.precision, c.recall

@@ -18,7 +18,7 @@ use crate::control::ControlConfig;
 
 /// Fingerprints within this many bits are near-duplicates (`-k`): the distance Manku, Jain
 /// and Das Sarma found right for 64-bit simhashes of web pages.
-pub const DEFAULT_K: u32 = 3;
+pub const DEFAULT_K: u32 = neardup_core::DEFAULT_K;
 /// The permutation-table design (`--tables`): `auto` is manku16 for k = 3, else
 /// `blocks:k+2`.
 pub const DEFAULT_TABLES: &str = "auto";

@@ -1,0 +1,539 @@
+//! Scoring a run against ground truth, as `neardup eval` reports it: the truth file's
+//! format, the pairs a run reports (exact groups expanded), precision, recall and F1 of
+//! reported pairs and of pairs within clusters, the adjusted Rand index against true
+//! families, and recall by similarity band and by label.
+//!
+//! No I/O: the truth file is given as text, the run as its pairs and clusters.
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use neardup_core::eval::{parse_truth, score, RunResult};
+//!
+//! let text = "id1\tid2\tjaccard\na\tb\t0.9\nb\tc\t0.5\n";
+//! let doc = |id: &str| match id { "a" => Some(0), "b" => Some(1), "c" => Some(2), _ => None };
+//! let truth = parse_truth(text, doc, false).unwrap();
+//! let clusters: HashMap<u64, u64> = [(0, 0), (1, 0)].into();
+//! let run = RunResult { documents: 3, exact: &[], near: &[(0, 1)], clusters: &clusters };
+//! let scores = score(&truth, 0.8, &run);
+//! assert_eq!(scores.positives, 1);
+//! assert_eq!(scores.pairs.recall, 1.0);
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::num::ParseFloatError;
+
+use crate::quality::{adjusted_rand_index, pair, pair_scores, pairs_within_groups, PairScores};
+
+/// One row of the truth file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TruthPair {
+    /// The two documents (as doc numbers of the run), smaller first.
+    pub pair: (u64, u64),
+    /// Their true Jaccard similarity.
+    pub jaccard: f64,
+    /// The `family` column, when the file has one.
+    pub family: Option<String>,
+    /// The values of the label columns, in the order of [`Truth::label_names`].
+    pub labels: Vec<String>,
+}
+
+/// A parsed truth file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Truth {
+    pub pairs: Vec<TruthPair>,
+    /// Every column but id1, id2, jaccard and family: labels to break recall down by.
+    pub label_names: Vec<String>,
+}
+
+/// What is wrong with a truth file. The message names no file: the caller puts the file
+/// name (and, when [`TruthError::line`] is `Some`, the line number) in front.
+#[derive(Debug, thiserror::Error)]
+pub enum TruthError {
+    #[error("empty file")]
+    Empty,
+    #[error("the header must name id1, id2 and jaccard (it has: {})", .header.join(", "))]
+    MissingColumns { header: Vec<String> },
+    #[error("{fields} fields, the header has {header}")]
+    FieldCount {
+        line: usize,
+        fields: usize,
+        header: usize,
+    },
+    /// An id that is not a document of the run.
+    #[error("id {id:?} is not a document of the run")]
+    UnknownId { line: usize, id: String },
+    #[error("jaccard {value:?} is not a number")]
+    BadJaccard {
+        line: usize,
+        value: String,
+        #[source]
+        source: ParseFloatError,
+    },
+}
+
+impl TruthError {
+    /// The 1-based line of the file the error is on (the header is line 1), if it is about
+    /// one line.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            TruthError::Empty | TruthError::MissingColumns { .. } => None,
+            TruthError::FieldCount { line, .. }
+            | TruthError::UnknownId { line, .. }
+            | TruthError::BadJaccard { line, .. } => Some(*line),
+        }
+    }
+}
+
+/// Parses a truth file: tab-separated, a header naming at least `id1`, `id2` and
+/// `jaccard`; an optional `family` column; every other column a label.
+///
+/// `doc_of` maps an id to the run's doc number. With `skip_unknown` (a sweep over a sample),
+/// pairs with an id `doc_of` does not know are left out; otherwise they are an error.
+/// Errors are reported for the first bad line.
+pub fn parse_truth(
+    text: &str,
+    doc_of: impl Fn(&str) -> Option<u64>,
+    skip_unknown: bool,
+) -> Result<Truth, TruthError> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().ok_or(TruthError::Empty)?.split('\t').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name);
+    let (Some(c1), Some(c2), Some(cj)) = (column("id1"), column("id2"), column("jaccard")) else {
+        return Err(TruthError::MissingColumns {
+            header: header.iter().map(|h| h.to_string()).collect(),
+        });
+    };
+    let cf = column("family");
+    let label_columns: Vec<usize> = (0..header.len())
+        .filter(|&i| ![Some(c1), Some(c2), Some(cj), cf].contains(&Some(i)))
+        .collect();
+    let mut pairs = Vec::new();
+    for (n, line_text) in lines.enumerate() {
+        let line = n + 2;
+        let fields: Vec<&str> = line_text.split('\t').collect();
+        if fields.len() != header.len() {
+            return Err(TruthError::FieldCount {
+                line,
+                fields: fields.len(),
+                header: header.len(),
+            });
+        }
+        let (d1, d2) = (doc_of(fields[c1]), doc_of(fields[c2]));
+        if skip_unknown && (d1.is_none() || d2.is_none()) {
+            continue;
+        }
+        let jaccard: f64 = fields[cj]
+            .parse()
+            .map_err(|source| TruthError::BadJaccard {
+                line,
+                value: fields[cj].to_string(),
+                source,
+            })?;
+        let known = |d: Option<u64>, i: usize| {
+            d.ok_or_else(|| TruthError::UnknownId {
+                line,
+                id: fields[i].to_string(),
+            })
+        };
+        pairs.push(TruthPair {
+            pair: pair(known(d1, c1)?, known(d2, c2)?),
+            jaccard,
+            family: cf.map(|i| fields[i].to_string()),
+            labels: label_columns
+                .iter()
+                .map(|&i| fields[i].to_string())
+                .collect(),
+        });
+    }
+    Ok(Truth {
+        pairs,
+        label_names: label_columns
+            .iter()
+            .map(|&i| header[i].to_string())
+            .collect(),
+    })
+}
+
+/// A label value without its rates: `sub:0.05` -> `sub`, `del:0.01+noise` -> `del+noise`.
+pub fn label_kind(value: &str) -> String {
+    value
+        .split('+')
+        .map(|part| match part.split_once(':') {
+            Some((kind, rate)) if rate.parse::<f64>().is_ok() => kind,
+            _ => part,
+        })
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+/// The pairs a run reports, with exact groups expanded: members of a group are all pairs,
+/// and a near pair between two representatives stands for every member of both groups.
+///
+/// `exact` are the run's exact pairs (representative, member); `near` every other pair.
+pub fn reported_pairs(exact: &[(u64, u64)], near: &[(u64, u64)]) -> HashSet<(u64, u64)> {
+    let mut group: HashMap<u64, Vec<u64>> = HashMap::new();
+    for &(a, b) in exact {
+        group.entry(a).or_insert_with(|| vec![a]).push(b);
+    }
+    let members = |d: u64| group.get(&d).cloned().unwrap_or_else(|| vec![d]);
+    let mut out = HashSet::new();
+    for g in group.values() {
+        for (i, &a) in g.iter().enumerate() {
+            for &b in &g[i + 1..] {
+                out.insert(pair(a, b));
+            }
+        }
+    }
+    for &(a, b) in near {
+        for x in members(a) {
+            for y in members(b) {
+                out.insert(pair(x, y));
+            }
+        }
+    }
+    out
+}
+
+/// The bands of truth Jaccard similarity recall is broken down by, `[lo, hi)`.
+pub const BANDS: [(f64, f64); 6] = [
+    (0.0, 0.5),
+    (0.5, 0.6),
+    (0.6, 0.7),
+    (0.7, 0.8),
+    (0.8, 0.9),
+    (0.9, 1.01),
+];
+
+/// How a band is shown: `[0.8, 0.9)`, and the last one `[0.9, 1.0]`.
+pub fn band_label((lo, hi): (f64, f64)) -> String {
+    format!("[{lo:.1}, {:.1})", hi.min(1.0)).replace("1.0)", "1.0]")
+}
+
+/// What a run found, as [`score`] needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct RunResult<'a> {
+    /// How many documents the run has (the adjusted Rand index is over all of them).
+    pub documents: u64,
+    /// Exact pairs (representative, member).
+    pub exact: &'a [(u64, u64)],
+    /// Every other reported pair.
+    pub near: &'a [(u64, u64)],
+    /// Cluster label of every document in a cluster.
+    pub clusters: &'a HashMap<u64, u64>,
+}
+
+/// Recall of one slice of the truth pairs.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Recall {
+    /// How many truth pairs are in the slice.
+    pub truth_pairs: u64,
+    /// The fraction of them the run reports (exact groups expanded).
+    pub recall_pairs: f64,
+    /// The fraction of them that end up in the same cluster.
+    pub recall_clusters: f64,
+}
+
+/// Everything `neardup eval` reports about one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scores {
+    /// Truth pairs at or above the minimum Jaccard similarity.
+    pub positives: usize,
+    /// Reported pairs against the positives.
+    pub pairs: PairScores,
+    /// The fraction of reported pairs that are a truth pair at any similarity.
+    pub pairs_precision_any_truth: f64,
+    /// Pairs within clusters against the positives.
+    pub clusters: PairScores,
+    /// The fraction of pairs within clusters that are a truth pair at any similarity.
+    pub clusters_precision_any_truth: f64,
+    /// Clusters against the true families (`None` without a family column).
+    pub adjusted_rand_index: Option<f64>,
+    /// Recall of all truth pairs in each of [`BANDS`], labelled by [`band_label`].
+    pub by_band: Vec<(String, Recall)>,
+    /// Recall of the positives by `column=kind` of each label column (see [`label_kind`]);
+    /// only labels some positive has.
+    pub by_label: BTreeMap<String, Recall>,
+}
+
+/// Scores `run` against `truth`; truth pairs with Jaccard at least `min_jaccard` are the
+/// positives.
+pub fn score(truth: &Truth, min_jaccard: f64, run: &RunResult) -> Scores {
+    let positives: HashSet<(u64, u64)> = truth
+        .pairs
+        .iter()
+        .filter(|t| t.jaccard >= min_jaccard)
+        .map(|t| t.pair)
+        .collect();
+    let any_truth: HashSet<(u64, u64)> = truth.pairs.iter().map(|t| t.pair).collect();
+    let reported = reported_pairs(run.exact, run.near);
+    let clustered = pairs_within_groups(run.clusters);
+    let scores = |predicted: &HashSet<(u64, u64)>| -> (PairScores, f64) {
+        let lenient = predicted.iter().filter(|p| any_truth.contains(p)).count() as f64
+            / predicted.len().max(1) as f64;
+        (pair_scores(predicted, &positives), lenient)
+    };
+    let (pairs_score, pairs_lenient) = scores(&reported);
+    let (cluster_score, cluster_lenient) = scores(&clustered);
+
+    let recall_where = |keep: &dyn Fn(&TruthPair) -> bool| -> Recall {
+        let chosen: Vec<&TruthPair> = truth.pairs.iter().filter(|t| keep(t)).collect();
+        let n = chosen.len().max(1) as f64;
+        let hit = |set: &HashSet<(u64, u64)>| {
+            chosen.iter().filter(|t| set.contains(&t.pair)).count() as f64 / n
+        };
+        Recall {
+            truth_pairs: chosen.len() as u64,
+            recall_pairs: hit(&reported),
+            recall_clusters: hit(&clustered),
+        }
+    };
+    let by_band: Vec<(String, Recall)> = BANDS
+        .iter()
+        .map(|&(lo, hi)| {
+            (
+                band_label((lo, hi)),
+                recall_where(&|t| t.jaccard >= lo && t.jaccard < hi),
+            )
+        })
+        .collect();
+    let mut by_label: BTreeMap<String, Recall> = BTreeMap::new();
+    for (i, name) in truth.label_names.iter().enumerate() {
+        let kinds: BTreeSet<String> = truth
+            .pairs
+            .iter()
+            .map(|t| label_kind(&t.labels[i]))
+            .collect();
+        for kind in kinds {
+            let r =
+                recall_where(&|t| t.jaccard >= min_jaccard && label_kind(&t.labels[i]) == *kind);
+            if r.truth_pairs > 0 {
+                by_label.insert(format!("{name}={kind}"), r);
+            }
+        }
+    }
+    // Cluster level: true families against the run's clusters, over all documents.
+    let mut families: HashMap<String, u64> = HashMap::new();
+    let mut truth_labels: HashMap<u64, u64> = HashMap::new();
+    for t in &truth.pairs {
+        if let Some(f) = &t.family {
+            let next = families.len() as u64;
+            let label = *families.entry(f.clone()).or_insert(next);
+            truth_labels.insert(t.pair.0, label);
+            truth_labels.insert(t.pair.1, label);
+        }
+    }
+    let ari = (!truth_labels.is_empty())
+        .then(|| adjusted_rand_index(run.documents, run.clusters, &truth_labels));
+    Scores {
+        positives: positives.len(),
+        pairs: pairs_score,
+        pairs_precision_any_truth: pairs_lenient,
+        clusters: cluster_score,
+        clusters_precision_any_truth: cluster_lenient,
+        adjusted_rand_index: ari,
+        by_band,
+        by_label,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(id: &str) -> Option<u64> {
+        match id {
+            "a" => Some(0),
+            "b" => Some(1),
+            "c" => Some(2),
+            "d" => Some(3),
+            "e" => Some(4),
+            _ => None,
+        }
+    }
+
+    /// The truth of the end-to-end test `eval_counts_precision_and_recall_by_hand`.
+    const TRUTH: &str = "id1\tid2\tfamily\tjaccard\top\n\
+                         a\tb\t1\t1.0\tcase\n\
+                         a\tc\t1\t0.9\tappend:0.01\n\
+                         d\te\t2\t0.85\tother\n\
+                         b\tc\t1\t0.5\tappend:0.02\n";
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn label_kinds_drop_rates_only() {
+        assert_eq!(label_kind("sub:0.05"), "sub");
+        assert_eq!(label_kind("del:0.01+noise"), "del+noise");
+        assert_eq!(label_kind("case"), "case");
+        assert_eq!(label_kind("kind:word"), "kind:word");
+        assert_eq!(label_kind("a:1+b:2e-3"), "a+b");
+    }
+
+    #[test]
+    fn truth_columns_in_any_order_with_family_and_labels() {
+        let truth = parse_truth(TRUTH, ids, false).unwrap();
+        assert_eq!(truth.label_names, ["op"]);
+        assert_eq!(truth.pairs.len(), 4);
+        assert_eq!(
+            truth.pairs[3],
+            TruthPair {
+                pair: (1, 2),
+                jaccard: 0.5,
+                family: Some("1".into()),
+                labels: vec!["append:0.02".into()],
+            }
+        );
+        // Without a family column; pairs are stored smaller doc first.
+        let t = parse_truth("jaccard\tid2\tid1\n0.3\ta\te\n", ids, false).unwrap();
+        assert_eq!(t.label_names, Vec::<String>::new());
+        assert_eq!(t.pairs[0].pair, (0, 4));
+        assert_eq!(t.pairs[0].family, None);
+    }
+
+    #[test]
+    fn truth_errors_name_the_line_and_the_problem() {
+        let err = parse_truth("", ids, false).unwrap_err();
+        assert_eq!((err.to_string(), err.line()), ("empty file".into(), None));
+        let err = parse_truth("id1\tid2\tsim\n", ids, false).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the header must name id1, id2 and jaccard (it has: id1, id2, sim)"
+        );
+        let err = parse_truth("id1\tid2\tjaccard\na\tb\t1\nc\td\n", ids, false).unwrap_err();
+        assert_eq!(err.to_string(), "2 fields, the header has 3");
+        assert_eq!(err.line(), Some(3));
+        let err = parse_truth("id1\tid2\tjaccard\na\tzz\t0.9\n", ids, false).unwrap_err();
+        assert_eq!(err.to_string(), "id \"zz\" is not a document of the run");
+        assert_eq!(err.line(), Some(2));
+        // A bad number is found before an unknown id on the same line.
+        let err = parse_truth("id1\tid2\tjaccard\na\tzz\thigh\n", ids, false).unwrap_err();
+        assert_eq!(err.to_string(), "jaccard \"high\" is not a number");
+        assert!(std::error::Error::source(&err).is_some());
+        assert_eq!(err.line(), Some(2));
+    }
+
+    #[test]
+    fn skip_unknown_leaves_out_pairs_with_unknown_ids_even_with_bad_numbers() {
+        let text = "id1\tid2\tjaccard\na\tzz\thigh\nyy\tb\t0.9\na\tb\t0.9\n";
+        let truth = parse_truth(text, ids, true).unwrap();
+        assert_eq!(truth.pairs.len(), 1);
+        assert_eq!(truth.pairs[0].pair, (0, 1));
+        // Field counts are still checked.
+        assert!(matches!(
+            parse_truth("id1\tid2\tjaccard\nzz\n", ids, true),
+            Err(TruthError::FieldCount { line: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn exact_groups_expand_to_all_their_pairs() {
+        // Group {1, 2, 3} (representative 1), group {7, 8}; near pairs 1~7 and 3~9.
+        let exact = [(1, 2), (1, 3), (7, 8)];
+        let near = [(1, 7), (9, 3)];
+        let got = reported_pairs(&exact, &near);
+        let mut want: HashSet<(u64, u64)> = [(1, 2), (1, 3), (2, 3), (7, 8)].into();
+        // 1~7 stands for {1,2,3} x {7,8}; 9~3 for 9 x {3} (3 is a member, not a representative).
+        for x in [1, 2, 3] {
+            for y in [7, 8] {
+                want.insert((x, y));
+            }
+        }
+        want.insert((3, 9));
+        assert_eq!(got, want);
+        assert!(reported_pairs(&[], &[]).is_empty());
+    }
+
+    #[test]
+    fn band_labels_close_the_last_band() {
+        let labels: Vec<String> = BANDS.iter().map(|&b| band_label(b)).collect();
+        assert_eq!(
+            labels,
+            [
+                "[0.0, 0.5)",
+                "[0.5, 0.6)",
+                "[0.6, 0.7)",
+                "[0.7, 0.8)",
+                "[0.8, 0.9)",
+                "[0.9, 1.0]"
+            ]
+        );
+    }
+
+    /// The case of the end-to-end test, counted by hand: a=0, b=1 (exact duplicate of a),
+    /// c=2 (near a), d=3, e=4 unrelated; the run reports a-b exact and a-c near and
+    /// clusters {a, b, c}.
+    #[test]
+    fn scores_counted_by_hand() {
+        let truth = parse_truth(TRUTH, ids, false).unwrap();
+        let clusters: HashMap<u64, u64> = [(0, 0), (1, 0), (2, 0)].into();
+        let run = RunResult {
+            documents: 5,
+            exact: &[(0, 1)],
+            near: &[(0, 2)],
+            clusters: &clusters,
+        };
+        let s = score(&truth, 0.8, &run);
+        // Positives: a-b, a-c, d-e. Reported: a-b, a-c and (expanded) b-c.
+        assert_eq!(s.positives, 3);
+        assert_eq!(
+            (s.pairs.predicted, s.pairs.truth, s.pairs.true_positives),
+            (3, 3, 2)
+        );
+        assert!(close(s.pairs.precision, 2.0 / 3.0));
+        assert!(close(s.pairs.recall, 2.0 / 3.0));
+        // b-c is a truth pair (at 0.5): every reported pair is some truth pair.
+        assert!(close(s.pairs_precision_any_truth, 1.0));
+        // The cluster {a, b, c} holds the same three pairs.
+        assert_eq!(s.clusters, s.pairs);
+        assert!(close(s.clusters_precision_any_truth, 1.0));
+        // Families {a, b, c} and {d, e} against clusters {a, b, c}, d, e:
+        // index 3, sums 3 and 4, expected 12/10, max 3.5: (3 - 1.2) / (3.5 - 1.2).
+        let ari = s.adjusted_rand_index.unwrap();
+        assert!(close(ari, 1.8 / 2.3), "{ari}");
+        let band = |label: &str| s.by_band.iter().find(|(l, _)| l == label).unwrap().1;
+        assert_eq!(band("[0.0, 0.5)").truth_pairs, 0);
+        assert_eq!(band("[0.0, 0.5)").recall_pairs, 0.0);
+        assert_eq!(band("[0.5, 0.6)").truth_pairs, 1); // b-c, found
+        assert_eq!(band("[0.5, 0.6)").recall_pairs, 1.0);
+        assert_eq!(band("[0.8, 0.9)").truth_pairs, 1); // d-e, missed
+        assert_eq!(band("[0.8, 0.9)").recall_pairs, 0.0);
+        assert_eq!(band("[0.9, 1.0]").truth_pairs, 2); // a-b (1.0 included), a-c
+        assert_eq!(band("[0.9, 1.0]").recall_clusters, 1.0);
+        // By label, positives only: b-c (append, 0.5) is not a positive.
+        let labels: Vec<&str> = s.by_label.keys().map(String::as_str).collect();
+        assert_eq!(labels, ["op=append", "op=case", "op=other"]);
+        assert_eq!(
+            s.by_label["op=append"],
+            Recall {
+                truth_pairs: 1,
+                recall_pairs: 1.0,
+                recall_clusters: 1.0
+            }
+        );
+        assert_eq!(s.by_label["op=other"].recall_pairs, 0.0);
+    }
+
+    #[test]
+    fn no_family_column_no_rand_index_and_no_reported_pairs_precision_one() {
+        let truth = parse_truth("id1\tid2\tjaccard\na\tb\t0.9\n", ids, false).unwrap();
+        let clusters = HashMap::new();
+        let run = RunResult {
+            documents: 5,
+            exact: &[],
+            near: &[],
+            clusters: &clusters,
+        };
+        let s = score(&truth, 0.8, &run);
+        assert_eq!(s.adjusted_rand_index, None);
+        assert_eq!(s.pairs.predicted, 0);
+        assert_eq!(
+            (s.pairs.precision, s.pairs.recall, s.pairs.f1),
+            (1.0, 0.0, 0.0)
+        );
+        // No predicted pairs: the lenient precision divides by 1, not 0.
+        assert_eq!(s.pairs_precision_any_truth, 0.0);
+        assert!(s.by_label.is_empty());
+    }
+}
