@@ -1,5 +1,6 @@
 //! The shared corpora (`../shared/corpora/` beside the repository): some tests need them, a
-//! clone of the repository on its own does not have them.
+//! clone of the repository on its own does not have them. One file for every crate's
+//! tests: `dataflow/tests/common` includes it by path.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,7 +15,14 @@ pub const REQUIRE_SHARED: &str = "NEARDUP_REQUIRE_SHARED";
 /// `NEARDUP_REQUIRE_SHARED=1`, panics.
 pub fn shared_corpus(name: &str) -> Option<PathBuf> {
     let shown = format!("../shared/corpora/{name}");
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(&shown);
+    // From the workspace root (the package's directory, or the one above it that holds
+    // Cargo.lock): this file also serves the tests of the workspace's other crates.
+    let package = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = package
+        .ancestors()
+        .find(|dir| dir.join("Cargo.lock").exists())
+        .unwrap_or(&package);
+    let dir = root.join(&shown);
     if dir.is_dir() {
         return Some(dir);
     }

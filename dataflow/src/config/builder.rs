@@ -26,7 +26,7 @@ pub const DEFAULT_TABLES: &str = "auto";
 pub const DEFAULT_KEEP: &str = "first";
 /// The similarity threshold of MinHash mode (`--threshold`): "80% the same shingles", the
 /// usual bar for training-data deduplication.
-pub const DEFAULT_THRESHOLD: f64 = 0.8;
+pub const DEFAULT_THRESHOLD: f64 = neardup_core::DEFAULT_JACCARD;
 /// How far below the threshold the LSH banding is tuned by default (`--lsh-threshold`):
 /// MinHash estimates of pairs just above the threshold often fall below it, and
 /// verification removes the extra candidates.
@@ -35,7 +35,7 @@ pub const LSH_MARGIN: f64 = 0.1;
 pub const MIN_LSH_THRESHOLD: f64 = 0.05;
 /// The default n of the word shingles that verification compares (`--verify-shingle`): the
 /// unit in which "Jaccard >= 0.8" is usually meant.
-pub const DEFAULT_VERIFY_SHINGLE: usize = 3;
+pub const DEFAULT_VERIFY_SHINGLE: usize = neardup_core::similarity::DEFAULT_JACCARD_SHINGLE;
 
 /// How candidate pairs are verified (`--verify`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

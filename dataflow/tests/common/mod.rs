@@ -1,6 +1,10 @@
 //! Reading a run's outputs back, for the tests.
 #![allow(dead_code)]
 
+#[path = "../../../tests/common/shared.rs"]
+mod shared;
+pub use shared::shared_corpus;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
