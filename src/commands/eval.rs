@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use neardup_core::quality::{
     adjusted_rand_index, pair, pair_scores, pairs_within_groups, PairScores,
 };
-use neardup_io::run_in::read_run;
+use neardup_io::run_dir::read_run;
 
 pub const EVAL_EXAMPLES: &str = "\
 Examples:

@@ -12,8 +12,10 @@ use neardup_core::minhash::Banding;
 use neardup_core::{Scheme, TableDesign};
 use neardup_dataflow::config::Verify;
 use neardup_dataflow::{run_job, JobConfig, JobInput, Progress};
-use neardup_io::input::{expand_inputs, Format};
-use neardup_io::jsonl::{FieldSpec, LineReader};
+use neardup_io::compress::LineReader;
+use neardup_io::input::expand_inputs;
+use neardup_io::record::FieldSpec;
+use neardup_io::source::Format;
 
 use crate::commands::eval::{score, EvalArgs};
 use crate::commands::run::LSH_MARGIN;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use neardup_core::{Scheme, TableDesign};
 use neardup_io::input::InputFile;
-use neardup_io::jsonl::FieldSpec;
+use neardup_io::record::FieldSpec;
 
 /// Records a reader hands on per batch (one batch is one timestamp of the dataflow).
 pub const DEFAULT_BATCH_RECORDS: usize = 4096;
