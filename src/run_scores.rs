@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
 use neardup_core::eval::{parse_truth, score, RunResult, Scores, TruthError};
-use neardup_io::run_in::read_run;
+use neardup_io::run_dir::read_run;
 
 /// Scores the run in `run_dir` against the truth file `truth_path`; truth pairs with Jaccard
 /// at least `min_jaccard` are the positives. With `skip_unknown` (a sweep over a sample),

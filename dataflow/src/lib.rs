@@ -4,7 +4,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use neardup_dataflow::{run_job, JobConfig, JobInput, Parallelism, Progress};
-//! use neardup_io::{input::expand_inputs, jsonl::FieldSpec};
+//! use neardup_io::{input::expand_inputs, record::FieldSpec};
 //!
 //! let files = expand_inputs(&["corpus.jsonl.zst".to_string()], false).unwrap();
 //! let fields = FieldSpec { text_field: "text".into(), id_field: Some("id".into()), extra_field: None };

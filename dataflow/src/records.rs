@@ -23,8 +23,9 @@ pub struct RawDoc {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum RawBody {
-    /// A JSONL line, parsed by the fingerprinting worker (parsing is spread, like hashing).
-    JsonLine(Vec<u8>),
+    /// A record whose source kind defers parsing (a JSONL line), parsed by the
+    /// fingerprinting worker (parsing is spread, like hashing).
+    Raw(Vec<u8>),
     /// Fields already decoded (Parquet rows, plain files).
     Fields {
         id: Option<String>,

@@ -12,7 +12,7 @@ use common::{read_clusters, read_pairs, PairSet};
 use neardup_dataflow::control::ControlConfig;
 use neardup_dataflow::{run_job, JobConfig, JobInput, KeepPolicy, Parallelism, Progress};
 use neardup_io::input::expand_inputs;
-use neardup_io::jsonl::FieldSpec;
+use neardup_io::record::FieldSpec;
 
 fn free_ports(n: usize) -> Vec<String> {
     // Hold all listeners until every port is chosen, so they differ.

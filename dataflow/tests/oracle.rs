@@ -15,8 +15,8 @@ use neardup_core::unionfind::UnionFind;
 use neardup_core::{Fingerprinter, Scheme, TableDesign};
 use neardup_dataflow::{run_job, JobConfig, JobInput, KeepPolicy, Parallelism, Progress};
 use neardup_io::input::expand_inputs;
-use neardup_io::jsonl::FieldSpec;
 use neardup_io::parquet_out::{FingerprintRow, PartWriter};
+use neardup_io::record::FieldSpec;
 
 /// Components of the brute-force graph, labelled by their smallest member.
 fn oracle_components(docs: &[u64], pairs: &[(u64, u64)]) -> BTreeMap<u64, (i64, u32)> {

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use arrow::error::ArrowError;
 use parquet::errors::ParquetError;
 
-use crate::input::Compression;
-use crate::jsonl::RecordError;
+use crate::compress::Compression;
+use crate::record::RecordError;
 
 /// Everything that can go wrong reading inputs or writing outputs.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +158,34 @@ pub enum IoError {
         path: PathBuf,
         source: std::io::Error,
     },
+
+    /// An output directory could not be read, cleared or created.
+    #[error("{action} {}: {source}", path.display())]
+    Prepare {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    /// An output directory path names something that is not a directory.
+    #[error("{} exists and is not a directory", path.display())]
+    NotADirectory { path: PathBuf },
+
+    /// An output directory that holds files, without permission to replace them.
+    #[error(
+        "output directory {} exists and is not empty (pass --overwrite to replace it)",
+        path.display()
+    )]
+    NotEmpty { path: PathBuf },
+
+    /// A unit handed to a source kind that does not cut files that way (a row
+    /// group of a JSONL file, say): the plan and the file disagree.
+    #[error("{}: not a unit of a {kind} file", shown(path))]
+    WrongUnit { path: PathBuf, kind: &'static str },
+
+    /// An operation a source kind cannot do.
+    #[error("{}: {what}", shown(path))]
+    NotSupported { path: PathBuf, what: &'static str },
 
     /// The Parquet writer failed.
     #[error("{}: cannot write Parquet: {source}", shown(path))]

@@ -12,10 +12,12 @@
 //!   unknown extension means JSONL (Spark and Hadoop write `part-00000`
 //!   files with no extension at all).
 //! * A directory is searched recursively, and only files that look like input
-//!   are taken: `.jsonl`, `.json`, `.ndjson` (each optionally `.gz` or
-//!   `.zst`) and `.parquet`. Names starting with `.` or `_` are skipped, files
-//!   and directories alike, because that is where job frameworks keep their
-//!   markers and scratch space (`_SUCCESS`, `_temporary/`, `.part-0.crc`).
+//!   are taken: those whose name a registered source kind claims
+//!   ([`crate::source::detect`]; today `.jsonl`, `.json`, `.ndjson`, each
+//!   optionally `.gz` or `.zst`, and `.parquet`). Names starting with `.` or
+//!   `_` are skipped, files and directories alike, because that is where job
+//!   frameworks keep their markers and scratch space (`_SUCCESS`,
+//!   `_temporary/`, `.part-0.crc`).
 //!
 //! In plain-text mode every file is one document, so a directory yields all
 //! its (non-hidden) files and the format is always [`Format::Plain`].
@@ -26,41 +28,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::compress::Compression;
 use crate::error::IoError;
-
-/// How the contents of a file are laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Format {
-    /// One JSON object per line.
-    Jsonl,
-    /// A Parquet table.
-    Parquet,
-    /// The whole file is one document.
-    Plain,
-}
-
-/// How the bytes of a file are compressed, decided by its suffix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Compression {
-    /// Read as is.
-    None,
-    /// `.gz`: gzip, possibly several concatenated members (as `pigz` and
-    /// `bgzip` write).
-    Gzip,
-    /// `.zst`: zstd, possibly several concatenated frames.
-    Zstd,
-}
-
-impl Compression {
-    /// A short name for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Compression::None => "uncompressed",
-            Compression::Gzip => "gzip",
-            Compression::Zstd => "zstd",
-        }
-    }
-}
+use crate::source::{detect, Format};
 
 /// One file to read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -235,10 +205,12 @@ fn is_skipped_name(path: &Path) -> bool {
 
 /// A file the user asked for: always read, JSONL unless it looks otherwise.
 fn named_file(path: PathBuf, plain: bool) -> InputFile {
+    let name = lower_name(&path);
+    let compression = Compression::split_suffix(&name).1;
     let (format, compression) = if plain {
-        (Format::Plain, compression_of(&lower_name(&path)).1)
+        (Format::Plain, compression)
     } else {
-        known_format(&path).unwrap_or((Format::Jsonl, compression_of(&lower_name(&path)).1))
+        detect(&name).unwrap_or((Format::Jsonl, compression))
     };
     InputFile {
         path,
@@ -247,28 +219,9 @@ fn named_file(path: PathBuf, plain: bool) -> InputFile {
     }
 }
 
-/// The format of a file whose name says what it is, or `None`.
+/// The format of a file whose name a registered source kind claims, or `None`.
 fn known_format(path: &Path) -> Option<(Format, Compression)> {
-    let name = lower_name(path);
-    let (stem, compression) = compression_of(&name);
-    if stem.ends_with(".parquet") && compression == Compression::None {
-        return Some((Format::Parquet, compression));
-    }
-    [".jsonl", ".json", ".ndjson"]
-        .iter()
-        .any(|ext| stem.ends_with(ext))
-        .then_some((Format::Jsonl, compression))
-}
-
-/// Splits a compression suffix off a (lower-cased) file name.
-fn compression_of(name: &str) -> (&str, Compression) {
-    if let Some(stem) = name.strip_suffix(".gz") {
-        (stem, Compression::Gzip)
-    } else if let Some(stem) = name.strip_suffix(".zst") {
-        (stem, Compression::Zstd)
-    } else {
-        (name, Compression::None)
-    }
+    detect(&lower_name(path))
 }
 
 fn lower_name(path: &Path) -> String {

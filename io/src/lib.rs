@@ -1,8 +1,9 @@
 //! Reading and writing neardup's data: input corpora in, Parquet tables out.
 //!
 //! ```
-//! use neardup_io::input::{expand_inputs, Format};
-//! use neardup_io::jsonl::{parse_record, FieldSpec, LineReader};
+//! use neardup_io::input::expand_inputs;
+//! use neardup_io::record::{FieldSpec, Record};
+//! use neardup_io::source::{Format, Payload, SourceRecord};
 //! use neardup_io::IoError;
 //!
 //! # fn main() -> Result<(), IoError> {
@@ -17,11 +18,21 @@
 //! let mut texts = Vec::new();
 //! for file in expand_inputs(&[corpus], false)? {
 //!     assert_eq!(file.format, Format::Jsonl);
-//!     let mut reader = LineReader::open(&file)?;
-//!     let mut line = Vec::new();
-//!     while let Some(n) = reader.next_line(&mut line)? {
-//!         let record = parse_record(&line, &spec).map_err(|e| IoError::record(&file.path, n, e))?;
-//!         texts.push((record.id, record.text));
+//!     let kind = file.format.kind();
+//!     for unit in kind.units(&file)? {
+//!         let mut reader = kind.open(&file, &unit, &spec)?;
+//!         let mut next = SourceRecord::default();
+//!         while reader.next_into(&mut next)? {
+//!             let mut record = Record::default();
+//!             match &next.payload {
+//!                 Payload::Raw(line) => kind
+//!                     .parse_into(line, &spec, &mut record)
+//!                     .map_err(|e| kind.record_error(&file.path, next.record, e))?,
+//!                 Payload::Fields(fields) => record = fields.clone(),
+//!                 _ => continue,
+//!             }
+//!             texts.push((record.id, record.text));
+//!         }
 //!     }
 //! }
 //! assert_eq!(texts, [(Some("7".to_string()), "hello".to_string())]);
@@ -32,37 +43,40 @@
 //! The pieces, in the order a run uses them:
 //!
 //! * [`input`] expands the command line's files, directories and globs into
-//!   [`input::InputFile`]s, each with a format (JSONL, Parquet, plain text)
-//!   and a compression (none, gzip, zstd).
-//! * [`jsonl`] streams the lines of a file, decompressing as it goes, and
-//!   pulls the text, id and extra fields out of each JSON record without
-//!   building the rest of it.
-//! * [`parquet_in`] lists a Parquet file's row groups (the unit of parallel
-//!   work) and decodes one row group into the same [`jsonl::Record`]s.
-//! * [`plain`] reads a whole file as one document.
+//!   [`input::InputFile`]s, each with a [`source::Format`] and a
+//!   [`compress::Compression`] (none, gzip, zstd).
+//! * [`source`] is the one input abstraction: a source kind per format
+//!   (JSONL, Parquet, plain text, fingerprint tables) says how a file splits
+//!   into units of parallel work and how a unit yields numbered records.
+//! * [`record`] is what every kind yields: the text, id and extra fields of a
+//!   document ([`record::Record`]), or why they could not be had
+//!   ([`record::RecordError`]).
+//! * [`compress`] undoes gzip and zstd and streams lines, for every kind that
+//!   reads a byte stream.
 //! * [`parquet_out`] writes the output tables (fingerprints, pairs,
 //!   clusters) as part files that appear atomically, and small files such
 //!   as `summary.json` the same way.
-//! * [`fingerprints_in`] reads a fingerprint table back, for searching
-//!   fingerprints computed by an earlier run or another tool.
+//! * [`run_dir`] owns the layout of a run's output directory: table and part
+//!   names, `summary.json`, `_SUCCESS`, preparing and committing it, and
+//!   reading a finished run back.
+//! * [`dedup_out`] writes a deduplicated corpus, each file in its own format.
 //!
 //! Every failure is an [`IoError`] whose message names the file, and the
 //! line or row where there is one. Problems with a single record are a
-//! separate [`jsonl::RecordError`], handed to the caller with the record's
+//! separate [`record::RecordError`], handed to the caller with the record's
 //! position so it can decide whether to stop or to skip and count.
 
+pub mod compress;
 pub mod dedup_out;
 pub mod error;
-pub mod fingerprints_in;
 pub mod input;
-pub mod jsonl;
-pub mod parquet_in;
 pub mod parquet_out;
-pub mod plain;
-pub mod run_in;
+pub mod record;
+pub mod run_dir;
+pub mod source;
 
 pub use error::IoError;
-pub use jsonl::RecordError;
+pub use record::RecordError;
 
 #[cfg(test)]
 mod test_util;
@@ -79,7 +93,8 @@ mod tests {
     fn errors_and_readers_can_cross_threads() {
         send_sync::<IoError>();
         send_sync::<RecordError>();
-        send::<jsonl::LineReader>();
+        send::<compress::LineReader>();
+        send::<Box<dyn source::RecordReader>>();
         send::<parquet_out::PartWriter<parquet_out::FingerprintRow>>();
     }
 }

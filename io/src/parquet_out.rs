@@ -68,6 +68,7 @@ use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
 
 use crate::error::IoError;
+use crate::run_dir::part_file_name;
 
 /// Rows buffered by a [`PartWriter`] before they are converted to one Arrow
 /// [`RecordBatch`] and handed to the Parquet writer.
@@ -303,11 +304,6 @@ fn writer_properties() -> Result<WriterProperties, parquet::errors::ParquetError
         builder = builder.set_column_dictionary_enabled(ColumnPath::from(name), false);
     }
     Ok(builder.build())
-}
-
-/// The committed name of part `part`.
-pub fn part_file_name(part: usize) -> String {
-    format!("part-{part:05}.parquet")
 }
 
 /// Writes one part file of a table; see the module docs for the protocol.

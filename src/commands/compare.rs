@@ -16,7 +16,7 @@ use neardup_core::verdict::{decide, Measured, Thresholds};
 use neardup_core::{encoding, minhash, simhash, similarity};
 use neardup_core::{hamming, DocFingerprint, Fingerprinter, Method, Scheme, SchemeName, Weighting};
 use neardup_io::input::expand_inputs;
-use neardup_io::plain::read_plain;
+use neardup_io::source::plain::read_plain;
 use serde::Serialize;
 
 use crate::scheme_args::SchemeArgs;

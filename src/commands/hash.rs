@@ -4,17 +4,15 @@
 //! error naming file and line (the lines written before it stay complete), or, with
 //! `--skip-invalid`, is counted and reported in the summary on stderr.
 
-use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use neardup_core::{encoding, DocFingerprint, Fingerprinter, Method};
-use neardup_io::input::{expand_inputs, Format, InputFile};
-use neardup_io::jsonl::{parse_record_into, FieldSpec, LineReader, Record, RecordError};
-use neardup_io::parquet_in::{read_row_group, row_groups, DEFAULT_READ_BATCH_ROWS};
-use neardup_io::plain::read_plain;
+use neardup_io::input::{expand_inputs, InputFile};
+use neardup_io::record::{FieldSpec, Record, RecordError};
+use neardup_io::source::{Payload, SourceRecord};
 use neardup_io::IoError;
 use serde::ser::{Serialize, Serializer};
 
@@ -161,59 +159,49 @@ struct Hasher<W: Write> {
 }
 
 impl<W: Write> Hasher<W> {
+    /// Fingerprints every record of `file`, unit by unit, through its source kind.
     fn file(&mut self, file: &InputFile, spec: &FieldSpec) -> Result<(), IoError> {
-        match file.format {
-            Format::Plain => match read_plain(file) {
-                Ok(text) => self.document(&shown(&file.path).to_string(), &text),
-                Err(e @ IoError::InvalidUtf8 { .. }) => self.invalid(e),
-                Err(e) => Err(e),
-            },
-            Format::Jsonl => {
-                let mut reader = LineReader::open(file)?;
-                let mut line = Vec::new();
-                let mut record = Record::default();
-                let mut no_id = String::new();
-                while let Some(number) = reader.next_line(&mut line)? {
-                    match parse_record_into(&line, spec, &mut record) {
-                        Ok(()) => {
-                            let id = match &record.id {
-                                Some(id) => id,
-                                None => {
-                                    no_id.clear();
-                                    write!(no_id, "{}:{number}", shown(&file.path))
-                                        .expect("writing to a String");
-                                    &no_id
-                                }
-                            };
-                            self.document(id, &record.text)?;
-                        }
-                        Err(e) => self.invalid(IoError::record(&file.path, number, e))?,
+        let kind = file.format.kind();
+        let mut next = SourceRecord::default();
+        let mut record = Record::default();
+        let mut no_id = String::new();
+        for unit in kind.units(file)? {
+            let mut reader = match kind.open(file, &unit, spec) {
+                Ok(reader) => reader,
+                // A plain file that is not UTF-8 is one invalid document.
+                Err(e @ IoError::InvalidUtf8 { .. }) => {
+                    self.invalid(e)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            while reader.next_into(&mut next)? {
+                let parsed = match &mut next.payload {
+                    Payload::Raw(raw) => kind.parse_into(raw, spec, &mut record),
+                    Payload::Blank(_) => Err(RecordError::EmptyLine),
+                    Payload::Fields(fields) => {
+                        std::mem::swap(&mut record, fields);
+                        Ok(())
                     }
+                    Payload::Invalid(e) => Err(e.clone()),
+                    Payload::Fingerprint(_) => continue,
+                };
+                if let Err(e) = parsed {
+                    self.invalid(kind.record_error(&file.path, next.record, e))?;
+                    continue;
                 }
-                Ok(())
-            }
-            Format::Parquet => {
-                for unit in row_groups(&file.path)? {
-                    read_row_group(
-                        &file.path,
-                        &unit,
-                        spec,
-                        DEFAULT_READ_BATCH_ROWS,
-                        |row, record| match record {
-                            Ok(record) => {
-                                let id = match record.id {
-                                    Some(id) => id,
-                                    None => format!("{}:{row}", file.path.display()),
-                                };
-                                self.document(&id, &record.text)
-                            }
-                            Err(e) => self.invalid(IoError::row(&file.path, row, e)),
-                        },
-                    )?;
-                }
-                Ok(())
+                let id = match &record.id {
+                    Some(id) => id,
+                    None => {
+                        no_id.clear();
+                        kind.record_name(file, next.record, &mut no_id);
+                        &no_id
+                    }
+                };
+                self.document(id, &record.text)?;
             }
         }
+        Ok(())
     }
 
     /// A record that cannot be used: counted with `--skip-invalid`, else the error.
@@ -397,15 +385,6 @@ fn plural(n: u64, what: &str) -> String {
         format!("1 {what}")
     } else {
         format!("{n} {what}s")
-    }
-}
-
-/// How a path appears in ids and messages: stdin is `<stdin>`, as in neardup-io's errors.
-fn shown(path: &Path) -> std::path::Display<'_> {
-    if path == Path::new("-") {
-        Path::new("<stdin>").display()
-    } else {
-        path.display()
     }
 }
 

@@ -9,8 +9,9 @@ use neardup_dataflow::config::{
     ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP, DEFAULT_TABLES,
 };
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
-use neardup_io::input::{expand_inputs, Format};
-use neardup_io::jsonl::FieldSpec;
+use neardup_io::input::expand_inputs;
+use neardup_io::record::FieldSpec;
+use neardup_io::source::Format;
 
 use crate::cluster_args::ClusterArgs;
 use crate::progress_view::{LogFormat, ProgressView};

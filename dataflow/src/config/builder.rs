@@ -414,7 +414,7 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
 mod tests {
     use super::*;
     use neardup_io::input::InputFile;
-    use neardup_io::jsonl::FieldSpec;
+    use neardup_io::record::FieldSpec;
 
     fn documents() -> JobInput {
         JobInput::Documents {

@@ -9,7 +9,7 @@
 //! ```
 //! use neardup_dataflow::config::{JobConfig, JobInput, VerifyMode};
 //! use neardup_io::input::InputFile;
-//! use neardup_io::jsonl::FieldSpec;
+//! use neardup_io::record::FieldSpec;
 //!
 //! let input = JobInput::Documents {
 //!     files: vec![InputFile::stdin(false)],
@@ -30,7 +30,7 @@ use std::path::PathBuf;
 
 use neardup_core::{Scheme, TableDesign};
 use neardup_io::input::InputFile;
-use neardup_io::jsonl::FieldSpec;
+use neardup_io::record::FieldSpec;
 
 mod builder;
 mod keep;

@@ -11,11 +11,10 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use neardup_io::dedup_out::{output_path, write_kept};
-use neardup_io::input::{Format, InputFile};
-use neardup_io::parquet_out::{write_atomically, PartWriter, RemovedRow};
-use neardup_io::run_in::read_run;
+use neardup_io::input::InputFile;
+use neardup_io::parquet_out::{PartWriter, RemovedRow};
+use neardup_io::run_dir::{mark_complete, read_run, REMOVED};
 
-use crate::output::SUCCESS;
 use crate::records::RECORD_BITS;
 use crate::JobError;
 
@@ -82,19 +81,14 @@ pub fn write_dedup(
             &out,
         )
         .map_err(io)?;
-        if file.format == Format::Plain && kept.kept == 0 {
-            std::fs::remove_file(&out)
-                .map_err(|e| JobError::Output(format!("{}: {e}", out.display())))?;
-        }
         counts.kept += kept.kept;
         counts.removed += kept.removed;
     }
-    let mut writer =
-        PartWriter::<RemovedRow>::create_file(&dir.join("removed.parquet")).map_err(io)?;
+    let mut writer = PartWriter::<RemovedRow>::create_file(&dir.join(REMOVED)).map_err(io)?;
     for row in rows {
         writer.push(row).map_err(io)?;
     }
     writer.commit().map_err(io)?;
-    write_atomically(&dir.join(SUCCESS), b"").map_err(io)?;
+    mark_complete(dir).map_err(io)?;
     Ok(counts)
 }

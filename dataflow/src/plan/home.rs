@@ -10,45 +10,24 @@
 //!
 //! The table depends only on the plan, the scheme and the number of workers, so every
 //! process builds the same one and results do not depend on timing. The cost model is a
-//! rough one (constants below, measured on dev-medium with one core); it moves load, never
-//! correctness.
-
-use neardup_core::mix::mix64;
-use neardup_io::input::{Compression, Format};
+//! rough one (each source kind's [`neardup_io::source::ReadCost`], measured on dev-medium
+//! with one core); it moves load, never correctness.
 
 use crate::config::JobConfig;
-use crate::plan::{Plan, UnitKind};
+use crate::plan::Plan;
+use neardup_core::mix::mix64;
 
 /// Slots of the table: fine enough for 1% steps of load, small enough to stay in cache.
 pub const HOME_SLOTS: usize = 1024;
 
-/// Reading cost per byte of a unit, relative to fingerprinting its text with simhash-doc
-/// (about 3.4 ns per byte): zstd decompression with line splitting is about 2 ns per byte
-/// of text and files are about 3.5 times smaller than their text; gzip about twice zstd.
-/// The zstd figure is tuned: with 2 workers on dev-medium, 1.0, 1.5, 2.0 and 3.0 gave
-/// about 0.84, 0.79, 0.83 and 0.93 s (pairwise runs), as the reading worker also spends time
-/// handing batches on that the model does not count.
-fn read_cost_per_unit_byte(format: &Format, compression: &Compression) -> f64 {
-    match (format, compression) {
-        (_, Compression::Zstd) => 1.5,
-        (_, Compression::Gzip) => 4.0,
-        (Format::Parquet, _) => 0.3,
-        _ => 0.1,
-    }
-}
-
-/// Fingerprinting cost per byte of a unit, relative to simhash-doc; compressed files hold
-/// about 3.5 times their size in text.
-fn hash_cost_per_unit_byte(config: &JobConfig, compression: &Compression) -> f64 {
+/// Fingerprinting cost per unit of weight, relative to simhash-doc, for a unit holding
+/// `text_per_weight` bytes of text per unit of weight.
+fn hash_cost_per_unit_byte(config: &JobConfig, text_per_weight: f64) -> f64 {
     let scheme = match config.scheme.method {
         neardup_core::Method::MinHash { .. } => 2.0,
         neardup_core::Method::Simhash(_) => 1.0,
     };
-    let expansion = match compression {
-        Compression::None => 1.0,
-        _ => 3.5,
-    };
-    scheme * expansion
+    scheme * text_per_weight
 }
 
 /// The home of every document, as a table of worker indices.
@@ -71,16 +50,13 @@ impl HomeTable {
         let mut hashing = 0f64;
         for (unit, worker) in plan.units.iter().zip(plan.owners(peers)) {
             let file = &plan.files[unit.file as usize];
-            let weight = unit.weight.max(1) as f64;
-            match unit.kind {
-                // Fingerprint tables are read, not fingerprinted: nothing to balance.
-                UnitKind::Fingerprints(_) => return Self::even(peers),
-                _ => {
-                    reading[worker] +=
-                        weight * read_cost_per_unit_byte(&file.format, &file.compression);
-                    hashing += weight * hash_cost_per_unit_byte(config, &file.compression);
-                }
-            }
+            let weight = unit.spec.weight.max(1) as f64;
+            // Fingerprint tables are read, not fingerprinted: nothing to balance.
+            let Some(cost) = file.format.kind().read_cost(file) else {
+                return Self::even(peers);
+            };
+            reading[worker] += weight * cost.read_per_weight;
+            hashing += weight * hash_cost_per_unit_byte(config, cost.text_per_weight);
         }
         if hashing <= 0.0 {
             return Self::even(peers);

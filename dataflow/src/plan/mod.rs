@@ -1,7 +1,8 @@
 //! Work units and their deterministic assignment to workers.
 //!
-//! The unit of reading is a whole JSONL or plain file (compressed streams cannot be split),
-//! or one Parquet row group. Every process computes the same plan from the file list and
+//! The unit of reading is what the file's source kind cuts it into
+//! ([`neardup_io::source::SourceKind::units`]): a whole JSONL or plain file (compressed
+//! streams cannot be split), or one Parquet row group. Every process computes the same plan from the file list and
 //! the Parquet footers, and gives each worker the same units, so no coordination is needed
 //! and the result never depends on which worker read what: document numbers come from
 //! (file, record) alone.
@@ -12,10 +13,11 @@
 
 pub mod home;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use neardup_io::input::{Format, InputFile};
-use neardup_io::parquet_in::{row_groups, RowGroupUnit};
+use neardup_io::compress::Compression;
+use neardup_io::input::InputFile;
+use neardup_io::source::{Format, UnitSpec};
 
 use crate::config::{ConfigError, JobInput};
 use crate::records::RECORD_BITS;
@@ -25,23 +27,11 @@ use crate::JobError;
 pub const MAX_FILES: usize = 1 << (64 - RECORD_BITS);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum UnitKind {
-    /// A whole JSONL file (maybe compressed, maybe stdin).
-    Jsonl,
-    /// A whole file as one document.
-    Plain,
-    /// One row group of a Parquet document file.
-    Parquet(RowGroupUnit),
-    /// One row group of a fingerprint table.
-    Fingerprints(RowGroupUnit),
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unit {
     pub file: u32,
-    pub kind: UnitKind,
-    /// Relative cost, for balancing: bytes for whole files, rows for row groups.
-    pub weight: u64,
+    /// Where the unit is in its file, and its weight (relative cost, for balancing: bytes
+    /// for whole files, rows for row groups).
+    pub spec: UnitSpec,
 }
 
 /// The inputs of a run, numbered, and cut into units.
@@ -51,10 +41,6 @@ pub struct Plan {
     /// Display names of the files (the `source` column), computed once.
     pub names: Vec<String>,
     pub units: Vec<Unit>,
-}
-
-fn file_size(path: &Path) -> u64 {
-    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
 impl Plan {
@@ -67,8 +53,8 @@ impl Plan {
                 .iter()
                 .map(|p| InputFile {
                     path: p.clone(),
-                    format: Format::Parquet,
-                    compression: neardup_io::input::Compression::None,
+                    format: Format::Fingerprints,
+                    compression: Compression::None,
                 })
                 .collect(),
         };
@@ -82,36 +68,13 @@ impl Plan {
             }
             .into());
         }
-        let fingerprints = matches!(input, JobInput::Fingerprints { .. });
         let mut units = Vec::new();
         for (i, file) in files.iter().enumerate() {
-            let index = i as u32;
-            match file.format {
-                Format::Jsonl => units.push(Unit {
-                    file: index,
-                    kind: UnitKind::Jsonl,
-                    weight: file_size(&file.path),
-                }),
-                Format::Plain => units.push(Unit {
-                    file: index,
-                    kind: UnitKind::Plain,
-                    weight: file_size(&file.path),
-                }),
-                Format::Parquet => {
-                    for rg in row_groups(&file.path)? {
-                        let kind = if fingerprints {
-                            UnitKind::Fingerprints(rg)
-                        } else {
-                            UnitKind::Parquet(rg)
-                        };
-                        units.push(Unit {
-                            file: index,
-                            kind,
-                            weight: rg.rows,
-                        });
-                    }
-                }
-            }
+            let specs = file.format.kind().units(file)?;
+            units.extend(specs.into_iter().map(|spec| Unit {
+                file: i as u32,
+                spec,
+            }));
         }
         let names = files.iter().map(|f| f.path.display().to_string()).collect();
         Ok(Plan {
@@ -141,7 +104,7 @@ impl Plan {
     /// The worker that reads each unit: largest first to the least-loaded worker.
     pub fn owners(&self, peers: usize) -> Vec<usize> {
         let mut order: Vec<usize> = (0..self.units.len()).collect();
-        order.sort_by_key(|&u| (std::cmp::Reverse(self.units[u].weight), u));
+        order.sort_by_key(|&u| (std::cmp::Reverse(self.units[u].spec.weight), u));
         let mut load = vec![0u64; peers.max(1)];
         let mut owner = vec![0; self.units.len()];
         for u in order {
@@ -151,7 +114,7 @@ impl Plan {
                 .min_by_key(|&(w, &l)| (l, w))
                 .expect("at least one worker");
             owner[u] = worker;
-            load[worker] += self.units[u].weight.max(1);
+            load[worker] += self.units[u].spec.weight.max(1);
         }
         owner
     }
@@ -167,8 +130,11 @@ mod tests {
             .enumerate()
             .map(|(i, &w)| Unit {
                 file: i as u32,
-                kind: UnitKind::Jsonl,
-                weight: w,
+                spec: UnitSpec {
+                    index: 0,
+                    weight: w,
+                    locator: neardup_io::source::Locator::Whole,
+                },
             })
             .collect();
         Plan {
@@ -190,7 +156,7 @@ mod tests {
             .map(|w| {
                 plan.units_for(w, 2)
                     .iter()
-                    .map(|&u| plan.units[u].weight)
+                    .map(|&u| plan.units[u].spec.weight)
                     .sum()
             })
             .collect();

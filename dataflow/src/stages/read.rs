@@ -8,14 +8,13 @@
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use neardup_io::jsonl::{FieldSpec, LineReader};
-use neardup_io::parquet_in::{read_row_group, DEFAULT_READ_BATCH_ROWS};
-use neardup_io::{fingerprints_in::read_fingerprint_row_group, plain::read_plain, IoError};
+use neardup_io::record::FieldSpec;
+use neardup_io::source::{Payload, RecordReader, SourceRecord};
+use neardup_io::IoError;
 use timely::dataflow::operators::generic::operator::source;
 use timely::dataflow::{ProbeHandle, Scope, StreamVec};
 
 use crate::config::JobInput;
-use crate::plan::UnitKind;
 use crate::progress::Progress;
 use crate::records::{doc_id, RawBody, RawDoc};
 use crate::worker::WorkerCtx;
@@ -71,28 +70,31 @@ pub fn read_units<'s>(
 struct UnitReader {
     ctx: Rc<WorkerCtx>,
     units: VecDeque<usize>,
-    lines: Option<(u32, LineReader)>,
-    /// Documents decoded ahead (a Parquet row group is decoded whole).
-    pending: VecDeque<RawDoc>,
-    line: Vec<u8>,
+    /// The unit being read: its file and its reader.
+    current: Option<(u32, Box<dyn RecordReader>)>,
+    /// The fields to read (fingerprint tables have fixed columns and ignore them).
+    fields: FieldSpec,
+    /// The record being read, reused so that line buffers are allocated once.
+    record: SourceRecord,
 }
 
 impl UnitReader {
     fn new(ctx: Rc<WorkerCtx>) -> Self {
         let units = ctx.shared.plan.units_for(ctx.index, ctx.peers).into();
+        let fields = match &ctx.shared.config.input {
+            JobInput::Documents { fields, .. } => fields.clone(),
+            JobInput::Fingerprints { .. } => FieldSpec {
+                text_field: String::new(),
+                id_field: None,
+                extra_field: None,
+            },
+        };
         UnitReader {
             ctx,
             units,
-            lines: None,
-            pending: VecDeque::new(),
-            line: Vec::new(),
-        }
-    }
-
-    fn fields(&self) -> Option<&FieldSpec> {
-        match &self.ctx.shared.config.input {
-            JobInput::Documents { fields, .. } => Some(fields),
-            JobInput::Fingerprints { .. } => None,
+            current: None,
+            fields,
+            record: SourceRecord::default(),
         }
     }
 
@@ -102,29 +104,52 @@ impl UnitReader {
         let (max_records, max_bytes) = (config.batch_records, config.batch_bytes);
         let mut bytes = 0usize;
         while batch.len() < max_records && bytes < max_bytes {
-            if let Some(doc) = self.pending.pop_front() {
+            if let Some((file, reader)) = self.current.as_mut() {
+                let file = *file;
+                if !reader.next_into(&mut self.record)? {
+                    self.current = None;
+                    continue;
+                }
+                let record = self.record.record;
+                let body = match &mut self.record.payload {
+                    Payload::Blank(line) => {
+                        bytes += line.len();
+                        self.ctx.report.borrow_mut().blank_lines += 1;
+                        continue;
+                    }
+                    Payload::Raw(line) => RawBody::Raw(line.clone()),
+                    Payload::Fields(r) => {
+                        let r = std::mem::take(r);
+                        RawBody::Fields {
+                            id: r.id,
+                            text: r.text,
+                            extra: r.extra,
+                        }
+                    }
+                    Payload::Fingerprint(fp) => RawBody::Fingerprint {
+                        simhash: fp.simhash,
+                        bytes: fp.bytes,
+                        empty: fp.empty,
+                    },
+                    Payload::Invalid(e) => {
+                        let path = self.ctx.shared.plan.path(file);
+                        let kind = self.ctx.shared.plan.files[file as usize].format.kind();
+                        RawBody::Invalid(kind.record_error(path, record, e.clone()).to_string())
+                    }
+                };
+                // Fingerprints keep the numbers of the run that computed them.
+                let doc_id = match &self.record.payload {
+                    Payload::Fingerprint(fp) => fp.doc_id,
+                    _ => doc_id(file, record),
+                };
+                let doc = RawDoc {
+                    doc_id,
+                    file,
+                    record,
+                    body,
+                };
                 bytes += approximate_size(&doc);
                 batch.push(doc);
-                continue;
-            }
-            if let Some((file, reader)) = self.lines.as_mut() {
-                match reader.next_line(&mut self.line)? {
-                    Some(line_number) => {
-                        bytes += self.line.len();
-                        if self.line.iter().all(u8::is_ascii_whitespace) {
-                            self.ctx.report.borrow_mut().blank_lines += 1;
-                            continue;
-                        }
-                        let record = line_number - 1;
-                        batch.push(RawDoc {
-                            doc_id: doc_id(*file, record),
-                            file: *file,
-                            record,
-                            body: RawBody::JsonLine(self.line.clone()),
-                        });
-                    }
-                    None => self.lines = None,
-                }
                 continue;
             }
             match self.units.pop_front() {
@@ -145,80 +170,20 @@ impl UnitReader {
         Progress::add(&progress.bytes_read, bytes as u64);
     }
 
-    /// Starts reading a unit: opens a line reader, or decodes the unit into `pending`.
+    /// Starts reading a unit through its file's source kind.
     fn open(&mut self, unit: usize) -> Result<(), IoError> {
         let plan = &self.ctx.shared.plan;
         let unit = &plan.units[unit];
-        let file = unit.file;
-        let input = &plan.files[file as usize];
-        match &unit.kind {
-            UnitKind::Jsonl => self.lines = Some((file, LineReader::open(input)?)),
-            UnitKind::Plain => {
-                let text = read_plain(input)?;
-                let id = Some(plan.file_name(file).to_owned());
-                self.pending.push_back(RawDoc {
-                    doc_id: doc_id(file, 0),
-                    file,
-                    record: 0,
-                    body: RawBody::Fields {
-                        id,
-                        text,
-                        extra: None,
-                    },
-                });
-            }
-            UnitKind::Parquet(rg) => {
-                let fields = self.fields().expect("document input").clone();
-                let pending = &mut self.pending;
-                read_row_group(
-                    &input.path,
-                    rg,
-                    &fields,
-                    DEFAULT_READ_BATCH_ROWS,
-                    |row, record| {
-                        let body = match record {
-                            Ok(r) => RawBody::Fields {
-                                id: r.id,
-                                text: r.text,
-                                extra: r.extra,
-                            },
-                            Err(e) => {
-                                RawBody::Invalid(IoError::row(&input.path, row, e).to_string())
-                            }
-                        };
-                        pending.push_back(RawDoc {
-                            doc_id: doc_id(file, row),
-                            file,
-                            record: row,
-                            body,
-                        });
-                        Ok(())
-                    },
-                )?;
-            }
-            UnitKind::Fingerprints(rg) => {
-                let pending = &mut self.pending;
-                read_fingerprint_row_group(&input.path, rg, |fp| {
-                    pending.push_back(RawDoc {
-                        doc_id: fp.doc_id,
-                        file,
-                        record: 0,
-                        body: RawBody::Fingerprint {
-                            simhash: fp.simhash,
-                            bytes: fp.bytes,
-                            empty: fp.empty,
-                        },
-                    });
-                })?;
-            }
-        }
+        let input = &plan.files[unit.file as usize];
+        let reader = input.format.kind().open(input, &unit.spec, &self.fields)?;
+        self.current = Some((unit.file, reader));
         Ok(())
     }
 }
 
 fn approximate_size(doc: &RawDoc) -> usize {
     match &doc.body {
-        RawBody::JsonLine(line) => line.len(),
+        RawBody::Raw(line) => line.len(),
         RawBody::Fields { text, .. } => text.len(),
         RawBody::Fingerprint { .. } => 24,
         RawBody::Invalid(m) => m.len(),

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use neardup_core::mix::mix64;
 use neardup_core::simhash::{IdfTable, Weighting};
 use neardup_core::{Fingerprinter, Method, Scheme};
-use neardup_io::jsonl::parse_record;
+use neardup_io::record::Record;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Probe;
@@ -54,11 +54,15 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
                         for doc in data.drain(..) {
                             let text = match doc.body {
                                 RawBody::Fields { text, .. } => text,
-                                RawBody::JsonLine(line) => match &counting.shared.config.input {
+                                RawBody::Raw(line) => match &counting.shared.config.input {
                                     // Invalid records are reported by the main pass.
                                     JobInput::Documents { fields, .. } => {
-                                        match parse_record(&line, fields) {
-                                            Ok(r) => r.text,
+                                        let kind = counting.shared.plan.files[doc.file as usize]
+                                            .format
+                                            .kind();
+                                        let mut r = Record::default();
+                                        match kind.parse_into(&line, fields, &mut r) {
+                                            Ok(()) => r.text,
                                             Err(_) => continue,
                                         }
                                     }

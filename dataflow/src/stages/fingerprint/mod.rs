@@ -12,9 +12,8 @@ use std::rc::Rc;
 
 use neardup_core::features::FeatureConfig;
 use neardup_core::{Fingerprinter, Scheme};
-use neardup_io::jsonl::{parse_record_into, Record};
 use neardup_io::parquet_out::{FingerprintRow, PartWriter};
-use neardup_io::IoError;
+use neardup_io::record::Record;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
@@ -121,15 +120,17 @@ impl FingerprintState {
                 bytes,
                 empty,
             } => return Some(self.known_fingerprint(doc.doc_id, simhash, bytes, empty)),
-            RawBody::JsonLine(line) => {
+            RawBody::Raw(line) => {
                 let fields = match &shared.config.input {
                     JobInput::Documents { fields, .. } => fields,
                     JobInput::Fingerprints { .. } => {
-                        unreachable!("fingerprint input has no JSONL lines")
+                        unreachable!("fingerprint input has no raw records")
                     }
                 };
-                parse_record_into(&line, fields, &mut record).map_err(|e| {
-                    IoError::record(shared.plan.path(doc.file), doc.record + 1, e).to_string()
+                let kind = shared.plan.files[doc.file as usize].format.kind();
+                kind.parse_into(&line, fields, &mut record).map_err(|e| {
+                    kind.record_error(shared.plan.path(doc.file), doc.record, e)
+                        .to_string()
                 })
             }
             RawBody::Fields { id, text, extra } => {

@@ -8,20 +8,75 @@
 //! Int64, so both Int64 and UInt64 are accepted and reinterpreted bit for bit:
 //! a simhash is a bit pattern, not a quantity.
 //!
-//! Files are read by row group, like [`crate::parquet_in`], so the same
-//! [`RowGroupUnit`]s shard the work.
+//! Files are read by row group, like [`super::parquet`], so the same
+//! [`RowGroupUnit`]s shard the work. A row's record number is its row in the
+//! file, but its document number is its own `doc_id`: the fingerprints keep
+//! the numbers of the run that computed them.
 
-use std::path::Path;
+use std::collections::{HashSet, VecDeque};
+use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Int64Type, UInt64Type};
 use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-use crate::error::IoError;
-use crate::parquet_in::{
-    open_parquet, projected_position, read_batches, resolve, RowGroupUnit, DEFAULT_READ_BATCH_ROWS,
+use super::parquet::{
+    open_parquet, projected_position, resolve, row_group_units, RowGroupBatches, RowGroupUnit,
+    DEFAULT_READ_BATCH_ROWS,
 };
+use super::{row_group_of, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec};
+use crate::compress::Compression;
+use crate::dedup_out::Kept;
+use crate::error::IoError;
+use crate::input::InputFile;
+use crate::record::FieldSpec;
+
+/// The fingerprint-table source kind (`neardup search`).
+pub struct Fingerprints;
+
+impl SourceKind for Fingerprints {
+    fn name(&self) -> &'static str {
+        "fingerprint table"
+    }
+
+    /// Fingerprint tables are Parquet files like any other: only the command
+    /// says a file is one.
+    fn claims(&self, _lower_name: &str) -> Option<Compression> {
+        None
+    }
+
+    fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
+        row_group_units(&file.path)
+    }
+
+    fn open(
+        &self,
+        file: &InputFile,
+        unit: &UnitSpec,
+        _fields: &FieldSpec,
+    ) -> Result<Box<dyn RecordReader>, IoError> {
+        let rg = row_group_of(self, file, unit)?;
+        Ok(Box::new(FingerprintReader::open(&file.path, &rg)?))
+    }
+
+    /// Fingerprints are read, not fingerprinted: nothing to balance.
+    fn read_cost(&self, _file: &InputFile) -> Option<ReadCost> {
+        None
+    }
+
+    fn write_kept(
+        &self,
+        file: &InputFile,
+        _removed: &HashSet<u64>,
+        _tmp: &Path,
+    ) -> Result<Kept, IoError> {
+        Err(IoError::NotSupported {
+            path: file.path.clone(),
+            what: "a fingerprint table has no documents to write",
+        })
+    }
+}
 
 /// One row of a fingerprint table, as needed for search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,72 +108,130 @@ pub fn read_fingerprint_row_group(
     unit: &RowGroupUnit,
     mut f: impl FnMut(FingerprintIn),
 ) -> Result<(), IoError> {
-    let (file, meta) = open_parquet(path)?;
-    let schema = meta.schema().clone();
-    let doc_id = resolve(path, &schema, "doc_id", is_64_bit_integer, U64_OR_I64)?;
-    let simhash = resolve(path, &schema, "simhash", is_64_bit_integer, U64_OR_I64)?;
-    let bytes = match schema.index_of("bytes") {
-        Ok(_) => Some(resolve(
-            path,
-            &schema,
-            "bytes",
-            is_64_bit_integer,
-            U64_OR_I64,
-        )?),
-        Err(_) => None,
-    };
-    let empty = match schema.index_of("empty") {
-        Ok(_) => Some(resolve(
-            path,
-            &schema,
-            "empty",
-            |t| *t == DataType::Boolean,
-            "Boolean",
-        )?),
-        Err(_) => None,
-    };
-    let roots: Vec<usize> = [Some(doc_id), Some(simhash), bytes, empty]
-        .into_iter()
-        .flatten()
-        .collect();
-    let mut row = unit.first_row;
-    read_batches(
-        path,
-        file,
-        meta,
-        unit,
-        &roots,
-        DEFAULT_READ_BATCH_ROWS,
-        |batch| {
-            let column =
-                |root, name| Column::new(path, batch, projected_position(&roots, root), name);
-            let doc_ids = column(doc_id, "doc_id")?;
-            let simhashes = column(simhash, "simhash")?;
-            let sizes = bytes.map(|root| column(root, "bytes")).transpose()?;
-            let empties = empty.map(|root| {
-                batch
-                    .column(projected_position(&roots, root))
-                    .as_boolean()
-                    .clone()
+    let mut reader = FingerprintReader::open(path, unit)?;
+    let mut record = SourceRecord::default();
+    while reader.next_into(&mut record)? {
+        if let Payload::Fingerprint(fp) = record.payload {
+            f(fp);
+        }
+    }
+    Ok(())
+}
+
+/// The rows of one row group of a fingerprint table, decoded a batch at a time.
+struct FingerprintReader {
+    path: PathBuf,
+    batches: RowGroupBatches,
+    /// Root column indices.
+    doc_id: usize,
+    simhash: usize,
+    bytes: Option<usize>,
+    empty: Option<usize>,
+    roots: Vec<usize>,
+    pending: VecDeque<FingerprintIn>,
+    /// The number in the file of the next row decoded, and of the next handed out.
+    decoded: u64,
+    row: u64,
+}
+
+impl FingerprintReader {
+    fn open(path: &Path, unit: &RowGroupUnit) -> Result<Self, IoError> {
+        let (file, meta) = open_parquet(path)?;
+        let schema = meta.schema().clone();
+        let doc_id = resolve(path, &schema, "doc_id", is_64_bit_integer, U64_OR_I64)?;
+        let simhash = resolve(path, &schema, "simhash", is_64_bit_integer, U64_OR_I64)?;
+        let bytes = match schema.index_of("bytes") {
+            Ok(_) => Some(resolve(
+                path,
+                &schema,
+                "bytes",
+                is_64_bit_integer,
+                U64_OR_I64,
+            )?),
+            Err(_) => None,
+        };
+        let empty = match schema.index_of("empty") {
+            Ok(_) => Some(resolve(
+                path,
+                &schema,
+                "empty",
+                |t| *t == DataType::Boolean,
+                "Boolean",
+            )?),
+            Err(_) => None,
+        };
+        let roots: Vec<usize> = [Some(doc_id), Some(simhash), bytes, empty]
+            .into_iter()
+            .flatten()
+            .collect();
+        let batches =
+            RowGroupBatches::open(path, file, meta, unit, &roots, DEFAULT_READ_BATCH_ROWS)?;
+        Ok(FingerprintReader {
+            path: path.to_path_buf(),
+            batches,
+            doc_id,
+            simhash,
+            bytes,
+            empty,
+            roots,
+            pending: VecDeque::new(),
+            decoded: unit.first_row,
+            row: unit.first_row,
+        })
+    }
+
+    /// Decodes one batch into `pending`; a bad value fails the whole batch.
+    fn decode(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
+        let path = self.path.as_path();
+        let roots = &self.roots;
+        let column = |root, name| Column::new(path, batch, projected_position(roots, root), name);
+        let doc_ids = column(self.doc_id, "doc_id")?;
+        let simhashes = column(self.simhash, "simhash")?;
+        let sizes = self.bytes.map(|root| column(root, "bytes")).transpose()?;
+        let empties = self.empty.map(|root| {
+            batch
+                .column(projected_position(roots, root))
+                .as_boolean()
+                .clone()
+        });
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        let mut row = self.decoded;
+        for i in 0..batch.num_rows() {
+            rows.push(FingerprintIn {
+                doc_id: doc_ids.required(i, row)?,
+                simhash: simhashes.required(i, row)?,
+                bytes: sizes
+                    .as_ref()
+                    .map(|s| s.size(i, row))
+                    .transpose()?
+                    .flatten(),
+                empty: empties
+                    .as_ref()
+                    .is_some_and(|e| e.is_valid(i) && e.value(i)),
             });
-            for i in 0..batch.num_rows() {
-                f(FingerprintIn {
-                    doc_id: doc_ids.required(i, row)?,
-                    simhash: simhashes.required(i, row)?,
-                    bytes: sizes
-                        .as_ref()
-                        .map(|s| s.size(i, row))
-                        .transpose()?
-                        .flatten(),
-                    empty: empties
-                        .as_ref()
-                        .is_some_and(|e| e.is_valid(i) && e.value(i)),
-                });
-                row += 1;
+            row += 1;
+        }
+        self.decoded = row;
+        self.pending.extend(rows);
+        Ok(())
+    }
+}
+
+impl RecordReader for FingerprintReader {
+    fn next_into(&mut self, out: &mut SourceRecord) -> Result<bool, IoError> {
+        loop {
+            if let Some(fp) = self.pending.pop_front() {
+                out.record = self.row;
+                out.payload = Payload::Fingerprint(fp);
+                self.row += 1;
+                return Ok(true);
             }
-            Ok(())
-        },
-    )
+            match self.batches.next_batch()? {
+                Some(batch) => self.decode(&batch)?,
+                None => return Ok(false),
+            }
+        }
+    }
 }
 
 /// A UInt64 or Int64 column of one batch.
@@ -192,8 +305,8 @@ impl<'a> Column<'a> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::parquet::row_groups;
     use super::*;
-    use crate::parquet_in::row_groups;
     use crate::test_util::write_parquet;
     use arrow::array::{ArrayRef, Int64Array, StringArray, UInt64Array};
     use std::sync::Arc;

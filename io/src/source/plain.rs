@@ -2,13 +2,105 @@
 //!
 //! Used for corpora stored as one file per document (scraped pages, books,
 //! source files). The file is decompressed like any other input and must be
-//! UTF-8; a leading byte order mark is dropped since it is not content.
+//! UTF-8; a leading byte order mark is dropped since it is not content. The
+//! document is record 0 of its file and its id is the file's path (`<stdin>`
+//! for stdin). A file that is not UTF-8 is an error when the unit is opened
+//! ([`IoError::InvalidUtf8`]): there is no other record to go on with.
 
+use std::collections::HashSet;
+use std::fs;
 use std::io::Read;
+use std::path::Path;
 
-use crate::error::IoError;
+use super::{whole_file_of, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec};
+use crate::compress::{open_decompressed, Compression};
+use crate::dedup_out::Kept;
+use crate::error::{shown, IoError};
 use crate::input::InputFile;
-use crate::jsonl::open_decompressed;
+use crate::record::{FieldSpec, Record};
+
+/// The plain-text source kind. Files are plain because the caller says so
+/// (`--plain`), never by their name.
+pub struct Plain;
+
+impl SourceKind for Plain {
+    fn name(&self) -> &'static str {
+        "plain text"
+    }
+
+    fn claims(&self, _lower_name: &str) -> Option<Compression> {
+        None
+    }
+
+    fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
+        Ok(vec![UnitSpec::whole_file(file)])
+    }
+
+    fn open(
+        &self,
+        file: &InputFile,
+        unit: &UnitSpec,
+        _fields: &FieldSpec,
+    ) -> Result<Box<dyn RecordReader>, IoError> {
+        whole_file_of(self, file, unit)?;
+        let record = Record {
+            id: Some(shown(&file.path).to_string()),
+            text: read_plain(file)?,
+            extra: None,
+        };
+        Ok(Box::new(OneDocument(Some(record))))
+    }
+
+    fn read_cost(&self, file: &InputFile) -> Option<ReadCost> {
+        Some(ReadCost {
+            read_per_weight: file.compression.read_cost_per_byte().unwrap_or(0.1),
+            text_per_weight: file.compression.expansion(),
+        })
+    }
+
+    /// The file copied as it is, or nothing if its document was removed.
+    fn write_kept(
+        &self,
+        file: &InputFile,
+        removed: &HashSet<u64>,
+        tmp: &Path,
+    ) -> Result<Kept, IoError> {
+        if removed.contains(&0) {
+            return Ok(Kept {
+                kept: 0,
+                removed: 1,
+            });
+        }
+        fs::copy(&file.path, tmp).map_err(|source| IoError::Write {
+            path: tmp.to_path_buf(),
+            source,
+        })?;
+        Ok(Kept {
+            kept: 1,
+            removed: 0,
+        })
+    }
+
+    fn keeps_empty_output(&self) -> bool {
+        false
+    }
+}
+
+/// The one record of a plain file.
+struct OneDocument(Option<Record>);
+
+impl RecordReader for OneDocument {
+    fn next_into(&mut self, out: &mut SourceRecord) -> Result<bool, IoError> {
+        match self.0.take() {
+            Some(record) => {
+                out.record = 0;
+                out.payload = Payload::Fields(record);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
 
 /// Reads `file` (maybe compressed, maybe stdin) as one UTF-8 document.
 pub fn read_plain(file: &InputFile) -> Result<String, IoError> {
@@ -34,8 +126,7 @@ pub fn read_plain(file: &InputFile) -> Result<String, IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::{Compression, Format};
-    use std::path::Path;
+    use crate::source::Format;
 
     fn plain(path: &Path, compression: Compression) -> InputFile {
         InputFile {

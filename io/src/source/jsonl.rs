@@ -1,10 +1,12 @@
-//! Streaming lines and parsing JSONL records.
+//! JSONL: one JSON object per line.
 //!
-//! [`LineReader`] turns a file (plain, gzip or zstd, or stdin) into lines.
-//! Corpora are often shipped compressed and sometimes arrive truncated, so a
-//! decompression failure is an error that names the file and the line reached:
-//! reading fewer documents than the file holds, silently, is the worst
-//! outcome for a deduplicator.
+//! A JSONL file is one unit, whatever its size: a compressed stream cannot be
+//! split, and an uncompressed one is rarely large enough to be worth it. Its
+//! reader streams lines ([`crate::compress::LineReader`]) and ships each one
+//! unparsed ([`Payload::Raw`]): the worker that fingerprints the document
+//! parses it, so parsing is spread over every worker along with hashing.
+//! Record numbers are line numbers from 0; lines holding only whitespace are
+//! [`Payload::Blank`], not records.
 //!
 //! [`parse_record`] pulls the few fields a run needs out of one line. Records
 //! often carry large fields we never look at (HTML, metadata, token arrays),
@@ -12,175 +14,152 @@
 //! wanted keys and skips every other value without allocating
 //! ([`serde::de::IgnoredAny`]).
 
+use std::collections::HashSet;
 use std::fmt;
+use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
+use std::io::{BufWriter, Write};
+use std::path::Path;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::error::IoError;
-use crate::input::{Compression, InputFile};
+use super::{whole_file_of, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec};
+use crate::compress::{Compression, LineReader};
+use crate::dedup_out::Kept;
+use crate::error::{shown, IoError};
+use crate::input::InputFile;
+use crate::record::{parse_number, FieldSpec, Record, RecordError, NON_NUMERIC_STRING};
 
-/// Size of the read buffer; large enough that syscalls are not the cost.
-pub const READ_BUFFER_BYTES: usize = 256 * 1024;
+/// The JSONL source kind.
+pub struct Jsonl;
 
-const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+impl SourceKind for Jsonl {
+    fn name(&self) -> &'static str {
+        "JSONL"
+    }
 
-/// Opens a file (or stdin) and undoes its compression.
-pub(crate) fn open_decompressed(file: &InputFile) -> Result<Box<dyn Read + Send>, IoError> {
-    let raw: Box<dyn Read + Send> = if file.is_stdin() {
-        Box::new(std::io::stdin())
-    } else {
-        let f = File::open(&file.path).map_err(|source| IoError::Open {
-            path: file.path.clone(),
-            source,
-        })?;
-        Box::new(f)
-    };
-    let open_err = |source| IoError::Open {
-        path: file.path.clone(),
-        source,
-    };
-    Ok(match file.compression {
-        Compression::None => raw,
-        // Multi-member: pigz and bgzip write several gzip members per file.
-        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(open_err)?),
-    })
-}
+    fn claims(&self, lower_name: &str) -> Option<Compression> {
+        let (stem, compression) = Compression::split_suffix(lower_name);
+        [".jsonl", ".json", ".ndjson"]
+            .iter()
+            .any(|ext| stem.ends_with(ext))
+            .then_some(compression)
+    }
 
-/// Reads the lines of one (maybe compressed, maybe stdin) file.
-pub struct LineReader {
-    path: PathBuf,
-    compression: Compression,
-    reader: Box<dyn BufRead + Send>,
-    line: u64,
-}
+    fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
+        Ok(vec![UnitSpec::whole_file(file)])
+    }
 
-impl LineReader {
-    /// Opens `file` for reading lines. The format field is not checked: any
-    /// file can be read as lines.
-    pub fn open(file: &InputFile) -> Result<LineReader, IoError> {
-        let inner = open_decompressed(file)?;
-        Ok(LineReader {
-            path: file.path.clone(),
-            compression: file.compression,
-            reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, inner)),
-            line: 0,
+    fn open(
+        &self,
+        file: &InputFile,
+        unit: &UnitSpec,
+        _fields: &FieldSpec,
+    ) -> Result<Box<dyn RecordReader>, IoError> {
+        whole_file_of(self, file, unit)?;
+        Ok(Box::new(LineRecords(LineReader::open(file)?)))
+    }
+
+    fn parse_into(
+        &self,
+        raw: &[u8],
+        fields: &FieldSpec,
+        out: &mut Record,
+    ) -> Result<(), RecordError> {
+        parse_record_into(raw, fields, out)
+    }
+
+    fn record_error(&self, path: &Path, record: u64, error: RecordError) -> IoError {
+        IoError::record(path, record + 1, error)
+    }
+
+    fn record_name(&self, file: &InputFile, record: u64, out: &mut String) {
+        write!(out, "{}:{}", shown(&file.path), record + 1).expect("writing to a String");
+    }
+
+    fn read_cost(&self, file: &InputFile) -> Option<ReadCost> {
+        Some(ReadCost {
+            read_per_weight: file.compression.read_cost_per_byte().unwrap_or(0.1),
+            text_per_weight: file.compression.expansion(),
         })
     }
 
-    /// Reads the next line into `buf` (cleared first), without its trailing
-    /// `\n` or `\r\n`, and returns its 1-based line number, or `None` at the
-    /// end of the file. A UTF-8 byte order mark on line 1 is dropped.
-    ///
-    /// A read or decompression error (for example a truncated gzip or zstd
-    /// stream) is returned with the number of the line being read.
-    pub fn next_line(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>, IoError> {
-        buf.clear();
-        let n = self
-            .reader
-            .read_until(b'\n', buf)
-            .map_err(|source| IoError::Read {
-                path: self.path.clone(),
-                line: self.line + 1,
-                compression: self.compression,
-                source,
-            })?;
-        if n == 0 {
-            return Ok(None);
-        }
-        self.line += 1;
-        if buf.last() == Some(&b'\n') {
-            buf.pop();
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
-            }
-        }
-        if self.line == 1 && buf.starts_with(UTF8_BOM) {
-            buf.drain(..UTF8_BOM.len());
-        }
-        Ok(Some(self.line))
-    }
-
-    /// The number of lines returned so far.
-    pub fn lines_read(&self) -> u64 {
-        self.line
+    fn write_kept(
+        &self,
+        file: &InputFile,
+        removed: &HashSet<u64>,
+        tmp: &Path,
+    ) -> Result<Kept, IoError> {
+        write_jsonl(file, removed, tmp)
     }
 }
 
-/// Which JSON fields hold the text, the id and the extra (ranking) value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FieldSpec {
-    /// The document text; must be a string.
-    pub text_field: String,
-    /// The document's own id, if the caller wants it. Required when set.
-    pub id_field: Option<String>,
-    /// A number used to choose which duplicate to keep (timestamp, score).
-    pub extra_field: Option<String>,
-}
+/// The lines of a JSONL file as records.
+struct LineRecords(LineReader);
 
-/// The fields of one input record that a run uses.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Record {
-    /// The id field as text: JSON strings as is, numbers in decimal.
-    pub id: Option<String>,
-    /// The document text, unescaped.
-    pub text: String,
-    /// The extra field as a number, if present and not null.
-    pub extra: Option<f64>,
-}
-
-/// Why one record (a JSONL line or a Parquet row) could not be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecordError {
-    /// The line is not UTF-8; `offset` is the byte offset in the line.
-    #[error("invalid UTF-8 at byte {offset} of the line")]
-    InvalidUtf8 { offset: usize },
-    /// serde_json's description of the syntax error.
-    #[error("malformed JSON: {0}")]
-    MalformedJson(String),
-    /// Valid JSON, but not an object.
-    #[error("not a JSON object")]
-    NotAnObject,
-    /// The text field is absent.
-    #[error("record has no field {0:?}")]
-    MissingText(String),
-    /// The text field is present but not a string.
-    #[error("field {field:?} is {}, expected a string", with_article(found))]
-    TextNotString { field: String, found: &'static str },
-    /// The id field is absent or null.
-    #[error("record has no field {0:?} (or it is null)")]
-    MissingId(String),
-    /// The id field is neither a string nor a number.
-    #[error(
-        "field {field:?} is {}, expected a string or a number",
-        with_article(found)
-    )]
-    BadId { field: String, found: &'static str },
-    /// The extra field is neither a number nor a string holding one.
-    #[error(
-        "field {field:?} is {}, expected a number or a numeric string",
-        with_article(found)
-    )]
-    ExtraNotNumeric { field: String, found: &'static str },
-    /// The line holds only whitespace.
-    #[error("empty line")]
-    EmptyLine,
-}
-
-/// "number" -> "a number", "array" -> "an array", "null" -> "null".
-fn with_article(kind: &str) -> String {
-    match kind {
-        "null" => kind.to_owned(),
-        k if k.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {k}"),
-        k => format!("a {k}"),
+impl RecordReader for LineRecords {
+    fn next_into(&mut self, out: &mut SourceRecord) -> Result<bool, IoError> {
+        let mut line = match std::mem::take(&mut out.payload) {
+            Payload::Raw(buf) | Payload::Blank(buf) => buf,
+            _ => Vec::new(),
+        };
+        let Some(number) = self.0.next_line(&mut line)? else {
+            out.payload = Payload::Raw(line);
+            return Ok(false);
+        };
+        out.record = number - 1;
+        out.payload = if line.iter().all(u8::is_ascii_whitespace) {
+            Payload::Blank(line)
+        } else {
+            Payload::Raw(line)
+        };
+        Ok(true)
     }
 }
 
-/// What [`RecordError`] calls a string field that does not hold a number.
-pub const NON_NUMERIC_STRING: &str = "non-numeric string";
+fn write_err(path: &Path) -> impl Fn(std::io::Error) -> IoError + '_ {
+    move |source| IoError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The kept lines, unchanged, in the input's compression; blank lines are not records and
+/// are left out.
+fn write_jsonl(file: &InputFile, removed: &HashSet<u64>, tmp: &Path) -> Result<Kept, IoError> {
+    let sink = BufWriter::new(File::create(tmp).map_err(write_err(tmp))?);
+    let mut out: Box<dyn Write> = match file.compression {
+        Compression::None => Box::new(sink),
+        Compression::Gzip => Box::new(flate2::write::GzEncoder::new(
+            sink,
+            flate2::Compression::default(),
+        )),
+        Compression::Zstd => Box::new(
+            zstd::Encoder::new(sink, 3)
+                .map_err(write_err(tmp))?
+                .auto_finish(),
+        ),
+    };
+    let mut reader = LineReader::open(file)?;
+    let mut line = Vec::new();
+    let mut kept = Kept::default();
+    while let Some(number) = reader.next_line(&mut line)? {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if removed.contains(&(number - 1)) {
+            kept.removed += 1;
+            continue;
+        }
+        out.write_all(&line)
+            .and_then(|_| out.write_all(b"\n"))
+            .map_err(write_err(tmp))?;
+        kept.kept += 1;
+    }
+    out.flush().map_err(write_err(tmp))?;
+    drop(out);
+    Ok(kept)
+}
 
 /// Parses one JSONL line and extracts the fields named in `spec`.
 ///
@@ -688,17 +667,9 @@ fn extra_number(field: &str, value: Option<Scalar>) -> Result<Option<f64>, Recor
     }
 }
 
-/// Parses a number written as a string. NaN and infinities are refused:
-/// they cannot rank duplicates.
-pub(crate) fn parse_number(s: &str) -> Option<f64> {
-    s.trim().parse::<f64>().ok().filter(|x| x.is_finite())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-    use std::path::Path;
 
     fn spec(id: Option<&str>, extra: Option<&str>) -> FieldSpec {
         FieldSpec {
@@ -1029,152 +1000,5 @@ mod tests {
     fn record_errors_wrap_with_file_and_line() {
         let err = IoError::record("in/a.jsonl", 12, RecordError::EmptyLine);
         assert_eq!(err.to_string(), "in/a.jsonl:12: empty line");
-    }
-
-    const CONTENT: &[u8] = b"\xEF\xBB\xBFfirst\r\nsecond\n\n  third \r\nlast";
-    const LINES: [&str; 5] = ["first", "second", "", "  third ", "last"];
-
-    fn read_all(file: &InputFile) -> Result<Vec<(u64, String)>, IoError> {
-        let mut reader = LineReader::open(file)?;
-        let mut buf = Vec::new();
-        let mut out = Vec::new();
-        while let Some(n) = reader.next_line(&mut buf)? {
-            out.push((n, String::from_utf8(buf.clone()).unwrap()));
-        }
-        Ok(out)
-    }
-
-    fn input(path: &Path, compression: Compression) -> InputFile {
-        InputFile {
-            path: path.to_path_buf(),
-            format: crate::input::Format::Jsonl,
-            compression,
-        }
-    }
-
-    fn gzip(data: &[u8]) -> Vec<u8> {
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        enc.write_all(data).unwrap();
-        enc.finish().unwrap()
-    }
-
-    fn expected() -> Vec<(u64, String)> {
-        (1..).zip(LINES.iter().map(|s| s.to_string())).collect()
-    }
-
-    #[test]
-    fn reads_plain_gzip_and_zstd_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let plain = dir.path().join("a.jsonl");
-        std::fs::write(&plain, CONTENT).unwrap();
-        assert_eq!(
-            read_all(&input(&plain, Compression::None)).unwrap(),
-            expected()
-        );
-
-        let gz = dir.path().join("a.jsonl.gz");
-        // Two gzip members, as pigz writes: both must be read.
-        let mut data = gzip(&CONTENT[..20]);
-        data.extend(gzip(&CONTENT[20..]));
-        std::fs::write(&gz, data).unwrap();
-        assert_eq!(
-            read_all(&input(&gz, Compression::Gzip)).unwrap(),
-            expected()
-        );
-
-        let zst = dir.path().join("a.jsonl.zst");
-        std::fs::write(&zst, zstd::encode_all(CONTENT, 3).unwrap()).unwrap();
-        assert_eq!(
-            read_all(&input(&zst, Compression::Zstd)).unwrap(),
-            expected()
-        );
-    }
-
-    /// Many lines, so that a truncated stream fails well after line 1.
-    fn big_content() -> Vec<u8> {
-        let mut data = Vec::new();
-        for i in 0..20_000u32 {
-            // Varying content so the compressed stream is long.
-            writeln!(
-                data,
-                "{{\"text\": \"line {i} {}\"}}",
-                i.wrapping_mul(2_654_435_761)
-            )
-            .unwrap();
-        }
-        data
-    }
-
-    fn assert_truncation_detected(path: &Path, compression: Compression, compressed: &[u8]) {
-        std::fs::write(path, &compressed[..compressed.len() / 2]).unwrap();
-        let err = read_all(&input(path, compression)).unwrap_err();
-        let IoError::Read { line, .. } = &err else {
-            panic!("expected a read error, got {err:?}");
-        };
-        assert!(*line > 1, "{err}");
-        let msg = err.to_string();
-        assert!(
-            msg.starts_with(&format!(
-                "{}:{line}: {} data is truncated or corrupt",
-                path.display(),
-                compression.name()
-            )),
-            "{msg}"
-        );
-    }
-
-    #[test]
-    fn truncated_gzip_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let compressed = gzip(&big_content());
-        assert_truncation_detected(
-            &dir.path().join("t.jsonl.gz"),
-            Compression::Gzip,
-            &compressed,
-        );
-    }
-
-    #[test]
-    fn truncated_zstd_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let compressed = zstd::encode_all(&big_content()[..], 3).unwrap();
-        assert_truncation_detected(
-            &dir.path().join("t.jsonl.zst"),
-            Compression::Zstd,
-            &compressed,
-        );
-    }
-
-    #[test]
-    fn every_truncation_point_is_detected() {
-        let dir = tempfile::tempdir().unwrap();
-        let cases = [
-            (Compression::Gzip, gzip(CONTENT)),
-            (Compression::Zstd, zstd::encode_all(CONTENT, 3).unwrap()),
-        ];
-        for (compression, compressed) in cases {
-            let path = dir.path().join(format!("cut.{}", compression.name()));
-            for cut in 1..compressed.len() {
-                std::fs::write(&path, &compressed[..cut]).unwrap();
-                let result = read_all(&input(&path, compression));
-                assert!(
-                    matches!(result, Err(IoError::Read { .. })),
-                    "{compression:?} cut at {cut} of {}: {result:?}",
-                    compressed.len()
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn missing_file_is_an_open_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("missing.jsonl");
-        let Err(err) = LineReader::open(&input(&path, Compression::None)) else {
-            panic!("opened a missing file");
-        };
-        assert!(err
-            .to_string()
-            .starts_with(&format!("{}: cannot open: ", path.display())));
     }
 }

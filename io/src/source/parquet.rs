@@ -1,33 +1,108 @@
-//! Reading Parquet input, sharded by row group.
+//! Parquet documents, sharded by row group.
 //!
 //! A row group is the unit of parallel work for Parquet input: its rows are
 //! stored together, so any worker can decode one without touching the rest of
 //! the file. [`row_groups`] lists a file's row groups from its footer, with
 //! the number of the first row of each, so every row keeps a stable number
-//! (its position in the file) whichever worker reads it. [`read_row_group`]
-//! then decodes one row group, projecting only the columns a run needs: text
-//! corpora are wide, and reading only the text and id columns skips the
-//! rest of the data on disk.
+//! (its position in the file) whichever worker reads it. A unit's reader
+//! decodes its row group a batch at a time, projecting only the columns a run
+//! needs: text corpora are wide, and reading only the text and id columns
+//! skips the rest of the data on disk.
 //!
 //! Column types are checked once, against the file's schema, before any data
 //! is read, so a wrong column name or type fails fast with a message that
 //! says what the file does have.
 
+use std::collections::{HashSet, VecDeque};
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, GenericStringArray, StringViewArray};
-use arrow::compute::{can_cast_types, cast};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, GenericStringArray, StringViewArray,
+};
+use arrow::compute::{can_cast_types, cast, filter_record_batch};
 use arrow::datatypes::{DataType, Float64Type, Schema};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
 };
-use parquet::arrow::ProjectionMask;
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
+use super::{
+    row_group_of, Locator, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec,
+};
+use crate::compress::Compression;
+use crate::dedup_out::Kept;
 use crate::error::IoError;
-use crate::jsonl::{parse_number, FieldSpec, Record, RecordError, NON_NUMERIC_STRING};
+use crate::input::InputFile;
+use crate::record::{parse_number, FieldSpec, Record, RecordError, NON_NUMERIC_STRING};
+
+/// The Parquet document source kind.
+pub struct Parquet;
+
+impl SourceKind for Parquet {
+    fn name(&self) -> &'static str {
+        "Parquet"
+    }
+
+    fn claims(&self, lower_name: &str) -> Option<Compression> {
+        // A compressed Parquet file is not something we can read by row group.
+        let (stem, compression) = Compression::split_suffix(lower_name);
+        (stem.ends_with(".parquet") && compression == Compression::None).then_some(compression)
+    }
+
+    fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
+        row_group_units(&file.path)
+    }
+
+    fn open(
+        &self,
+        file: &InputFile,
+        unit: &UnitSpec,
+        fields: &FieldSpec,
+    ) -> Result<Box<dyn RecordReader>, IoError> {
+        let rg = row_group_of(self, file, unit)?;
+        Ok(Box::new(RowGroupReader::open(
+            &file.path,
+            &rg,
+            fields,
+            DEFAULT_READ_BATCH_ROWS,
+        )?))
+    }
+
+    fn read_cost(&self, file: &InputFile) -> Option<ReadCost> {
+        // Weights are rows here; the figures treat them like bytes (a rough model).
+        Some(ReadCost {
+            read_per_weight: file.compression.read_cost_per_byte().unwrap_or(0.3),
+            text_per_weight: file.compression.expansion(),
+        })
+    }
+
+    fn write_kept(
+        &self,
+        file: &InputFile,
+        removed: &HashSet<u64>,
+        tmp: &Path,
+    ) -> Result<Kept, IoError> {
+        write_parquet(&file.path, removed, tmp)
+    }
+}
+
+/// The row groups of `path` as units, weighed by their rows.
+pub(crate) fn row_group_units(path: &Path) -> Result<Vec<UnitSpec>, IoError> {
+    Ok(row_groups(path)?
+        .into_iter()
+        .map(|rg| UnitSpec {
+            index: rg.row_group,
+            weight: rg.rows,
+            locator: Locator::RowGroup(rg),
+        })
+        .collect())
+}
 
 /// Rows per decoded batch when the caller has no better idea.
 pub const DEFAULT_READ_BATCH_ROWS: usize = 8 * 1024;
@@ -80,33 +155,106 @@ pub fn read_row_group(
     batch_rows: usize,
     mut f: impl FnMut(u64, Result<Record, RecordError>) -> Result<(), IoError>,
 ) -> Result<(), IoError> {
-    let (file, meta) = open_parquet(path)?;
-    let schema = meta.schema().clone();
-    let text = resolve(path, &schema, &spec.text_field, is_string, STRING)?;
-    let id = match &spec.id_field {
-        Some(name) => Some(resolve(path, &schema, name, is_id_type, ID)?),
-        None => None,
-    };
-    let extra = match &spec.extra_field {
-        Some(name) => Some(resolve(path, &schema, name, is_extra_type, EXTRA)?),
-        None => None,
-    };
-    let roots: Vec<usize> = [Some(text), id, extra].into_iter().flatten().collect();
-    let mut row = unit.first_row;
-    read_batches(path, file, meta, unit, &roots, batch_rows, |batch| {
-        let col = |root| batch.column(projected_position(&roots, root)).clone();
+    let mut reader = RowGroupReader::open(path, unit, spec, batch_rows)?;
+    let mut record = SourceRecord::default();
+    while reader.next_into(&mut record)? {
+        match std::mem::take(&mut record.payload) {
+            Payload::Fields(r) => f(record.record, Ok(r))?,
+            Payload::Invalid(e) => f(record.record, Err(e))?,
+            _ => unreachable!("a row group reader yields fields or invalid records"),
+        }
+    }
+    Ok(())
+}
+
+/// The records of one row group of documents, decoded a batch at a time.
+struct RowGroupReader {
+    path: PathBuf,
+    spec: FieldSpec,
+    batches: RowGroupBatches,
+    /// Root column indices of text, id and extra, and all of them.
+    text: usize,
+    id: Option<usize>,
+    extra: Option<usize>,
+    roots: Vec<usize>,
+    /// Rows of the current batch not yet handed out.
+    pending: VecDeque<Result<Record, RecordError>>,
+    /// The number in the file of the next row handed out.
+    row: u64,
+}
+
+impl RowGroupReader {
+    fn open(
+        path: &Path,
+        unit: &RowGroupUnit,
+        spec: &FieldSpec,
+        batch_rows: usize,
+    ) -> Result<Self, IoError> {
+        let (file, meta) = open_parquet(path)?;
+        let schema = meta.schema().clone();
+        let text = resolve(path, &schema, &spec.text_field, is_string, STRING)?;
+        let id = match &spec.id_field {
+            Some(name) => Some(resolve(path, &schema, name, is_id_type, ID)?),
+            None => None,
+        };
+        let extra = match &spec.extra_field {
+            Some(name) => Some(resolve(path, &schema, name, is_extra_type, EXTRA)?),
+            None => None,
+        };
+        let roots: Vec<usize> = [Some(text), id, extra].into_iter().flatten().collect();
+        let batches = RowGroupBatches::open(path, file, meta, unit, &roots, batch_rows)?;
+        Ok(RowGroupReader {
+            path: path.to_path_buf(),
+            spec: spec.clone(),
+            batches,
+            text,
+            id,
+            extra,
+            roots,
+            pending: VecDeque::new(),
+            row: unit.first_row,
+        })
+    }
+
+    /// Decodes the rows of one batch into `pending`.
+    fn decode(&mut self, batch: &RecordBatch) -> Result<(), IoError> {
+        let path = self.path.as_path();
+        let roots = &self.roots;
+        let col = |root| batch.column(projected_position(roots, root)).clone();
         let to_io = |e| arrow_err(path, e);
-        let text_col = to_text(col(text)).map_err(to_io)?;
-        let id_col = id.map(|r| to_id(col(r))).transpose().map_err(to_io)?;
-        let extra_col = extra.map(|r| to_extra(col(r))).transpose().map_err(to_io)?;
+        let text_col = to_text(col(self.text)).map_err(to_io)?;
+        let id_col = self.id.map(|r| to_id(col(r))).transpose().map_err(to_io)?;
+        let extra_col = self
+            .extra
+            .map(|r| to_extra(col(r)))
+            .transpose()
+            .map_err(to_io)?;
         let view = BatchView::new(&text_col, id_col.as_ref(), extra_col.as_ref())
             .ok_or_else(|| layout_err(path, batch))?;
-        for i in 0..batch.num_rows() {
-            f(row, view.record(i, spec))?;
-            row += 1;
-        }
+        self.pending
+            .extend((0..batch.num_rows()).map(|i| view.record(i, &self.spec)));
         Ok(())
-    })
+    }
+}
+
+impl RecordReader for RowGroupReader {
+    fn next_into(&mut self, out: &mut SourceRecord) -> Result<bool, IoError> {
+        loop {
+            if let Some(record) = self.pending.pop_front() {
+                out.record = self.row;
+                out.payload = match record {
+                    Ok(r) => Payload::Fields(r),
+                    Err(e) => Payload::Invalid(e),
+                };
+                self.row += 1;
+                return Ok(true);
+            }
+            match self.batches.next_batch()? {
+                Some(batch) => self.decode(&batch)?,
+                None => return Ok(false),
+            }
+        }
+    }
 }
 
 const STRING: &str = "a string type (Utf8, LargeUtf8 or Utf8View)";
@@ -156,54 +304,79 @@ pub(crate) fn resolve(
     Ok(index)
 }
 
-/// Decodes the given root columns of one row group, batch by batch, and
-/// checks the row group had the number of rows the unit promised.
-pub(crate) fn read_batches(
-    path: &Path,
-    file: File,
-    meta: ArrowReaderMetadata,
-    unit: &RowGroupUnit,
-    roots: &[usize],
-    batch_rows: usize,
-    mut f: impl FnMut(&RecordBatch) -> Result<(), IoError>,
-) -> Result<(), IoError> {
-    let count = meta.metadata().num_row_groups();
-    if unit.row_group >= count {
-        return Err(IoError::NoSuchRowGroup {
+/// The batches of the given root columns of one row group; checks at the end
+/// that the row group had the number of rows the unit promised.
+pub(crate) struct RowGroupBatches {
+    path: PathBuf,
+    unit: RowGroupUnit,
+    reader: Option<ParquetRecordBatchReader>,
+    rows: u64,
+}
+
+impl RowGroupBatches {
+    pub(crate) fn open(
+        path: &Path,
+        file: File,
+        meta: ArrowReaderMetadata,
+        unit: &RowGroupUnit,
+        roots: &[usize],
+        batch_rows: usize,
+    ) -> Result<Self, IoError> {
+        let count = meta.metadata().num_row_groups();
+        if unit.row_group >= count {
+            return Err(IoError::NoSuchRowGroup {
+                path: path.to_path_buf(),
+                row_group: unit.row_group,
+                count,
+            });
+        }
+        let mask = ProjectionMask::roots(meta.parquet_schema(), roots.iter().copied());
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
+            .with_row_groups(vec![unit.row_group])
+            .with_projection(mask)
+            .with_batch_size(batch_rows.max(1))
+            .build()
+            .map_err(|source| IoError::Parquet {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(RowGroupBatches {
             path: path.to_path_buf(),
-            row_group: unit.row_group,
-            count,
-        });
+            unit: *unit,
+            reader: Some(reader),
+            rows: 0,
+        })
     }
-    let mask = ProjectionMask::roots(meta.parquet_schema(), roots.iter().copied());
-    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
-        .with_row_groups(vec![unit.row_group])
-        .with_projection(mask)
-        .with_batch_size(batch_rows.max(1))
-        .build()
-        .map_err(|source| IoError::Parquet {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let mut rows = 0u64;
-    for batch in reader {
-        let batch = batch.map_err(|source| IoError::Decode {
-            path: path.to_path_buf(),
-            row_group: unit.row_group,
-            source,
-        })?;
-        f(&batch)?;
-        rows += batch.num_rows() as u64;
+
+    /// The next batch, or `None` once the row group is read (and its row count checked).
+    pub(crate) fn next_batch(&mut self) -> Result<Option<RecordBatch>, IoError> {
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(None);
+        };
+        match reader.next() {
+            Some(batch) => {
+                let batch = batch.map_err(|source| IoError::Decode {
+                    path: self.path.clone(),
+                    row_group: self.unit.row_group,
+                    source,
+                })?;
+                self.rows += batch.num_rows() as u64;
+                Ok(Some(batch))
+            }
+            None => {
+                self.reader = None;
+                if self.rows != self.unit.rows {
+                    return Err(IoError::RowCount {
+                        path: self.path.clone(),
+                        row_group: self.unit.row_group,
+                        expected: self.unit.rows,
+                        found: self.rows,
+                    });
+                }
+                Ok(None)
+            }
+        }
     }
-    if rows != unit.rows {
-        return Err(IoError::RowCount {
-            path: path.to_path_buf(),
-            row_group: unit.row_group,
-            expected: unit.rows,
-            found: rows,
-        });
-    }
-    Ok(())
 }
 
 /// Where root column `root` ended up in a batch projected to `roots`: the
@@ -410,6 +583,59 @@ fn extra_value(values: &Extra<'_>, i: usize, field: &str) -> Result<Option<f64>,
             }
         }
     }
+}
+
+fn write_err(path: &Path) -> impl Fn(std::io::Error) -> IoError + '_ {
+    move |source| IoError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The kept rows with the file's whole schema, zstd-compressed.
+fn write_parquet(path: &Path, removed: &HashSet<u64>, tmp: &Path) -> Result<Kept, IoError> {
+    let open = File::open(path).map_err(|source| IoError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let parquet_err = |source| IoError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
+    let reader = ParquetRecordBatchReaderBuilder::try_new(open).map_err(parquet_err)?;
+    let schema = reader.schema().clone();
+    let props = WriterProperties::builder()
+        .set_compression(ParquetCompression::ZSTD(
+            ZstdLevel::try_new(3).expect("valid level"),
+        ))
+        .build();
+    let sink = File::create(tmp).map_err(write_err(tmp))?;
+    let write_parquet_err = |source| IoError::ParquetWrite {
+        path: tmp.to_path_buf(),
+        source,
+    };
+    let mut writer = ArrowWriter::try_new(sink, schema, Some(props)).map_err(write_parquet_err)?;
+    let mut row = 0u64;
+    let mut kept = Kept::default();
+    for batch in reader.build().map_err(parquet_err)? {
+        let batch: RecordBatch = batch.map_err(|e| IoError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let keep: BooleanArray = (0..batch.num_rows() as u64)
+            .map(|i| Some(!removed.contains(&(row + i))))
+            .collect();
+        row += batch.num_rows() as u64;
+        let filtered = filter_record_batch(&batch, &keep).map_err(|e| IoError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        kept.kept += filtered.num_rows() as u64;
+        kept.removed += (batch.num_rows() - filtered.num_rows()) as u64;
+        writer.write(&filtered).map_err(write_parquet_err)?;
+    }
+    writer.close().map_err(write_parquet_err)?;
+    Ok(kept)
 }
 
 #[cfg(test)]
