@@ -11,14 +11,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::IoError;
-use crate::input::InputFile;
-
-/// How many records of a file were written and left out.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Kept {
-    pub kept: u64,
-    pub removed: u64,
-}
+use crate::file::InputFile;
+use crate::source::Kept;
 
 /// The output name of input `file` in `dir`: its file name (`stdin.jsonl` for stdin).
 pub fn output_path(dir: &Path, file: &InputFile) -> PathBuf {

@@ -26,38 +26,10 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::compress::Compression;
 use crate::error::IoError;
-use crate::source::{detect, Format};
-
-/// One file to read.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct InputFile {
-    /// The file's path as found; `-` means stdin.
-    pub path: PathBuf,
-    /// How to parse it.
-    pub format: Format,
-    /// How to decompress it.
-    pub compression: Compression,
-}
-
-impl InputFile {
-    /// Standard input: JSONL (or one plain document), never decompressed.
-    pub fn stdin(plain: bool) -> Self {
-        InputFile {
-            path: PathBuf::from("-"),
-            format: if plain { Format::Plain } else { Format::Jsonl },
-            compression: Compression::None,
-        }
-    }
-
-    /// True if this is standard input rather than a file.
-    pub fn is_stdin(&self) -> bool {
-        self.path == Path::new("-")
-    }
-}
+pub use crate::file::{Format, InputFile};
+use crate::source::detect;
 
 /// Expands files, directories and glob patterns into the files to read.
 ///

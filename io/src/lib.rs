@@ -66,14 +66,17 @@
 //! separate [`record::RecordError`], handed to the caller with the record's
 //! position so it can decide whether to stop or to skip and count.
 
+pub mod atomic;
 pub mod compress;
 pub mod dedup_out;
 pub mod error;
+pub mod file;
 pub mod input;
 pub mod parquet_out;
 pub mod record;
 pub mod run_dir;
 pub mod source;
+pub mod stream;
 
 pub use error::IoError;
 pub use record::RecordError;
@@ -93,7 +96,7 @@ mod tests {
     fn errors_and_readers_can_cross_threads() {
         send_sync::<IoError>();
         send_sync::<RecordError>();
-        send::<compress::LineReader>();
+        send::<stream::LineReader>();
         send::<Box<dyn source::RecordReader>>();
         send::<parquet_out::PartWriter<parquet_out::FingerprintRow>>();
     }

@@ -28,8 +28,8 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float32Type, Int64Type, UInt64Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use crate::atomic::write_atomically;
 use crate::error::IoError;
-use crate::parquet_out::write_atomically;
 
 /// The commit marker's name.
 pub const SUCCESS: &str = "_SUCCESS";

@@ -13,10 +13,10 @@ use neardup_core::similarity::DEFAULT_JACCARD_SHINGLE;
 use neardup_core::{Scheme, TableDesign};
 use neardup_dataflow::config::Verify;
 use neardup_dataflow::{run_job, JobConfig, JobInput, Progress};
-use neardup_io::compress::LineReader;
 use neardup_io::input::expand_inputs;
 use neardup_io::record::FieldSpec;
 use neardup_io::source::Format;
+use neardup_io::stream::LineReader;
 
 use crate::run_scores::score_run;
 use neardup_dataflow::config::LSH_MARGIN;

@@ -25,11 +25,11 @@ use super::parquet::{
     open_parquet, projected_position, resolve, row_group_units, RowGroupBatches, RowGroupUnit,
     DEFAULT_READ_BATCH_ROWS,
 };
+use super::Kept;
 use super::{row_group_of, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec};
 use crate::compress::Compression;
-use crate::dedup_out::Kept;
 use crate::error::IoError;
-use crate::input::InputFile;
+use crate::file::InputFile;
 use crate::record::FieldSpec;
 
 /// The fingerprint-table source kind (`neardup search`).

@@ -2,7 +2,7 @@
 //!
 //! A JSONL file is one unit, whatever its size: a compressed stream cannot be
 //! split, and an uncompressed one is rarely large enough to be worth it. Its
-//! reader streams lines ([`crate::compress::LineReader`]) and ships each one
+//! reader streams lines ([`crate::stream::LineReader`]) and ships each one
 //! unparsed ([`Payload::Raw`]): the worker that fingerprints the document
 //! parses it, so parsing is spread over every worker along with hashing.
 //! Record numbers are line numbers from 0; lines holding only whitespace are
@@ -23,12 +23,13 @@ use std::path::Path;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::Kept;
 use super::{whole_file_of, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec};
-use crate::compress::{Compression, LineReader};
-use crate::dedup_out::Kept;
+use crate::compress::Compression;
 use crate::error::{shown, IoError};
-use crate::input::InputFile;
+use crate::file::InputFile;
 use crate::record::{parse_number, FieldSpec, Record, RecordError, NON_NUMERIC_STRING};
+use crate::stream::LineReader;
 
 /// The JSONL source kind.
 pub struct Jsonl;

@@ -80,38 +80,15 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::compress::Compression;
-use crate::dedup_out::Kept;
 use crate::error::{shown, IoError};
-use crate::input::InputFile;
+pub use crate::file::Format;
+use crate::file::InputFile;
 use crate::record::{FieldSpec, Record, RecordError};
 
 pub use fingerprints::FingerprintIn;
 pub use parquet::RowGroupUnit;
 
-/// How the contents of a file are laid out: the key of the registry of
-/// source kinds ([`kind`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Format {
-    /// One JSON object per line.
-    Jsonl,
-    /// A Parquet table of documents.
-    Parquet,
-    /// The whole file is one document.
-    Plain,
-    /// A Parquet table of fingerprints (`doc_id`, `simhash`, ...), as
-    /// `neardup search` reads. Never detected by name: the command says so.
-    Fingerprints,
-}
-
 impl Format {
-    /// Every registered format, in the order [`detect`] asks them.
-    pub const ALL: [Format; 4] = [
-        Format::Jsonl,
-        Format::Parquet,
-        Format::Plain,
-        Format::Fingerprints,
-    ];
-
     /// The source kind that reads this format.
     pub fn kind(self) -> &'static dyn SourceKind {
         kind(self)
@@ -215,6 +192,13 @@ pub trait RecordReader: Send {
     /// Reads the next record into `out` (reusing its buffers where it can) and
     /// returns `true`, or returns `false` at the end of the unit.
     fn next_into(&mut self, out: &mut SourceRecord) -> Result<bool, IoError>;
+}
+
+/// How many records of a file were written and left out.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    pub kept: u64,
+    pub removed: u64,
 }
 
 /// One input format: how its files split into units, and how a unit yields

@@ -32,13 +32,13 @@ use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
+use super::Kept;
 use super::{
     row_group_of, Locator, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec,
 };
 use crate::compress::Compression;
-use crate::dedup_out::Kept;
 use crate::error::IoError;
-use crate::input::InputFile;
+use crate::file::InputFile;
 use crate::record::{parse_number, FieldSpec, Record, RecordError, NON_NUMERIC_STRING};
 
 /// The Parquet document source kind.

@@ -12,12 +12,13 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 
+use super::Kept;
 use super::{whole_file_of, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec};
-use crate::compress::{open_decompressed, Compression};
-use crate::dedup_out::Kept;
+use crate::compress::Compression;
 use crate::error::{shown, IoError};
-use crate::input::InputFile;
+use crate::file::InputFile;
 use crate::record::{FieldSpec, Record};
+use crate::stream::open_decompressed;
 
 /// The plain-text source kind. Files are plain because the caller says so
 /// (`--plain`), never by their name.

@@ -1,0 +1,253 @@
+//! Opening an input as a byte stream: the file or stdin, its compression undone, and read
+//! line by line. Corpora are often shipped compressed and sometimes arrive truncated, so a
+//! decompression failure is an error that names the file and the line reached.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+
+use crate::compress::Compression;
+use crate::error::IoError;
+use crate::file::InputFile;
+
+/// Size of the read buffer; large enough that syscalls are not the cost.
+pub const READ_BUFFER_BYTES: usize = 256 * 1024;
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Opens a file (or stdin) and undoes its compression.
+pub fn open_decompressed(file: &InputFile) -> Result<Box<dyn Read + Send>, IoError> {
+    let raw: Box<dyn Read + Send> = if file.is_stdin() {
+        Box::new(std::io::stdin())
+    } else {
+        let f = File::open(&file.path).map_err(|source| IoError::Open {
+            path: file.path.clone(),
+            source,
+        })?;
+        Box::new(f)
+    };
+    let open_err = |source| IoError::Open {
+        path: file.path.clone(),
+        source,
+    };
+    Ok(match file.compression {
+        Compression::None => raw,
+        // Multi-member: pigz and bgzip write several gzip members per file.
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(open_err)?),
+    })
+}
+
+/// Reads the lines of one (maybe compressed, maybe stdin) file.
+pub struct LineReader {
+    path: PathBuf,
+    compression: Compression,
+    reader: Box<dyn BufRead + Send>,
+    line: u64,
+}
+
+impl LineReader {
+    /// Opens `file` for reading lines. The format field is not checked: any
+    /// file can be read as lines.
+    pub fn open(file: &InputFile) -> Result<LineReader, IoError> {
+        let inner = open_decompressed(file)?;
+        Ok(LineReader {
+            path: file.path.clone(),
+            compression: file.compression,
+            reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, inner)),
+            line: 0,
+        })
+    }
+
+    /// Reads the next line into `buf` (cleared first), without its trailing
+    /// `\n` or `\r\n`, and returns its 1-based line number, or `None` at the
+    /// end of the file. A UTF-8 byte order mark on line 1 is dropped.
+    ///
+    /// A read or decompression error (for example a truncated gzip or zstd
+    /// stream) is returned with the number of the line being read.
+    pub fn next_line(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>, IoError> {
+        buf.clear();
+        let n = self
+            .reader
+            .read_until(b'\n', buf)
+            .map_err(|source| IoError::Read {
+                path: self.path.clone(),
+                line: self.line + 1,
+                compression: self.compression,
+                source,
+            })?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.line += 1;
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+        }
+        if self.line == 1 && buf.starts_with(UTF8_BOM) {
+            buf.drain(..UTF8_BOM.len());
+        }
+        Ok(Some(self.line))
+    }
+
+    /// The number of lines returned so far.
+    pub fn lines_read(&self) -> u64 {
+        self.line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::path::Path;
+
+    const CONTENT: &[u8] = b"\xEF\xBB\xBFfirst\r\nsecond\n\n  third \r\nlast";
+    const LINES: [&str; 5] = ["first", "second", "", "  third ", "last"];
+
+    fn read_all(file: &InputFile) -> Result<Vec<(u64, String)>, IoError> {
+        let mut reader = LineReader::open(file)?;
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        while let Some(n) = reader.next_line(&mut buf)? {
+            out.push((n, String::from_utf8(buf.clone()).unwrap()));
+        }
+        Ok(out)
+    }
+
+    fn input(path: &Path, compression: Compression) -> InputFile {
+        InputFile {
+            path: path.to_path_buf(),
+            format: crate::source::Format::Jsonl,
+            compression,
+        }
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
+    fn expected() -> Vec<(u64, String)> {
+        (1..).zip(LINES.iter().map(|s| s.to_string())).collect()
+    }
+
+    #[test]
+    fn reads_plain_gzip_and_zstd_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("a.jsonl");
+        std::fs::write(&plain, CONTENT).unwrap();
+        assert_eq!(
+            read_all(&input(&plain, Compression::None)).unwrap(),
+            expected()
+        );
+
+        let gz = dir.path().join("a.jsonl.gz");
+        // Two gzip members, as pigz writes: both must be read.
+        let mut data = gzip(&CONTENT[..20]);
+        data.extend(gzip(&CONTENT[20..]));
+        std::fs::write(&gz, data).unwrap();
+        assert_eq!(
+            read_all(&input(&gz, Compression::Gzip)).unwrap(),
+            expected()
+        );
+
+        let zst = dir.path().join("a.jsonl.zst");
+        std::fs::write(&zst, zstd::encode_all(CONTENT, 3).unwrap()).unwrap();
+        assert_eq!(
+            read_all(&input(&zst, Compression::Zstd)).unwrap(),
+            expected()
+        );
+    }
+
+    /// Many lines, so that a truncated stream fails well after line 1.
+    fn big_content() -> Vec<u8> {
+        let mut data = Vec::new();
+        for i in 0..20_000u32 {
+            // Varying content so the compressed stream is long.
+            writeln!(
+                data,
+                "{{\"text\": \"line {i} {}\"}}",
+                i.wrapping_mul(2_654_435_761)
+            )
+            .unwrap();
+        }
+        data
+    }
+
+    fn assert_truncation_detected(path: &Path, compression: Compression, compressed: &[u8]) {
+        std::fs::write(path, &compressed[..compressed.len() / 2]).unwrap();
+        let err = read_all(&input(path, compression)).unwrap_err();
+        let IoError::Read { line, .. } = &err else {
+            panic!("expected a read error, got {err:?}");
+        };
+        assert!(*line > 1, "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "{}:{line}: {} data is truncated or corrupt",
+                path.display(),
+                compression.name()
+            )),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn truncated_gzip_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let compressed = gzip(&big_content());
+        assert_truncation_detected(
+            &dir.path().join("t.jsonl.gz"),
+            Compression::Gzip,
+            &compressed,
+        );
+    }
+
+    #[test]
+    fn truncated_zstd_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let compressed = zstd::encode_all(&big_content()[..], 3).unwrap();
+        assert_truncation_detected(
+            &dir.path().join("t.jsonl.zst"),
+            Compression::Zstd,
+            &compressed,
+        );
+    }
+
+    #[test]
+    fn every_truncation_point_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            (Compression::Gzip, gzip(CONTENT)),
+            (Compression::Zstd, zstd::encode_all(CONTENT, 3).unwrap()),
+        ];
+        for (compression, compressed) in cases {
+            let path = dir.path().join(format!("cut.{}", compression.name()));
+            for cut in 1..compressed.len() {
+                std::fs::write(&path, &compressed[..cut]).unwrap();
+                let result = read_all(&input(&path, compression));
+                assert!(
+                    matches!(result, Err(IoError::Read { .. })),
+                    "{compression:?} cut at {cut} of {}: {result:?}",
+                    compressed.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn missing_file_is_an_open_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing.jsonl");
+        let Err(err) = LineReader::open(&input(&path, Compression::None)) else {
+            panic!("opened a missing file");
+        };
+        assert!(err
+            .to_string()
+            .starts_with(&format!("{}: cannot open: ", path.display())));
+    }
+}
