@@ -84,26 +84,12 @@ fn main() -> ExitCode {
         // The reader of our output went away (`neardup hash ... | head`): not an error.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", error_chain(&err));
+            // The error and its causes, `outer: inner: ...`: the libraries' errors never repeat
+            // a cause in their own message.
+            eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
     }
-}
-
-/// The error and its causes, `outer: inner: ...` like anyhow's `{:#}`, except that a cause
-/// the message already ends with is not repeated (neardup-io's errors, like many
-/// thiserror types, show their source in their own message and also return it from
-/// `source()`).
-fn error_chain(err: &anyhow::Error) -> String {
-    let mut message = err.to_string();
-    for cause in err.chain().skip(1) {
-        let text = cause.to_string();
-        if !message.ends_with(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-    }
-    message
 }
 
 /// Reports a usage problem clap cannot check by itself the way clap reports its own
@@ -119,9 +105,11 @@ fn usage_error(subcommand: &str, message: String) -> ! {
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        let kind = match cause.downcast_ref::<neardup_io::IoError>() {
+            Some(e) => e.io_kind(),
+            None => cause.downcast_ref::<std::io::Error>().map(|e| e.kind()),
+        };
+        kind == Some(std::io::ErrorKind::BrokenPipe)
     })
 }
 
@@ -133,9 +121,21 @@ mod tests {
     fn error_chains_do_not_repeat_causes() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
         let wrapped = anyhow::Error::new(io).context("reading a.txt");
-        assert_eq!(error_chain(&wrapped), "reading a.txt: gone");
+        assert_eq!(format!("{wrapped:#}"), "reading a.txt: gone");
         let record = neardup_io::IoError::record("a.jsonl", 2, neardup_io::RecordError::EmptyLine);
-        assert_eq!(error_chain(&record.into()), "a.jsonl:2: empty line");
+        assert_eq!(
+            format!("{:#}", anyhow::Error::from(record)),
+            "a.jsonl:2: empty line"
+        );
+        let open = neardup_io::IoError::Open {
+            path: "a.jsonl".into(),
+            cause: std::io::Error::new(std::io::ErrorKind::NotFound, "gone"),
+        };
+        let job = neardup_dataflow::JobError::from(open);
+        assert_eq!(
+            format!("{:#}", anyhow::Error::from(job).context("reading inputs")),
+            "reading inputs: a.jsonl: cannot open: gone"
+        );
     }
 
     #[test]

@@ -13,7 +13,10 @@ use crate::error::IoError;
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     let write_err = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| IoError::Write { path, source }
+        move |source| IoError::Write {
+            path,
+            cause: source,
+        }
     };
     let Some(name) = path.file_name() else {
         return Err(write_err(path)(std::io::Error::new(

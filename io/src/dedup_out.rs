@@ -46,7 +46,7 @@ pub fn write_kept(file: &InputFile, removed: &HashSet<u64>, out: &Path) -> Resul
         Ok(kept) => {
             fs::rename(&tmp, out).map_err(|source| IoError::Write {
                 path: out.to_path_buf(),
-                source,
+                cause: source,
             })?;
             Ok(kept)
         }

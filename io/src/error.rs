@@ -3,6 +3,10 @@
 //! Every message starts with the file it is about (stdin is shown as
 //! `<stdin>`), then the line or row where there is one, then what was wrong,
 //! so a user reading one log line can find the bad input without context.
+//!
+//! Each message is complete, the underlying error's text at its end. The underlying error
+//! is kept, typed, in the variant's `cause` field rather than returned by `source()`, so a
+//! chain printed as `outer: inner` never says it twice.
 
 use std::path::{Path, PathBuf};
 
@@ -28,27 +32,27 @@ pub enum IoError {
     BadPattern { pattern: String, message: String },
 
     /// A file or directory could not be opened, listed or inspected.
-    #[error("{}: cannot open: {source}", shown(path))]
+    #[error("{}: cannot open: {cause}", shown(path))]
     Open {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// Reading (or decompressing) a line-oriented file failed at `line`.
-    #[error("{}:{line}: {}: {source}", shown(path), read_failure(*compression))]
+    #[error("{}:{line}: {}: {cause}", shown(path), read_failure(*compression))]
     Read {
         path: PathBuf,
         line: u64,
         compression: Compression,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// Reading (or decompressing) a whole file failed.
-    #[error("{}: {}: {source}", shown(path), read_failure(*compression))]
+    #[error("{}: {}: {cause}", shown(path), read_failure(*compression))]
     ReadWhole {
         path: PathBuf,
         compression: Compression,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// A plain-text document that is not valid UTF-8.
@@ -56,31 +60,31 @@ pub enum IoError {
     InvalidUtf8 { path: PathBuf, offset: u64 },
 
     /// A JSONL record that could not be used.
-    #[error("{}:{line}: {source}", shown(path))]
+    #[error("{}:{line}: {cause}", shown(path))]
     Record {
         path: PathBuf,
         line: u64,
-        source: RecordError,
+        cause: RecordError,
     },
 
     /// A Parquet row that could not be used (`row` counts from 0 in the file).
-    #[error("{}: row {row}: {source}", shown(path))]
+    #[error("{}: row {row}: {cause}", shown(path))]
     Row {
         path: PathBuf,
         row: u64,
-        source: RecordError,
+        cause: RecordError,
     },
 
     /// The file is not Parquet, or its footer or metadata is damaged.
-    #[error("{}: cannot read as Parquet: {source}", shown(path))]
-    Parquet { path: PathBuf, source: ParquetError },
+    #[error("{}: cannot read as Parquet: {cause}", shown(path))]
+    Parquet { path: PathBuf, cause: ParquetError },
 
     /// Decoding the data of a row group failed.
-    #[error("{}: row group {row_group}: cannot decode: {source}", shown(path))]
+    #[error("{}: row group {row_group}: cannot decode: {cause}", shown(path))]
     Decode {
         path: PathBuf,
         row_group: usize,
-        source: ArrowError,
+        cause: ArrowError,
     },
 
     /// A run directory without its `_SUCCESS` marker.
@@ -153,18 +157,18 @@ pub enum IoError {
     },
 
     /// Creating, writing, syncing or renaming an output file failed.
-    #[error("{}: cannot write: {source}", shown(path))]
+    #[error("{}: cannot write: {cause}", shown(path))]
     Write {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// An output directory could not be read, cleared or created.
-    #[error("{action} {}: {source}", path.display())]
+    #[error("{action} {}: {cause}", path.display())]
     Prepare {
         action: &'static str,
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// An output directory path names something that is not a directory.
@@ -188,30 +192,43 @@ pub enum IoError {
     NotSupported { path: PathBuf, what: &'static str },
 
     /// The Parquet writer failed.
-    #[error("{}: cannot write Parquet: {source}", shown(path))]
-    ParquetWrite { path: PathBuf, source: ParquetError },
+    #[error("{}: cannot write Parquet: {cause}", shown(path))]
+    ParquetWrite { path: PathBuf, cause: ParquetError },
 
     /// Building or converting an Arrow array failed.
-    #[error("{}: {source}", shown(path))]
-    Arrow { path: PathBuf, source: ArrowError },
+    #[error("{}: {cause}", shown(path))]
+    Arrow { path: PathBuf, cause: ArrowError },
 }
 
 impl IoError {
+    /// The kind of the operating-system error underneath, if there is one (a closed pipe, a
+    /// full disk, a missing file).
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            IoError::Open { cause, .. }
+            | IoError::Read { cause, .. }
+            | IoError::ReadWhole { cause, .. }
+            | IoError::Write { cause, .. }
+            | IoError::Prepare { cause, .. } => Some(cause.kind()),
+            _ => None,
+        }
+    }
+
     /// Wraps a JSONL record error with the file and 1-based line number.
-    pub fn record(path: impl Into<PathBuf>, line: u64, source: RecordError) -> Self {
+    pub fn record(path: impl Into<PathBuf>, line: u64, cause: RecordError) -> Self {
         IoError::Record {
             path: path.into(),
             line,
-            source,
+            cause,
         }
     }
 
     /// Wraps a Parquet row error with the file and 0-based row number.
-    pub fn row(path: impl Into<PathBuf>, row: u64, source: RecordError) -> Self {
+    pub fn row(path: impl Into<PathBuf>, row: u64, cause: RecordError) -> Self {
         IoError::Row {
             path: path.into(),
             row,
-            source,
+            cause,
         }
     }
 }

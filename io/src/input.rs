@@ -88,7 +88,7 @@ fn expand_one(pattern: &str, plain: bool, out: &mut Vec<InputFile>) -> Result<()
         }
         Err(source) => Err(IoError::Open {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         }),
     }
 }
@@ -111,7 +111,7 @@ fn expand_glob(pattern: &str, plain: bool, out: &mut Vec<InputFile>) -> Result<(
     for entry in paths {
         let path = entry.map_err(|e| IoError::Open {
             path: e.path().to_path_buf(),
-            source: e.into(),
+            cause: e.into(),
         })?;
         if is_skipped_name(&path) {
             continue;
@@ -135,7 +135,7 @@ fn walk_dir(
 ) -> Result<(), IoError> {
     let open_err = |source| IoError::Open {
         path: dir.to_path_buf(),
-        source,
+        cause: source,
     };
     if !seen.insert(fs::canonicalize(dir).map_err(open_err)?) {
         return Ok(());
@@ -148,7 +148,7 @@ fn walk_dir(
         // `fs::metadata` follows symlinks: linked data files are common.
         let meta = fs::metadata(&path).map_err(|source| IoError::Open {
             path: path.clone(),
-            source,
+            cause: source,
         })?;
         if meta.is_dir() {
             walk_dir(&path, plain, seen, out)?;

@@ -329,7 +329,7 @@ impl<R: OutputRow> PartWriter<R> {
         let dir = final_path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(|source| IoError::Write {
             path: dir.to_path_buf(),
-            source,
+            cause: source,
         })?;
         let name = final_path
             .file_name()
@@ -339,11 +339,11 @@ impl<R: OutputRow> PartWriter<R> {
         let tmp_path = dir.join(format!(".{name}.tmp"));
         let file = File::create(&tmp_path).map_err(|source| IoError::Write {
             path: tmp_path.clone(),
-            source,
+            cause: source,
         })?;
         let parquet_err = |source| IoError::ParquetWrite {
             path: tmp_path.clone(),
-            source,
+            cause: source,
         };
         let props = writer_properties().map_err(parquet_err)?;
         let writer = ArrowWriter::try_new(file, R::schema(), Some(props));
@@ -393,11 +393,14 @@ impl<R: OutputRow> PartWriter<R> {
             .into_inner()
             .map_err(|source| IoError::ParquetWrite {
                 path: self.tmp_path.clone(),
-                source,
+                cause: source,
             })?;
         let write_err = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| IoError::Write { path, source }
+            move |source| IoError::Write {
+                path,
+                cause: source,
+            }
         };
         file.sync_all().map_err(write_err(&self.tmp_path))?;
         drop(file);
@@ -413,7 +416,7 @@ impl<R: OutputRow> PartWriter<R> {
         }
         let batch = R::to_batch(&self.buffer).map_err(|source| IoError::Arrow {
             path: self.tmp_path.clone(),
-            source,
+            cause: source,
         })?;
         let writer = self
             .writer
@@ -423,7 +426,7 @@ impl<R: OutputRow> PartWriter<R> {
             .write(&batch)
             .map_err(|source| IoError::ParquetWrite {
                 path: self.tmp_path.clone(),
-                source,
+                cause: source,
             })?;
         self.buffer.clear();
         Ok(())
@@ -435,7 +438,7 @@ impl<R: OutputRow> PartWriter<R> {
 fn writer_closed(path: &Path) -> IoError {
     IoError::Write {
         path: path.to_path_buf(),
-        source: std::io::Error::other("Parquet writer already closed"),
+        cause: std::io::Error::other("Parquet writer already closed"),
     }
 }
 

@@ -101,7 +101,7 @@ pub fn prepare(dir: &Path, overwrite: bool, tables: &[Table]) -> Result<(), IoEr
         move |source| IoError::Prepare {
             action,
             path,
-            source,
+            cause: source,
         }
     };
     if dir.exists() {
@@ -182,7 +182,7 @@ pub struct RunOutputs {
 pub fn committed_parts(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
     let entries = std::fs::read_dir(dir).map_err(|source| IoError::Open {
         path: dir.to_path_buf(),
-        source,
+        cause: source,
     })?;
     let mut parts: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -203,11 +203,11 @@ fn batches(
 ) -> Result<(), IoError> {
     let file = File::open(path).map_err(|source| IoError::Open {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     let parquet = |source| IoError::Parquet {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     };
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet)?;
     let mask =

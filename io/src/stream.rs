@@ -22,13 +22,13 @@ pub fn open_decompressed(file: &InputFile) -> Result<Box<dyn Read + Send>, IoErr
     } else {
         let f = File::open(&file.path).map_err(|source| IoError::Open {
             path: file.path.clone(),
-            source,
+            cause: source,
         })?;
         Box::new(f)
     };
     let open_err = |source| IoError::Open {
         path: file.path.clone(),
-        source,
+        cause: source,
     };
     Ok(match file.compression {
         Compression::None => raw,
@@ -74,7 +74,7 @@ impl LineReader {
                 path: self.path.clone(),
                 line: self.line + 1,
                 compression: self.compression,
-                source,
+                cause: source,
             })?;
         if n == 0 {
             return Ok(None);

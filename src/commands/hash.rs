@@ -391,7 +391,7 @@ fn plural(n: u64, what: &str) -> String {
 fn stdout_error(source: io::Error) -> IoError {
     IoError::Write {
         path: PathBuf::from("<stdout>"),
-        source,
+        cause: source,
     }
 }
 
@@ -399,7 +399,7 @@ fn stdout_error(source: io::Error) -> IoError {
 /// names than `text` and `id`.
 fn with_hint(err: IoError, args: &HashArgs) -> anyhow::Error {
     let record_error = match &err {
-        IoError::Record { source, .. } | IoError::Row { source, .. } => Some(source),
+        IoError::Record { cause: source, .. } | IoError::Row { cause: source, .. } => Some(source),
         _ => None,
     };
     let hint = match (record_error, &err) {

@@ -25,10 +25,6 @@ pub struct DedupCounts {
     pub removed: u64,
 }
 
-fn io(e: neardup_io::IoError) -> JobError {
-    JobError::Output(e.to_string())
-}
-
 /// Writes the deduplicated corpus of the run in `run_dir` (whose inputs are `files`) to `dir`.
 pub fn write_dedup(
     run_dir: &Path,
@@ -37,7 +33,7 @@ pub fn write_dedup(
     overwrite: bool,
 ) -> Result<DedupCounts, JobError> {
     crate::output::prepare(dir, overwrite, &[])?;
-    let run = read_run(run_dir).map_err(io)?;
+    let run = read_run(run_dir)?;
     let mut removed_by_file: HashMap<u32, HashSet<u64>> = HashMap::new();
     let mut rows = Vec::new();
     for (&doc, &cluster) in &run.clusters {
@@ -79,16 +75,15 @@ pub fn write_dedup(
             file,
             removed_by_file.get(&(i as u32)).unwrap_or(&empty),
             &out,
-        )
-        .map_err(io)?;
+        )?;
         counts.kept += kept.kept;
         counts.removed += kept.removed;
     }
-    let mut writer = PartWriter::<RemovedRow>::create_file(&dir.join(REMOVED)).map_err(io)?;
+    let mut writer = PartWriter::<RemovedRow>::create_file(&dir.join(REMOVED))?;
     for row in rows {
-        writer.push(row).map_err(io)?;
+        writer.push(row)?;
     }
-    writer.commit().map_err(io)?;
-    mark_complete(dir).map_err(io)?;
+    writer.commit()?;
+    mark_complete(dir)?;
     Ok(counts)
 }

@@ -17,14 +17,15 @@ use crate::JobError;
 
 /// Makes `dir` ready for a run (see [`neardup_io::run_dir::prepare`]).
 pub fn prepare(dir: &Path, overwrite: bool, tables: &[Table]) -> Result<(), JobError> {
-    neardup_io::run_dir::prepare(dir, overwrite, tables)
-        .map_err(|e| JobError::Output(e.to_string()))
+    Ok(neardup_io::run_dir::prepare(dir, overwrite, tables)?)
 }
 
 /// Writes summary.json, then `_SUCCESS` if the run succeeded.
 pub fn commit(dir: &Path, summary: &JobSummary) -> Result<(), JobError> {
-    let json = serde_json::to_vec_pretty(summary)
-        .map_err(|e| JobError::Output(format!("cannot encode summary: {e}")))?;
-    neardup_io::run_dir::commit(dir, &json, summary.succeeded())
-        .map_err(|e| JobError::Output(e.to_string()))
+    let json = serde_json::to_vec_pretty(summary).map_err(JobError::Summary)?;
+    Ok(neardup_io::run_dir::commit(
+        dir,
+        &json,
+        summary.succeeded(),
+    )?)
 }

@@ -121,7 +121,7 @@ impl RecordReader for LineRecords {
 fn write_err(path: &Path) -> impl Fn(std::io::Error) -> IoError + '_ {
     move |source| IoError::Write {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     }
 }
 

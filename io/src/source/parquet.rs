@@ -265,12 +265,12 @@ const EXTRA: &str = "a numeric, temporal or string type";
 pub(crate) fn open_parquet(path: &Path) -> Result<(File, ArrowReaderMetadata), IoError> {
     let file = File::open(path).map_err(|source| IoError::Open {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|source| {
         IoError::Parquet {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         }
     })?;
     Ok((file, meta))
@@ -338,7 +338,7 @@ impl RowGroupBatches {
             .build()
             .map_err(|source| IoError::Parquet {
                 path: path.to_path_buf(),
-                source,
+                cause: source,
             })?;
         Ok(RowGroupBatches {
             path: path.to_path_buf(),
@@ -358,7 +358,7 @@ impl RowGroupBatches {
                 let batch = batch.map_err(|source| IoError::Decode {
                     path: self.path.clone(),
                     row_group: self.unit.row_group,
-                    source,
+                    cause: source,
                 })?;
                 self.rows += batch.num_rows() as u64;
                 Ok(Some(batch))
@@ -391,7 +391,7 @@ pub(crate) fn projected_position(roots: &[usize], root: usize) -> usize {
 fn arrow_err(path: &Path, source: arrow::error::ArrowError) -> IoError {
     IoError::Arrow {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     }
 }
 
@@ -588,7 +588,7 @@ fn extra_value(values: &Extra<'_>, i: usize, field: &str) -> Result<Option<f64>,
 fn write_err(path: &Path) -> impl Fn(std::io::Error) -> IoError + '_ {
     move |source| IoError::Write {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     }
 }
 
@@ -596,11 +596,11 @@ fn write_err(path: &Path) -> impl Fn(std::io::Error) -> IoError + '_ {
 fn write_parquet(path: &Path, removed: &HashSet<u64>, tmp: &Path) -> Result<Kept, IoError> {
     let open = File::open(path).map_err(|source| IoError::Open {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     let parquet_err = |source| IoError::Parquet {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     };
     let reader = ParquetRecordBatchReaderBuilder::try_new(open).map_err(parquet_err)?;
     let schema = reader.schema().clone();
@@ -612,7 +612,7 @@ fn write_parquet(path: &Path, removed: &HashSet<u64>, tmp: &Path) -> Result<Kept
     let sink = File::create(tmp).map_err(write_err(tmp))?;
     let write_parquet_err = |source| IoError::ParquetWrite {
         path: tmp.to_path_buf(),
-        source,
+        cause: source,
     };
     let mut writer = ArrowWriter::try_new(sink, schema, Some(props)).map_err(write_parquet_err)?;
     let mut row = 0u64;

@@ -74,7 +74,7 @@ impl SourceKind for Plain {
         }
         fs::copy(&file.path, tmp).map_err(|source| IoError::Write {
             path: tmp.to_path_buf(),
-            source,
+            cause: source,
         })?;
         Ok(Kept {
             kept: 1,
@@ -111,7 +111,7 @@ pub fn read_plain(file: &InputFile) -> Result<String, IoError> {
         .map_err(|source| IoError::ReadWhole {
             path: file.path.clone(),
             compression: file.compression,
-            source,
+            cause: source,
         })?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
     match std::str::from_utf8(body) {
