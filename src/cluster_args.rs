@@ -46,7 +46,7 @@ pub struct ClusterArgs {
     #[arg(
         long,
         env = "NEARDUP_CONNECT_TIMEOUT",
-        default_value_t = 120,
+        default_value_t = neardup_dataflow::control::DEFAULT_CONNECT_TIMEOUT.as_secs(),
         value_name = "SECS"
     )]
     pub connect_timeout: u64,
@@ -54,7 +54,7 @@ pub struct ClusterArgs {
     #[arg(
         long,
         env = "NEARDUP_PEER_TIMEOUT",
-        default_value_t = 60,
+        default_value_t = neardup_dataflow::control::DEFAULT_PEER_TIMEOUT.as_secs(),
         value_name = "SECS"
     )]
     pub peer_timeout: u64,

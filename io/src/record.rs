@@ -6,6 +6,12 @@
 //! kinds in [`crate::source`] turn each of them into the same [`Record`], so
 //! everything after reading is the same whatever the format.
 
+/// The field (JSON key, Parquet column) that holds the text by default
+/// (`--text-field`): what Hugging Face datasets, Dolma and RedPajama use.
+pub const DEFAULT_TEXT_FIELD: &str = "text";
+/// The field that holds a document's own id by default (`--id-field`).
+pub const DEFAULT_ID_FIELD: &str = "id";
+
 /// Which fields (JSON keys, Parquet columns) hold the text, the id and the
 /// extra (ranking) value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

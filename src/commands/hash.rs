@@ -11,7 +11,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use neardup_core::{encoding, DocFingerprint, Fingerprinter, Method};
 use neardup_io::input::{expand_inputs, InputFile};
-use neardup_io::record::{FieldSpec, Record, RecordError};
+use neardup_io::record::{FieldSpec, Record, RecordError, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 use neardup_io::source::{Payload, SourceRecord};
 use neardup_io::IoError;
 use serde::ser::{Serialize, Serializer};
@@ -47,7 +47,7 @@ pub struct HashArgs {
     #[arg(
         long,
         value_name = "FIELD",
-        default_value = "text",
+        default_value = DEFAULT_TEXT_FIELD,
         help_heading = "Input"
     )]
     pub text_field: String,
@@ -56,7 +56,7 @@ pub struct HashArgs {
     #[arg(
         long,
         value_name = "FIELD",
-        default_value = "id",
+        default_value = DEFAULT_ID_FIELD,
         help_heading = "Input"
     )]
     pub id_field: String,

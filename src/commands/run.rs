@@ -10,7 +10,7 @@ use neardup_dataflow::config::{
 };
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
 use neardup_io::input::expand_inputs;
-use neardup_io::record::FieldSpec;
+use neardup_io::record::{FieldSpec, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 use neardup_io::source::Format;
 
 use crate::cluster_args::ClusterArgs;
@@ -105,10 +105,10 @@ pub struct RunArgs {
     #[command(flatten)]
     pub job: JobArgs,
     /// JSON field (or Parquet column) holding the text
-    #[arg(long, default_value = "text")]
+    #[arg(long, default_value = DEFAULT_TEXT_FIELD)]
     pub text_field: String,
     /// JSON field (or Parquet column) holding the document's own id
-    #[arg(long, default_value = "id", conflicts_with = "no_id")]
+    #[arg(long, default_value = DEFAULT_ID_FIELD, conflicts_with = "no_id")]
     pub id_field: String,
     /// Records have no id field
     #[arg(long)]
