@@ -79,10 +79,7 @@ impl SourceKind for Jsonl {
     }
 
     fn read_cost(&self, file: &InputFile) -> Option<ReadCost> {
-        Some(ReadCost {
-            read_per_weight: file.compression.read_cost_per_byte().unwrap_or(0.1),
-            text_per_weight: file.compression.expansion(),
-        })
+        Some(ReadCost::of_stream(file))
     }
 
     fn write_kept(

@@ -155,6 +155,17 @@ pub struct ReadCost {
     pub text_per_weight: f64,
 }
 
+impl ReadCost {
+    /// The cost of a whole file read as a byte stream (JSONL, plain text): its compression's
+    /// reading cost per byte, or that of a plain copy, and how much text a byte holds.
+    pub fn of_stream(file: &InputFile) -> ReadCost {
+        ReadCost {
+            read_per_weight: file.compression.read_cost_per_byte().unwrap_or(0.1),
+            text_per_weight: file.compression.expansion(),
+        }
+    }
+}
+
 /// One record of a unit.
 #[derive(Debug, Default)]
 pub struct SourceRecord {

@@ -53,10 +53,7 @@ impl SourceKind for Plain {
     }
 
     fn read_cost(&self, file: &InputFile) -> Option<ReadCost> {
-        Some(ReadCost {
-            read_per_weight: file.compression.read_cost_per_byte().unwrap_or(0.1),
-            text_per_weight: file.compression.expansion(),
-        })
+        Some(ReadCost::of_stream(file))
     }
 
     /// The file copied as it is, or nothing if its document was removed.
