@@ -969,18 +969,14 @@ fn a_non_empty_output_directory_needs_overwrite() {
     let dir = tempfile::tempdir().unwrap();
     let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
     let out = dir.path().join("out");
-    write(&out.join("old.txt"), b"precious");
+    run_ok(&out, &[], &[&input]);
     write(&out.join("pairs/part-00007.parquet"), b"stale");
-    let stderr = assert_fails(&mut run_cmd(&out, &[], &[&input]), &out, &["--overwrite"]);
+    let before = snapshot(&out);
+    let stderr = assert_refused(&mut run_cmd(&out, &[], &[&input]), &["--overwrite"]);
     assert!(stderr.contains(s(&out)), "{stderr}");
-    assert_eq!(
-        std::fs::read(out.join("old.txt")).unwrap(),
-        b"precious",
-        "left alone"
-    );
+    assert_eq!(snapshot(&out), before, "left alone");
 
     run_ok(&out, &["--overwrite"], &[&input]);
-    assert!(!out.join("old.txt").exists(), "old files are gone");
     assert_eq!(parts(&out.join("pairs")).len(), 1, "the stale part is gone");
     assert_eq!(fingerprints(&out).len(), main_corpus::LEN);
 
@@ -988,6 +984,247 @@ fn a_non_empty_output_directory_needs_overwrite() {
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     run_ok(&empty, &[], &[&input]);
+}
+
+/// Runs a command that must be refused before it changes anything: exit code 1, an `error:`
+/// on stderr containing every one of `needles`. Returns stderr.
+fn assert_refused(cmd: &mut Command, needles: &[&str]) -> String {
+    let output = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "exit code; stderr:\n{stderr}"
+    );
+    assert!(stderr.contains("error: "), "{stderr}");
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "stderr lacks {needle:?}:\n{stderr}"
+        );
+    }
+    stderr
+}
+
+#[test]
+fn overwrite_refuses_a_directory_of_the_users_own_files_and_deletes_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
+    let mine = dir.path().join("mydir");
+    write(&mine.join("a.txt"), b"my letter");
+    write(&mine.join("notes/todo.md"), b"- buy milk");
+    write(&mine.join("photo.jpg"), &[0xff, 0xd8, 0xff, 0x00, 0x42]);
+    let before = snapshot(&mine);
+    assert_refused(
+        &mut run_cmd(&mine, &["--overwrite"], &[&input]),
+        &[
+            &format!("refusing to replace {}", mine.display()),
+            "it is not a neardup output (no .neardup or summary.json)",
+            "a.txt, notes/, photo.jpg",
+            "nothing was deleted",
+        ],
+    );
+    assert_eq!(
+        snapshot(&mine),
+        before,
+        "every file is still there, unchanged"
+    );
+}
+
+#[test]
+fn overwrite_refuses_the_directory_holding_the_input_and_the_corpus_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let corpus = jsonl(&main_docs());
+    let input = write(&data.join("corpus.jsonl"), &corpus);
+    let refused = |data: &Path| {
+        assert_refused(
+            &mut run_cmd(data, &["--overwrite"], &[&input]),
+            &[
+                &format!("refusing to replace {}", data.display()),
+                &format!("it holds the input {}", input.display()),
+            ],
+        );
+        assert_eq!(
+            std::fs::read(&input).unwrap(),
+            corpus,
+            "the corpus is intact"
+        );
+    };
+    refused(&data);
+    // Even where it looks like a neardup output, and named another way.
+    write(&data.join("summary.json"), b"{}");
+    let before = snapshot(&data);
+    refused(&data);
+    refused(&dir.path().join("data/../data/."));
+    assert_eq!(snapshot(&data), before);
+}
+
+#[test]
+fn overwrite_replaces_a_previous_run_with_or_without_its_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
+    let out = dir.path().join("out");
+    run_ok(&out, &[], &[&input]);
+    assert_eq!(
+        std::fs::read_to_string(out.join(".neardup")).unwrap(),
+        "neardup output\n"
+    );
+    run_ok(&out, &["--overwrite"], &[&input]);
+    // A run of the previous version: no marker, summary.json says it is a run; and the
+    // hidden temporary files of an interrupted one.
+    std::fs::remove_file(out.join(".neardup")).unwrap();
+    write(&out.join(".summary.json.4242.tmp"), b"{");
+    write(&out.join("clusters/.part-00009.parquet.tmp"), b"half");
+    write(&out.join("_spill/w0/t0-p3"), b"spilled");
+    run_ok(&out, &["--overwrite"], &[&input]);
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ".neardup",
+            "_SUCCESS",
+            "clusters",
+            "fingerprints",
+            "pairs",
+            "summary.json"
+        ]
+    );
+    assert_eq!(fingerprints(&out).len(), main_corpus::LEN);
+}
+
+#[test]
+fn overwrite_refuses_a_run_into_which_the_user_put_a_file_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
+    let out = dir.path().join("out");
+    run_ok(&out, &[], &[&input]);
+    write(&out.join("analysis.ipynb"), b"{\"cells\": []}");
+    write(&out.join("pairs/my-filter.csv"), b"doc_a,doc_b\n");
+    let before = snapshot(&out);
+    assert_refused(
+        &mut run_cmd(&out, &["--overwrite"], &[&input]),
+        &[
+            "besides neardup's outputs it holds analysis.ipynb, pairs/my-filter.csv",
+            "nothing was deleted",
+        ],
+    );
+    assert_eq!(
+        snapshot(&out),
+        before,
+        "the run and the user's files are untouched"
+    );
+}
+
+#[test]
+fn write_dedup_refuses_foreign_files_and_replaces_its_own_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
+    let (out, dedup) = (dir.path().join("out"), dir.path().join("dedup"));
+    let dedup_args = ["--overwrite", "--write-dedup", s(&dedup)];
+    write(&dedup.join("keep-me.jsonl"), b"{\"text\": \"mine\"}\n");
+    let before = snapshot(&dedup);
+    assert_refused(
+        &mut run_cmd(&out, &dedup_args, &[&input]),
+        &[
+            &format!("refusing to replace {}", dedup.display()),
+            "not a neardup output",
+            "keep-me.jsonl",
+        ],
+    );
+    assert_eq!(snapshot(&dedup), before);
+
+    std::fs::remove_dir_all(&dedup).unwrap();
+    run_ok(&out, &dedup_args, &[&input]);
+    let kept = std::fs::read(dedup.join("corpus.jsonl")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dedup.join(".neardup")).unwrap(),
+        "neardup output\ncorpus.jsonl\n",
+        "the marker lists the kept files"
+    );
+    run_ok(&out, &dedup_args, &[&input]);
+    assert_eq!(std::fs::read(dedup.join("corpus.jsonl")).unwrap(), kept);
+    assert!(dedup.join("_SUCCESS").is_file());
+
+    // A file the user added beside the corpus is foreign, even with the corpus's extension.
+    write(&dedup.join("extra.jsonl"), b"{\"text\": \"mine\"}\n");
+    let before = snapshot(&dedup);
+    assert_refused(
+        &mut run_cmd(&out, &dedup_args, &[&input]),
+        &["besides neardup's outputs it holds extra.jsonl"],
+    );
+    assert_eq!(snapshot(&dedup), before);
+
+    // The two outputs are never each other.
+    assert_refused(
+        &mut run_cmd(&out, &["--overwrite", "--write-dedup", s(&out)], &[&input]),
+        &[&format!(
+            "it is the --write-dedup directory {}",
+            out.display()
+        )],
+    );
+    assert!(out.join("fingerprints").is_dir());
+}
+
+#[test]
+fn overwrite_refuses_the_current_directory_even_when_it_holds_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
+    let here = dir.path().join("here");
+    run_ok(&here, &[], &[&input]);
+    write(&here.join("notes.txt"), b"mine");
+    let before = snapshot(&here);
+    assert_refused(
+        neardup()
+            .current_dir(&here)
+            .args(["run", "--overwrite", "--output", ".", s(&input)]),
+        &["refusing to replace .: it is the current directory"],
+    );
+    assert_eq!(snapshot(&here), before);
+}
+
+#[test]
+fn search_refuses_to_overwrite_the_run_holding_its_own_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
+    let out = dir.path().join("out");
+    run_ok(&out, &[], &[&input]);
+    let before = snapshot(&out);
+    let fingerprints_dir = out.join("fingerprints");
+    assert_refused(
+        neardup().args([
+            "search",
+            "--overwrite",
+            "--output",
+            s(&out),
+            s(&fingerprints_dir),
+        ]),
+        &[
+            &format!("refusing to replace {}", out.display()),
+            "it holds the input",
+            "fingerprints/part-00000.parquet",
+        ],
+    );
+    assert_eq!(snapshot(&out), before, "the fingerprints are intact");
+}
+
+#[test]
+fn overwrite_refuses_an_output_holding_the_spill_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&main_docs()));
+    let out = dir.path().join("out");
+    run_ok(&out, &[], &[&input]);
+    let before = snapshot(&out);
+    let spill = out.join("scratch");
+    assert_refused(
+        &mut run_cmd(&out, &["--overwrite", "--spill-dir", s(&spill)], &[&input]),
+        &[&format!("it holds the spill directory {}", spill.display())],
+    );
+    assert_eq!(snapshot(&out), before);
 }
 
 #[test]

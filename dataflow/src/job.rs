@@ -38,10 +38,15 @@ use crate::JobError;
 pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
     crate::config::validate(&config)?;
     let prepare = || {
-        output::prepare(&config.output, config.overwrite, output_tables(&config))?;
+        output::prepare(
+            &config.output,
+            config.overwrite,
+            output_tables(&config),
+            &protected(&config, false),
+        )?;
         if let Some(dir) = &config.write_dedup {
             // Refuse a non-empty directory before the work, not after it.
-            output::prepare(dir, config.overwrite, &[])?;
+            output::prepare(dir, config.overwrite, &[], &protected(&config, true))?;
         }
         Ok(())
     };
@@ -53,7 +58,13 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
         (Ok(mut summary), Some(dir), JobInput::Documents { files, .. })
             if config.parallelism.process == 0 =>
         {
-            let counts = crate::output::dedup::write_dedup(&config.output, files, dir, true)?;
+            let counts = crate::output::dedup::write_dedup(
+                &config.output,
+                files,
+                dir,
+                true,
+                &protected(config, true),
+            )?;
             summary.dedup = Some((counts.kept, counts.removed));
             Ok(summary)
         }
@@ -82,6 +93,35 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
         Err(e) => control.abort(&e.to_string()),
     }
     dedup(&config, result)
+}
+
+/// What `--overwrite` of an output directory must never delete: the inputs, the user's spill
+/// directory (the default `_spill` in the output directory is neardup's own) and the other
+/// output directory (`--write-dedup` for the run directory, `--output` for the dedup one).
+fn protected(config: &JobConfig, for_dedup: bool) -> Vec<output::Protected> {
+    let mut protect: Vec<output::Protected> = match &config.input {
+        JobInput::Documents { files, .. } => files
+            .iter()
+            .filter(|f| !f.is_stdin())
+            .map(|f| output::Protected::new(&f.path, "the input"))
+            .collect(),
+        JobInput::Fingerprints { files } => files
+            .iter()
+            .map(|f| output::Protected::new(f, "the input"))
+            .collect(),
+    };
+    if let Some(dir) = &config.spill_dir {
+        protect.push(output::Protected::new(dir, "the spill directory"));
+    }
+    if for_dedup {
+        protect.push(output::Protected::new(
+            &config.output,
+            "the --output directory",
+        ));
+    } else if let Some(dir) = &config.write_dedup {
+        protect.push(output::Protected::new(dir, "the --write-dedup directory"));
+    }
+    protect
 }
 
 fn output_tables(config: &JobConfig) -> &'static [output::Table] {

@@ -182,6 +182,41 @@ pub enum IoError {
     )]
     NotEmpty { path: PathBuf },
 
+    /// `--overwrite` of a directory that must never be cleared: `/`, the home or current
+    /// directory, or one that is or holds a path the run reads or writes (an input, the spill
+    /// directory, the other output directory).
+    #[error(
+        "refusing to replace {}: {reason}; nothing was deleted (choose another output directory)",
+        path.display()
+    )]
+    Protected { path: PathBuf, reason: String },
+
+    /// `--overwrite` of a directory neardup did not write: it has neither `.neardup` nor
+    /// `summary.json`. `entries` are the first few of its entries (directories end in `/`).
+    #[error(
+        "refusing to replace {}: it is not a neardup output (no .neardup or summary.json); it holds {}; nothing was deleted (remove them yourself, or choose another output directory)",
+        path.display(),
+        listed(entries, *more)
+    )]
+    NotNeardupOutput {
+        path: PathBuf,
+        entries: Vec<String>,
+        more: usize,
+    },
+
+    /// `--overwrite` of a neardup output into which other files were put: neardup deletes
+    /// only what it wrote, and refuses rather than leave a mixed directory.
+    #[error(
+        "refusing to replace {}: besides neardup's outputs it holds {}; nothing was deleted (move them away yourself, or choose another output directory)",
+        path.display(),
+        listed(entries, *more)
+    )]
+    ForeignEntries {
+        path: PathBuf,
+        entries: Vec<String>,
+        more: usize,
+    },
+
     /// A unit handed to a source kind that does not cut files that way (a row
     /// group of a JSONL file, say): the plan and the file disagree.
     #[error("{}: not a unit of a {kind} file", shown(path))]
@@ -248,6 +283,14 @@ fn read_failure(compression: Compression) -> String {
         Compression::None => "read failed".to_owned(),
         other => format!("{} data is truncated or corrupt", other.name()),
     }
+}
+
+fn listed(entries: &[String], more: usize) -> String {
+    let mut text = entries.join(", ");
+    if more > 0 {
+        text.push_str(&format!(" and {more} more"));
+    }
+    text
 }
 
 fn no_inputs_message(patterns: &[String]) -> String {

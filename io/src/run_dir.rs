@@ -6,11 +6,16 @@
 //!   pairs/part-00000.parquet ...
 //!   clusters/part-00000.parquet ...
 //!   summary.json
+//!   .neardup                              marker: neardup wrote this directory
 //!   _SUCCESS                              written last, only when everything is complete
 //! ```
 //!
 //! A deduplicated corpus (`--write-dedup DIR`) is a directory of the same
-//! kind: the kept files, [`REMOVED`] and [`SUCCESS`].
+//! kind: the kept files, [`REMOVED`], [`MARKER`] (which lists the kept files) and [`SUCCESS`].
+//!
+//! `--overwrite` replaces only what neardup wrote: [`prepare`] refuses a directory that is
+//! not a neardup output or that holds anything else, and never touches `/`, the home or
+//! current directory, or the paths a run reads or writes (see [`Protected`]).
 //!
 //! Parts are written under hidden temporary names and renamed when complete
 //! (see [`crate::parquet_out`]). A directory without `_SUCCESS` is an
@@ -37,6 +42,14 @@ pub const SUCCESS: &str = "_SUCCESS";
 pub const SUMMARY: &str = "summary.json";
 /// The table of removed documents beside a deduplicated corpus.
 pub const REMOVED: &str = "removed.parquet";
+/// The marker of a directory neardup wrote: hidden, so readers of the directory skip it.
+/// Its first line is [`MARKER_TEXT`]; a deduplicated corpus lists the files it wrote on the
+/// lines after it.
+pub const MARKER: &str = ".neardup";
+/// The first line of the marker.
+pub const MARKER_TEXT: &str = "neardup output\n";
+/// The default spill directory inside the output directory.
+pub const SPILL: &str = "_spill";
 
 /// A table of a run: a directory of part files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +58,9 @@ pub enum Table {
     Pairs,
     Clusters,
 }
+
+/// Every table.
+pub const TABLES: [Table; 3] = [Table::Fingerprints, Table::Pairs, Table::Clusters];
 
 impl Table {
     /// The table's directory name.
@@ -91,19 +107,44 @@ impl RunDir {
     }
 }
 
-/// Makes `dir` ready for a run: refuses an existing non-empty directory unless `overwrite`,
-/// in which case its contents are removed first (the `_SUCCESS` marker before anything else,
-/// so an interrupted clean-up never leaves a directory that looks complete). Then creates
-/// the directories of `tables`.
-pub fn prepare(dir: &Path, overwrite: bool, tables: &[Table]) -> Result<(), IoError> {
-    let prepare_err = |action: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| IoError::Prepare {
-            action,
-            path,
-            cause: source,
+/// A path that `--overwrite` must never delete: something the run reads or writes besides
+/// the directory being prepared (an input, the spill directory, the other output directory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Protected {
+    pub path: PathBuf,
+    /// What it is, for messages: "the input", "the spill directory", ...
+    pub what: &'static str,
+}
+
+impl Protected {
+    pub fn new(path: impl Into<PathBuf>, what: &'static str) -> Self {
+        Protected {
+            path: path.into(),
+            what,
         }
-    };
+    }
+}
+
+/// Makes `dir` ready for a run, then creates the directories of `tables` and writes the
+/// [`MARKER`].
+///
+/// An existing non-empty directory is refused unless `overwrite`. With `overwrite`, only
+/// neardup's own entries are removed, and only from a neardup output:
+/// - refused if `dir` is `/`, the home or the current directory, or is or holds one of
+///   `protect` (compared as canonical paths; `-`, stdin, is not a path);
+/// - refused if it has neither [`MARKER`] nor [`SUMMARY`] (not a neardup output), naming
+///   some of its entries;
+/// - refused, deleting nothing, if it holds anything neardup did not write (see
+///   [`own_entries`]), naming those entries.
+///
+/// Otherwise `_SUCCESS` is removed first (an interrupted clean-up never looks complete) and
+/// the marker stays until the end (an interrupted clean-up is still a neardup output).
+pub fn prepare(
+    dir: &Path,
+    overwrite: bool,
+    tables: &[Table],
+    protect: &[Protected],
+) -> Result<(), IoError> {
     if dir.exists() {
         if !dir.is_dir() {
             return Err(IoError::NotADirectory {
@@ -120,19 +161,26 @@ pub fn prepare(dir: &Path, overwrite: bool, tables: &[Table]) -> Result<(), IoEr
                     path: dir.to_path_buf(),
                 });
             }
-            let marker = dir.join(SUCCESS);
-            if marker.exists() {
-                std::fs::remove_file(&marker)
+            check_protected(dir, protect)?;
+            let doomed = own_entries(dir)?;
+            let marker = dir.join(MARKER);
+            if !marker.exists() {
+                // A run of a version that wrote no marker: mark it before clearing it.
+                write_atomically(&marker, MARKER_TEXT.as_bytes())?;
+            }
+            let success = dir.join(SUCCESS);
+            if success.exists() {
+                std::fs::remove_file(&success)
                     .map_err(prepare_err("cannot remove _SUCCESS in", dir))?;
             }
-            for entry in std::fs::read_dir(dir).map_err(prepare_err("cannot read", dir))? {
-                let path = entry.map_err(prepare_err("cannot read", dir))?.path();
-                let removed = if path.is_dir() {
-                    std::fs::remove_dir_all(&path)
+            for path in doomed.iter().filter(|p| **p != success) {
+                let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+                let removed = if is_dir {
+                    std::fs::remove_dir_all(path)
                 } else {
-                    std::fs::remove_file(&path)
+                    std::fs::remove_file(path)
                 };
-                removed.map_err(prepare_err("cannot remove", &path))?;
+                removed.map_err(prepare_err("cannot remove", path))?;
             }
         }
     }
@@ -141,7 +189,202 @@ pub fn prepare(dir: &Path, overwrite: bool, tables: &[Table]) -> Result<(), IoEr
         let sub = dir.join(table.dir_name());
         std::fs::create_dir_all(&sub).map_err(prepare_err("cannot create", &sub))?;
     }
+    write_atomically(&dir.join(MARKER), MARKER_TEXT.as_bytes())
+}
+
+fn prepare_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IoError {
+    let path = path.to_path_buf();
+    move |source| IoError::Prepare {
+        action,
+        path,
+        cause: source,
+    }
+}
+
+/// Records in `dir`'s marker the names of the files neardup is about to write there besides
+/// its fixed ones (the kept files of a deduplicated corpus), so that `--overwrite` removes
+/// them later and nothing else. Call it before writing them.
+pub fn record_written(dir: &Path, names: &[String]) -> Result<(), IoError> {
+    let mut text = MARKER_TEXT.to_string();
+    for name in names {
+        text.push_str(name);
+        text.push('\n');
+    }
+    write_atomically(&dir.join(MARKER), text.as_bytes())
+}
+
+/// A path made canonical as far as it exists (the rest appended), so that a path not created
+/// yet still compares with the directories it will be in.
+fn resolve(path: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(path).ok()?;
+    if let Ok(canonical) = absolute.canonicalize() {
+        return Some(canonical);
+    }
+    let parent = resolve(absolute.parent()?)?;
+    Some(parent.join(absolute.file_name()?))
+}
+
+/// Refuses `--overwrite` of `/`, the home or current directory, or a directory that is or
+/// holds one of `protect`.
+fn check_protected(dir: &Path, protect: &[Protected]) -> Result<(), IoError> {
+    let refuse = |reason: String| IoError::Protected {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let canonical = dir
+        .canonicalize()
+        .map_err(prepare_err("cannot resolve", dir))?;
+    if canonical.parent().is_none() {
+        return Err(refuse("it is the root directory".into()));
+    }
+    let mut special = Vec::new();
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        special.push((PathBuf::from(home), "the home directory"));
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        special.push((cwd, "the current directory"));
+    }
+    for (path, what) in &special {
+        match resolve(path) {
+            Some(p) if p == canonical => return Err(refuse(format!("it is {what}"))),
+            Some(p) if p.starts_with(&canonical) => return Err(refuse(format!("it holds {what}"))),
+            _ => {}
+        }
+    }
+    for Protected { path, what } in protect {
+        if path.as_os_str() == "-" {
+            continue;
+        }
+        match resolve(path) {
+            Some(p) if p == canonical => {
+                return Err(refuse(format!("it is {what} {}", path.display())))
+            }
+            Some(p) if p.starts_with(&canonical) => {
+                return Err(refuse(format!("it holds {what} {}", path.display())))
+            }
+            _ => {}
+        }
+    }
     Ok(())
+}
+
+/// How many entries a refusal names.
+const SHOWN_ENTRIES: usize = 5;
+
+/// The entries of `dir` that neardup wrote and `--overwrite` removes, or an error naming the
+/// others. A directory is a neardup output if it holds [`MARKER`] or [`SUMMARY`]; its own
+/// entries are then: the table directories holding only part files, [`SUMMARY`],
+/// [`SUCCESS`], [`REMOVED`], the default spill directory [`SPILL`], the files the marker
+/// lists ([`record_written`]), and the hidden temporary files of any of those
+/// (`.NAME.tmp`, `.NAME.PID.tmp`). The marker itself is not listed: it is rewritten, not
+/// removed.
+pub fn own_entries(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
+    let marker = dir.join(MARKER);
+    let listed: Vec<String> = match std::fs::read_to_string(&marker) {
+        Ok(text) => text
+            .lines()
+            .skip(1)
+            .filter(|n| !n.is_empty() && !n.contains('/') && *n != "." && *n != "..")
+            .map(str::to_string)
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let recognized = marker.is_file() || dir.join(SUMMARY).is_file();
+    let mut entries: Vec<(String, PathBuf, bool)> = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(prepare_err("cannot read", dir))? {
+        let entry = entry.map_err(prepare_err("cannot read", dir))?;
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        entries.push((
+            entry.file_name().to_string_lossy().into_owned(),
+            entry.path(),
+            is_dir,
+        ));
+    }
+    entries.sort();
+    let shown = |name: &str, is_dir: bool| {
+        if is_dir {
+            format!("{name}/")
+        } else {
+            name.to_string()
+        }
+    };
+    if !recognized {
+        let names: Vec<String> = entries.iter().map(|(n, _, d)| shown(n, *d)).collect();
+        return Err(IoError::NotNeardupOutput {
+            path: dir.to_path_buf(),
+            more: names.len().saturating_sub(SHOWN_ENTRIES),
+            entries: names.into_iter().take(SHOWN_ENTRIES).collect(),
+        });
+    }
+    let own_file = |name: &str| {
+        [SUMMARY, SUCCESS, REMOVED, MARKER].contains(&name) || listed.iter().any(|l| l == name)
+    };
+    let mut doomed = Vec::new();
+    let mut foreign = Vec::new();
+    for (name, path, is_dir) in entries {
+        if name == MARKER && !is_dir {
+            continue;
+        }
+        let own = if is_dir {
+            if name == SPILL {
+                true
+            } else if TABLES.iter().any(|t| t.dir_name() == name) {
+                let strays = foreign_parts(&path)?;
+                let own = strays.is_empty();
+                foreign.extend(strays.into_iter().map(|s| format!("{name}/{s}")));
+                if !own {
+                    continue;
+                }
+                true
+            } else {
+                false
+            }
+        } else {
+            own_file(&name) || temporary_of(&name).is_some_and(own_file)
+        };
+        if own {
+            doomed.push(path);
+        } else {
+            foreign.push(shown(&name, is_dir));
+        }
+    }
+    if foreign.is_empty() {
+        Ok(doomed)
+    } else {
+        Err(IoError::ForeignEntries {
+            path: dir.to_path_buf(),
+            more: foreign.len().saturating_sub(SHOWN_ENTRIES),
+            entries: foreign.into_iter().take(SHOWN_ENTRIES).collect(),
+        })
+    }
+}
+
+/// The entries of a table directory that are not part files or their temporary files.
+fn foreign_parts(dir: &Path) -> Result<Vec<String>, IoError> {
+    let mut strays = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(prepare_err("cannot read", dir))? {
+        let entry = entry.map_err(prepare_err("cannot read", dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        let part = |n: &str| n.starts_with("part-") && n.ends_with(".parquet");
+        if !(is_file && (part(&name) || temporary_of(&name).is_some_and(part))) {
+            strays.push(name);
+        }
+    }
+    strays.sort();
+    Ok(strays)
+}
+
+/// The name a hidden temporary file of neardup's stands for: `.NAME.tmp` (part and kept
+/// files) or `.NAME.PID.tmp` ([`write_atomically`]).
+fn temporary_of(name: &str) -> Option<&str> {
+    let core = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    if let Some((front, pid)) = core.rsplit_once('.') {
+        if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) {
+            return Some(front);
+        }
+    }
+    Some(core)
 }
 
 /// Writes `summary.json` (the bytes given), then `_SUCCESS` if the run succeeded; each
@@ -321,32 +564,246 @@ mod tests {
     use super::*;
     use crate::parquet_out::{ClusterRow, FingerprintRow, PairKind, PairRow, PartWriter};
 
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Every file under `dir` with its contents, to show that a refusal touched nothing.
+    fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files.push((path.clone(), Vec::new()));
+                files.extend(snapshot(&path));
+            } else {
+                files.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+        files.sort();
+        files
+    }
+
+    fn write(path: &Path, bytes: &[u8]) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
     #[test]
     fn prepare_refuses_or_clears_and_creates_the_tables() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("run");
-        prepare(&out, false, &[Table::Pairs]).unwrap();
+        prepare(&out, false, &[Table::Pairs], &[]).unwrap();
         assert!(out.join("pairs").is_dir());
+        assert_eq!(
+            std::fs::read_to_string(out.join(MARKER)).unwrap(),
+            MARKER_TEXT
+        );
         std::fs::write(out.join(SUCCESS), b"").unwrap();
         assert_eq!(
-            prepare(&out, false, &[]).unwrap_err().to_string(),
+            prepare(&out, false, &[], &[]).unwrap_err().to_string(),
             format!(
                 "output directory {} exists and is not empty (pass --overwrite to replace it)",
                 out.display()
             )
         );
-        prepare(&out, true, &[Table::Fingerprints]).unwrap();
-        let names: Vec<_> = std::fs::read_dir(&out)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["fingerprints"]);
+        write(&out.join("pairs/part-00003.parquet"), b"old");
+        write(&out.join("pairs/.part-00004.parquet.tmp"), b"half");
+        write(&out.join(".summary.json.123.tmp"), b"half");
+        write(&out.join("_spill/w0/p1"), b"spilled");
+        prepare(&out, true, &[Table::Fingerprints], &[]).unwrap();
+        assert_eq!(names(&out), [MARKER, "fingerprints"]);
         let file = dir.path().join("file");
         std::fs::write(&file, b"x").unwrap();
         assert_eq!(
-            prepare(&file, true, &[]).unwrap_err().to_string(),
+            prepare(&file, true, &[], &[]).unwrap_err().to_string(),
             format!("{} exists and is not a directory", file.display())
         );
+    }
+
+    #[test]
+    fn overwrite_refuses_a_directory_neardup_did_not_write_and_deletes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("mine");
+        for name in ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "f.txt"] {
+            write(&out.join(name), name.as_bytes());
+        }
+        write(&out.join("notes/x"), b"x");
+        let before = snapshot(&out);
+        let err = prepare(&out, true, &TABLES, &[]).unwrap_err();
+        assert!(
+            matches!(err, IoError::NotNeardupOutput { more: 2, .. }),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "refusing to replace {}: it is not a neardup output (no .neardup or summary.json); \
+                 it holds a.txt, b.txt, c.txt, d.txt, e.txt and 2 more; nothing was deleted \
+                 (remove them yourself, or choose another output directory)",
+                out.display()
+            )
+        );
+        assert_eq!(snapshot(&out), before);
+    }
+
+    #[test]
+    fn overwrite_refuses_a_neardup_output_holding_foreign_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        prepare(&out, false, &TABLES, &[]).unwrap();
+        commit(&out, b"{}", true).unwrap();
+        write(&out.join("my-notes.txt"), b"precious");
+        write(&out.join("pairs/extra.csv"), b"mine too");
+        write(&out.join(".hidden.tmp"), b"not neardup's");
+        let before = snapshot(&out);
+        let err = prepare(&out, true, &TABLES, &[]).unwrap_err();
+        assert!(matches!(err, IoError::ForeignEntries { .. }), "{err:?}");
+        let message = err.to_string();
+        for name in [".hidden.tmp", "my-notes.txt", "pairs/extra.csv"] {
+            assert!(message.contains(name), "{message}");
+        }
+        assert!(message.contains("nothing was deleted"), "{message}");
+        assert_eq!(snapshot(&out), before, "not even _SUCCESS was removed");
+    }
+
+    #[test]
+    fn overwrite_replaces_a_run_without_a_marker_by_its_summary() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        write(&out.join("fingerprints/part-00000.parquet"), b"old");
+        write(&out.join(SUMMARY), b"{}");
+        write(&out.join(SUCCESS), b"");
+        prepare(&out, true, &TABLES, &[]).unwrap();
+        assert_eq!(names(&out), [MARKER, "clusters", "fingerprints", "pairs"]);
+        assert!(names(&out.join("fingerprints")).is_empty());
+    }
+
+    #[test]
+    fn overwrite_removes_only_the_files_the_marker_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("dedup");
+        prepare(&out, false, &[], &[]).unwrap();
+        record_written(&out, &["a.jsonl".into(), "b.parquet".into()]).unwrap();
+        write(&out.join("a.jsonl"), b"kept");
+        write(&out.join(".b.parquet.tmp"), b"half");
+        write(&out.join(REMOVED), b"rows");
+        write(&out.join(SUCCESS), b"");
+        prepare(&out, true, &[], &[]).unwrap();
+        assert_eq!(names(&out), [MARKER]);
+        assert_eq!(
+            std::fs::read_to_string(out.join(MARKER)).unwrap(),
+            MARKER_TEXT,
+            "the list starts again"
+        );
+        write(&out.join("a.jsonl"), b"no longer listed");
+        let err = prepare(&out, true, &[], &[]).unwrap_err();
+        assert!(err.to_string().contains("a.jsonl"), "{err}");
+        assert_eq!(
+            std::fs::read(out.join("a.jsonl")).unwrap(),
+            b"no longer listed"
+        );
+    }
+
+    #[test]
+    fn overwrite_never_clears_a_directory_holding_what_the_run_reads_or_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        prepare(&out, false, &TABLES, &[]).unwrap();
+        write(
+            &out.join("fingerprints/part-00000.parquet"),
+            b"fingerprints",
+        );
+        commit(&out, b"{}", true).unwrap();
+        let before = snapshot(&out);
+        let cases = [
+            (
+                Protected::new(out.join("fingerprints/part-00000.parquet"), "the input"),
+                "it holds the input",
+            ),
+            (
+                Protected::new(&out, "the --output directory"),
+                "it is the --output directory",
+            ),
+            (
+                // Not created yet: still compared with where it will be.
+                Protected::new(out.join("tmp/spill"), "the spill directory"),
+                "it holds the spill directory",
+            ),
+            (
+                Protected::new(dir.path().join("run/../run/pairs"), "the input"),
+                "it holds the input",
+            ),
+        ];
+        for (protected, reason) in cases {
+            let err = prepare(&out, true, &TABLES, std::slice::from_ref(&protected)).unwrap_err();
+            assert!(matches!(err, IoError::Protected { .. }), "{err:?}");
+            let message = err.to_string();
+            assert!(message.contains(reason), "{message}");
+            assert!(
+                message.contains(&protected.path.display().to_string()),
+                "{message}"
+            );
+            assert_eq!(snapshot(&out), before);
+        }
+        // A protected path outside, or containing the directory, or stdin, does not matter.
+        let fine = [
+            Protected::new(dir.path().join("corpus.jsonl"), "the input"),
+            Protected::new(dir.path(), "the spill directory"),
+            Protected::new("-", "the input"),
+        ];
+        prepare(&out, true, &TABLES, &fine).unwrap();
+    }
+
+    #[test]
+    fn overwrite_never_clears_the_root_the_home_or_the_current_directory() {
+        let err = prepare(Path::new("/"), true, &[], &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "refusing to replace /: it is the root directory; nothing was deleted \
+             (choose another output directory)"
+        );
+        let cwd = std::env::current_dir().unwrap();
+        let err = prepare(&cwd, true, &[], &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("it is the current directory"),
+            "{err}"
+        );
+        let err = prepare(Path::new("."), true, &[], &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("it is the current directory"),
+            "{err}"
+        );
+        let parent = cwd.parent().unwrap();
+        let err = prepare(parent, true, &[], &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("it holds the current directory")
+                || err.to_string().contains("home directory"),
+            "{err}"
+        );
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+            if home.is_dir() && std::fs::read_dir(&home).unwrap().next().is_some() {
+                let err = prepare(&home, true, &[], &[]).unwrap_err();
+                assert!(matches!(err, IoError::Protected { .. }), "{err:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn temporary_names_stand_for_what_they_will_become() {
+        assert_eq!(temporary_of(".summary.json.4242.tmp"), Some("summary.json"));
+        assert_eq!(
+            temporary_of(".part-00003.parquet.tmp"),
+            Some("part-00003.parquet")
+        );
+        assert_eq!(temporary_of(".a.jsonl.tmp"), Some("a.jsonl"));
+        assert_eq!(temporary_of("summary.json"), None);
+        assert_eq!(temporary_of(".x"), None);
     }
 
     #[test]
@@ -354,7 +811,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("run");
         let tables = [Table::Fingerprints, Table::Pairs, Table::Clusters];
-        prepare(&out, false, &tables).unwrap();
+        prepare(&out, false, &tables, &[]).unwrap();
         let run = RunDir::new(&out);
         let mut fps =
             PartWriter::<FingerprintRow>::create(&run.table(Table::Fingerprints), 1).unwrap();

@@ -82,7 +82,8 @@ pub struct JobArgs {
     /// Output directory (refused if it exists and is not empty, unless --overwrite)
     #[arg(short = 'o', long, value_name = "DIR")]
     pub output: PathBuf,
-    /// Replace the contents of an existing output directory
+    /// Replace a previous neardup output (only what neardup wrote; a directory holding
+    /// anything else, an input or the spill directory is refused)
     #[arg(long)]
     pub overwrite: bool,
     #[command(flatten)]

@@ -53,6 +53,23 @@ pub fn jsonl_line(out: &mut impl Write, id: u64, text: &str) {
     out.write_all(b"\n").unwrap();
 }
 
+/// Every file and directory under `dir` with its contents (empty for a directory), sorted: equal
+/// snapshots before and after a command show it changed nothing there.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.push((path.clone(), Vec::new()));
+            files.extend(snapshot(&path));
+        } else {
+            files.push((path.clone(), std::fs::read(&path).unwrap()));
+        }
+    }
+    files.sort();
+    files
+}
+
 pub fn write(path: &Path, bytes: &[u8]) -> PathBuf {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).unwrap();

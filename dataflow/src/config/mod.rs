@@ -266,7 +266,7 @@ impl JobConfig {
     /// meet). Removed when the job is done.
     pub fn spill_root(&self) -> PathBuf {
         match &self.spill_dir {
-            None => self.output.join("_spill"),
+            None => self.output.join(neardup_io::run_dir::SPILL),
             Some(dir) => {
                 let id = self
                     .job_id()

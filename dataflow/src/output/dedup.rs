@@ -13,7 +13,7 @@ use std::path::Path;
 use neardup_io::dedup_out::{output_path, write_kept};
 use neardup_io::input::InputFile;
 use neardup_io::parquet_out::{PartWriter, RemovedRow};
-use neardup_io::run_dir::{mark_complete, read_run, REMOVED};
+use neardup_io::run_dir::{mark_complete, read_run, record_written, Protected, REMOVED};
 
 use crate::records::RECORD_BITS;
 use crate::JobError;
@@ -25,14 +25,18 @@ pub struct DedupCounts {
     pub removed: u64,
 }
 
-/// Writes the deduplicated corpus of the run in `run_dir` (whose inputs are `files`) to `dir`.
+/// Writes the deduplicated corpus of the run in `run_dir` (whose inputs are `files`) to `dir`,
+/// which `--overwrite` may clear except for `protect` (see [`neardup_io::run_dir::prepare`]).
+/// The names of the kept files are recorded in the directory's marker before they are
+/// written, so that a later `--overwrite` removes them and nothing else.
 pub fn write_dedup(
     run_dir: &Path,
     files: &[InputFile],
     dir: &Path,
     overwrite: bool,
+    protect: &[Protected],
 ) -> Result<DedupCounts, JobError> {
-    crate::output::prepare(dir, overwrite, &[])?;
+    crate::output::prepare(dir, overwrite, &[], protect)?;
     let run = read_run(run_dir)?;
     let mut removed_by_file: HashMap<u32, HashSet<u64>> = HashMap::new();
     let mut rows = Vec::new();
@@ -59,22 +63,34 @@ pub fn write_dedup(
     // Inputs with the same file name (from different folders) get their number in front.
     let names: Vec<_> = files.iter().map(|f| output_path(dir, f)).collect();
     let clash = names.iter().collect::<HashSet<_>>().len() < names.len();
+    let outs: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut out = name.clone();
+            if clash {
+                out.set_file_name(format!(
+                    "{i:05}-{}",
+                    out.file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default()
+                ));
+            }
+            out
+        })
+        .collect();
+    let written: Vec<String> = outs
+        .iter()
+        .filter_map(|o| o.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    record_written(dir, &written)?;
     let mut counts = DedupCounts::default();
-    for (i, file) in files.iter().enumerate() {
-        let mut out = names[i].clone();
-        if clash {
-            out.set_file_name(format!(
-                "{i:05}-{}",
-                out.file_name()
-                    .map(|n| n.to_string_lossy())
-                    .unwrap_or_default()
-            ));
-        }
+    for (i, (file, out)) in files.iter().zip(&outs).enumerate() {
         let empty = HashSet::new();
         let kept = write_kept(
             file,
             removed_by_file.get(&(i as u32)).unwrap_or(&empty),
-            &out,
+            out,
         )?;
         counts.kept += kept.kept;
         counts.removed += kept.removed;

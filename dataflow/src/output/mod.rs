@@ -10,14 +10,21 @@ pub mod dedup;
 
 use std::path::Path;
 
-pub use neardup_io::run_dir::{RunDir as OutputDirs, Table, SUCCESS, SUMMARY};
+pub use neardup_io::run_dir::{Protected, RunDir as OutputDirs, Table, SUCCESS, SUMMARY};
 
 use crate::report::JobSummary;
 use crate::JobError;
 
 /// Makes `dir` ready for a run (see [`neardup_io::run_dir::prepare`]).
-pub fn prepare(dir: &Path, overwrite: bool, tables: &[Table]) -> Result<(), JobError> {
-    Ok(neardup_io::run_dir::prepare(dir, overwrite, tables)?)
+pub fn prepare(
+    dir: &Path,
+    overwrite: bool,
+    tables: &[Table],
+    protect: &[Protected],
+) -> Result<(), JobError> {
+    Ok(neardup_io::run_dir::prepare(
+        dir, overwrite, tables, protect,
+    )?)
 }
 
 /// Writes summary.json, then `_SUCCESS` if the run succeeded.
