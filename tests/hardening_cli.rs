@@ -242,3 +242,45 @@ fn a_damaged_checksummed_parquet_page_is_an_error_naming_the_file() {
     let after = stdout_of(neardup().args(["hash", s(&plain_bad)]));
     assert_ne!(before, after);
 }
+
+// ---------------------------------------------------------------------------------------
+// Ids as written
+
+#[test]
+fn integer_ids_beyond_64_bits_stay_distinct() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.jsonl");
+    // Two ids that differ only in the last digit, far beyond 2^64 (and f64's precision),
+    // one beyond -2^63, and ordinary ones that keep today's form.
+    std::fs::write(
+        &path,
+        concat!(
+            "{\"id\": 123456789012345678901234567890, \"text\": \"alpha beta gamma\"}\n",
+            "{\"id\": 123456789012345678901234567891, \"text\": \"delta epsilon zeta\"}\n",
+            "{\"id\": -98765432109876543210, \"text\": \"eta theta iota\"}\n",
+            "{\"id\": 1e3, \"text\": \"kappa lambda mu\"}\n",
+            "{\"id\": 2.50, \"text\": \"nu xi omicron\"}\n",
+            "{\"id\": 42, \"text\": \"pi rho sigma\"}\n",
+        ),
+    )
+    .unwrap();
+    let expected = [
+        "123456789012345678901234567890",
+        "123456789012345678901234567891",
+        "-98765432109876543210",
+        "1000",
+        "2.5",
+        "42",
+    ];
+
+    let out = stdout_of(neardup().args(["hash", "--quiet", s(&path)]));
+    let hashed: Vec<&str> = out.lines().map(|l| l.split('\t').next().unwrap()).collect();
+    assert_eq!(hashed, expected);
+
+    let run = dir.path().join("out");
+    common::run_ok(&run, &["--quiet"], &[&path]);
+    let mut rows = fingerprints(&run);
+    rows.sort_by_key(|r| r.record);
+    let ids: Vec<String> = rows.into_iter().map(|r| r.id.unwrap()).collect();
+    assert_eq!(ids, expected);
+}
