@@ -284,3 +284,98 @@ fn integer_ids_beyond_64_bits_stay_distinct() {
     let ids: Vec<String> = rows.into_iter().map(|r| r.id.unwrap()).collect();
     assert_eq!(ids, expected);
 }
+
+// ---------------------------------------------------------------------------------------
+// Closed and full standard output
+
+/// A corpus with near duplicates, its run, and a truth file: what `eval` needs.
+fn eval_fixture(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let base = "the committee agreed to repair the old stone bridge before winter and to plant \
+                a row of trees along the new road near the school";
+    let corpus = dir.join("c.jsonl");
+    std::fs::write(
+        &corpus,
+        jsonl_values(&[
+            json!({"id": "a", "text": base}),
+            json!({"id": "b", "text": base.to_uppercase()}),
+            json!({"id": "c", "text": format!("{base} indeed")}),
+            json!({"id": "d", "text": "bees visit thousands of flowers every day"}),
+        ]),
+    )
+    .unwrap();
+    let out = dir.join("run");
+    common::run_ok(&out, &["--quiet"], &[&corpus]);
+    let truth = dir.join("truth.tsv");
+    std::fs::write(&truth, "id1\tid2\tjaccard\na\tb\t1.0\na\tc\t0.9\n").unwrap();
+    (corpus, out, truth)
+}
+
+/// The commands under test, each writing to stdout: eval (text and JSON), compare (text and
+/// JSON), hash (more than a pipe's buffer, so that it writes after the reader is gone).
+fn stdout_commands(dir: &Path) -> Vec<Vec<String>> {
+    let (_, run, truth) = eval_fixture(dir);
+    let big = dir.join("big.jsonl");
+    let mut lines = Vec::new();
+    for i in 0..20_000 {
+        common::jsonl_line(&mut lines, i, &format!("document number {i} of many"));
+    }
+    std::fs::write(&big, lines).unwrap();
+    let owned = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    vec![
+        owned(&["eval", "--run", s(&run), "--truth", s(&truth)]),
+        owned(&["eval", "--json", "--run", s(&run), "--truth", s(&truth)]),
+        owned(&["compare", "--text", "a b c d e f", "--text", "a b c d e g"]),
+        owned(&[
+            "compare",
+            "--json",
+            "--text",
+            "a b c d e f",
+            "--text",
+            "a b c d e g",
+        ]),
+        owned(&["hash", "--quiet", s(&big)]),
+    ]
+}
+
+#[test]
+fn a_closed_stdout_ends_every_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in stdout_commands(dir.path()) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the command writes anything.
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}:\n{stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}:\n{stderr}");
+        assert!(!stderr.contains("error"), "{args:?}:\n{stderr}");
+    }
+}
+
+#[test]
+fn a_full_stdout_is_an_error_for_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in stdout_commands(dir.path()) {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(&args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}:\n{stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}:\n{stderr}");
+        assert!(
+            stderr.contains("error: <stdout>: cannot write: No space left on device"),
+            "{args:?}:\n{stderr}"
+        );
+    }
+}
