@@ -379,3 +379,65 @@ fn a_full_stdout_is_an_error_for_every_command() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// eval's truth file
+
+#[test]
+fn eval_refuses_bad_truth_files_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, run, _) = eval_fixture(dir.path());
+    let cases: [(&str, &str, &str); 6] = [
+        (
+            "id1\tid2\tjaccard\na\tb\t1.0\na\tc\tNaN\n",
+            ":3",
+            "jaccard \"NaN\" is not a number in [0, 1]",
+        ),
+        (
+            "id1\tid2\tjaccard\na\tb\t7.5\n",
+            ":2",
+            "jaccard \"7.5\" is not a number in [0, 1]",
+        ),
+        (
+            "id1\tid2\tjaccard\na\tb\t-1\n",
+            ":2",
+            "jaccard \"-1\" is not a number in [0, 1]",
+        ),
+        (
+            "id1\tid2\tjaccard\na\tb\t1\nc\tc\t1\n",
+            ":3",
+            "id \"c\" is paired with itself",
+        ),
+        ("id1\tid2\tjaccard\n", "", "no pairs after the header"),
+        ("", "", "empty file"),
+    ];
+    for (i, (text, at, message)) in cases.into_iter().enumerate() {
+        let truth = dir.path().join(format!("truth-{i}.tsv"));
+        std::fs::write(&truth, text).unwrap();
+        let stderr = common::assert_fails(
+            neardup().args(["eval", "--run", s(&run), "--truth", s(&truth)]),
+            &dir.path().join("none"),
+            &[&format!("error: {}{at}: {message}", s(&truth))],
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_failed_eval_sweep_leaves_no_temporary_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (corpus, _, _) = eval_fixture(dir.path());
+    let truth = dir.path().join("bad.tsv");
+    std::fs::write(&truth, "id1\tid2\tjaccard\na\tb\t7.5\n").unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    common::assert_fails(
+        neardup()
+            .env("TMPDIR", &tmp)
+            .args(["eval", "--sweep", s(&corpus), "--truth", s(&truth)]),
+        &dir.path().join("none"),
+        &["jaccard \"7.5\" is not a number in [0, 1]"],
+    );
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
