@@ -69,6 +69,15 @@ pub enum TruthError {
         #[source]
         source: ParseFloatError,
     },
+    /// A Jaccard similarity that parses but is not in [0, 1] (NaN, infinities, 7.5, -1).
+    #[error("jaccard {value:?} is not a number in [0, 1]")]
+    JaccardOutOfRange { line: usize, value: String },
+    /// Both ids of a pair are the same document.
+    #[error("id {id:?} is paired with itself")]
+    SelfPair { line: usize, id: String },
+    /// A header and no pairs: every score would be vacuous (recall 1.0 of nothing).
+    #[error("no pairs after the header")]
+    NoPairs,
 }
 
 impl TruthError {
@@ -76,10 +85,12 @@ impl TruthError {
     /// one line.
     pub fn line(&self) -> Option<usize> {
         match self {
-            TruthError::Empty | TruthError::MissingColumns { .. } => None,
+            TruthError::Empty | TruthError::MissingColumns { .. } | TruthError::NoPairs => None,
             TruthError::FieldCount { line, .. }
             | TruthError::UnknownId { line, .. }
-            | TruthError::BadJaccard { line, .. } => Some(*line),
+            | TruthError::BadJaccard { line, .. }
+            | TruthError::JaccardOutOfRange { line, .. }
+            | TruthError::SelfPair { line, .. } => Some(*line),
         }
     }
 }
@@ -89,7 +100,9 @@ impl TruthError {
 ///
 /// `doc_of` maps an id to the run's doc number. With `skip_unknown` (a sweep over a sample),
 /// pairs with an id `doc_of` does not know are left out; otherwise they are an error.
-/// Errors are reported for the first bad line.
+/// Jaccard values must be numbers in [0, 1], a pair's two ids must differ, and the file must
+/// have at least one pair (a file that is only a header is refused, even if `skip_unknown`
+/// would then leave no pair anyway). Errors are reported for the first bad line.
 pub fn parse_truth(
     text: &str,
     doc_of: impl Fn(&str) -> Option<u64>,
@@ -108,6 +121,10 @@ pub fn parse_truth(
         .filter(|&i| ![Some(c1), Some(c2), Some(cj), cf].contains(&Some(i)))
         .collect();
     let mut pairs = Vec::new();
+    let mut lines = lines.peekable();
+    if lines.peek().is_none() {
+        return Err(TruthError::NoPairs);
+    }
     for (n, line_text) in lines.enumerate() {
         let line = n + 2;
         let fields: Vec<&str> = line_text.split('\t').collect();
@@ -116,6 +133,12 @@ pub fn parse_truth(
                 line,
                 fields: fields.len(),
                 header: header.len(),
+            });
+        }
+        if fields[c1] == fields[c2] {
+            return Err(TruthError::SelfPair {
+                line,
+                id: fields[c1].to_string(),
             });
         }
         let (d1, d2) = (doc_of(fields[c1]), doc_of(fields[c2]));
@@ -129,6 +152,12 @@ pub fn parse_truth(
                 value: fields[cj].to_string(),
                 source,
             })?;
+        if !(0.0..=1.0).contains(&jaccard) {
+            return Err(TruthError::JaccardOutOfRange {
+                line,
+                value: fields[cj].to_string(),
+            });
+        }
         let known = |d: Option<u64>, i: usize| {
             d.ok_or_else(|| TruthError::UnknownId {
                 line,
@@ -412,6 +441,36 @@ mod tests {
         assert_eq!(err.to_string(), "jaccard \"high\" is not a number");
         assert!(std::error::Error::source(&err).is_some());
         assert_eq!(err.line(), Some(2));
+    }
+
+    #[test]
+    fn truth_values_out_of_range_self_pairs_and_no_pairs_are_refused() {
+        for value in ["NaN", "nan", "7.5", "-1", "inf", "-0.0001", "1.0000001"] {
+            let text = format!("id1\tid2\tjaccard\na\tb\t0.9\na\tc\t{value}\n");
+            let err = parse_truth(&text, ids, false).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("jaccard {value:?} is not a number in [0, 1]")
+            );
+            assert_eq!(err.line(), Some(3));
+        }
+        for value in ["0", "1", "0.0", "1.0", "1e-3"] {
+            let text = format!("id1\tid2\tjaccard\na\tb\t{value}\n");
+            assert!(parse_truth(&text, ids, false).is_ok(), "{value}");
+        }
+        let err = parse_truth("id1\tid2\tjaccard\na\tb\t1\nc\tc\t1\n", ids, false).unwrap_err();
+        assert_eq!(err.to_string(), "id \"c\" is paired with itself");
+        assert_eq!(err.line(), Some(3));
+        // Also when the id is unknown and unknown ids are skipped.
+        let err = parse_truth("id1\tid2\tjaccard\nzz\tzz\t1\n", ids, true).unwrap_err();
+        assert!(matches!(err, TruthError::SelfPair { line: 2, .. }));
+        for skip in [false, true] {
+            let err = parse_truth("id1\tid2\tjaccard\n", ids, skip).unwrap_err();
+            assert_eq!(
+                (err.to_string(), err.line()),
+                ("no pairs after the header".into(), None)
+            );
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ use neardup_io::input::expand_inputs;
 use neardup_io::source::plain::read_plain;
 use serde::Serialize;
 
+use crate::commands::write_stdout;
 use crate::scheme_args::SchemeArgs;
 
 const EXAMPLES: &str = "\
@@ -108,14 +109,16 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         )
     };
     let report = compare(&scheme, args.shingle_jaccard as usize, &a, &b);
-    let mut out = io::stdout().lock();
+    // The whole report first, then one write: stdout's errors (a closed pipe, a full disk)
+    // come out as such, not inside serde_json's.
+    let mut text = Vec::new();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
+        serde_json::to_writer_pretty(&mut text, &report)?;
+        writeln!(text)?;
     } else {
-        report.write_text(&mut out)?;
+        report.write_text(&mut text)?;
     }
-    out.flush()?;
+    write_stdout(&String::from_utf8(text)?)?;
     Ok(())
 }
 

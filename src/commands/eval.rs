@@ -7,7 +7,9 @@ use anyhow::{bail, Result};
 use neardup_core::eval::{Recall, Scores};
 use neardup_core::DEFAULT_JACCARD;
 
-use crate::commands::sweep;
+use std::fmt::Write as _;
+
+use crate::commands::{sweep, write_stdout};
 use crate::run_scores::score_run;
 
 pub const EVAL_EXAMPLES: &str = "\
@@ -93,7 +95,15 @@ fn recall_json<'a>(
     .collect()
 }
 
+/// Prints the scores: the whole text first, then one write to stdout (a closed pipe ends
+/// quietly, a full disk is an error; see [`write_stdout`]).
 fn print_scores(args: &EvalArgs, scores: &Scores) -> Result<()> {
+    write_stdout(&format_scores(args, scores)?)?;
+    Ok(())
+}
+
+fn format_scores(args: &EvalArgs, scores: &Scores) -> Result<String> {
+    let mut text = String::new();
     let Scores {
         positives,
         pairs: pairs_score,
@@ -121,42 +131,50 @@ fn print_scores(args: &EvalArgs, scores: &Scores) -> Result<()> {
             "adjusted_rand_index": ari,
             "recall_by_jaccard": band_json, "recall_by_label": label_json,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        writeln!(text, "{}", serde_json::to_string_pretty(&out)?)?;
+        return Ok(text);
     }
-    println!(
+    writeln!(
+        text,
         "positives: {} truth pairs with Jaccard >= {}",
         positives, args.min_jaccard
-    );
-    println!("| level | predicted | true positives | precision | recall | F1 | precision vs any truth pair |");
-    println!("|---|---|---|---|---|---|---|");
+    )?;
+    writeln!(
+            text,"| level | predicted | true positives | precision | recall | F1 | precision vs any truth pair |")?;
+    writeln!(text, "|---|---|---|---|---|---|---|")?;
     for (name, s, lenient) in [
         ("reported pairs", pairs_score, pairs_lenient),
         ("pairs within clusters", cluster_score, cluster_lenient),
     ] {
-        println!(
+        writeln!(
+            text,
             "| {name} | {} | {} | {:.4} | {:.4} | {:.4} | {:.4} |",
             s.predicted, s.true_positives, s.precision, s.recall, s.f1, lenient
-        );
+        )?;
     }
     if let Some(ari) = ari {
-        println!("adjusted Rand index (clusters vs true families): {ari:.4}");
+        writeln!(
+            text,
+            "adjusted Rand index (clusters vs true families): {ari:.4}"
+        )?;
     }
-    println!(
+    writeln!(
+        text,
         "\n| truth Jaccard | truth pairs | recall (pairs) | recall (clusters) |\n|---|---|---|---|"
-    );
+    )?;
     for (band, r) in by_band.iter() {
         let (n, p, c) = (r.truth_pairs, r.recall_pairs, r.recall_clusters);
-        println!("| {band} | {n} | {p:.4} | {c:.4} |");
+        writeln!(text, "| {band} | {n} | {p:.4} | {c:.4} |")?;
     }
     if !by_label.is_empty() {
-        println!("\n| label (positives only) | truth pairs | recall (pairs) | recall (clusters) |\n|---|---|---|---|");
+        writeln!(
+            text,"\n| label (positives only) | truth pairs | recall (pairs) | recall (clusters) |\n|---|---|---|---|")?;
         for (label, r) in by_label.iter() {
             let (n, p, c) = (r.truth_pairs, r.recall_pairs, r.recall_clusters);
-            println!("| {label} | {n} | {p:.4} | {c:.4} |");
+            writeln!(text, "| {label} | {n} | {p:.4} | {c:.4} |")?;
         }
     }
-    Ok(())
+    Ok(text)
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 //! `--skip-invalid`, is counted and reported in the summary on stderr.
 
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
@@ -16,6 +15,7 @@ use neardup_io::source::{Payload, SourceRecord};
 use neardup_io::IoError;
 use serde::ser::{Serialize, Serializer};
 
+use crate::commands::stdout_error;
 use crate::scheme_args::SchemeArgs;
 
 const EXAMPLES: &str = "\
@@ -385,13 +385,6 @@ fn plural(n: u64, what: &str) -> String {
         format!("1 {what}")
     } else {
         format!("{n} {what}s")
-    }
-}
-
-fn stdout_error(source: io::Error) -> IoError {
-    IoError::Write {
-        path: PathBuf::from("<stdout>"),
-        cause: source,
     }
 }
 

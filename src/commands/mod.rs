@@ -5,3 +5,26 @@ pub mod eval;
 pub mod hash;
 pub mod run;
 pub mod sweep;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use neardup_io::IoError;
+
+/// A failed write to standard output, as `<stdout>: cannot write: ...`. A closed pipe keeps
+/// its kind, so that `main` ends quietly with code 0 (`neardup eval ... | head -1`); any
+/// other failure (a full disk, `/dev/full`) is an error.
+pub(crate) fn stdout_error(cause: io::Error) -> IoError {
+    IoError::Write {
+        path: PathBuf::from("<stdout>"),
+        cause,
+    }
+}
+
+/// Writes `text` to standard output and flushes it; errors as [`stdout_error`].
+pub(crate) fn write_stdout(text: &str) -> Result<(), IoError> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(stdout_error)
+}

@@ -18,6 +18,7 @@ use neardup_io::record::FieldSpec;
 use neardup_io::source::Format;
 use neardup_io::stream::LineReader;
 
+use crate::commands::write_stdout;
 use crate::run_scores::score_run;
 use neardup_dataflow::config::LSH_MARGIN;
 
@@ -117,6 +118,14 @@ fn sample(corpus: &Path, n: usize, out: &Path) -> Result<()> {
 
 pub fn sweep(options: &SweepOptions) -> Result<()> {
     let work = tempfile_dir()?;
+    let result = sweep_in(options, &work);
+    // The work directory goes whether the sweep succeeded or not.
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+/// The sweep, its sample and runs under `work`.
+fn sweep_in(options: &SweepOptions, work: &Path) -> Result<()> {
     let sample_path = work.join("sample.jsonl");
     sample(options.corpus, options.sample, &sample_path)?;
     let files = expand_inputs(&[sample_path.display().to_string()], false)?;
@@ -125,8 +134,10 @@ pub fn sweep(options: &SweepOptions) -> Result<()> {
         id_field: Some("id".into()),
         extra_field: None,
     };
-    println!("| method | pairs | precision | recall | F1 | cluster pairs: precision | recall | seconds |");
-    println!("|---|---|---|---|---|---|---|---|");
+    write_stdout(concat!(
+        "| method | pairs | precision | recall | F1 | cluster pairs: precision | recall | seconds |\n",
+        "|---|---|---|---|---|---|---|---|\n"
+    ))?;
     for (i, method) in grid(options.min_jaccard).into_iter().enumerate() {
         let out = work.join(format!("run-{i}"));
         let mut config = JobConfig::new(
@@ -143,12 +154,11 @@ pub fn sweep(options: &SweepOptions) -> Result<()> {
         let seconds = start.elapsed().as_secs_f64();
         let scores = score_run(&out, options.truth, options.min_jaccard, true)?;
         let (p, c) = (scores.pairs, scores.clusters);
-        println!(
-            "| `{}` | {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {seconds:.2} |",
+        write_stdout(&format!(
+            "| `{}` | {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {seconds:.2} |\n",
             method.label, p.predicted, p.precision, p.recall, p.f1, c.precision, c.recall
-        );
+        ))?;
     }
-    let _ = std::fs::remove_dir_all(&work);
     Ok(())
 }
 

@@ -99,3 +99,17 @@ pub fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>, row_group_rows
     writer.write(&batch).unwrap();
     writer.close().unwrap();
 }
+
+/// Writes a Parquet file of one row group whose columns use `codec`.
+pub fn write_parquet_with(
+    path: &Path,
+    columns: Vec<(&str, ArrayRef)>,
+    codec: parquet::basic::Compression,
+) {
+    let batch = RecordBatch::try_from_iter(columns).unwrap();
+    let props = WriterProperties::builder().set_compression(codec).build();
+    let mut writer =
+        ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}

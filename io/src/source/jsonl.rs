@@ -433,6 +433,9 @@ enum Scalar {
     U64(u64),
     I64(i64),
     F64(f64),
+    /// An integer beyond 64 bits, as written (an id field's value only: see
+    /// [`id_scalar`]).
+    BigInt(String),
     Bool,
     Null,
     Array,
@@ -443,7 +446,7 @@ impl Scalar {
     fn kind(&self) -> &'static str {
         match self {
             Scalar::Str(_) => "string",
-            Scalar::U64(_) | Scalar::I64(_) | Scalar::F64(_) => "number",
+            Scalar::U64(_) | Scalar::I64(_) | Scalar::F64(_) | Scalar::BigInt(_) => "number",
             Scalar::Bool => "boolean",
             Scalar::Null => "null",
             Scalar::Array => "array",
@@ -568,7 +571,11 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
-            let value: Scalar = map.next_value()?;
+            let value: Scalar = if roles.id {
+                id_scalar(map.next_value()?).map_err(de::Error::custom)?
+            } else {
+                map.next_value()?
+            };
             if roles.id {
                 slots.id = Some(value.clone());
             }
@@ -631,14 +638,30 @@ impl Slots {
     }
 }
 
-/// The id as text. Floats use Rust's shortest round-trip form, so `1.50`
-/// becomes `1.5`; ids are normally strings or integers anyway.
+/// An id field's value, read from its raw JSON text: integers beyond 64 bits, which serde_json
+/// would round through `f64` (so that distinct ids collide), keep their digits as written.
+fn id_scalar(raw: &serde_json::value::RawValue) -> Result<Scalar, serde_json::Error> {
+    let value: Scalar = serde_json::from_str(raw.get())?;
+    if let Scalar::F64(_) = value {
+        let text = raw.get();
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Ok(Scalar::BigInt(text.to_owned()));
+        }
+    }
+    Ok(value)
+}
+
+/// The id as text. Integers keep their digits, whatever their size; floats use Rust's
+/// shortest round-trip form, so `1.50` becomes `1.5` and `1e3` becomes `1000`; ids are
+/// normally strings or integers anyway.
 fn id_text(field: &str, value: Option<Scalar>) -> Result<String, RecordError> {
     match value {
         Some(Scalar::Str(s)) => Ok(s),
         Some(Scalar::U64(n)) => Ok(n.to_string()),
         Some(Scalar::I64(n)) => Ok(n.to_string()),
         Some(Scalar::F64(x)) => Ok(x.to_string()),
+        Some(Scalar::BigInt(digits)) => Ok(digits),
         None | Some(Scalar::Null) => Err(RecordError::MissingId(field.to_owned())),
         Some(other) => Err(RecordError::BadId {
             field: field.to_owned(),
@@ -658,6 +681,7 @@ fn extra_number(field: &str, value: Option<Scalar>) -> Result<Option<f64>, Recor
         Some(Scalar::U64(n)) => Ok(Some(n as f64)),
         Some(Scalar::I64(n)) => Ok(Some(n as f64)),
         Some(Scalar::F64(x)) => Ok(Some(x)),
+        Some(Scalar::BigInt(digits)) => Ok(digits.parse().ok()),
         Some(Scalar::Str(s)) => parse_number(&s)
             .map(Some)
             .ok_or_else(|| not_numeric(NON_NUMERIC_STRING)),
@@ -730,6 +754,58 @@ mod tests {
         assert_eq!(r.text, "a\"b\\c\né😀 ünï");
         assert_eq!(r.id, None);
         assert_eq!(r.extra, None);
+    }
+
+    #[test]
+    fn integer_ids_beyond_64_bits_keep_their_digits() {
+        let id_of = |line: &str| parse(line, Some("id"), None).unwrap().id.unwrap();
+        for digits in [
+            "123456789012345678901234567890",
+            "123456789012345678901234567891",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "-123456789012345678901234567890",
+        ] {
+            assert_eq!(
+                id_of(&format!(r#"{{"id": {digits}, "text": "x"}}"#)),
+                digits
+            );
+            // With the extra field (the serde path), and with id and text in either order.
+            let line = format!(r#"{{"text": "x", "id": {digits}, "n": 2}}"#);
+            let r = parse(&line, Some("id"), Some("n")).unwrap();
+            assert_eq!(r.id.as_deref(), Some(digits));
+            assert_eq!(r.extra, Some(2.0));
+        }
+        // Ordinary ids are unchanged: 64-bit integers, negative ones, floats in Rust's
+        // shortest form, exponents as floats.
+        assert_eq!(
+            id_of(r#"{"id": 18446744073709551615, "text": "x"}"#),
+            "18446744073709551615"
+        );
+        assert_eq!(id_of(r#"{"id": -42, "text": "x"}"#), "-42");
+        assert_eq!(id_of(r#"{"id": 1.50, "text": "x"}"#), "1.5");
+        assert_eq!(id_of(r#"{"id": 1e3, "text": "x"}"#), "1000");
+        assert_eq!(id_of(r#"{"id": -0, "text": "x"}"#), "-0");
+        assert_eq!(id_of(r#"{"id": "007", "text": "x"}"#), "007");
+        // A big integer as the extra value is its number; as the text, a number.
+        let r = parse(
+            r#"{"id": 123456789012345678901234567890, "text": "x", "n": 123456789012345678901234567890}"#,
+            Some("id"),
+            Some("n"),
+        )
+        .unwrap();
+        assert_eq!(r.extra, Some(1.2345678901234568e29));
+        assert_eq!(
+            parse(
+                r#"{"text": 123456789012345678901234567890}"#,
+                Some("text"),
+                None
+            ),
+            Err(RecordError::TextNotString {
+                field: "text".into(),
+                found: "number"
+            })
+        );
     }
 
     /// The direct scanner against serde_json on generated lines, well-formed and not.
