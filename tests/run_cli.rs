@@ -986,26 +986,6 @@ fn a_non_empty_output_directory_needs_overwrite() {
     run_ok(&empty, &[], &[&input]);
 }
 
-/// Runs a command that must be refused before it changes anything: exit code 1, an `error:`
-/// on stderr containing every one of `needles`. Returns stderr.
-fn assert_refused(cmd: &mut Command, needles: &[&str]) -> String {
-    let output = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "exit code; stderr:\n{stderr}"
-    );
-    assert!(stderr.contains("error: "), "{stderr}");
-    for needle in needles {
-        assert!(
-            stderr.contains(needle),
-            "stderr lacks {needle:?}:\n{stderr}"
-        );
-    }
-    stderr
-}
-
 #[test]
 fn overwrite_refuses_a_directory_of_the_users_own_files_and_deletes_none() {
     let dir = tempfile::tempdir().unwrap();

@@ -66,9 +66,9 @@ pub fn search_ok(out: &Path, args: &[&str], fingerprints: &Path) {
     assert!(out.join("_SUCCESS").is_file());
 }
 
-/// Runs a command that must fail with exit code 1, an `error:` on stderr containing every
-/// one of `needles`, and no `_SUCCESS` in `out`. Returns stderr.
-pub fn assert_fails(cmd: &mut Command, out: &Path, needles: &[&str]) -> String {
+/// Runs a command that must be refused: exit code 1, an `error:` on stderr containing every
+/// one of `needles`. Returns stderr.
+pub fn assert_refused(cmd: &mut Command, needles: &[&str]) -> String {
     let output = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(
@@ -83,6 +83,13 @@ pub fn assert_fails(cmd: &mut Command, out: &Path, needles: &[&str]) -> String {
             "stderr lacks {needle:?}:\n{stderr}"
         );
     }
+    stderr
+}
+
+/// Runs a command that must fail as [`assert_refused`] says, leaving no `_SUCCESS` in `out`.
+/// Returns stderr.
+pub fn assert_fails(cmd: &mut Command, out: &Path, needles: &[&str]) -> String {
+    let stderr = assert_refused(cmd, needles);
     assert!(
         !out.join("_SUCCESS").exists(),
         "a failed run left _SUCCESS in {}",
