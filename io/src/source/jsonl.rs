@@ -47,10 +47,6 @@ impl SourceKind for Jsonl {
             .then_some(compression)
     }
 
-    fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
-        Ok(vec![UnitSpec::whole_file(file)])
-    }
-
     fn open(
         &self,
         file: &InputFile,

@@ -223,8 +223,11 @@ pub trait SourceKind: Sync {
     /// taken.
     fn claims(&self, lower_name: &str) -> Option<Compression>;
 
-    /// The units of `file`, in record order.
-    fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError>;
+    /// The units of `file`, in record order. By default the whole file is one unit (a
+    /// compressed stream cannot be split); kinds with a row-group layout cut it finer.
+    fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
+        Ok(vec![UnitSpec::whole_file(file)])
+    }
 
     /// A reader of one unit of `file`. `fields` names the text, id and extra
     /// fields of documents; kinds whose columns are fixed ignore it.

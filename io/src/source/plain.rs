@@ -33,10 +33,6 @@ impl SourceKind for Plain {
         None
     }
 
-    fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
-        Ok(vec![UnitSpec::whole_file(file)])
-    }
-
     fn open(
         &self,
         file: &InputFile,
