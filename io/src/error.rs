@@ -55,6 +55,32 @@ pub enum IoError {
         cause: std::io::Error,
     },
 
+    /// Reading (or decompressing) a web archive failed; `offset` is the byte offset in the
+    /// file of the gzip member being read, or of the failure in an uncompressed archive.
+    #[error("{}: byte {offset}: {}: {cause}", shown(path), read_failure(*compression))]
+    ArchiveRead {
+        path: PathBuf,
+        offset: u64,
+        compression: Compression,
+        cause: std::io::Error,
+    },
+
+    /// A web archive that breaks its format at `offset` (see [`IoError::ArchiveRead`]).
+    #[error("{}: byte {offset}: {what}", shown(path))]
+    Archive {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+    },
+
+    /// An archive record that could not be used (`record` counts from 0 in the file).
+    #[error("{}: record {record}: {cause}", shown(path))]
+    ArchiveRecord {
+        path: PathBuf,
+        record: u64,
+        cause: RecordError,
+    },
+
     /// A plain-text document that is not valid UTF-8.
     #[error("{}: invalid UTF-8 at byte offset {offset}", shown(path))]
     InvalidUtf8 { path: PathBuf, offset: u64 },
@@ -243,6 +269,7 @@ impl IoError {
             IoError::Open { cause, .. }
             | IoError::Read { cause, .. }
             | IoError::ReadWhole { cause, .. }
+            | IoError::ArchiveRead { cause, .. }
             | IoError::Write { cause, .. }
             | IoError::Prepare { cause, .. } => Some(cause.kind()),
             _ => None,

@@ -20,15 +20,21 @@ pub enum Format {
     /// A Parquet table of fingerprints (`doc_id`, `simhash`, ...), as
     /// `neardup search` reads. Never detected by name: the command says so.
     Fingerprints,
+    /// A WARC 1.0/1.1 web archive (`.warc`, `.warc.gz`, `.warc.zst`).
+    Warc,
+    /// An ARC v1 web archive (`.arc`, `.arc.gz`).
+    Arc,
 }
 
 impl Format {
     /// Every registered format, in the order [`crate::source::detect`] asks them.
-    pub const ALL: [Format; 4] = [
+    pub const ALL: [Format; 6] = [
         Format::Jsonl,
         Format::Parquet,
         Format::Plain,
         Format::Fingerprints,
+        Format::Warc,
+        Format::Arc,
     ];
 }
 

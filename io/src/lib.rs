@@ -14,6 +14,7 @@
 //!     text_field: "text".into(),
 //!     id_field: Some("id".into()),
 //!     extra_field: None,
+//!     ..Default::default()
 //! };
 //! let mut texts = Vec::new();
 //! for file in expand_inputs(&[corpus], false)? {
@@ -71,12 +72,14 @@ pub mod compress;
 pub mod dedup_out;
 pub mod error;
 pub mod file;
+pub mod html;
 pub mod input;
 pub mod parquet_out;
 pub mod record;
 pub mod run_dir;
 pub mod source;
 pub mod stream;
+pub mod web;
 
 pub use error::IoError;
 pub use record::RecordError;

@@ -12,8 +12,8 @@ pub const DEFAULT_TEXT_FIELD: &str = "text";
 /// The field that holds a document's own id by default (`--id-field`).
 pub const DEFAULT_ID_FIELD: &str = "id";
 
-/// Which fields (JSON keys, Parquet columns) hold the text, the id and the
-/// extra (ranking) value.
+/// Which fields (JSON keys, Parquet columns) hold the text, the id, the extra (ranking)
+/// value, the URL and the capture time, and how records become text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FieldSpec {
     /// The document text; must be a string.
@@ -22,6 +22,32 @@ pub struct FieldSpec {
     pub id_field: Option<String>,
     /// A number used to choose which duplicate to keep (timestamp, score).
     pub extra_field: Option<String>,
+    /// The document's URL (`--url-field`); absent or null values are allowed.
+    pub url_field: Option<String>,
+    /// When the document was fetched (`--time-field`): seconds since the epoch or a date
+    /// ([`crate::web::parse_time_text`]); absent or null values are allowed.
+    pub time_field: Option<String>,
+    /// How HTML becomes text (`--html`): `None` leaves each format's default (archives
+    /// extract with [`crate::html::DEFAULT_HTML_MODE`]; JSONL, Parquet and plain text are
+    /// taken as they are).
+    pub html: Option<crate::html::HtmlMode>,
+    /// The longest document kept (`--max-doc-bytes`), in bytes of payload or text; longer
+    /// ones are cut there and counted as truncated ([`crate::web::DEFAULT_MAX_DOC_BYTES`]).
+    pub max_doc_bytes: u64,
+}
+
+impl Default for FieldSpec {
+    fn default() -> Self {
+        FieldSpec {
+            text_field: DEFAULT_TEXT_FIELD.to_owned(),
+            id_field: None,
+            extra_field: None,
+            url_field: None,
+            time_field: None,
+            html: None,
+            max_doc_bytes: crate::web::DEFAULT_MAX_DOC_BYTES,
+        }
+    }
 }
 
 /// The fields of one input record that a run uses.
@@ -33,6 +59,43 @@ pub struct Record {
     pub text: String,
     /// The extra field as a number, if present and not null.
     pub extra: Option<f64>,
+    /// Where the document came from, when the input says (web archives, `--url-field`,
+    /// `--time-field`); boxed, since most corpora have none.
+    pub origin: Option<Box<Origin>>,
+    /// The reader cut the document at `--max-doc-bytes`.
+    pub truncated: bool,
+}
+
+/// Where a document came from: the columns `url`, `host`, `fetched_at`, `offset` and
+/// `length` of `fingerprints/`, and what `neardup extract` writes besides the text.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Origin {
+    /// The URL the document was fetched from (the WARC target URI, the ARC URL).
+    pub url: Option<String>,
+    /// When it was fetched: microseconds since the Unix epoch, UTC.
+    pub fetched_at: Option<i64>,
+    /// The record's byte offset and length in its archive file as stored, when it can be
+    /// cut out there (see `crate::web::stream`).
+    pub offset: Option<u64>,
+    pub length: Option<u64>,
+    /// The payload's media type and the character set it was decoded from (archives).
+    pub content_type: Option<String>,
+    pub charset: Option<String>,
+    /// The HTML `<title>`, when the text was extracted from HTML.
+    pub title: Option<String>,
+}
+
+impl Origin {
+    /// The URL's host, lower-cased, without `www.`-stripping or any other normalisation.
+    pub fn host(&self) -> Option<String> {
+        host_of(self.url.as_deref()?)
+    }
+}
+
+/// The host of a URL (lower-cased by the URL parser), or `None` if it does not parse or
+/// has none.
+pub fn host_of(url: &str) -> Option<String> {
+    url::Url::parse(url.trim()).ok()?.host_str().map(str::to_owned)
 }
 
 /// Why one record (a JSONL line or a Parquet row) could not be used.
@@ -71,9 +134,52 @@ pub enum RecordError {
     /// The line holds only whitespace.
     #[error("empty line")]
     EmptyLine,
+    /// A web archive record that breaks its format; `offset` is the byte offset in the file
+    /// (of the gzip member, for compressed archives).
+    #[error("byte {offset}: {what}")]
+    Malformed { offset: u64, what: String },
+    /// A field (`--url-field`) of the wrong type.
+    #[error("field {field:?} is {}, expected {expected}", with_article(found))]
+    FieldType {
+        field: String,
+        found: &'static str,
+        expected: &'static str,
+    },
+    /// A time field (`--time-field`) that is not a time.
+    #[error(
+        "field {field:?} holds {value}, expected a time (seconds since 1970, or a date such as 2024-05-01T12:00:00Z)"
+    )]
+    BadTime { field: String, value: String },
     /// Parsing was asked of a record its kind never leaves unparsed.
     #[error("a {kind} record has no raw form to parse")]
     NotRaw { kind: &'static str },
+}
+
+/// The last step of reading a text record (JSONL, Parquet, plain text): HTML in the text
+/// field is extracted when `--html` asks for it, then the text is cut at `--max-doc-bytes`.
+pub fn finish_text(record: &mut Record, spec: &FieldSpec) {
+    if let Some(mode) = spec.html.filter(|&m| m != crate::html::HtmlMode::None) {
+        let mut extracted = crate::html::Extracted::default();
+        crate::html::extract(&record.text, mode, &mut extracted);
+        record.text = extracted.text;
+        if extracted.title.is_some() {
+            record.origin.get_or_insert_with(Default::default).title = extracted.title;
+        }
+    }
+    record.truncated |= cut_text(&mut record.text, spec.max_doc_bytes);
+}
+
+/// Cuts `text` to at most `max` bytes, at a character boundary; `true` if it was longer.
+pub fn cut_text(text: &mut String, max: u64) -> bool {
+    if text.len() as u64 <= max {
+        return false;
+    }
+    let mut end = max as usize;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    true
 }
 
 /// "number" -> "a number", "array" -> "an array", "null" -> "null".

@@ -92,6 +92,64 @@ impl LineReader {
         Ok(Some(self.line))
     }
 
+    /// Like [`next_line`](Self::next_line), but a line longer than `max` bytes is not held:
+    /// it is read to its end, `buf` keeps only its first `max` bytes, and the flag says so.
+    /// Memory stays bounded by `max` whatever one line holds.
+    pub fn next_line_within(
+        &mut self,
+        buf: &mut Vec<u8>,
+        max: u64,
+    ) -> Result<Option<(u64, bool)>, IoError> {
+        buf.clear();
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        let (mut any, mut content) = (false, 0usize);
+        loop {
+            let chunk = match self.reader.fill_buf() {
+                Ok(c) => c,
+                Err(source) => {
+                    return Err(IoError::Read {
+                        path: self.path.clone(),
+                        line: self.line + 1,
+                        compression: self.compression,
+                        cause: source,
+                    })
+                }
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            any = true;
+            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            content = content.saturating_add(take - usize::from(done));
+            let room = max.saturating_add(1).saturating_sub(buf.len()).min(take);
+            buf.extend_from_slice(&chunk[..room]);
+            self.reader.consume(take);
+            if done {
+                break;
+            }
+        }
+        if !any {
+            return Ok(None);
+        }
+        self.line += 1;
+        let over = content > max;
+        if over {
+            buf.truncate(max);
+        } else if buf.last() == Some(&b'\n') {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+        }
+        if self.line == 1 && buf.starts_with(UTF8_BOM) {
+            buf.drain(..UTF8_BOM.len());
+        }
+        Ok(Some((self.line, over)))
+    }
+
     /// The number of lines returned so far.
     pub fn lines_read(&self) -> u64 {
         self.line

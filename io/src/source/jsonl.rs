@@ -51,10 +51,13 @@ impl SourceKind for Jsonl {
         &self,
         file: &InputFile,
         unit: &UnitSpec,
-        _fields: &FieldSpec,
+        fields: &FieldSpec,
     ) -> Result<Box<dyn RecordReader>, IoError> {
         whole_file_of(self, file, unit)?;
-        Ok(Box::new(LineRecords(LineReader::open(file)?)))
+        let max_line = fields
+            .max_doc_bytes
+            .saturating_mul(crate::web::JSONL_LINE_FACTOR);
+        Ok(Box::new(LineRecords(LineReader::open(file)?, max_line)))
     }
 
     fn parse_into(
@@ -89,7 +92,7 @@ impl SourceKind for Jsonl {
 }
 
 /// The lines of a JSONL file as records.
-struct LineRecords(LineReader);
+struct LineRecords(LineReader, u64);
 
 impl RecordReader for LineRecords {
     fn next_into(&mut self, out: &mut SourceRecord) -> Result<bool, IoError> {
@@ -97,12 +100,14 @@ impl RecordReader for LineRecords {
             Payload::Raw(buf) | Payload::Blank(buf) => buf,
             _ => Vec::new(),
         };
-        let Some(number) = self.0.next_line(&mut line)? else {
+        let Some((number, too_long)) = self.0.next_line_within(&mut line, self.1)? else {
             out.payload = Payload::Raw(line);
             return Ok(false);
         };
         out.record = number - 1;
-        out.payload = if line.iter().all(u8::is_ascii_whitespace) {
+        out.payload = if too_long {
+            Payload::Skipped(crate::web::SkipReason::TooLong)
+        } else if line.iter().all(u8::is_ascii_whitespace) {
             Payload::Blank(line)
         } else {
             Payload::Raw(line)
@@ -502,11 +507,13 @@ struct Roles {
     text: bool,
     id: bool,
     extra: bool,
+    url: bool,
+    time: bool,
 }
 
 impl Roles {
     fn any(self) -> bool {
-        self.text || self.id || self.extra
+        self.text || self.id || self.extra || self.url || self.time
     }
 }
 
@@ -532,6 +539,8 @@ impl Visitor<'_> for KeySeed<'_> {
             text: key == spec.text_field,
             id: spec.id_field.as_deref() == Some(key),
             extra: spec.extra_field.as_deref() == Some(key),
+            url: spec.url_field.as_deref() == Some(key),
+            time: spec.time_field.as_deref() == Some(key),
         })
     }
 }
@@ -542,6 +551,8 @@ struct Slots {
     text: Option<Scalar>,
     id: Option<Scalar>,
     extra: Option<Scalar>,
+    url: Option<Scalar>,
+    time: Option<Scalar>,
 }
 
 /// Walks the top-level value; yields `None` if it is not an object.
@@ -577,6 +588,12 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
             }
             if roles.extra {
                 slots.extra = Some(value.clone());
+            }
+            if roles.url {
+                slots.url = Some(value.clone());
+            }
+            if roles.time {
+                slots.time = Some(value.clone());
             }
             if roles.text {
                 slots.text = Some(value);
@@ -630,7 +647,63 @@ impl Slots {
             Some(field) => extra_number(field, self.extra)?,
             None => None,
         };
-        Ok(Record { id, text, extra })
+        let url = match (&spec.url_field, self.url) {
+            (Some(_), None | Some(Scalar::Null)) | (None, _) => None,
+            (Some(_), Some(Scalar::Str(s))) => Some(s),
+            (Some(field), Some(other)) => {
+                return Err(RecordError::FieldType {
+                    field: field.clone(),
+                    found: other.kind(),
+                    expected: "a string",
+                })
+            }
+        };
+        let fetched_at = match (&spec.time_field, self.time) {
+            (Some(_), None | Some(Scalar::Null)) | (None, _) => None,
+            (Some(field), Some(value)) => Some(time_value(field, value)?),
+        };
+        let mut record = Record {
+            id,
+            text,
+            extra,
+            ..Record::default()
+        };
+        if url.is_some() || fetched_at.is_some() {
+            record.origin = Some(Box::new(crate::record::Origin {
+                url,
+                fetched_at,
+                ..Default::default()
+            }));
+        }
+        crate::record::finish_text(&mut record, spec);
+        Ok(record)
+    }
+}
+
+/// A time field's value as microseconds since the epoch: a number is seconds, a string
+/// a date ([`crate::web::parse_time_text`]).
+fn time_value(field: &str, value: Scalar) -> Result<i64, RecordError> {
+    let parsed = match &value {
+        Scalar::U64(n) => crate::web::seconds_to_micros(*n as f64),
+        Scalar::I64(n) => crate::web::seconds_to_micros(*n as f64),
+        Scalar::F64(x) => crate::web::seconds_to_micros(*x),
+        Scalar::Str(s) => crate::web::parse_time_text(s),
+        _ => None,
+    };
+    parsed.ok_or_else(|| RecordError::BadTime {
+        field: field.to_owned(),
+        value: match value {
+            Scalar::Str(s) => format!("{:?}", s.chars().take(40).collect::<String>()),
+            other => with_kind(other.kind()),
+        },
+    })
+}
+
+fn with_kind(kind: &str) -> String {
+    match kind {
+        "null" => kind.to_owned(),
+        k if k.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {k}"),
+        k => format!("a {k}"),
     }
 }
 
@@ -694,6 +767,7 @@ mod tests {
             text_field: "text".into(),
             id_field: id.map(Into::into),
             extra_field: extra.map(Into::into),
+            ..Default::default()
         }
     }
 
@@ -710,6 +784,7 @@ mod tests {
             text_field: "text".into(),
             id_field: None,
             extra_field: None,
+            ..Default::default()
         };
         let bad: [&[u8]; 5] = [
             b"\x80",
@@ -868,6 +943,7 @@ mod tests {
                 text_field: "text".into(),
                 id_field: Some("text".into()),
                 extra_field: None,
+                ..Default::default()
             },
         ];
         let mut state = 0x0123_4567_u64;
@@ -957,6 +1033,7 @@ mod tests {
             text_field: "t".into(),
             id_field: Some("t".into()),
             extra_field: None,
+            ..Default::default()
         };
         let r = parse_record(br#"{"t": "first", "t": "second"}"#, &s).unwrap();
         assert_eq!(r.text, "second");

@@ -40,6 +40,7 @@
 //!     text_field: "text".into(),
 //!     id_field: Some("id".into()),
 //!     extra_field: None,
+//!     ..Default::default()
 //! };
 //! let (mut texts, mut blank) = (Vec::new(), 0);
 //! for file in expand_inputs(&[corpus], false)? {
@@ -68,10 +69,12 @@
 //! # }
 //! ```
 
+pub mod arc;
 pub mod fingerprints;
 pub mod jsonl;
 pub mod parquet;
 pub mod plain;
+pub mod warc;
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -102,6 +105,8 @@ pub fn kind(format: Format) -> &'static dyn SourceKind {
         Format::Parquet => &parquet::Parquet,
         Format::Plain => &plain::Plain,
         Format::Fingerprints => &fingerprints::Fingerprints,
+        Format::Warc => &warc::Warc,
+        Format::Arc => &arc::Arc,
     }
 }
 
@@ -190,6 +195,9 @@ pub enum Payload {
     /// A record that could not be decoded; wrap it with
     /// [`SourceKind::record_error`] to name file and position.
     Invalid(RecordError),
+    /// A record that is not a document (an archive's request record, a redirect, an
+    /// image, a line too long to parse): counted by reason, never an error.
+    Skipped(crate::web::SkipReason),
 }
 
 impl Default for Payload {
@@ -328,6 +336,7 @@ mod tests {
             text_field: "text".into(),
             id_field: None,
             extra_field: None,
+            ..Default::default()
         }
     }
 
@@ -349,6 +358,7 @@ mod tests {
                     Payload::Fields(r) => format!("fields {:?} {}", r.id, r.text),
                     Payload::Fingerprint(fp) => format!("fp {} {}", fp.doc_id, fp.simhash),
                     Payload::Invalid(e) => format!("invalid {e}"),
+                    Payload::Skipped(reason) => format!("skipped {}", reason.name()),
                 };
                 out.push((record.record, shown));
             }
@@ -403,6 +413,29 @@ mod tests {
                     write_parquet(&path, columns, 2);
                     read_all(&file(&path, format))
                 }
+                Format::Warc => {
+                    let path = dir.path().join("e.warc.gz");
+                    let records = [
+                        crate::web::testing::warc("warcinfo", None, "application/warc-fields", b"software: x\r\n"),
+                        crate::web::testing::warc("response", Some("http://a.example/"), "application/http; msgtype=response",
+                            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npage a"),
+                        crate::web::testing::warc("request", Some("http://a.example/"), "application/http; msgtype=request", b"GET / HTTP/1.1\r\n\r\n"),
+                        crate::web::testing::warc("resource", Some("http://b.example/t.txt"), "text/plain", b"text b"),
+                    ];
+                    std::fs::write(&path, crate::web::testing::gzip_members(&records)).unwrap();
+                    let files = expand_inputs(&[path.display().to_string()], false).unwrap();
+                    assert_eq!(files[0].format, format);
+                    read_all(&files[0])
+                }
+                Format::Arc => {
+                    let path = dir.path().join("f.arc");
+                    std::fs::write(&path, crate::web::testing::arc(&[
+                        ("http://c.example/", "text/plain", &b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\npage c"[..]),
+                    ])).unwrap();
+                    let files = expand_inputs(&[path.display().to_string()], false).unwrap();
+                    assert_eq!(files[0].format, format);
+                    read_all(&files[0])
+                }
             };
             seen.insert(format);
             let path = |name: &str| dir.path().join(name).display().to_string();
@@ -423,6 +456,16 @@ mod tests {
                     (1, "fp 4 2".into()),
                     (2, "fp 7 3".into()),
                 ],
+                Format::Warc => vec![
+                    (0, "skipped other type".into()),
+                    (1, "fields Some(\"http://a.example/\") page a".into()),
+                    (2, "skipped other type".into()),
+                    (3, "fields Some(\"http://b.example/t.txt\") text b".into()),
+                ],
+                Format::Arc => vec![
+                    (0, "skipped other type".into()),
+                    (1, "fields Some(\"http://c.example/\") page c".into()),
+                ],
             };
             assert_eq!(got, want, "{format:?}");
         }
@@ -438,6 +481,11 @@ mod tests {
             ("a.parquet", Some((Format::Parquet, Compression::None))),
             ("a.parquet.gz", None),
             ("a.txt", None),
+            ("a.warc", Some((Format::Warc, Compression::None))),
+            ("a.warc.gz", Some((Format::Warc, Compression::Gzip))),
+            ("a.warc.zst", Some((Format::Warc, Compression::Zstd))),
+            ("a.arc.gz", Some((Format::Arc, Compression::Gzip))),
+            ("a.wat.gz", None),
             ("a.zst", None),
             ("part-00000", None),
         ];

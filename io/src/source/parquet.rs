@@ -552,11 +552,14 @@ impl<'a> BatchView<'a> {
             (Some(values), Some(field)) => extra_value(values, i, field)?,
             _ => None,
         };
-        Ok(Record {
+        let mut record = Record {
             id,
             text: text.to_owned(),
             extra,
-        })
+            ..Record::default()
+        };
+        crate::record::finish_text(&mut record, spec);
+        Ok(record)
     }
 }
 
@@ -652,6 +655,7 @@ mod tests {
             text_field: text.into(),
             id_field: id.map(Into::into),
             extra_field: extra.map(Into::into),
+            ..Default::default()
         }
     }
 
@@ -751,6 +755,7 @@ mod tests {
                     id: Some((100 + i).to_string()),
                     text: format!("doc {i}"),
                     extra: (i != 1).then_some(i as f64 + 1.0),
+                    ..Record::default()
                 };
                 assert_eq!(rec.unwrap(), want);
             }
@@ -768,7 +773,8 @@ mod tests {
             Record {
                 id: None,
                 text: "doc 6".into(),
-                extra: Some(1_006.0)
+                extra: Some(1_006.0),
+                ..Record::default()
             }
         );
     }

@@ -37,14 +37,15 @@ impl SourceKind for Plain {
         &self,
         file: &InputFile,
         unit: &UnitSpec,
-        _fields: &FieldSpec,
+        fields: &FieldSpec,
     ) -> Result<Box<dyn RecordReader>, IoError> {
         whole_file_of(self, file, unit)?;
-        let record = Record {
+        let mut record = Record {
             id: Some(shown(&file.path).to_string()),
-            text: read_plain(file)?,
-            extra: None,
+            ..Record::default()
         };
+        (record.text, record.truncated) = read_plain(file, fields.max_doc_bytes)?;
+        crate::record::finish_text(&mut record, fields);
         Ok(Box::new(OneDocument(Some(record))))
     }
 
@@ -96,19 +97,31 @@ impl RecordReader for OneDocument {
     }
 }
 
-/// Reads `file` (maybe compressed, maybe stdin) as one UTF-8 document.
-pub fn read_plain(file: &InputFile) -> Result<String, IoError> {
+/// Reads `file` (maybe compressed, maybe stdin) as one UTF-8 document, at most `max` bytes
+/// of it (the rest is not even decompressed); `true` with it if the file was longer. A file
+/// cut inside a character keeps the whole characters before the cut.
+pub fn read_plain(file: &InputFile, max: u64) -> Result<(String, bool), IoError> {
     let mut bytes = Vec::new();
     open_decompressed(file)?
+        .take(max.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|source| IoError::ReadWhole {
             path: file.path.clone(),
             compression: file.compression,
             cause: source,
         })?;
+    let over = bytes.len() as u64 > max;
+    bytes.truncate(max as usize);
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
     match std::str::from_utf8(body) {
-        Ok(text) => Ok(text.to_owned()),
+        // Cut inside a character: keep the whole characters before the cut.
+        Err(e) if over && e.error_len().is_none() => Ok((
+            std::str::from_utf8(&body[..e.valid_up_to()])
+                .expect("valid prefix")
+                .to_owned(),
+            true,
+        )),
+        Ok(text) => Ok((text.to_owned(), over)),
         Err(e) => Err(IoError::InvalidUtf8 {
             path: file.path.clone(),
             // Offsets count from the start of the (decompressed) file.
@@ -136,13 +149,13 @@ mod tests {
         let path = dir.path().join("a.txt");
         std::fs::write(&path, "\u{feff}one\ntwo\r\n").unwrap();
         assert_eq!(
-            read_plain(&plain(&path, Compression::None)).unwrap(),
+            read_plain(&plain(&path, Compression::None), u64::MAX).unwrap().0,
             "one\ntwo\r\n"
         );
 
         let zst = dir.path().join("a.txt.zst");
         std::fs::write(&zst, zstd::encode_all(&b"caf\xC3\xA9"[..], 1).unwrap()).unwrap();
-        assert_eq!(read_plain(&plain(&zst, Compression::Zstd)).unwrap(), "café");
+        assert_eq!(read_plain(&plain(&zst, Compression::Zstd), u64::MAX).unwrap().0, "café");
     }
 
     #[test]
@@ -150,7 +163,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.txt");
         std::fs::write(&path, b"\xEF\xBB\xBFabc\xC3(").unwrap();
-        let err = read_plain(&plain(&path, Compression::None)).unwrap_err();
+        let err = read_plain(&plain(&path, Compression::None), u64::MAX).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!("{}: invalid UTF-8 at byte offset 6", path.display())
@@ -164,7 +177,7 @@ mod tests {
         let data: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
         let compressed = zstd::encode_all(&data[..], 3).unwrap();
         std::fs::write(&path, &compressed[..compressed.len() / 2]).unwrap();
-        let err = read_plain(&plain(&path, Compression::Zstd)).unwrap_err();
+        let err = read_plain(&plain(&path, Compression::Zstd), u64::MAX).unwrap_err();
         assert!(
             err.to_string().starts_with(&format!(
                 "{}: zstd data is truncated or corrupt",
