@@ -8,6 +8,7 @@
 
 mod cluster_args;
 mod commands;
+mod input_args;
 mod memory_args;
 mod progress_view;
 mod run_scores;

@@ -57,6 +57,11 @@ EXPECTED = {
         ("n_tokens", "UInt32", "UINTEGER", "UInt32", False),
         ("bytes", "UInt64", "UBIGINT", "UInt64", False),
         ("empty", "Boolean", "BOOLEAN", "Boolean", False),
+        ("url", "Utf8", "VARCHAR", "String", True),
+        ("host", "Utf8", "VARCHAR", "String", True),
+        ("fetched_at", "Timestamp(Microsecond, UTC)", "TIMESTAMP WITH TIME ZONE", "Datetime(time_unit='us', time_zone='UTC')", True),
+        ("offset", "UInt64", "UBIGINT", "UInt64", True),
+        ("length", "UInt64", "UBIGINT", "UInt64", True),
     ],
     "pairs": [
         ("doc_a", "UInt64", "UBIGINT", "UInt64", False),
@@ -81,6 +86,7 @@ ARROW_TYPES = {
     "Float32": pa.float32(),
     "Int64": pa.int64(),
     "Boolean": pa.bool_(),
+    "Timestamp(Microsecond, UTC)": pa.timestamp("us", tz="UTC"),
 }
 
 RECORD_MASK = (1 << 40) - 1

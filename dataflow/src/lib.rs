@@ -7,7 +7,7 @@
 //! use neardup_io::{input::expand_inputs, record::FieldSpec};
 //!
 //! let files = expand_inputs(&["corpus.jsonl.zst".to_string()], false).unwrap();
-//! let fields = FieldSpec { text_field: "text".into(), id_field: Some("id".into()), extra_field: None };
+//! let fields = FieldSpec { text_field: "text".into(), id_field: Some("id".into()), extra_field: None, ..Default::default() };
 //! let mut config = JobConfig::new(JobInput::Documents { files, fields }, "out".into());
 //! config.parallelism = Parallelism::local(2);
 //! let summary = run_job(config, Arc::new(Progress::default())).unwrap();

@@ -26,12 +26,8 @@ pub enum RawBody {
     /// A record whose source kind defers parsing (a JSONL line), parsed by the
     /// fingerprinting worker (parsing is spread, like hashing).
     Raw(Vec<u8>),
-    /// Fields already decoded (Parquet rows, plain files).
-    Fields {
-        id: Option<String>,
-        text: String,
-        extra: Option<f64>,
-    },
+    /// Fields already decoded (Parquet rows, plain files, archive records).
+    Fields(neardup_io::record::Record),
     /// A fingerprint read from an existing table (`neardup search`).
     Fingerprint {
         simhash: u64,

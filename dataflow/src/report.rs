@@ -33,6 +33,11 @@ pub struct WorkerReport {
     pub empty: u64,
     pub skipped: u64,
     pub blank_lines: u64,
+    /// Records that are not documents, by reason (`SkipReason::name`): an archive's
+    /// requests and redirects, lines too long to parse. Never errors.
+    pub skipped_records: BTreeMap<String, u64>,
+    /// Documents cut at `--max-doc-bytes` (fingerprinted on their first bytes).
+    pub truncated: u64,
     /// The first few skipped records: (file index, record, message naming file and line).
     pub skip_examples: Vec<(u32, u64, String)>,
     /// Documents without a value in the keep policy's column (they rank last).
@@ -97,6 +102,11 @@ impl WorkerReport {
         self.skip_examples.truncate(SKIP_EXAMPLES);
     }
 
+    /// Counts a record that is not a document.
+    pub fn skip_record(&mut self, reason: neardup_io::web::SkipReason) {
+        *self.skipped_records.entry(reason.name().to_owned()).or_default() += 1;
+    }
+
     pub fn stage_done(&mut self, stage: &str, seconds: f64) {
         self.stage_seconds.insert(stage.to_string(), seconds);
     }
@@ -112,6 +122,10 @@ impl WorkerReport {
         self.empty += other.empty;
         self.skipped += other.skipped;
         self.blank_lines += other.blank_lines;
+        for (reason, n) in other.skipped_records {
+            *self.skipped_records.entry(reason).or_default() += n;
+        }
+        self.truncated += other.truncated;
         self.keep_value_missing += other.keep_value_missing;
         self.skip_examples.extend(other.skip_examples);
         self.skip_examples.sort();
@@ -220,6 +234,13 @@ pub struct Counts {
     pub empty: u64,
     pub skipped: u64,
     pub blank_lines: u64,
+    /// Records that are not documents, by reason ("other type", "status", "revisit",
+    /// "truncated", "not text", "too long"); see docs/inputs.md.
+    #[serde(default)]
+    pub skipped_records: BTreeMap<String, u64>,
+    /// Documents cut at --max-doc-bytes.
+    #[serde(default)]
+    pub truncated: u64,
     pub duplicate_ids: u64,
     pub exact_groups: u64,
     pub exact_duplicates: u64,
@@ -248,6 +269,8 @@ impl JobSummary {
             empty: report.empty,
             skipped: report.skipped,
             blank_lines: report.blank_lines,
+            skipped_records: report.skipped_records,
+            truncated: report.truncated,
             duplicate_ids: report.duplicate_ids,
             exact_groups: report.exact_groups,
             exact_duplicates: report.exact_duplicates,

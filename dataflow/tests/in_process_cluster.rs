@@ -35,6 +35,7 @@ fn config(corpus: &Path, out: &Path, parallelism: Parallelism) -> JobConfig {
         text_field: "text".into(),
         id_field: Some("id".into()),
         extra_field: None,
+        ..Default::default()
     };
     let mut config = JobConfig::new(JobInput::Documents { files, fields }, out.to_path_buf());
     config.keep = KeepPolicy::Longest;

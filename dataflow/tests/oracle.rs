@@ -77,6 +77,7 @@ fn planted_fingerprints(dir: &Path, n: usize, k: u32) -> Vec<Item> {
                 n_tokens: 1,
                 bytes: it.doc % 977,
                 empty: false,
+                ..Default::default()
             })
             .unwrap();
     }
@@ -318,6 +319,7 @@ fn dev_small_equals_brute_force_at_any_parallelism() {
             text_field: "text".into(),
             id_field: Some("id".into()),
             extra_field: None,
+            ..Default::default()
         };
         let mut config = JobConfig::new(JobInput::Documents { files, fields }, out.clone());
         config.parallelism = Parallelism::local(workers);
@@ -421,6 +423,7 @@ fn tfidf_fingerprints_equal_a_from_scratch_computation() {
             text_field: "text".into(),
             id_field: Some("id".into()),
             extra_field: None,
+            ..Default::default()
         };
         let mut config = JobConfig::new(JobInput::Documents { files, fields }, out.clone());
         config.scheme = scheme.clone();

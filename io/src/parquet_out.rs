@@ -54,10 +54,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanArray, Float32Array, Int64Array, StringArray, UInt32Array, UInt64Array,
-    UInt8Array,
+    ArrayRef, BooleanArray, Float32Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    UInt32Array, UInt64Array, UInt8Array,
 };
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
@@ -84,7 +84,7 @@ pub const DEFAULT_ROW_GROUP_ROWS: usize = 1_000_000;
 pub const ZSTD_LEVEL: i32 = 3;
 
 /// One row of the fingerprints table.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FingerprintRow {
     pub doc_id: u64,
     pub id: Option<String>,
@@ -94,6 +94,14 @@ pub struct FingerprintRow {
     pub n_tokens: u32,
     pub bytes: u64,
     pub empty: bool,
+    /// Where the document came from (web archives, `--url-field`, `--time-field`); null
+    /// when the input does not say. See [`crate::record::Origin`].
+    pub url: Option<String>,
+    pub host: Option<String>,
+    /// Microseconds since the Unix epoch, UTC (a Parquet timestamp).
+    pub fetched_at: Option<i64>,
+    pub offset: Option<u64>,
+    pub length: Option<u64>,
 }
 
 /// Whether a pair is byte-identical after normalisation or merely close.
@@ -163,12 +171,26 @@ impl OutputRow for FingerprintRow {
             field("n_tokens", DataType::UInt32, false),
             field("bytes", DataType::UInt64, false),
             field("empty", DataType::Boolean, false),
+            field("url", DataType::Utf8, true),
+            field("host", DataType::Utf8, true),
+            field(
+                "fetched_at",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
+            field("offset", DataType::UInt64, true),
+            field("length", DataType::UInt64, true),
         ]))
     }
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
         let ids: StringArray = rows.iter().map(|r| r.id.as_deref()).collect();
         let sources: StringArray = rows.iter().map(|r| Some(r.source.as_str())).collect();
+        let urls: StringArray = rows.iter().map(|r| r.url.as_deref()).collect();
+        let hosts: StringArray = rows.iter().map(|r| r.host.as_deref()).collect();
+        let fetched =
+            TimestampMicrosecondArray::from(rows.iter().map(|r| r.fetched_at).collect::<Vec<_>>())
+                .with_timezone("UTC");
         RecordBatch::try_new(
             Self::schema(),
             vec![
@@ -180,6 +202,11 @@ impl OutputRow for FingerprintRow {
                 column::<_, _, UInt32Array>(rows, |r| r.n_tokens),
                 column::<_, _, UInt64Array>(rows, |r| r.bytes),
                 column::<_, _, BooleanArray>(rows, |r| r.empty),
+                Arc::new(urls),
+                Arc::new(hosts),
+                Arc::new(fetched),
+                column::<_, _, UInt64Array>(rows, |r| r.offset),
+                column::<_, _, UInt64Array>(rows, |r| r.length),
             ],
         )
     }
@@ -487,6 +514,11 @@ mod tests {
             n_tokens: i as u32 * 2,
             bytes: i * 10,
             empty: i.is_multiple_of(5),
+            url: i.is_multiple_of(2).then(|| format!("http://h{}.example/{i}", i % 7)),
+            host: i.is_multiple_of(2).then(|| format!("h{}.example", i % 7)),
+            fetched_at: (!i.is_multiple_of(4)).then(|| i as i64 * 1_000_000 - 5),
+            offset: i.is_multiple_of(2).then_some(i * 100),
+            length: i.is_multiple_of(2).then_some(i + 3),
         }
     }
 
@@ -520,6 +552,14 @@ mod tests {
                 n_tokens: c(5).as_primitive::<UInt32Type>().value(row),
                 bytes: c(6).as_primitive::<UInt64Type>().value(row),
                 empty: c(7).as_boolean().value(row),
+                url: c(8).as_string::<i32>().is_valid(row).then(|| c(8).as_string::<i32>().value(row).to_owned()),
+                host: c(9).as_string::<i32>().is_valid(row).then(|| c(9).as_string::<i32>().value(row).to_owned()),
+                fetched_at: c(10)
+                    .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                    .is_valid(row)
+                    .then(|| c(10).as_primitive::<arrow::datatypes::TimestampMicrosecondType>().value(row)),
+                offset: c(11).as_primitive::<UInt64Type>().is_valid(row).then(|| c(11).as_primitive::<UInt64Type>().value(row)),
+                length: c(12).as_primitive::<UInt64Type>().is_valid(row).then(|| c(12).as_primitive::<UInt64Type>().value(row)),
             };
             assert_eq!(got, fingerprint(row as u64));
         }

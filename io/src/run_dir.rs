@@ -825,6 +825,7 @@ mod tests {
                 n_tokens: 1,
                 bytes: 1,
                 empty: false,
+                ..Default::default()
             })
             .unwrap();
         }

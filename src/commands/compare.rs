@@ -16,7 +16,8 @@ use neardup_core::verdict::{decide, Measured, Thresholds};
 use neardup_core::{encoding, minhash, simhash, similarity};
 use neardup_core::{hamming, DocFingerprint, Fingerprinter, Method, Scheme, SchemeName, Weighting};
 use neardup_io::input::expand_inputs;
-use neardup_io::source::plain::read_plain;
+use neardup_io::record::FieldSpec;
+use neardup_io::source::{Payload, SourceRecord, UnitSpec};
 use serde::Serialize;
 
 use crate::commands::write_stdout;
@@ -77,6 +78,9 @@ pub struct CompareArgs {
         help_heading = None
     )]
     pub files: Vec<String>,
+
+    #[command(flatten)]
+    pub documents: crate::input_args::DocumentArgs,
 }
 
 impl CompareArgs {
@@ -101,7 +105,12 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         if args.files.iter().filter(|f| *f == "-").count() > 1 {
             bail!("only one of the two documents can be read from stdin (-)");
         }
-        (Doc::read(&args.files[0])?, Doc::read(&args.files[1])?)
+        let mut spec = FieldSpec::default();
+        args.documents.apply(&mut spec)?;
+        (
+            Doc::read(&args.files[0], &spec)?,
+            Doc::read(&args.files[1], &spec)?,
+        )
     } else {
         (
             Doc::text("--text 1", &args.texts[0]),
@@ -136,8 +145,9 @@ impl Doc {
         }
     }
 
-    /// Reads a file whole (decompressing `.gz`/`.zst`), or stdin for `-`.
-    fn read(name: &str) -> Result<Doc> {
+    /// Reads a file whole (decompressing `.gz`/`.zst`), or stdin for `-`, as a plain
+    /// document: HTML is extracted when `--html` says so.
+    fn read(name: &str, spec: &FieldSpec) -> Result<Doc> {
         if Path::new(name).is_dir() {
             bail!("{name} is a directory: compare takes two files, each one document");
         }
@@ -153,10 +163,14 @@ impl Doc {
         } else {
             file.path.display().to_string()
         };
-        Ok(Doc {
-            source,
-            text: read_plain(file)?,
-        })
+        let kind = file.format.kind();
+        let mut reader = kind.open(file, &UnitSpec::whole_file(file), spec)?;
+        let mut record = SourceRecord::default();
+        let text = match (reader.next_into(&mut record)?, record.payload) {
+            (true, Payload::Fields(r)) => r.text,
+            _ => bail!("{source}: no document"),
+        };
+        Ok(Doc { source, text })
     }
 }
 

@@ -28,6 +28,12 @@ Examples:
     zcat dump.jsonl.gz | neardup hash --text-field body --no-id -
   Each file is one document (the id is its path), JSON lines out:
     neardup hash --plain --format jsonl 'pages/*.html'
+
+  The text of saved web pages (any character set), without menus and footers:
+    neardup hash --plain --html main 'pages/*.html'
+
+  Every page of a web archive (WARC or ARC), by URL:
+    neardup hash crawl.warc.gz
   MinHash signatures over word 5-shingles, skipping records that cannot be read:
     neardup hash --scheme minhash --skip-invalid data.jsonl.zst
 
@@ -74,6 +80,9 @@ pub struct HashArgs {
     )]
     pub plain: bool,
 
+    #[command(flatten)]
+    pub documents: crate::input_args::DocumentArgs,
+
     /// Output format
     #[arg(long, value_enum, default_value_t = OutputFormat::Tsv, help_heading = "Output")]
     pub format: OutputFormat,
@@ -107,11 +116,13 @@ pub fn run(args: &HashArgs) -> Result<()> {
     }
     let scheme = args.scheme.to_scheme()?;
     let files = expand_inputs(&args.inputs, args.plain)?;
-    let spec = FieldSpec {
+    let mut spec = FieldSpec {
         text_field: args.text_field.clone(),
         id_field: (!args.no_id).then(|| args.id_field.clone()),
         extra_field: None,
+        ..Default::default()
     };
+    args.documents.apply(&mut spec)?;
     let minhash = matches!(scheme.method, Method::MinHash { .. });
     let stdout = io::stdout();
     let mut fingerprinter = Fingerprinter::new(scheme);
@@ -184,7 +195,7 @@ impl<W: Write> Hasher<W> {
                         Ok(())
                     }
                     Payload::Invalid(e) => Err(e.clone()),
-                    Payload::Fingerprint(_) => continue,
+                    Payload::Fingerprint(_) | Payload::Skipped(_) => continue,
                 };
                 if let Err(e) = parsed {
                     self.invalid(kind.record_error(&file.path, next.record, e))?;

@@ -32,6 +32,10 @@ Examples:
     neardup run -n 2 -p 0 -h hosts.txt --output out corpus/ &
     neardup run -n 2 -p 1 -h hosts.txt --output out corpus/
 
+  A web crawl (WARC or ARC, gzip or not), pages reduced to their main content, keeping
+  the newest capture of each cluster:
+    neardup run --html main --keep newest --output out crawl/*.warc.gz
+
   Query the results with DuckDB:
     duckdb -c \"select * from 'out/pairs/*.parquet' limit 10\"
 
@@ -76,7 +80,8 @@ pub struct JobArgs {
     /// the output directory; removed when the job ends)
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
-    /// Which document of a cluster to keep: first, longest, shortest, max:COLUMN, min:COLUMN
+    /// Which document of a cluster to keep: first, longest, shortest, newest, oldest (by
+    /// fetch time: archives, --time-field), max:COLUMN, min:COLUMN
     #[arg(long, default_value = DEFAULT_KEEP, value_name = "POLICY")]
     pub keep: String,
     /// Output directory (refused if it exists and is not empty, unless --overwrite)
@@ -133,7 +138,10 @@ pub struct RunArgs {
     pub write_dedup: Option<PathBuf>,
     #[command(flatten)]
     pub quality: QualityArgs,
-    /// Input files, directories or globs: JSONL (.gz, .zst) or Parquet
+    #[command(flatten)]
+    pub documents: crate::input_args::DocumentArgs,
+    /// Input files, directories or globs: JSONL (.gz, .zst), Parquet, WARC (.warc, .warc.gz,
+    /// .warc.zst) or ARC (.arc, .arc.gz)
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
 }
@@ -229,11 +237,13 @@ impl JobArgs {
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let files = expand_inputs(&args.inputs, false)?;
-    let fields = FieldSpec {
+    let mut fields = FieldSpec {
         text_field: args.text_field.clone(),
         id_field: (!args.no_id).then(|| args.id_field.clone()),
         extra_field: None,
+        ..Default::default()
     };
+    args.documents.apply(&mut fields)?;
     let builder = JobConfig::builder(
         JobInput::Documents { files, fields },
         args.job.output.clone(),

@@ -133,6 +133,7 @@ fn sweep_in(options: &SweepOptions, work: &Path) -> Result<()> {
         text_field: "text".into(),
         id_field: Some("id".into()),
         extra_field: None,
+        ..Default::default()
     };
     write_stdout(concat!(
         "| method | pairs | precision | recall | F1 | cluster pairs: precision | recall | seconds |\n",

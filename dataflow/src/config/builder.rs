@@ -423,6 +423,7 @@ mod tests {
                 text_field: "text".into(),
                 id_field: None,
                 extra_field: None,
+                ..Default::default()
             },
         }
     }

@@ -14,15 +14,21 @@ pub enum KeepPolicy {
     Max(String),
     /// The smallest value of an input column.
     Min(String),
+    /// The most recently fetched (`fetched_at`: archives, `--time-field`).
+    Newest,
+    /// The earliest fetched.
+    Oldest,
 }
 
 impl KeepPolicy {
-    /// Parses `first`, `longest`, `shortest`, `max:COLUMN`, `min:COLUMN`.
+    /// Parses `first`, `longest`, `shortest`, `newest`, `oldest`, `max:COLUMN`, `min:COLUMN`.
     pub fn parse(text: &str) -> Option<KeepPolicy> {
         match text {
             "first" => Some(KeepPolicy::First),
             "longest" => Some(KeepPolicy::Longest),
             "shortest" => Some(KeepPolicy::Shortest),
+            "newest" => Some(KeepPolicy::Newest),
+            "oldest" => Some(KeepPolicy::Oldest),
             _ => match text.split_once(':') {
                 Some(("max", col)) if !col.is_empty() => Some(KeepPolicy::Max(col.into())),
                 Some(("min", col)) if !col.is_empty() => Some(KeepPolicy::Min(col.into())),
@@ -40,8 +46,15 @@ impl KeepPolicy {
     }
 
     /// The document's rank: the kept document of a cluster has the smallest `(rank, doc_id)`.
-    pub fn rank(&self, bytes: u64, value: Option<f64>) -> u64 {
+    pub fn rank(&self, bytes: u64, value: Option<f64>, fetched_at: Option<i64>) -> u64 {
         match self {
+            // i64 order as u64 order: flip the sign bit. Missing times rank last.
+            KeepPolicy::Newest => fetched_at.map_or(u64::MAX, |t| {
+                (u64::MAX - ((t as u64) ^ (1 << 63))).min(u64::MAX - 1)
+            }),
+            KeepPolicy::Oldest => {
+                fetched_at.map_or(u64::MAX, |t| ((t as u64) ^ (1 << 63)).min(u64::MAX - 1))
+            }
             KeepPolicy::First => 0,
             KeepPolicy::Longest => u64::MAX - bytes,
             KeepPolicy::Shortest => bytes,
@@ -58,6 +71,17 @@ impl KeepPolicy {
             KeepPolicy::Shortest => "shortest".into(),
             KeepPolicy::Max(c) => format!("max:{c}"),
             KeepPolicy::Min(c) => format!("min:{c}"),
+            KeepPolicy::Newest => "newest".into(),
+            KeepPolicy::Oldest => "oldest".into(),
+        }
+    }
+
+    /// True if the policy ranks by a value this document lacks (it then ranks last).
+    pub fn missing(&self, value: Option<f64>, fetched_at: Option<i64>) -> bool {
+        match self {
+            KeepPolicy::Max(_) | KeepPolicy::Min(_) => value.is_none(),
+            KeepPolicy::Newest | KeepPolicy::Oldest => fetched_at.is_none(),
+            _ => false,
         }
     }
 }
@@ -94,16 +118,27 @@ mod tests {
 
     #[test]
     fn ranks_order_as_the_policy_says() {
-        assert!(KeepPolicy::Longest.rank(100, None) < KeepPolicy::Longest.rank(10, None));
-        assert!(KeepPolicy::Shortest.rank(10, None) < KeepPolicy::Shortest.rank(100, None));
+        assert!(KeepPolicy::Longest.rank(100, None, None) < KeepPolicy::Longest.rank(10, None, None));
+        assert!(KeepPolicy::Shortest.rank(10, None, None) < KeepPolicy::Shortest.rank(100, None, None));
         let max = KeepPolicy::Max("s".into());
         let values = [-1e300, -2.5, -0.0, 0.0, 1e-9, 3.0, 1e300];
         for w in values.windows(2) {
-            assert!(max.rank(0, Some(w[1])) <= max.rank(0, Some(w[0])), "{w:?}");
+            assert!(max.rank(0, Some(w[1]), None) <= max.rank(0, Some(w[0]), None), "{w:?}");
             let min = KeepPolicy::Min("s".into());
-            assert!(min.rank(0, Some(w[0])) <= min.rank(0, Some(w[1])), "{w:?}");
+            assert!(min.rank(0, Some(w[0]), None) <= min.rank(0, Some(w[1]), None), "{w:?}");
         }
-        assert_eq!(max.rank(0, None), u64::MAX, "missing values rank last");
-        assert!(max.rank(0, Some(f64::NAN)) < u64::MAX);
+        assert_eq!(max.rank(0, None, None), u64::MAX, "missing values rank last");
+        assert!(max.rank(0, Some(f64::NAN), None) < u64::MAX);
+        // Times: newest first, or oldest first, across the epoch; missing times last.
+        let times = [i64::MIN, -5, 0, 1_600_000_000_000_000, i64::MAX];
+        for w in times.windows(2) {
+            let newest = |t| KeepPolicy::Newest.rank(0, None, Some(t));
+            let oldest = |t| KeepPolicy::Oldest.rank(0, None, Some(t));
+            assert!(newest(w[1]) < newest(w[0]) || w[1] == i64::MAX, "{w:?}");
+            assert!(oldest(w[0]) < oldest(w[1]) || w[1] == i64::MAX, "{w:?}");
+            assert!(newest(w[1]) < u64::MAX && oldest(w[0]) < u64::MAX);
+        }
+        assert_eq!(KeepPolicy::Newest.rank(0, None, None), u64::MAX);
+        assert_eq!(KeepPolicy::parse("newest"), Some(KeepPolicy::Newest));
     }
 }

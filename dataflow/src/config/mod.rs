@@ -13,7 +13,7 @@
 //!
 //! let input = JobInput::Documents {
 //!     files: vec![InputFile::stdin(false)],
-//!     fields: FieldSpec { text_field: "text".into(), id_field: None, extra_field: None },
+//!     fields: FieldSpec { text_field: "text".into(), id_field: None, extra_field: None, ..Default::default() },
 //! };
 //! let config = JobConfig::builder(input, "out".into())
 //!     .scheme(neardup_core::Scheme::minhash())

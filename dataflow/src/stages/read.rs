@@ -87,6 +87,7 @@ impl UnitReader {
                 text_field: String::new(),
                 id_field: None,
                 extra_field: None,
+                ..Default::default()
             },
         };
         UnitReader {
@@ -118,13 +119,10 @@ impl UnitReader {
                         continue;
                     }
                     Payload::Raw(line) => RawBody::Raw(line.clone()),
-                    Payload::Fields(r) => {
-                        let r = std::mem::take(r);
-                        RawBody::Fields {
-                            id: r.id,
-                            text: r.text,
-                            extra: r.extra,
-                        }
+                    Payload::Fields(r) => RawBody::Fields(std::mem::take(r)),
+                    Payload::Skipped(reason) => {
+                        self.ctx.report.borrow_mut().skip_record(*reason);
+                        continue;
                     }
                     Payload::Fingerprint(fp) => RawBody::Fingerprint {
                         simhash: fp.simhash,
@@ -184,7 +182,7 @@ impl UnitReader {
 fn approximate_size(doc: &RawDoc) -> usize {
     match &doc.body {
         RawBody::Raw(line) => line.len(),
-        RawBody::Fields { text, .. } => text.len(),
+        RawBody::Fields(record) => record.text.len(),
         RawBody::Fingerprint { .. } => 24,
         RawBody::Invalid(m) => m.len(),
     }

@@ -44,8 +44,25 @@ impl SourceKind for Plain {
             id: Some(shown(&file.path).to_string()),
             ..Record::default()
         };
-        (record.text, record.truncated) = read_plain(file, fields.max_doc_bytes)?;
-        crate::record::finish_text(&mut record, fields);
+        match fields.html {
+            // HTML files are decoded from their own character set, then extracted.
+            Some(mode) if mode != crate::html::HtmlMode::None => {
+                let (bytes, cut) = read_bytes(file, fields.max_doc_bytes)?;
+                let doc = crate::html::html_document(&bytes, None, mode);
+                record.text = doc.text;
+                record.truncated = cut;
+                if doc.title.is_some() {
+                    record.origin = Some(Box::new(crate::record::Origin {
+                        title: doc.title,
+                        charset: Some(doc.charset.to_owned()),
+                        ..Default::default()
+                    }));
+                }
+            }
+            _ => {
+                (record.text, record.truncated) = read_plain(file, fields.max_doc_bytes)?;
+            }
+        }
         Ok(Box::new(OneDocument(Some(record))))
     }
 
@@ -97,10 +114,8 @@ impl RecordReader for OneDocument {
     }
 }
 
-/// Reads `file` (maybe compressed, maybe stdin) as one UTF-8 document, at most `max` bytes
-/// of it (the rest is not even decompressed); `true` with it if the file was longer. A file
-/// cut inside a character keeps the whole characters before the cut.
-pub fn read_plain(file: &InputFile, max: u64) -> Result<(String, bool), IoError> {
+/// The first `max` bytes of `file` (maybe compressed, maybe stdin), and whether there were more.
+pub fn read_bytes(file: &InputFile, max: u64) -> Result<(Vec<u8>, bool), IoError> {
     let mut bytes = Vec::new();
     open_decompressed(file)?
         .take(max.saturating_add(1))
@@ -112,6 +127,14 @@ pub fn read_plain(file: &InputFile, max: u64) -> Result<(String, bool), IoError>
         })?;
     let over = bytes.len() as u64 > max;
     bytes.truncate(max as usize);
+    Ok((bytes, over))
+}
+
+/// Reads `file` (maybe compressed, maybe stdin) as one UTF-8 document, at most `max` bytes
+/// of it (the rest is not even decompressed); `true` with it if the file was longer. A file
+/// cut inside a character keeps the whole characters before the cut.
+pub fn read_plain(file: &InputFile, max: u64) -> Result<(String, bool), IoError> {
+    let (bytes, over) = read_bytes(file, max)?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
     match std::str::from_utf8(body) {
         // Cut inside a character: keep the whole characters before the cut.

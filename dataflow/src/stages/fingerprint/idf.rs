@@ -53,7 +53,7 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
                         let mut documents = 0u64;
                         for doc in data.drain(..) {
                             let text = match doc.body {
-                                RawBody::Fields { text, .. } => text,
+                                RawBody::Fields(record) => record.text,
                                 RawBody::Raw(line) => match &counting.shared.config.input {
                                     // Invalid records are reported by the main pass.
                                     JobInput::Documents { fields, .. } => {

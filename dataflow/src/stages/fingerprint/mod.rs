@@ -133,8 +133,8 @@ impl FingerprintState {
                         .to_string()
                 })
             }
-            RawBody::Fields { id, text, extra } => {
-                record = Record { id, text, extra };
+            RawBody::Fields(fields) => {
+                record = fields;
                 Ok(())
             }
             RawBody::Invalid(message) => Err(message),
@@ -164,7 +164,7 @@ impl FingerprintState {
         bytes: Option<u64>,
         empty: bool,
     ) -> DocFp {
-        let rank = self.ctx.shared.config.keep.rank(bytes.unwrap_or(0), None);
+        let rank = self.ctx.shared.config.keep.rank(bytes.unwrap_or(0), None, None);
         let mut report = self.ctx.report.borrow_mut();
         report.documents += 1;
         report.bytes += bytes.unwrap_or(0);
@@ -190,15 +190,17 @@ impl FingerprintState {
         let fp = self.fingerprinter.fingerprint(&record.text);
         let bytes = record.text.len() as u64;
         let config = &self.ctx.shared.config;
-        let rank = config.keep.rank(bytes, record.extra);
+        let origin = record.origin.take();
+        let fetched_at = origin.as_ref().and_then(|o| o.fetched_at);
+        let rank = config.keep.rank(bytes, record.extra, fetched_at);
         let id_hash = record.id.as_ref().map(|id| xxh3_64(id.as_bytes()));
         {
             let mut report = self.ctx.report.borrow_mut();
             report.documents += 1;
             report.bytes += bytes;
             report.empty += u64::from(fp.is_empty());
-            report.keep_value_missing +=
-                u64::from(config.keep.column().is_some() && record.extra.is_none());
+            report.keep_value_missing += u64::from(config.keep.missing(record.extra, fetched_at));
+            report.truncated += u64::from(record.truncated);
         }
         if let Some(writer) = self.writer.as_mut() {
             let row = FingerprintRow {
@@ -210,6 +212,11 @@ impl FingerprintState {
                 n_tokens: fp.n_tokens,
                 bytes,
                 empty: fp.is_empty(),
+                host: origin.as_ref().and_then(|o| o.host()),
+                url: origin.as_ref().and_then(|o| o.url.clone()),
+                fetched_at,
+                offset: origin.as_ref().and_then(|o| o.offset),
+                length: origin.as_ref().and_then(|o| o.length),
             };
             if let Err(e) = writer.push(row) {
                 self.ctx.fail(e.to_string());
