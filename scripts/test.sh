@@ -8,10 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=.venv-test
-if ! "$venv/bin/python" -c 'import duckdb, pyarrow, polars' 2>/dev/null; then
-  echo "installing duckdb, pyarrow and polars into $venv (first run only)" >&2
+if ! "$venv/bin/python" -c 'import duckdb, pyarrow, polars, warcio' 2>/dev/null; then
+  echo "installing duckdb, pyarrow, polars and warcio into $venv (first run only)" >&2
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow polars
+  "$venv/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow polars warcio
 fi
 export NEARDUP_PYTHON="$PWD/$venv/bin/python"
 

@@ -61,6 +61,9 @@ enum Command {
     /// Search an existing fingerprint table for pairs within k bits, and cluster them
     #[command(disable_help_flag = true, after_help = commands::run::SEARCH_EXAMPLES)]
     Search(commands::run::SearchArgs),
+    /// Extract the documents of web archives (or JSONL, Parquet, HTML files) to Parquet:
+    /// url, host, fetch time, place in the archive, title, text
+    Extract(commands::extract::ExtractArgs),
     /// Score a run against ground-truth pairs: precision, recall, F1, adjusted Rand index
     #[command(after_help = commands::eval::EVAL_EXAMPLES)]
     Eval(commands::eval::EvalArgs),
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::Search(args) => commands::run::search(args),
         Command::Eval(args) => commands::eval::run(args),
+        Command::Extract(args) => commands::extract::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -104,7 +104,10 @@ impl WorkerReport {
 
     /// Counts a record that is not a document.
     pub fn skip_record(&mut self, reason: neardup_io::web::SkipReason) {
-        *self.skipped_records.entry(reason.name().to_owned()).or_default() += 1;
+        *self
+            .skipped_records
+            .entry(reason.name().to_owned())
+            .or_default() += 1;
     }
 
     pub fn stage_done(&mut self, stage: &str, seconds: f64) {

@@ -212,6 +212,70 @@ impl OutputRow for FingerprintRow {
     }
 }
 
+/// One row of `neardup extract`'s `documents.parquet`: a document as extracted, with where
+/// it came from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DocumentRow {
+    pub source: String,
+    pub record: u64,
+    pub url: Option<String>,
+    pub host: Option<String>,
+    pub fetched_at: Option<i64>,
+    pub offset: Option<u64>,
+    pub length: Option<u64>,
+    pub content_type: Option<String>,
+    pub charset: Option<String>,
+    pub title: Option<String>,
+    pub text: String,
+}
+
+impl OutputRow for DocumentRow {
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("source", DataType::Utf8, false),
+            field("record", DataType::UInt64, false),
+            field("url", DataType::Utf8, true),
+            field("host", DataType::Utf8, true),
+            field(
+                "fetched_at",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
+            field("offset", DataType::UInt64, true),
+            field("length", DataType::UInt64, true),
+            field("content_type", DataType::Utf8, true),
+            field("charset", DataType::Utf8, true),
+            field("title", DataType::Utf8, true),
+            field("text", DataType::Utf8, false),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        let strings = |get: &dyn Fn(&DocumentRow) -> Option<&str>| -> ArrayRef {
+            Arc::new(rows.iter().map(get).collect::<StringArray>())
+        };
+        let fetched =
+            TimestampMicrosecondArray::from(rows.iter().map(|r| r.fetched_at).collect::<Vec<_>>())
+                .with_timezone("UTC");
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                strings(&|r| Some(r.source.as_str())),
+                column::<_, _, UInt64Array>(rows, |r| r.record),
+                strings(&|r| r.url.as_deref()),
+                strings(&|r| r.host.as_deref()),
+                Arc::new(fetched),
+                column::<_, _, UInt64Array>(rows, |r| r.offset),
+                column::<_, _, UInt64Array>(rows, |r| r.length),
+                strings(&|r| r.content_type.as_deref()),
+                strings(&|r| r.charset.as_deref()),
+                strings(&|r| r.title.as_deref()),
+                strings(&|r| Some(r.text.as_str())),
+            ],
+        )
+    }
+}
+
 impl OutputRow for PairRow {
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
@@ -514,7 +578,9 @@ mod tests {
             n_tokens: i as u32 * 2,
             bytes: i * 10,
             empty: i.is_multiple_of(5),
-            url: i.is_multiple_of(2).then(|| format!("http://h{}.example/{i}", i % 7)),
+            url: i
+                .is_multiple_of(2)
+                .then(|| format!("http://h{}.example/{i}", i % 7)),
             host: i.is_multiple_of(2).then(|| format!("h{}.example", i % 7)),
             fetched_at: (!i.is_multiple_of(4)).then(|| i as i64 * 1_000_000 - 5),
             offset: i.is_multiple_of(2).then_some(i * 100),
@@ -552,14 +618,30 @@ mod tests {
                 n_tokens: c(5).as_primitive::<UInt32Type>().value(row),
                 bytes: c(6).as_primitive::<UInt64Type>().value(row),
                 empty: c(7).as_boolean().value(row),
-                url: c(8).as_string::<i32>().is_valid(row).then(|| c(8).as_string::<i32>().value(row).to_owned()),
-                host: c(9).as_string::<i32>().is_valid(row).then(|| c(9).as_string::<i32>().value(row).to_owned()),
+                url: c(8)
+                    .as_string::<i32>()
+                    .is_valid(row)
+                    .then(|| c(8).as_string::<i32>().value(row).to_owned()),
+                host: c(9)
+                    .as_string::<i32>()
+                    .is_valid(row)
+                    .then(|| c(9).as_string::<i32>().value(row).to_owned()),
                 fetched_at: c(10)
                     .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
                     .is_valid(row)
-                    .then(|| c(10).as_primitive::<arrow::datatypes::TimestampMicrosecondType>().value(row)),
-                offset: c(11).as_primitive::<UInt64Type>().is_valid(row).then(|| c(11).as_primitive::<UInt64Type>().value(row)),
-                length: c(12).as_primitive::<UInt64Type>().is_valid(row).then(|| c(12).as_primitive::<UInt64Type>().value(row)),
+                    .then(|| {
+                        c(10)
+                            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                            .value(row)
+                    }),
+                offset: c(11)
+                    .as_primitive::<UInt64Type>()
+                    .is_valid(row)
+                    .then(|| c(11).as_primitive::<UInt64Type>().value(row)),
+                length: c(12)
+                    .as_primitive::<UInt64Type>()
+                    .is_valid(row)
+                    .then(|| c(12).as_primitive::<UInt64Type>().value(row)),
             };
             assert_eq!(got, fingerprint(row as u64));
         }

@@ -95,7 +95,10 @@ impl Origin {
 /// The host of a URL (lower-cased by the URL parser), or `None` if it does not parse or
 /// has none.
 pub fn host_of(url: &str) -> Option<String> {
-    url::Url::parse(url.trim()).ok()?.host_str().map(str::to_owned)
+    url::Url::parse(url.trim())
+        .ok()?
+        .host_str()
+        .map(str::to_owned)
 }
 
 /// Why one record (a JSONL line or a Parquet row) could not be used.

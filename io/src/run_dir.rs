@@ -57,6 +57,8 @@ pub enum Table {
     Fingerprints,
     Pairs,
     Clusters,
+    /// `neardup extract`'s documents, one part per input file.
+    Documents,
 }
 
 /// Every table.
@@ -69,6 +71,7 @@ impl Table {
             Table::Fingerprints => "fingerprints",
             Table::Pairs => "pairs",
             Table::Clusters => "clusters",
+            Table::Documents => "documents",
         }
     }
 }
@@ -328,7 +331,9 @@ pub fn own_entries(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
         let own = if is_dir {
             if name == SPILL {
                 true
-            } else if TABLES.iter().any(|t| t.dir_name() == name) {
+            } else if TABLES.iter().any(|t| t.dir_name() == name)
+                || name == Table::Documents.dir_name()
+            {
                 let strays = foreign_parts(&path)?;
                 let own = strays.is_empty();
                 foreign.extend(strays.into_iter().map(|s| format!("{name}/{s}")));

@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod eval;
+pub mod extract;
 pub mod hash;
 pub mod run;
 pub mod sweep;

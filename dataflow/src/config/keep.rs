@@ -118,16 +118,30 @@ mod tests {
 
     #[test]
     fn ranks_order_as_the_policy_says() {
-        assert!(KeepPolicy::Longest.rank(100, None, None) < KeepPolicy::Longest.rank(10, None, None));
-        assert!(KeepPolicy::Shortest.rank(10, None, None) < KeepPolicy::Shortest.rank(100, None, None));
+        assert!(
+            KeepPolicy::Longest.rank(100, None, None) < KeepPolicy::Longest.rank(10, None, None)
+        );
+        assert!(
+            KeepPolicy::Shortest.rank(10, None, None) < KeepPolicy::Shortest.rank(100, None, None)
+        );
         let max = KeepPolicy::Max("s".into());
         let values = [-1e300, -2.5, -0.0, 0.0, 1e-9, 3.0, 1e300];
         for w in values.windows(2) {
-            assert!(max.rank(0, Some(w[1]), None) <= max.rank(0, Some(w[0]), None), "{w:?}");
+            assert!(
+                max.rank(0, Some(w[1]), None) <= max.rank(0, Some(w[0]), None),
+                "{w:?}"
+            );
             let min = KeepPolicy::Min("s".into());
-            assert!(min.rank(0, Some(w[0]), None) <= min.rank(0, Some(w[1]), None), "{w:?}");
+            assert!(
+                min.rank(0, Some(w[0]), None) <= min.rank(0, Some(w[1]), None),
+                "{w:?}"
+            );
         }
-        assert_eq!(max.rank(0, None, None), u64::MAX, "missing values rank last");
+        assert_eq!(
+            max.rank(0, None, None),
+            u64::MAX,
+            "missing values rank last"
+        );
         assert!(max.rank(0, Some(f64::NAN), None) < u64::MAX);
         // Times: newest first, or oldest first, across the epoch; missing times last.
         let times = [i64::MIN, -5, 0, 1_600_000_000_000_000, i64::MAX];

@@ -148,7 +148,9 @@ impl ArcRecords {
         let start = self.stream.begin_record();
         let number = self.next;
         self.next += 1;
-        let at = start.file_offset.unwrap_or_else(|| self.stream.error_offset());
+        let at = start
+            .file_offset
+            .unwrap_or_else(|| self.stream.error_offset());
         self.stream.read_line(&mut self.line, MAX_HEADER_LINE)?;
         let text = String::from_utf8_lossy(&self.line);
         let fields: Vec<&str> = text.split_ascii_whitespace().collect();
@@ -190,7 +192,10 @@ impl ArcRecords {
     ) -> Result<Option<(u64, u64)>, IoError> {
         let got = self.stream.read_block(head.length, keep, out)?;
         if got < head.length {
-            let at = head.start.file_offset.unwrap_or_else(|| self.stream.error_offset());
+            let at = head
+                .start
+                .file_offset
+                .unwrap_or_else(|| self.stream.error_offset());
             return Err(self.malformed(
                 at,
                 format!(

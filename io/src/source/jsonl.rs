@@ -190,7 +190,14 @@ pub fn parse_record_into(
     if text.trim().is_empty() {
         return Err(RecordError::EmptyLine);
     }
-    if spec.extra_field.is_none() && fast::parse(text, spec, record).is_some() {
+    let simple =
+        spec.extra_field.is_none() && spec.url_field.is_none() && spec.time_field.is_none();
+    if simple && fast::parse(text, spec, record).is_some() {
+        // The record is reused: what the fast path does not set is reset here.
+        record.extra = None;
+        record.origin = None;
+        record.truncated = false;
+        crate::record::finish_text(record, spec);
         return Ok(());
     }
     *record = parse_record_serde(text, spec)?;

@@ -416,11 +416,30 @@ mod tests {
                 Format::Warc => {
                     let path = dir.path().join("e.warc.gz");
                     let records = [
-                        crate::web::testing::warc("warcinfo", None, "application/warc-fields", b"software: x\r\n"),
-                        crate::web::testing::warc("response", Some("http://a.example/"), "application/http; msgtype=response",
-                            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npage a"),
-                        crate::web::testing::warc("request", Some("http://a.example/"), "application/http; msgtype=request", b"GET / HTTP/1.1\r\n\r\n"),
-                        crate::web::testing::warc("resource", Some("http://b.example/t.txt"), "text/plain", b"text b"),
+                        crate::web::testing::warc(
+                            "warcinfo",
+                            None,
+                            "application/warc-fields",
+                            b"software: x\r\n",
+                        ),
+                        crate::web::testing::warc(
+                            "response",
+                            Some("http://a.example/"),
+                            "application/http; msgtype=response",
+                            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npage a",
+                        ),
+                        crate::web::testing::warc(
+                            "request",
+                            Some("http://a.example/"),
+                            "application/http; msgtype=request",
+                            b"GET / HTTP/1.1\r\n\r\n",
+                        ),
+                        crate::web::testing::warc(
+                            "resource",
+                            Some("http://b.example/t.txt"),
+                            "text/plain",
+                            b"text b",
+                        ),
                     ];
                     std::fs::write(&path, crate::web::testing::gzip_members(&records)).unwrap();
                     let files = expand_inputs(&[path.display().to_string()], false).unwrap();
@@ -429,9 +448,15 @@ mod tests {
                 }
                 Format::Arc => {
                     let path = dir.path().join("f.arc");
-                    std::fs::write(&path, crate::web::testing::arc(&[
-                        ("http://c.example/", "text/plain", &b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\npage c"[..]),
-                    ])).unwrap();
+                    std::fs::write(
+                        &path,
+                        crate::web::testing::arc(&[(
+                            "http://c.example/",
+                            "text/plain",
+                            &b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\npage c"[..],
+                        )]),
+                    )
+                    .unwrap();
                     let files = expand_inputs(&[path.display().to_string()], false).unwrap();
                     assert_eq!(files[0].format, format);
                     read_all(&files[0])

@@ -172,13 +172,20 @@ mod tests {
         let path = dir.path().join("a.txt");
         std::fs::write(&path, "\u{feff}one\ntwo\r\n").unwrap();
         assert_eq!(
-            read_plain(&plain(&path, Compression::None), u64::MAX).unwrap().0,
+            read_plain(&plain(&path, Compression::None), u64::MAX)
+                .unwrap()
+                .0,
             "one\ntwo\r\n"
         );
 
         let zst = dir.path().join("a.txt.zst");
         std::fs::write(&zst, zstd::encode_all(&b"caf\xC3\xA9"[..], 1).unwrap()).unwrap();
-        assert_eq!(read_plain(&plain(&zst, Compression::Zstd), u64::MAX).unwrap().0, "café");
+        assert_eq!(
+            read_plain(&plain(&zst, Compression::Zstd), u64::MAX)
+                .unwrap()
+                .0,
+            "café"
+        );
     }
 
     #[test]

@@ -183,7 +183,9 @@ impl WarcRecords {
         let start = self.stream.begin_record();
         let number = self.next;
         self.next += 1;
-        let at = start.file_offset.unwrap_or_else(|| self.stream.error_offset());
+        let at = start
+            .file_offset
+            .unwrap_or_else(|| self.stream.error_offset());
         self.stream.read_line(&mut self.line, MAX_HEADER_LINE)?;
         self.raw_head.clear();
         self.raw_head.extend_from_slice(&self.line);
@@ -215,16 +217,24 @@ impl WarcRecords {
                         v.push(' ');
                         v.push_str(line.trim());
                     }
-                    None => return Err(self.malformed(at, "a WARC header begins with a continuation line")),
+                    None => {
+                        return Err(
+                            self.malformed(at, "a WARC header begins with a continuation line")
+                        )
+                    }
                 }
                 continue;
             }
             let Some((name, value)) = line.split_once(':') else {
                 let shown: String = line.chars().take(40).collect();
-                return Err(self.malformed(at, format!("a WARC header line without a colon: {shown:?}")));
+                return Err(
+                    self.malformed(at, format!("a WARC header line without a colon: {shown:?}"))
+                );
             };
             if header.fields.len() == MAX_FIELDS {
-                return Err(self.malformed(at, format!("more than {MAX_FIELDS} WARC header fields")));
+                return Err(
+                    self.malformed(at, format!("more than {MAX_FIELDS} WARC header fields"))
+                );
             }
             header
                 .fields
@@ -257,7 +267,10 @@ impl WarcRecords {
     ) -> Result<Option<(u64, u64)>, IoError> {
         let got = self.stream.read_block(head.content_length, keep, out)?;
         if got < head.content_length {
-            let at = head.start.file_offset.unwrap_or_else(|| self.stream.error_offset());
+            let at = head
+                .start
+                .file_offset
+                .unwrap_or_else(|| self.stream.error_offset());
             return Err(self.malformed(
                 at,
                 format!(
@@ -348,20 +361,30 @@ impl WarcReader {
             return Ok(false);
         };
         out.record = head.number;
-        let kind = head.header.get("WARC-Type").unwrap_or("").to_ascii_lowercase();
+        let kind = head
+            .header
+            .get("WARC-Type")
+            .unwrap_or("")
+            .to_ascii_lowercase();
         let skip = match kind.as_str() {
             "response" | "resource" | "conversion" => None,
             "revisit" => Some(SkipReason::Revisit),
             _ => Some(SkipReason::OtherType),
         }
-        .or_else(|| head.header.get("WARC-Truncated").map(|_| SkipReason::Truncated));
+        .or_else(|| {
+            head.header
+                .get("WARC-Truncated")
+                .map(|_| SkipReason::Truncated)
+        });
         let mut block = Vec::new();
         if let Some(reason) = skip {
             self.records.read_block(&head, 0, &mut block)?;
             out.payload = Payload::Skipped(reason);
             return Ok(true);
         }
-        let keep = usize::try_from(self.max).unwrap_or(usize::MAX).saturating_add(HEAD_ALLOWANCE);
+        let keep = usize::try_from(self.max)
+            .unwrap_or(usize::MAX)
+            .saturating_add(HEAD_ALLOWANCE);
         let place = self.records.read_block(&head, keep, &mut block)?;
         let block_cut = (block.len() as u64) < head.content_length;
         let warc_type = head.header.get("Content-Type");
@@ -388,7 +411,10 @@ impl WarcReader {
             return Ok(true);
         }
         let payload = WebPayload {
-            url: head.header.get("WARC-Target-URI").map(|u| u.trim_matches(['<', '>']).to_owned()),
+            url: head
+                .header
+                .get("WARC-Target-URI")
+                .map(|u| u.trim_matches(['<', '>']).to_owned()),
             fetched_at: head.header.get("WARC-Date").and_then(web::parse_warc_date),
             offset: place.map(|p| p.0),
             length: place.map(|p| p.1),
@@ -413,11 +439,17 @@ pub(crate) fn http_payload(
     let malformed = |what: String| Payload::Invalid(RecordError::Malformed { offset: at, what });
     let head = match http::parse_head(&block) {
         Ok(h) => h,
-        Err(HeadError::Incomplete) if block_cut => return Err(Payload::Skipped(SkipReason::Truncated)),
-        Err(HeadError::Incomplete) => {
-            return Err(malformed("the HTTP head does not end inside the record".into()))
+        Err(HeadError::Incomplete) if block_cut => {
+            return Err(Payload::Skipped(SkipReason::Truncated))
         }
-        Err(HeadError::Malformed(why)) => return Err(malformed(format!("malformed HTTP head: {why}"))),
+        Err(HeadError::Incomplete) => {
+            return Err(malformed(
+                "the HTTP head does not end inside the record".into(),
+            ))
+        }
+        Err(HeadError::Malformed(why)) => {
+            return Err(malformed(format!("malformed HTTP head: {why}")))
+        }
     };
     if !(200..300).contains(&head.status) {
         return Err(Payload::Skipped(SkipReason::Status));
@@ -456,12 +488,14 @@ impl KeptWriter {
         })?;
         let w = std::io::BufWriter::new(f);
         let out = match compression {
-            Compression::Zstd => KeptOut::Zstd(
-                zstd::stream::write::Encoder::new(w, 3).map_err(|cause| IoError::Write {
-                    path: path.to_path_buf(),
-                    cause,
-                })?,
-            ),
+            Compression::Zstd => {
+                KeptOut::Zstd(zstd::stream::write::Encoder::new(w, 3).map_err(|cause| {
+                    IoError::Write {
+                        path: path.to_path_buf(),
+                        cause,
+                    }
+                })?)
+            }
             _ => KeptOut::Plain(w),
         };
         Ok(KeptWriter {

@@ -108,7 +108,11 @@ pub fn dechunk(body: &[u8]) -> Vec<u8> {
             break;
         }
         // The CRLF after the chunk data.
-        let crlf = rest.iter().take(2).take_while(|&&b| b == b'\r' || b == b'\n').count();
+        let crlf = rest
+            .iter()
+            .take(2)
+            .take_while(|&&b| b == b'\r' || b == b'\n')
+            .count();
         rest = &rest[crlf..];
     }
     out
@@ -136,27 +140,41 @@ pub fn decode_content(
     };
     let mut out = Vec::new();
     let reader: Box<dyn Read + '_> = match encoding {
+        // Crawlers often store the payload already decoded but keep the header (Common
+        // Crawl's 2008 ARC files do): a body that is not gzip is taken as it is.
+        "gzip" | "x-gzip" if !body.starts_with(&[0x1f, 0x8b]) => {
+            return cut_to(body, limit, cut);
+        }
         "gzip" | "x-gzip" => Box::new(flate2::read::MultiGzDecoder::new(&body[..])),
         // "deflate" is meant to be zlib, but servers send raw deflate too.
-        "deflate" if is_zlib_header(&body) => {
-            Box::new(flate2::read::ZlibDecoder::new(&body[..]))
-        }
+        "deflate" if is_zlib_header(&body) => Box::new(flate2::read::ZlibDecoder::new(&body[..])),
         "deflate" => Box::new(flate2::read::DeflateDecoder::new(&body[..])),
         _ => return (body, Decoding::Unknown),
     };
     let mut limited = reader.take(limit as u64 + 1);
-    // An error (a cut or damaged stream) keeps what was decoded.
-    let _ = limited.read_to_end(&mut out);
-    if out.len() > limit {
-        out.truncate(limit);
+    // An error (a cut or damaged stream) keeps what was decoded; a body that does not
+    // decode at all was stored decoded (see above) and is kept as it is.
+    let failed = limited.read_to_end(&mut out).is_err() && out.is_empty();
+    drop(limited);
+    if failed {
+        return cut_to(body, limit, cut);
+    }
+    cut_to(out, limit, cut)
+}
+
+fn cut_to(mut body: Vec<u8>, limit: usize, cut: &mut bool) -> (Vec<u8>, Decoding) {
+    if body.len() > limit {
+        body.truncate(limit);
         *cut = true;
     }
-    (out, Decoding::Done)
+    (body, Decoding::Done)
 }
 
 /// RFC 1950: compression method 8 and a header checksum that divides by 31.
 fn is_zlib_header(body: &[u8]) -> bool {
-    body.len() >= 2 && body[0] & 0x0f == 8 && (u16::from(body[0]) << 8 | u16::from(body[1])) % 31 == 0
+    body.len() >= 2
+        && body[0] & 0x0f == 8
+        && (u16::from(body[0]) << 8 | u16::from(body[1])) % 31 == 0
 }
 
 #[cfg(test)]
@@ -172,7 +190,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(head.status, 200);
-        assert_eq!(head.content_type.as_deref(), Some("text/html; charset=utf-8"));
+        assert_eq!(
+            head.content_type.as_deref(),
+            Some("text/html; charset=utf-8")
+        );
         assert!(head.chunked);
         assert_eq!(head.content_encoding.as_deref(), Some("gzip"));
         assert_eq!(head.len, head.len.min(200));
@@ -181,15 +202,24 @@ mod tests {
         let head = parse_head(b"HTTP/1.0 404\nX Bad Header\nContent-Type: text/plain\n\n").unwrap();
         assert_eq!(head.status, 404);
         assert_eq!(head.content_type.as_deref(), Some("text/plain"));
-        assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\nA: b\r\n"), Err(HeadError::Incomplete));
-        assert!(matches!(parse_head(b"HTTX/1.1 200 OK\r\n\r\n"), Err(HeadError::Malformed(_))));
+        assert_eq!(
+            parse_head(b"HTTP/1.1 200 OK\r\nA: b\r\n"),
+            Err(HeadError::Incomplete)
+        );
+        assert!(matches!(
+            parse_head(b"HTTX/1.1 200 OK\r\n\r\n"),
+            Err(HeadError::Malformed(_))
+        ));
         assert!(starts_like_http(b"http/1.1 200"));
         assert!(!starts_like_http(b"<html>"));
     }
 
     #[test]
     fn chunks_are_joined_and_damage_keeps_the_decoded_part() {
-        assert_eq!(dechunk(b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n"), b"hello world");
+        assert_eq!(
+            dechunk(b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n"),
+            b"hello world"
+        );
         assert_eq!(dechunk(b"5\r\nhello\r\n10\r\n wor"), b"hello wor");
         assert_eq!(dechunk(b"5\r\nhello\r\nzz\r\n"), b"hello");
         assert_eq!(dechunk(b"<html>not chunked"), b"<html>not chunked");
@@ -202,21 +232,52 @@ mod tests {
         gz.write_all(&text).unwrap();
         let gz = gz.finish().unwrap();
         let mut cut = false;
-        assert_eq!(decode_content(gz.clone(), Some("gzip"), 1 << 20, &mut cut), (text.clone(), Decoding::Done));
+        assert_eq!(
+            decode_content(gz.clone(), Some("gzip"), 1 << 20, &mut cut),
+            (text.clone(), Decoding::Done)
+        );
         assert!(!cut);
         let (short, _) = decode_content(gz.clone(), Some("x-gzip"), 10, &mut cut);
         assert_eq!((short.as_slice(), cut), (&text[..10], true));
         // A cut stream keeps what decoded.
         let mut cut = false;
-        let (part, how) = decode_content(gz[..gz.len() - 12].to_vec(), Some("gzip"), 1 << 20, &mut cut);
+        let (part, how) = decode_content(
+            gz[..gz.len() - 12].to_vec(),
+            Some("gzip"),
+            1 << 20,
+            &mut cut,
+        );
         assert_eq!(how, Decoding::Done);
-        assert!(text.starts_with(&part) && !part.is_empty(), "{}", part.len());
+        assert!(
+            text.starts_with(&part) && !part.is_empty(),
+            "{}",
+            part.len()
+        );
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         z.write_all(&text).unwrap();
-        assert_eq!(decode_content(z.finish().unwrap(), Some("deflate"), 1 << 20, &mut cut).0, text);
+        assert_eq!(
+            decode_content(z.finish().unwrap(), Some("deflate"), 1 << 20, &mut cut).0,
+            text
+        );
         let mut d = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
         d.write_all(&text).unwrap();
-        assert_eq!(decode_content(d.finish().unwrap(), Some("deflate"), 1 << 20, &mut cut).0, text);
-        assert_eq!(decode_content(vec![1, 2], Some("br"), 10, &mut cut).1, Decoding::Unknown);
+        assert_eq!(
+            decode_content(d.finish().unwrap(), Some("deflate"), 1 << 20, &mut cut).0,
+            text
+        );
+        assert_eq!(
+            decode_content(vec![1, 2], Some("br"), 10, &mut cut).1,
+            Decoding::Unknown
+        );
+        // Stored already decoded, the header kept: taken as it is.
+        let plain = b"<!DOCTYPE html><p>x".to_vec();
+        assert_eq!(
+            decode_content(plain.clone(), Some("gzip"), 1 << 20, &mut cut).0,
+            plain
+        );
+        assert_eq!(
+            decode_content(plain.clone(), Some("deflate"), 1 << 20, &mut cut).0,
+            plain
+        );
     }
 }

@@ -195,17 +195,29 @@ mod tests {
     #[test]
     fn dates_parse_to_utc_microseconds() {
         // 2020-10-10T07:57:31Z is 1602316651 s after the epoch (`date -d ... +%s`).
-        assert_eq!(parse_warc_date("2020-10-10T07:57:31Z"), Some(1_602_316_651_000_000));
+        assert_eq!(
+            parse_warc_date("2020-10-10T07:57:31Z"),
+            Some(1_602_316_651_000_000)
+        );
         assert_eq!(
             parse_warc_date("2020-10-10T07:57:31.25Z"),
             Some(1_602_316_651_250_000)
         );
         assert_eq!(parse_warc_date("null"), None);
-        assert_eq!(parse_arc_date("20080509190241"), Some(1_210_359_761_000_000));
+        assert_eq!(
+            parse_arc_date("20080509190241"),
+            Some(1_210_359_761_000_000)
+        );
         assert_eq!(parse_arc_date("2008050919"), None);
-        assert_eq!(parse_time_text("2008-05-09 19:02:41"), Some(1_210_359_761_000_000));
+        assert_eq!(
+            parse_time_text("2008-05-09 19:02:41"),
+            Some(1_210_359_761_000_000)
+        );
         assert_eq!(parse_time_text("1970-01-02"), Some(86_400_000_000));
-        assert_eq!(parse_time_text("20080509190241"), Some(1_210_359_761_000_000));
+        assert_eq!(
+            parse_time_text("20080509190241"),
+            Some(1_210_359_761_000_000)
+        );
         assert_eq!(parse_time_text("yesterday"), None);
         assert_eq!(seconds_to_micros(1.5), Some(1_500_000));
         assert_eq!(seconds_to_micros(f64::NAN), None);
@@ -213,8 +225,14 @@ mod tests {
 
     #[test]
     fn charset_parameters_and_hosts() {
-        assert_eq!(charset_parameter("text/html; charset=\"ISO-8859-1\""), Some("ISO-8859-1"));
-        assert_eq!(charset_parameter("text/html;Charset=utf-8;q=1"), Some("utf-8"));
+        assert_eq!(
+            charset_parameter("text/html; charset=\"ISO-8859-1\""),
+            Some("ISO-8859-1")
+        );
+        assert_eq!(
+            charset_parameter("text/html;Charset=utf-8;q=1"),
+            Some("utf-8")
+        );
         assert_eq!(charset_parameter("text/html"), None);
         assert_eq!(
             crate::record::host_of("http://WWW.Example.COM:8080/a?b"),

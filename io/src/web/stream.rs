@@ -284,8 +284,7 @@ impl ArchiveStream {
         if !more {
             return Ok(false);
         }
-        let Source::Between(compressed) = std::mem::replace(&mut inner.source, Source::Gone)
-        else {
+        let Source::Between(compressed) = std::mem::replace(&mut inner.source, Source::Gone) else {
             unreachable!("matched above")
         };
         inner.member_start = compressed.pos;
@@ -349,7 +348,10 @@ impl ArchiveStream {
     pub fn skip_newlines(&mut self) -> Result<(), IoError> {
         loop {
             let buf = self.fill_in_member()?;
-            let n = buf.iter().take_while(|&&b| b == b'\n' || b == b'\r').count();
+            let n = buf
+                .iter()
+                .take_while(|&&b| b == b'\n' || b == b'\r')
+                .count();
             if n == 0 {
                 return Ok(());
             }

@@ -7,12 +7,26 @@ use std::io::Write;
 /// two line ends after it.
 pub fn warc(kind: &str, uri: Option<&str>, content_type: &str, block: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    write!(out, "WARC/1.0\r\nWARC-Type: {kind}\r\nWARC-Date: 2024-05-01T12:00:00Z\r\n").unwrap();
-    write!(out, "WARC-Record-ID: <urn:uuid:{:08x}-0000-0000-0000-000000000000>\r\n", block.len()).unwrap();
+    write!(
+        out,
+        "WARC/1.0\r\nWARC-Type: {kind}\r\nWARC-Date: 2024-05-01T12:00:00Z\r\n"
+    )
+    .unwrap();
+    write!(
+        out,
+        "WARC-Record-ID: <urn:uuid:{:08x}-0000-0000-0000-000000000000>\r\n",
+        block.len()
+    )
+    .unwrap();
     if let Some(uri) = uri {
         write!(out, "WARC-Target-URI: {uri}\r\n").unwrap();
     }
-    write!(out, "Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n", block.len()).unwrap();
+    write!(
+        out,
+        "Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+        block.len()
+    )
+    .unwrap();
     out.extend_from_slice(block);
     out.extend_from_slice(b"\r\n\r\n");
     out
@@ -20,7 +34,8 @@ pub fn warc(kind: &str, uri: Option<&str>, content_type: &str, block: &[u8]) -> 
 
 /// An HTTP response block: status line, Content-Type, body.
 pub fn http(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
-    let mut out = format!("HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n\r\n").into_bytes();
+    let mut out =
+        format!("HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n\r\n").into_bytes();
     out.extend_from_slice(body);
     out
 }
@@ -40,12 +55,20 @@ pub fn gzip_members(records: &[Vec<u8>]) -> Vec<u8> {
 /// with the date 2008-05-09 19:02:41 UTC.
 pub fn arc(records: &[(&str, &str, &[u8])]) -> Vec<u8> {
     let desc = b"1 0 Test\nURL IP-address Archive-date Content-type Archive-length\n";
-    let mut out =
-        format!("filedesc://test.arc 0.0.0.0 20080509190241 text/plain {}\n", desc.len()).into_bytes();
+    let mut out = format!(
+        "filedesc://test.arc 0.0.0.0 20080509190241 text/plain {}\n",
+        desc.len()
+    )
+    .into_bytes();
     out.extend_from_slice(desc);
     out.push(b'\n');
     for (url, content_type, content) in records {
-        write!(out, "{url} 1.2.3.4 20080509190241 {content_type} {}\n", content.len()).unwrap();
+        writeln!(
+            out,
+            "{url} 1.2.3.4 20080509190241 {content_type} {}",
+            content.len()
+        )
+        .unwrap();
         out.extend_from_slice(content);
         out.push(b'\n');
     }

@@ -164,7 +164,12 @@ impl FingerprintState {
         bytes: Option<u64>,
         empty: bool,
     ) -> DocFp {
-        let rank = self.ctx.shared.config.keep.rank(bytes.unwrap_or(0), None, None);
+        let rank = self
+            .ctx
+            .shared
+            .config
+            .keep
+            .rank(bytes.unwrap_or(0), None, None);
         let mut report = self.ctx.report.borrow_mut();
         report.documents += 1;
         report.bytes += bytes.unwrap_or(0);
