@@ -733,3 +733,91 @@ fn url_and_time_fields_fill_the_columns_and_keep_newest_or_oldest_chooses_by_the
         )],
     );
 }
+
+#[test]
+fn a_revisit_is_an_exact_duplicate_of_the_capture_it_names() {
+    use neardup_io::web::testing::warc_with;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = "http://netpreserve.org/warc/1.0/revisit/identical-payload-digest";
+    let page = http(
+        200,
+        "text/plain",
+        b"a page about lighthouses and harbours and tides",
+    );
+    let records = [
+        warc_with(
+            "response",
+            Some("http://a.example/"),
+            "application/http; msgtype=response",
+            &page,
+            &[("WARC-Payload-Digest", "sha1:AAAA")],
+        ),
+        warc_with(
+            "response",
+            Some("http://b.example/"),
+            "application/http; msgtype=response",
+            &http(
+                200,
+                "text/plain",
+                b"another page entirely, on mountains and valleys",
+            ),
+            &[("WARC-Payload-Digest", "sha1:BBBB")],
+        ),
+        // Revisits of the first capture, and of one that is not in the input.
+        warc_with(
+            "revisit",
+            Some("http://a.example/"),
+            "application/http; msgtype=response",
+            b"",
+            &[
+                ("WARC-Payload-Digest", "sha1:AAAA"),
+                ("WARC-Profile", profile),
+            ],
+        ),
+        warc_with(
+            "revisit",
+            Some("http://z.example/"),
+            "application/http; msgtype=response",
+            b"",
+            &[
+                ("WARC-Payload-Digest", "sha1:ZZZZ"),
+                ("WARC-Profile", profile),
+            ],
+        ),
+        // Not modified: nothing to link it to.
+        warc_with(
+            "revisit",
+            Some("http://a.example/"),
+            "application/http; msgtype=response",
+            b"",
+            &[(
+                "WARC-Profile",
+                "http://netpreserve.org/warc/1.0/revisit/server-not-modified",
+            )],
+        ),
+    ];
+    let path = write(
+        &dir.path().join("revisits.warc.gz"),
+        &gzip_members(&records),
+    );
+    for workers in ["1", "3"] {
+        let out = dir.path().join(format!("out-{workers}"));
+        run_ok(&out, &["-w", workers], &[&path]);
+        let summary = summary(&out);
+        assert_eq!(count(&summary, "revisits_linked"), 1);
+        assert_eq!(
+            summary["counts"]["skipped_records"]["revisit"].as_u64(),
+            Some(1)
+        );
+        assert_eq!(count(&summary, "documents"), 4);
+        let pairs: Vec<(u64, u64, String)> = common::outputs::pairs(&out)
+            .into_iter()
+            .map(|p| (p.doc_a, p.doc_b, p.kind))
+            .collect();
+        assert_eq!(
+            pairs,
+            [(0, 2, "exact".to_string())],
+            "record 2 repeats record 0"
+        );
+    }
+}

@@ -203,6 +203,8 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         let docs = fingerprint(raw, ctx.clone(), scheme, sets.clone()).probe_with(&fingerprinted);
         count_duplicate_ids(docs.clone(), ctx.clone());
         let (reps, exact_edges) = fold_exact(docs.clone(), ctx.clone());
+        let revisit_edges = crate::stages::revisits::link_revisits(docs.clone(), ctx.clone());
+        let exact_edges = timely::dataflow::operators::Concat::concat(exact_edges, revisit_edges);
         let mut near_edges = search_tables(reps, ctx.clone());
         if ctx.shared.config.verify.is_some() || ctx.shared.config.lsh.is_some() {
             near_edges = verify(near_edges, ctx.clone(), sets);

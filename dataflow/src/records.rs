@@ -52,6 +52,9 @@ pub struct DocFp {
     pub id_hash: Option<u64>,
     /// LSH band keys of the MinHash signature (MinHash mode only; empty otherwise).
     pub bands: Vec<u64>,
+    /// The archive payload digest (xxh3-128 of `WARC-Payload-Digest`) and whether this is a
+    /// revisit record naming it (see [`crate::stages::revisits`]).
+    pub digest: Option<(u128, bool)>,
 }
 
 /// Why two documents are paired.

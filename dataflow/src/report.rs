@@ -38,6 +38,8 @@ pub struct WorkerReport {
     pub skipped_records: BTreeMap<String, u64>,
     /// Documents cut at `--max-doc-bytes` (fingerprinted on their first bytes).
     pub truncated: u64,
+    /// WARC revisit records linked to the capture whose payload they repeat.
+    pub revisits_linked: u64,
     /// The first few skipped records: (file index, record, message naming file and line).
     pub skip_examples: Vec<(u32, u64, String)>,
     /// Documents without a value in the keep policy's column (they rank last).
@@ -129,6 +131,7 @@ impl WorkerReport {
             *self.skipped_records.entry(reason).or_default() += n;
         }
         self.truncated += other.truncated;
+        self.revisits_linked += other.revisits_linked;
         self.keep_value_missing += other.keep_value_missing;
         self.skip_examples.extend(other.skip_examples);
         self.skip_examples.sort();
@@ -244,6 +247,10 @@ pub struct Counts {
     /// Documents cut at --max-doc-bytes.
     #[serde(default)]
     pub truncated: u64,
+    /// WARC revisit records reported as exact duplicates of the capture they name (their
+    /// edges are among exact_pairs).
+    #[serde(default)]
+    pub revisits_linked: u64,
     pub duplicate_ids: u64,
     pub exact_groups: u64,
     pub exact_duplicates: u64,
@@ -274,6 +281,7 @@ impl JobSummary {
             blank_lines: report.blank_lines,
             skipped_records: report.skipped_records,
             truncated: report.truncated,
+            revisits_linked: report.revisits_linked,
             duplicate_ids: report.duplicate_ids,
             exact_groups: report.exact_groups,
             exact_duplicates: report.exact_duplicates,

@@ -83,6 +83,12 @@ pub struct Origin {
     pub charset: Option<String>,
     /// The HTML `<title>`, when the text was extracted from HTML.
     pub title: Option<String>,
+    /// The archive's `WARC-Payload-Digest` of the payload (responses) or of the payload a
+    /// revisit repeats.
+    pub payload_digest: Option<String>,
+    /// A WARC revisit record: no text of its own, an exact duplicate of the capture with its
+    /// `payload_digest` when that is in the input.
+    pub revisit: bool,
 }
 
 impl Origin {

@@ -18,4 +18,5 @@ pub mod fingerprint;
 pub mod near;
 pub mod pairs;
 pub mod read;
+pub mod revisits;
 pub mod verify;

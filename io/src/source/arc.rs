@@ -288,6 +288,7 @@ impl ArcReader {
             content_type,
             body,
             cut,
+            payload_digest: None,
         };
         out.payload = Payload::Fields(web::document(payload, self.mode));
         Ok(true)

@@ -22,7 +22,7 @@ use crate::compress::Compression;
 use crate::error::{shown, IoError};
 use crate::file::InputFile;
 use crate::html::{self, HtmlMode, DEFAULT_HTML_MODE};
-use crate::record::{FieldSpec, RecordError};
+use crate::record::{FieldSpec, Origin, Record, RecordError};
 use crate::web::http::{self, HeadError};
 use crate::web::stream::{ArchiveStream, RecordStart, MAX_HEADER_LINE};
 use crate::web::{self, SkipReason, WebPayload};
@@ -305,6 +305,13 @@ impl WarcRecords {
     }
 }
 
+/// The record's `WARC-Target-URI` (WARC 1.0 examples write it in angle brackets).
+fn target_uri(header: &WarcHeader) -> Option<String> {
+    header
+        .get("WARC-Target-URI")
+        .map(|u| u.trim_matches(['<', '>']).to_owned())
+}
+
 /// The line without its line end, as text (lossy: header values are ASCII in practice).
 fn trim_line(line: &[u8]) -> &str {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
@@ -377,6 +384,29 @@ impl WarcReader {
                 .map(|_| SkipReason::Truncated)
         });
         let mut block = Vec::new();
+        if skip == Some(SkipReason::Revisit) {
+            // An identical-payload revisit names its capture by digest: a document with no
+            // text of its own, linked to that capture as an exact duplicate by the run.
+            let profile = head.header.get("WARC-Profile").unwrap_or("");
+            let digest = head.header.get("WARC-Payload-Digest");
+            if let (true, Some(digest)) = (profile.contains("identical-payload-digest"), digest) {
+                let digest = digest.to_owned();
+                self.records.read_block(&head, 0, &mut block)?;
+                let url = target_uri(&head.header);
+                out.payload = Payload::Fields(Record {
+                    id: url.clone(),
+                    origin: Some(Box::new(Origin {
+                        url,
+                        fetched_at: head.header.get("WARC-Date").and_then(web::parse_warc_date),
+                        payload_digest: Some(digest),
+                        revisit: true,
+                        ..Origin::default()
+                    })),
+                    ..Record::default()
+                });
+                return Ok(true);
+            }
+        }
         if let Some(reason) = skip {
             self.records.read_block(&head, 0, &mut block)?;
             out.payload = Payload::Skipped(reason);
@@ -421,6 +451,7 @@ impl WarcReader {
             content_type,
             body,
             cut,
+            payload_digest: head.header.get("WARC-Payload-Digest").map(str::to_owned),
         };
         out.payload = Payload::Fields(web::document(payload, self.mode));
         Ok(true)

@@ -88,6 +88,8 @@ pub struct WebPayload {
     pub body: Vec<u8>,
     /// The payload was longer than `--max-doc-bytes` and was cut.
     pub cut: bool,
+    /// `WARC-Payload-Digest`, for revisits to name.
+    pub payload_digest: Option<String>,
 }
 
 /// What a kept payload's media type makes of it: HTML to extract, text to decode, or
@@ -131,6 +133,8 @@ pub fn document(payload: WebPayload, mode: HtmlMode) -> Record {
                 .map(|c| html::media_type(c).to_owned()),
             charset: Some(charset.to_owned()),
             title,
+            payload_digest: payload.payload_digest,
+            revisit: false,
         })),
     }
 }

@@ -6,6 +6,17 @@ use std::io::Write;
 /// One WARC/1.0 record: the header fields a crawler writes, `block` as its content, and the
 /// two line ends after it.
 pub fn warc(kind: &str, uri: Option<&str>, content_type: &str, block: &[u8]) -> Vec<u8> {
+    warc_with(kind, uri, content_type, block, &[])
+}
+
+/// [`warc`] with more header fields (`WARC-Payload-Digest`, `WARC-Profile`, ...).
+pub fn warc_with(
+    kind: &str,
+    uri: Option<&str>,
+    content_type: &str,
+    block: &[u8],
+    fields: &[(&str, &str)],
+) -> Vec<u8> {
     let mut out = Vec::new();
     write!(
         out,
@@ -20,6 +31,9 @@ pub fn warc(kind: &str, uri: Option<&str>, content_type: &str, block: &[u8]) -> 
     .unwrap();
     if let Some(uri) = uri {
         write!(out, "WARC-Target-URI: {uri}\r\n").unwrap();
+    }
+    for (name, value) in fields {
+        write!(out, "{name}: {value}\r\n").unwrap();
     }
     write!(
         out,

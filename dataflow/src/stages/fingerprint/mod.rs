@@ -182,6 +182,7 @@ impl FingerprintState {
             empty,
             id_hash: None,
             bands: Vec::new(),
+            digest: None,
         }
     }
 
@@ -197,6 +198,10 @@ impl FingerprintState {
         let config = &self.ctx.shared.config;
         let origin = record.origin.take();
         let fetched_at = origin.as_ref().and_then(|o| o.fetched_at);
+        let digest = origin.as_ref().and_then(|o| {
+            let d = o.payload_digest.as_deref()?;
+            Some((xxhash_rust::xxh3::xxh3_128(d.as_bytes()), o.revisit))
+        });
         let rank = config.keep.rank(bytes, record.extra, fetched_at);
         let id_hash = record.id.as_ref().map(|id| xxh3_64(id.as_bytes()));
         {
@@ -244,6 +249,7 @@ impl FingerprintState {
             empty: fp.is_empty(),
             id_hash,
             bands,
+            digest,
         })
     }
 

@@ -451,6 +451,7 @@ mod tests {
             empty: false,
             id_hash: None,
             bands: Vec::new(),
+            digest: None,
         }
     }
 
