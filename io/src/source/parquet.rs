@@ -66,6 +66,18 @@ impl SourceKind for Parquet {
         fields: &FieldSpec,
     ) -> Result<Box<dyn RecordReader>, IoError> {
         let rg = row_group_of(self, file, unit)?;
+        if let Some(flag) = [
+            ("--url-field", &fields.url_field),
+            ("--time-field", &fields.time_field),
+        ]
+        .into_iter()
+        .find_map(|(flag, f)| f.as_ref().map(|_| flag))
+        {
+            return Err(IoError::Unsupported {
+                path: file.path.clone(),
+                what: format!("{flag} is read from JSONL input only in this version"),
+            });
+        }
         Ok(Box::new(RowGroupReader::open(
             &file.path,
             &rg,
