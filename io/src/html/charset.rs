@@ -326,7 +326,10 @@ mod tests {
         let mut bytes = b"\xef\xbb\xbf".to_vec();
         bytes.extend_from_slice("café".as_bytes());
         let d = decode(&bytes, Some("windows-1252"), true);
-        assert_eq!((d.text.as_str(), d.charset, d.replacements), ("café", "UTF-8", 0));
+        assert_eq!(
+            (d.text.as_str(), d.charset, d.replacements),
+            ("café", "UTF-8", 0)
+        );
         // UTF-16LE with its BOM.
         let utf16: Vec<u8> = b"\xff\xfe"
             .iter()

@@ -14,6 +14,13 @@ fn main_text(html: &str) -> String {
     out.text
 }
 
+/// `main` mode's rules 1 to 4 without the fallback to `text` (rule 5).
+fn main_rules(html: &str) -> String {
+    let mut out = Extracted::default();
+    text::extract_text(html, HtmlMode::Main, &mut out);
+    out.text
+}
+
 fn title(html: &str) -> Option<String> {
     let mut out = Extracted::default();
     extract(html, HtmlMode::Text, &mut out);
@@ -40,7 +47,10 @@ fn entities_are_decoded() {
         "Fish & chips <3 été éé €5 x © &bogus;"
     );
     // In a title too, and an ampersand that starts no entity stays.
-    assert_eq!(title("<title>A &amp; B & C</title>").as_deref(), Some("A & B & C"));
+    assert_eq!(
+        title("<title>A &amp; B & C</title>").as_deref(),
+        Some("A & B & C")
+    );
 }
 
 #[test]
@@ -60,7 +70,10 @@ fn scripts_styles_and_invisible_elements_are_skipped() {
 #[test]
 fn a_self_closed_script_still_hides_until_its_end_tag() {
     // As in a browser: `/>` does not close a script in HTML.
-    assert_eq!(text("<p>a</p><script src=x /><p>b</p></script><p>c</p>"), "a\nc");
+    assert_eq!(
+        text("<p>a</p><script src=x /><p>b</p></script><p>c</p>"),
+        "a\nc"
+    );
 }
 
 #[test]
@@ -94,14 +107,20 @@ fn the_title_is_captured_not_written() {
     assert_eq!(title("<p>x</p>"), None);
     assert_eq!(title("<title> </title><p>x</p>"), None);
     // A title inside svg is not the document's.
-    assert_eq!(title("<svg><title>icon</title></svg><title>Page</title>").as_deref(), Some("Page"));
+    assert_eq!(
+        title("<svg><title>icon</title></svg><title>Page</title>").as_deref(),
+        Some("Page")
+    );
 }
 
 #[test]
 fn head_ends_where_a_browser_ends_it() {
     // No </head>: the first body element ends it.
     assert_eq!(text("<head><title>t</title><p>text</p>"), "text");
-    assert_eq!(text("<html><head><meta charset=utf-8>Hello<p>x"), "Hello\nx");
+    assert_eq!(
+        text("<html><head><meta charset=utf-8>Hello<p>x"),
+        "Hello\nx"
+    );
     // An explicit body after a head without its end tag.
     assert_eq!(text("<head><style>s</style><body>b"), "b");
 }
@@ -123,7 +142,10 @@ fn unclosed_and_stray_tags() {
     assert_eq!(text("<p>x<template></div></p>gone</template>y"), "x\ny");
     // Elements left open are closed by their parent's end tag.
     assert_eq!(text("<div>a <span><b>o</div>b"), "a o\nb");
-    assert_eq!(text("<div>a<select><option>o</option></select></div>b"), "a\nb");
+    assert_eq!(
+        text("<div>a<select><option>o</option></select></div>b"),
+        "a\nb"
+    );
     // A broken tag at the end of the input.
     assert_eq!(text("<p>a</p><div class=\"x"), "a");
     assert_eq!(text(""), "");
@@ -144,7 +166,11 @@ fn nesting_100k_deep_does_not_overflow() {
         .spawn(|| {
             let mut html = String::with_capacity(DEPTH * 40);
             for i in 0..DEPTH {
-                html.push_str(if i % 2 == 0 { "<div>" } else { "<span><a href=x>" });
+                html.push_str(if i % 2 == 0 {
+                    "<div>"
+                } else {
+                    "<span><a href=x>"
+                });
             }
             html.push_str("deep text");
             for i in (0..DEPTH).rev() {
@@ -153,13 +179,20 @@ fn nesting_100k_deep_does_not_overflow() {
             html.push_str("<p>after</p>");
             // Never closed at all, too.
             let unclosed = "<div><b>".repeat(DEPTH) + "bottom";
-            (text(&html), text(&unclosed), main_text(&html))
+            (
+                text(&html),
+                text(&unclosed),
+                main_rules(&html),
+                main_text(&html),
+            )
         })
         .unwrap();
-    let (closed, unclosed, main) = handle.join().expect("no stack overflow");
+    let (closed, unclosed, main, fallback) = handle.join().expect("no stack overflow");
     assert_eq!(closed, "deep text\nafter");
     assert_eq!(unclosed, "bottom");
+    // All of it is in links or too short for `main`, which falls back to the text.
     assert_eq!(main, "");
+    assert_eq!(fallback, closed);
 }
 
 /// Stray end tags are searched for among a bounded number of open elements: a page of
@@ -182,7 +215,11 @@ fn stray_end_tags_are_linear() {
 #[test]
 fn buffers_are_reused_and_reset() {
     let mut out = Extracted::default();
-    extract("<title>One</title><p>first page</p>", HtmlMode::Text, &mut out);
+    extract(
+        "<title>One</title><p>first page</p>",
+        HtmlMode::Text,
+        &mut out,
+    );
     let capacity = out.text.capacity();
     extract("<p>second</p>", HtmlMode::Text, &mut out);
     assert_eq!((out.text.as_str(), out.title.as_deref()), ("second", None));
@@ -200,8 +237,16 @@ fn main_drops_boilerplate_rule_by_rule() {
          contact and other sections here</p></nav>{article}<aside><p>Related stories you might \
          like to read</p></aside><footer><p>Copyright 2024 the company, all rights reserved</p></footer>"
     );
-    assert_eq!(main_text(&html), "This paragraph is the real article text of the page.");
+    assert_eq!(
+        main_rules(&html),
+        "This paragraph is the real article text of the page."
+    );
     assert!(text(&html).contains("Copyright 2024"));
+    // Rule 5: a page whose main content is too short keeps its text.
+    assert_eq!(
+        main_text("<nav><p>Home</p></nav><p>Only a short note.</p>"),
+        "Home\nOnly a short note."
+    );
     // Rule 2: boilerplate names on containers.
     let html = format!(
         "<div id=\"cookie-banner\">We use cookies to improve your experience on the site</div>\
@@ -210,7 +255,7 @@ fn main_drops_boilerplate_rule_by_rule() {
          <p class=footer>A footer paragraph which is kept because p is not a container</p>"
     );
     assert_eq!(
-        main_text(&html),
+        main_rules(&html),
         "This paragraph is the real article text of the page.\n\
          A footer paragraph which is kept because p is not a container"
     );
@@ -220,13 +265,16 @@ fn main_drops_boilerplate_rule_by_rule() {
          {article}<p>A sentence with <a href=x>one link</a> among many other plain words.</p>"
     );
     assert_eq!(
-        main_text(&html),
+        main_rules(&html),
         "This paragraph is the real article text of the page.\n\
          A sentence with one link among many other plain words."
     );
     // Rule 4: short blocks.
     let html = format!("<h2>Share</h2><p>Posted by admin</p>{article}<div>Read more</div>");
-    assert_eq!(main_text(&html), "This paragraph is the real article text of the page.");
+    assert_eq!(
+        main_rules(&html),
+        "This paragraph is the real article text of the page."
+    );
 }
 
 #[test]
@@ -236,11 +284,20 @@ fn documents_decode_then_extract() {
     let (bytes, _, _) = encoding_rs::WINDOWS_1251.encode(page);
     let doc = html_document(&bytes, Some("text/html"), HtmlMode::Text);
     assert_eq!(
-        (doc.text.as_str(), doc.title.as_deref(), doc.charset, doc.replacements),
+        (
+            doc.text.as_str(),
+            doc.title.as_deref(),
+            doc.charset,
+            doc.replacements
+        ),
         ("Привет, мир", Some("T"), "windows-1251", 0)
     );
     // Plain text is decoded only.
-    let doc = html_document(b"<p>not html</p>", Some("text/plain; charset=utf-8"), HtmlMode::Text);
+    let doc = html_document(
+        b"<p>not html</p>",
+        Some("text/plain; charset=utf-8"),
+        HtmlMode::Text,
+    );
     assert_eq!((doc.text.as_str(), doc.title), ("<p>not html</p>", None));
     // Without a Content-Type, the bytes decide.
     let doc = html_document(b"  <!DOCTYPE html><p>a &amp; b", None, HtmlMode::Text);
@@ -248,7 +305,11 @@ fn documents_decode_then_extract() {
     let doc = html_document(b"a <b>bold</b> claim", None, HtmlMode::Text);
     assert_eq!(doc.text, "a <b>bold</b> claim");
     // `none` keeps the markup, decoded.
-    let doc = html_document(b"<p>caf\xe9</p>", Some("text/html; charset=latin1"), HtmlMode::None);
+    let doc = html_document(
+        b"<p>caf\xe9</p>",
+        Some("text/html; charset=latin1"),
+        HtmlMode::None,
+    );
     assert_eq!(doc.text, "<p>café</p>");
 }
 
@@ -262,8 +323,14 @@ fn content_type_values() {
     assert!(!is_html_type("text/plain"));
     assert!(is_text_type("text/PLAIN"));
     assert!(!is_text_type("application/pdf"));
-    assert_eq!(charset_param("text/html; Charset=\"Shift_JIS\""), Some("Shift_JIS"));
-    assert_eq!(charset_param("text/html;foo=bar; charset = utf-8 "), Some("utf-8"));
+    assert_eq!(
+        charset_param("text/html; Charset=\"Shift_JIS\""),
+        Some("Shift_JIS")
+    );
+    assert_eq!(
+        charset_param("text/html;foo=bar; charset = utf-8 "),
+        Some("utf-8")
+    );
     assert_eq!(charset_param("text/html; charset="), None);
     assert_eq!(charset_param("text/html"), None);
 }
@@ -271,7 +338,9 @@ fn content_type_values() {
 #[test]
 fn binary_payloads_are_recognised() {
     assert!(!looks_binary(b""));
-    assert!(!looks_binary("<html>ünïcode\r\n\ttext\x0c\x1b$B</html>".as_bytes()));
+    assert!(!looks_binary(
+        "<html>ünïcode\r\n\ttext\x0c\x1b$B</html>".as_bytes()
+    ));
     assert!(looks_binary(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\x00"));
     assert!(looks_binary(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"));
     // A few control bytes in a long text are tolerated, many are not.
@@ -283,7 +352,11 @@ fn binary_payloads_are_recognised() {
     }
     assert!(looks_binary(&text));
     // UTF-16 with its byte order mark has NULs and is text.
-    let utf16: Vec<u8> = b"\xff\xfe".iter().copied().chain(b"h\x00i\x00".iter().copied()).collect();
+    let utf16: Vec<u8> = b"\xff\xfe"
+        .iter()
+        .copied()
+        .chain(b"h\x00i\x00".iter().copied())
+        .collect();
     assert!(!looks_binary(&utf16));
     // Only the head is looked at.
     let mut late = vec![b'a'; SNIFF_BYTES];
@@ -291,5 +364,5 @@ fn binary_payloads_are_recognised() {
     assert!(!looks_binary(&late));
 }
 
-pub mod samples;
 mod measure;
+pub mod samples;

@@ -9,7 +9,9 @@
 //!   `html_document`, median of [`RUNS`] passes over every HTML payload, buffers reused.
 //! * `html_mode_choice`: how alike captures of one page become, and how distinct pages of
 //!   one site stay, with `text` and with `main` (the measurement behind
-//!   [`DEFAULT_HTML_MODE`](super::super::DEFAULT_HTML_MODE)).
+//!   [`DEFAULT_HTML_MODE`](super::super::DEFAULT_HTML_MODE)). Jaccard of 5-word shingle
+//!   sets, and Hamming distance of neardup's `simhash-doc` fingerprints. `SHOW_PAIRS=1`
+//!   prints every pair of captures, `SHOW_EMPTY=1` every page left without text.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
@@ -183,8 +185,9 @@ impl Stats {
         let mean_h = self.hamming.iter().map(|&h| h as f64).sum::<f64>() / n;
         let within3 = self.hamming.iter().filter(|&&h| h <= 3).count();
         let j05 = self.jaccard.iter().filter(|&&j| j >= 0.5).count();
+        let equal = self.jaccard.iter().filter(|&&j| j == 1.0).count();
         format!(
-            "| {name} | {} | {mean_j:.3} | {min_j:.3} | {j05} | {mean_h:.1} | {within3} |",
+            "| {name} | {} | {mean_j:.3} | {min_j:.3} | {j05} | {equal} | {mean_h:.1} | {within3} |",
             self.pairs
         )
     }
@@ -208,13 +211,16 @@ fn html_mode_choice() {
                 (Some(title), "en.wikipedia.org") => format!("wikipedia:{title}"),
                 _ => key.clone(),
             };
+            if doc.text.is_empty() && std::env::var_os("SHOW_EMPTY").is_some() {
+                eprintln!("{}: no text: {}", mode.name(), page.url);
+            }
             let simhash = fingerprinter.fingerprint(&doc.text).simhash;
             per_mode.push((identity, key, shingles(&doc.text), simhash, doc.text.len()));
         }
         docs.push((mode, per_mode));
     }
-    println!("| mode | pairs | mean Jaccard | min Jaccard | pairs J >= 0.5 | mean Hamming | pairs within 3 bits |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| mode, pairs | pairs | mean Jaccard | min Jaccard | J >= 0.5 | J = 1 | mean Hamming | within 3 bits |");
+    println!("|---|---|---|---|---|---|---|---|");
     for (mode, per_mode) in &docs {
         let (mut same, mut site, mut other) = (Stats::new(), Stats::new(), Stats::new());
         let mut identical = 0;
@@ -232,14 +238,33 @@ fn html_mode_choice() {
                 } else {
                     &mut other
                 };
+                if a.0 == b.0 && std::env::var_os("SHOW_PAIRS").is_some() {
+                    eprintln!(
+                        "{} same page {i} {j}: J {:.3} H {} ({} / {} bytes)",
+                        mode.name(),
+                        jaccard(&a.2, &b.2),
+                        hamming(a.3, b.3),
+                        a.4,
+                        b.4
+                    );
+                }
                 stats.pairs += 1;
                 stats.jaccard.push(jaccard(&a.2, &b.2));
                 stats.hamming.push(hamming(a.3, b.3));
             }
         }
         let chars: usize = per_mode.iter().map(|d| d.4).sum();
+        let empty = per_mode.iter().filter(|d| d.4 == 0).count();
+        let short = per_mode.iter().filter(|d| d.4 < 200).count();
+        eprintln!(
+            "{}: {empty} pages without text, {short} under 200 bytes",
+            mode.name()
+        );
         println!("{}", same.line(&format!("{} same page", mode.name())));
-        println!("{}", site.line(&format!("{} same site, other page", mode.name())));
+        println!(
+            "{}",
+            site.line(&format!("{} same site, other page", mode.name()))
+        );
         println!("{}", other.line(&format!("{} other sites", mode.name())));
         eprintln!(
             "{}: {identical} byte-identical pairs left out, {:.2} MB of text",
