@@ -7,6 +7,9 @@ archives (WARC with FastWARC, ARC with the few lines below: FastWARC reads no AR
 payload is decoded to str before the clock starts (Resiliparse's detect_encoding and
 bytes_to_str), so the figures time the extraction only. Each tool runs RUNS times
 (environment, default 3); the median is printed as pages/s and MB/s of HTML (UTF-8 bytes).
+Times are the process's CPU time, not wall time: on a shared machine other processes then
+slow the figures less (neardup's own figures in io's html_speed measurement are taken the
+same way).
 
 The packages are installed into a virtual environment this script creates (WEB_PEERS_VENV,
 default /tmp/neardup-web-peers-venv) from PyPI, pinned; the script then re-runs itself with
@@ -117,11 +120,11 @@ def html_payloads(samples):
 def time_tool(name, fn, htmls, total_bytes):
     runs = []
     for _ in range(RUNS):
-        start = time.perf_counter()
+        start = time.process_time()
         out = 0
         for html in htmls:
             out += len(fn(html) or "")
-        runs.append(time.perf_counter() - start)
+        runs.append(time.process_time() - start)
     median = statistics.median(runs)
     print(
         f"{name:<34} {len(htmls):>6} {total_bytes / 1e6:>8.2f} {median:>9.3f} "
@@ -139,7 +142,7 @@ def bench(samples):
     htmls = [bytes_to_str(p, detect_encoding(p)) for _, _, p in pages]
     total = sum(len(h.encode("utf-8")) for h in htmls)
     print(f"# {len(htmls)} HTML payloads from {os.path.abspath(samples)}, {RUNS} runs, one core")
-    print(f"{'tool':<34} {'pages':>6} {'MB':>8} {'median_s':>9} {'pages/s':>9} {'MB/s':>8} {'out_chars':>10}")
+    print(f"{'tool':<34} {'pages':>6} {'MB':>8} {'median_cpu_s':>9} {'pages/s':>9} {'MB/s':>8} {'out_chars':>10}")
     time_tool("resiliparse extract_plain_text", extract_plain_text, htmls, total)
     time_tool(
         "resiliparse main_content=True",

@@ -130,19 +130,21 @@ pub fn is_boilerplate(tag: &str, attrs: &[Attribute]) -> bool {
 
 /// Whether one `id` or `class` word is boilerplate.
 fn boilerplate_word(word: &str) -> bool {
+    // Lower-cased once into a buffer on the stack (words longer than it are cut: the
+    // needles are searched for in the first 64 bytes only).
+    let mut buffer = [0u8; 64];
+    let bytes = &word.as_bytes()[..word.len().min(buffer.len())];
+    let lower = &mut buffer[..bytes.len()];
+    lower.copy_from_slice(bytes);
+    lower.make_ascii_lowercase();
+    let lower: &[u8] = lower;
     BOILERPLATE_EXACT
         .iter()
-        .any(|exact| word.eq_ignore_ascii_case(exact))
-        || BOILERPLATE_WORDS
-            .iter()
-            .any(|needle| contains_ignore_case(word.as_bytes(), needle.as_bytes()))
-}
-
-fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
-    hay.len() >= needle.len()
-        && hay
-            .windows(needle.len())
-            .any(|w| w.eq_ignore_ascii_case(needle))
+        .any(|exact| lower == exact.as_bytes())
+        || BOILERPLATE_WORDS.iter().any(|needle| {
+            let needle = needle.as_bytes();
+            lower.len() >= needle.len() && lower.windows(needle.len()).any(|w| w == needle)
+        })
 }
 
 #[cfg(test)]

@@ -88,6 +88,16 @@ fn block_elements_end_lines() {
 }
 
 #[test]
+fn block_tags_are_the_listed_ones() {
+    for name in text::BLOCK_TAGS {
+        assert!(text::kind_is_block(name), "{name}");
+    }
+    for name in ["span", "a", "b", "td", "img", "br", "x-custom"] {
+        assert!(!text::kind_is_block(name), "{name}");
+    }
+}
+
+#[test]
 fn whitespace_is_collapsed_within_lines() {
     assert_eq!(
         text("<p>  a \n\t b\u{a0}\u{a0}c  </p>\n\n<p>\n</p><pre>  x\n   y  </pre>d<img alt=z>e"),
