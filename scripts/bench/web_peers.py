@@ -35,7 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_SAMPLES = os.path.join(ROOT, "..", "shared", "corpora", "web-archive-samples")
 VENV = os.environ.get("WEB_PEERS_VENV", "/tmp/neardup-web-peers-venv")
 RUNS = int(os.environ.get("RUNS", "3"))
-PACKAGES = ["resiliparse==2.0.1", "fastwarc==2.0.1", "trafilatura==2.3.1"]
+# trafilatura needs lxml_html_clean (lxml 6 moved lxml.html.clean out) and does not declare it.
+PACKAGES = ["resiliparse==2.0.1", "fastwarc==2.0.1", "trafilatura==2.3.1", "lxml_html_clean==0.4.6"]
 
 
 def ensure_venv():

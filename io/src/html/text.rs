@@ -141,6 +141,7 @@ enum Kind {
     Other,
 }
 
+#[cfg(test)]
 pub(super) fn kind_is_block(name: &str) -> bool {
     matches!(kind(name), Kind::Block | Kind::Body | Kind::Plaintext)
 }
