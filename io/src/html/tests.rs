@@ -279,6 +279,13 @@ fn main_drops_boilerplate_rule_by_rule() {
         "This paragraph is the real article text of the page.\n\
          A sentence with one link among many other plain words."
     );
+    // An unclosed link ends at the next link, not at the end of the page.
+    assert_eq!(
+        main_rules(
+            "<p><a href=a>Menu<p><a href=b>Next</a> and then a long sentence of plain words.</p>"
+        ),
+        "Next and then a long sentence of plain words."
+    );
     // Rule 4: short blocks.
     let html = format!("<h2>Share</h2><p>Posted by admin</p>{article}<div>Read more</div>");
     assert_eq!(

@@ -31,8 +31,9 @@
 //! that would have to close an element hiding its content (a `template`, a `select`, a
 //! dropped menu) to reach its own: markup inside hidden content stays inside. A new `p`,
 //! `li`, `dt`, `dd`, `option`, `tr`, `td` or `th` closes an open one of the same kind on top
-//! of the stack (the optional end tags), and `head` ends at `</head>`, at `<body>` or at the
-//! first start tag that cannot be in a head, as in a browser.
+//! of the stack (the optional end tags), a new `a` ends an open `a`, and `head` ends at
+//! `</head>`, at `<body>`, at text, or at the first start tag that cannot be in a head, as
+//! in a browser.
 
 use std::cell::RefCell;
 
@@ -349,6 +350,15 @@ impl State {
                 self.end_line();
             }
             Kind::Link => {
+                // A new link ends an open one, as the HTML parser's adoption agency does:
+                // the text after it is no longer inside the first link.
+                if self.links > 0 {
+                    let window = self.stack.iter_mut().rev().take(MAX_END_TAG_SEARCH);
+                    if let Some(open) = window.into_iter().find(|o| o.effects & LINK != 0) {
+                        open.effects &= !LINK;
+                        self.links -= 1;
+                    }
+                }
                 effects |= LINK;
                 self.links += 1;
             }
