@@ -222,6 +222,40 @@ fn stray_end_tags_are_linear() {
     assert_eq!(text(&deep), "");
 }
 
+/// The process's peak resident memory so far, in bytes (Linux).
+#[cfg(target_os = "linux")]
+fn peak_rss() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kb: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
+
+/// A 50 MB page is read in bounded extra memory: its text and the tokenizer's buffers, not
+/// copies of the page (the input is fed 1 MiB at a time).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_50_mb_page_costs_a_bounded_amount_of_memory() {
+    const SIZE: usize = 50_000_000;
+    let block = "<div class=x><p>Some words &amp; more words in a paragraph.</p>\
+                 <script>var s = '<p>not text</p>';</script></div>\n";
+    let copies = SIZE / block.len();
+    let page = block.repeat(copies);
+    let before = peak_rss();
+    let mut out = Extracted::default();
+    extract(&page, HtmlMode::Main, &mut out);
+    let grown = peak_rss().saturating_sub(before);
+    let line = "Some words & more words in a paragraph.\n";
+    assert_eq!(out.text.len(), line.len() * copies - 1);
+    assert!(out.text.starts_with(line));
+    // The text is a third of the page; allow the text, its growth and the tokenizer's
+    // buffers, and the other tests running at the same time: at most twice the page.
+    assert!(
+        grown <= 2 * SIZE,
+        "peak memory grew by {grown} bytes for a {SIZE}-byte page"
+    );
+}
+
 #[test]
 fn buffers_are_reused_and_reset() {
     let mut out = Extracted::default();
