@@ -61,6 +61,8 @@
 //!   names, `summary.json`, `_SUCCESS`, preparing and committing it, and
 //!   reading a finished run back.
 //! * [`dedup_out`] writes a deduplicated corpus, each file in its own format.
+//! * [`html`] turns web payloads into text: bytes to UTF-8 by the WHATWG charset rules,
+//!   then HTML to visible text or to main content.
 //!
 //! Every failure is an [`IoError`] whose message names the file, and the
 //! line or row where there is one. Problems with a single record are a
