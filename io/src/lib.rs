@@ -59,6 +59,7 @@
 //! * [`run_dir`] owns the layout of a run's output directory: table and part
 //!   names, `summary.json`, `_SUCCESS`, preparing and committing it, and
 //!   reading a finished run back.
+//! * [`lock`] takes the exclusive lock a run holds on every directory it writes.
 //! * [`dedup_out`] writes a deduplicated corpus, each file in its own format.
 //!
 //! Every failure is an [`IoError`] whose message names the file, and the
@@ -72,6 +73,7 @@ pub mod dedup_out;
 pub mod error;
 pub mod file;
 pub mod input;
+pub mod lock;
 pub mod parquet_out;
 pub mod record;
 pub mod run_dir;
