@@ -28,7 +28,11 @@ pub fn install(output: PathBuf, process: Option<(usize, String)>) -> Result<()> 
         .name("signals".into())
         .spawn(move || {
             if let Some(signal) = signals.forever().next() {
-                let name = if signal == SIGINT { "SIGINT" } else { "SIGTERM" };
+                let name = if signal == SIGINT {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                };
                 let reason = format!("interrupted by {name}");
                 if let Some((i, address)) = &process {
                     neardup_dataflow::control::interrupt(&format!(
@@ -50,16 +54,21 @@ pub fn message(reason: &str, stopped: &Stopped, output: &std::path::Path) -> Str
     let mut text = reason.to_string();
     if !stopped.removed.is_empty() {
         let n = stopped.removed.len();
-        let mut shown: Vec<String> = stopped
+        let shown: Vec<String> = stopped
             .removed
             .iter()
             .take(SHOWN)
             .map(|p| p.display().to_string())
             .collect();
-        if n > SHOWN {
-            shown.push(format!("and {} more", n - SHOWN));
-        }
-        text.push_str(&format!("; removed temporary files: {}", shown.join(", ")));
+        let more = if n > SHOWN {
+            format!(" and {} more", n - SHOWN)
+        } else {
+            String::new()
+        };
+        text.push_str(&format!(
+            "; removed temporary files: {}{more}",
+            shown.join(", ")
+        ));
     }
     if stopped.committed.is_empty() {
         text.push_str(&format!(

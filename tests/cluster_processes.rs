@@ -21,11 +21,10 @@ use common::{
 };
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufWriter, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 

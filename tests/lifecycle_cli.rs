@@ -13,8 +13,10 @@
 //!   hard link) is read once; an earlier output inside the corpus directory is skipped.
 //!
 //! Mid-run is found by a marker, not a sleep: the workers' hidden fingerprints part appears
-//! when the dataflow is built (`wait_until_running`), and the corpus is large enough that
-//! the run then goes on for seconds. Every wait is bounded.
+//! when the dataflow is built (`wait_until_running`), and the corpus (40 MB) keeps the run
+//! going for about a second after that (a 52 MB corpus took 1.2 s with `-w 2`, debug build,
+//! on the 2-core test machine), far longer than the milliseconds from the marker to the
+//! signal. Every wait is bounded.
 
 mod common;
 use common::{
@@ -85,7 +87,11 @@ fn assert_consistent(out: &Path) {
     let documents = count(&summary, "documents") as usize;
     assert_eq!(fingerprints(out).len(), documents, "fingerprints rows");
     assert_eq!(clusters(out).len(), documents, "clusters rows");
-    assert_eq!(pairs(out).len(), count(&summary, "pairs") as usize, "pairs rows");
+    assert_eq!(
+        pairs(out).len(),
+        count(&summary, "pairs") as usize,
+        "pairs rows"
+    );
     assert_eq!(summary["errors"], serde_json::json!([]));
 }
 
@@ -95,7 +101,7 @@ fn assert_consistent(out: &Path) {
 #[test]
 fn two_runs_into_one_directory_at_once_one_is_refused_naming_the_holder() {
     let dir = tempfile::tempdir().unwrap();
-    let input = corpus(&dir.path().join("corpus.jsonl"), 6000, 0x10C);
+    let input = corpus(&dir.path().join("corpus.jsonl"), 20_000, 0x10C);
     let mut refusals = 0;
     for round in 0..12 {
         let overwrite = round >= 6;
@@ -174,7 +180,7 @@ fn a_refused_dedup_directory_leaves_the_output_untouched() {
 /// files, no `_SUCCESS`, and the lock released (a new run into the directory succeeds).
 fn interrupt_mid_run(signal: &str, code: i32, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let inputs = large_corpus(dir.path(), 12);
+    let inputs = large_corpus(dir.path(), 40);
     let out = dir.path().join("out");
     let spill = dir.path().join("spill");
     let mut flags = vec!["--spill-dir", s(&spill)];
@@ -220,7 +226,11 @@ fn interrupt_mid_run(signal: &str, code: i32, extra: &[&str]) {
     let spilled: Vec<_> = std::fs::read_dir(&spill)
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
-    assert_eq!(spilled, Vec::<PathBuf>::new(), "the spill directory is left empty\n{log}");
+    assert_eq!(
+        spilled,
+        Vec::<PathBuf>::new(),
+        "the spill directory is left empty\n{log}"
+    );
     // The inputs are untouched and the directory is free: a rerun replaces the failed run.
     let small = corpus(&dir.path().join("small.jsonl"), 100, 3);
     let mut again = neardup();
@@ -249,7 +259,7 @@ fn sigterm_mid_run_exits_143_and_leaves_no_temporary_files() {
 #[test]
 fn sigterm_to_process_1_stops_process_0_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let inputs = large_corpus(dir.path(), 12);
+    let inputs = large_corpus(dir.path(), 40);
     let hostfile = write_hostfile(&dir.path().join("hosts.txt"), &loopback(&free_ports(2)));
     let out = dir.path().join("out");
     let mut procs: Vec<Proc> = (0..2)
@@ -287,12 +297,20 @@ fn sigterm_to_process_1_stops_process_0_naming_it() {
 fn fifos_are_refused_when_named_and_skipped_when_met() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    corpus(&{
-        std::fs::create_dir_all(&data).unwrap();
-        data.join("a.jsonl")
-    }, 50, 1);
+    corpus(
+        &{
+            std::fs::create_dir_all(&data).unwrap();
+            data.join("a.jsonl")
+        },
+        50,
+        1,
+    );
     let fifo = data.join("b.jsonl");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let out = dir.path().join("out");
     let mut named = neardup();
     named
@@ -341,7 +359,9 @@ fn a_file_named_twice_is_read_once() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(
-        stderr.contains("neardup: notice: read once a file named more than once: a.jsonl (as ./a.jsonl)"),
+        stderr.contains(
+            "neardup: notice: read once a file named more than once: a.jsonl (as ./a.jsonl)"
+        ),
         "{stderr}"
     );
     let alone = dir.path().join("alone");
@@ -351,7 +371,10 @@ fn a_file_named_twice_is_read_once() {
     let (got, want) = (summary(&out), summary(&alone));
     assert_eq!(count(&got, "documents"), 80);
     assert_eq!(count(&got, "pairs"), count(&want, "pairs"));
-    assert_eq!(got["parameters"]["inputs"], serde_json::json!(["./a.jsonl"]));
+    assert_eq!(
+        got["parameters"]["inputs"],
+        serde_json::json!(["./a.jsonl"])
+    );
 
     std::os::unix::fs::symlink(data.join("a.jsonl"), data.join("link.jsonl")).unwrap();
     std::fs::hard_link(data.join("a.jsonl"), data.join("hard.jsonl")).unwrap();
@@ -364,7 +387,10 @@ fn a_file_named_twice_is_read_once() {
     assert!(output.status.success(), "{stderr}");
     assert_eq!(count(&summary(&linked), "documents"), 80, "{stderr}");
     assert_eq!(count(&summary(&linked), "pairs"), count(&want, "pairs"));
-    assert!(stderr.contains("read once files named more than once"), "{stderr}");
+    assert!(
+        stderr.contains("read once files named more than once"),
+        "{stderr}"
+    );
 }
 
 /// An earlier run and a deduplicated corpus left inside the corpus directory are not read

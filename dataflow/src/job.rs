@@ -100,10 +100,7 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
     )?;
     if !lead {
         if let Err(e) = lock_spill(&config, &mut held) {
-            control.abort(&format!(
-                "process {}: {e}",
-                config.parallelism.process
-            ));
+            control.abort(&format!("process {}: {e}", config.parallelism.process));
             return Err(e);
         }
     }

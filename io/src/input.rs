@@ -686,11 +686,18 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            [PathBuf::from("data/a.jsonl"), PathBuf::from("data/notrun/n.jsonl")]
+            [
+                PathBuf::from("data/a.jsonl"),
+                PathBuf::from("data/notrun/n.jsonl")
+            ]
         );
         assert_eq!(
             scan.outputs,
-            [root.join("data/dedup"), root.join("data/old"), root.join("data/out")]
+            [
+                root.join("data/dedup"),
+                root.join("data/old"),
+                root.join("data/out")
+            ]
         );
         assert!(scan.notices()[0].starts_with("skipped 3 neardup outputs found among the inputs: "));
         // Named on the command line, an output directory is scanned: the user asked for it.

@@ -314,8 +314,7 @@ mod tests {
         let most = Arc::new(AtomicUsize::new(0));
         let threads: Vec<_> = (0..8)
             .map(|_| {
-                let (path, inside, most) =
-                    (dir.path().to_path_buf(), inside.clone(), most.clone());
+                let (path, inside, most) = (dir.path().to_path_buf(), inside.clone(), most.clone());
                 std::thread::spawn(move || {
                     let mut held = 0;
                     for _ in 0..200 {

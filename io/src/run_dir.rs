@@ -40,8 +40,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::atomic::write_atomically;
 use crate::error::IoError;
-pub use crate::lock::LOCK;
 use crate::lock::DirLock;
+pub use crate::lock::LOCK;
 
 /// The commit marker's name.
 pub const SUCCESS: &str = "_SUCCESS";
@@ -1121,7 +1121,10 @@ mod tests {
         let prepared = prepare_all(&targets("--write-dedup directory"), true).unwrap();
         assert_eq!(prepared.lock_files().len(), 2);
         assert!(!out.join(SUCCESS).exists());
-        assert_eq!(names(&out), [MARKER, LOCK, "clusters", "fingerprints", "pairs"]);
+        assert_eq!(
+            names(&out),
+            [MARKER, LOCK, "clusters", "fingerprints", "pairs"]
+        );
         let err = prepare(&out, true, &TABLES, &[]).unwrap_err();
         assert!(matches!(err, IoError::Locked { .. }), "{err:?}");
         drop(prepared);

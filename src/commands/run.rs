@@ -273,7 +273,10 @@ fn inputs(patterns: &[String], args: &JobArgs) -> Result<Vec<neardup_io::input::
     if !args.quiet {
         for notice in scan.notices() {
             if args.log_format == LogFormat::Json {
-                eprintln!("{}", serde_json::json!({"event": "notice", "notice": notice}));
+                eprintln!(
+                    "{}",
+                    serde_json::json!({"event": "notice", "notice": notice})
+                );
             } else {
                 eprintln!("neardup: notice: {notice}");
             }

@@ -61,7 +61,9 @@ static STATE: Mutex<State> = Mutex::new(State {
 });
 
 fn state() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    STATE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// How long [`stop`] waits for a commit in progress (writing `summary.json` and `_SUCCESS`
@@ -119,7 +121,11 @@ pub(crate) fn commit_unless_stopped<E>(
     let reason = state.stopped.clone();
     let committed = commit(reason.as_deref())?;
     if committed && reason.is_none() {
-        for entry in state.running.iter_mut().filter(|e| e.files.output == output) {
+        for entry in state
+            .running
+            .iter_mut()
+            .filter(|e| e.files.output == output)
+        {
             entry.committed = true;
         }
     }
