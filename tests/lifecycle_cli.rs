@@ -177,7 +177,8 @@ fn a_refused_dedup_directory_leaves_the_output_untouched() {
 
 /// Starts a run over a corpus that keeps it busy for seconds, waits until its workers run,
 /// sends `signal`, and checks the end: the exit code, the message, no temporary or spill
-/// files, no `_SUCCESS`, and the lock released (a new run into the directory succeeds).
+/// files, no `_SUCCESS`, `summary.json` saying why, and the lock released (a new run into
+/// the directory succeeds).
 fn interrupt_mid_run(signal: &str, code: i32, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let inputs = large_corpus(dir.path(), 40);
@@ -216,11 +217,13 @@ fn interrupt_mid_run(signal: &str, code: i32, extra: &[&str]) {
         stderr.contains(&format!("no _SUCCESS was written in {}", out.display())),
         "{log}"
     );
-    assert!(
-        stderr.contains("removed temporary files: "),
-        "names what it removed\n{log}"
-    );
     assert!(!out.join("_SUCCESS").exists(), "{log}");
+    // One process drains what it has read and ends as a failed run that says why.
+    let errors = summary(&out)["errors"].to_string();
+    assert!(
+        errors.contains(&format!("the run was interrupted by SIG{signal}")),
+        "{errors}\n{log}"
+    );
     assert_eq!(temporary_files(&out), Vec::<PathBuf>::new(), "{log}");
     assert!(!out.join("_spill").exists(), "{log}");
     let spilled: Vec<_> = std::fs::read_dir(&spill)
@@ -286,6 +289,10 @@ fn sigterm_to_process_1_stops_process_0_naming_it() {
     assert!(
         stderr0.contains("process 1 (127.0.0.1:") && stderr0.contains("was interrupted by SIGTERM"),
         "process 0 names the interrupted process\n{log}"
+    );
+    assert!(
+        procs[1].stderr().contains("removed temporary files: "),
+        "names what it removed\n{log}"
     );
     assert!(!out.join("_SUCCESS").exists(), "{log}");
     assert_eq!(temporary_files(&out), Vec::<PathBuf>::new(), "{log}");

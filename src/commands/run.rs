@@ -311,6 +311,8 @@ fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
     let view = ProgressView::start(progress.clone(), args.log_format, args.quiet);
     let result = run_job(config, progress);
     drop(view);
+    // An interrupted run ends here, whatever its result.
+    crate::interrupt::finish(&output);
     match result {
         Ok(summary) => {
             if !args.quiet {

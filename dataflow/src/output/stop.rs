@@ -1,23 +1,25 @@
 //! Stopping a running job from outside: an interrupt (SIGINT, SIGTERM) or a lost peer.
 //!
-//! The program decides when to stop and how to exit (the library never ends the process);
-//! [`stop`] does the job's part, at once and from any thread:
+//! The program decides when to stop and how to exit (the library never ends the process).
+//! Two ways, both from any thread:
 //!
-//! 1. **No commit after it.** `_SUCCESS` (of the run and of a deduplicated corpus) is only
-//!    written through [`commit_unless_stopped`], under the same lock as [`stop`], so a run
-//!    is either committed before the stop (and then left whole) or never.
-//! 2. **The readers stop**: every running job's abort flag is set.
-//! 3. **Temporary files go**: the hidden temporary parts of this process's workers in the
-//!    output tables (with process 0's summary and the kept files of a deduplicated corpus)
-//!    and this process's spill directories. Committed parts stay: a directory without
-//!    `_SUCCESS` is a failed run whatever it holds, and the next `--overwrite` replaces it.
-//!    Nothing of a committed run, and nothing not named like neardup's temporary files, is
-//!    touched; only directories this job holds the lock of are swept (the job registers
-//!    them once it has them).
+//! * [`interrupt`], the clean one, for a job of one process: no `_SUCCESS` after it, and
+//!   the readers stop. The dataflow then drains what it has read and ends as a failed run:
+//!   every part writer commits or removes its temporary file, and `summary.json` says
+//!   `the run was interrupted by ...` in `errors`. [`run_job`](crate::run_job) returns
+//!   [`JobError::Failed`](crate::JobError::Failed); [`stop`] then removes the spill files.
+//! * [`stop`], at once, when the job cannot drain (its peers are gone, or draining takes too
+//!   long): no `_SUCCESS` after it, and the hidden temporary files are removed now: the
+//!   temporary parts of this process's workers in the output tables (with process 0's
+//!   summary and the kept files of a deduplicated corpus) and this process's spill
+//!   directories. The caller is expected to exit right after; a part a worker begins in
+//!   that instant can remain, hidden, until the next `--overwrite` removes it.
 //!
-//! The caller then exits (the binary with 130 or 143), which ends the workers and releases
-//! the locks. A part a worker begins in the instant between the sweep and the exit can
-//! remain, hidden; the next `--overwrite` removes it with the rest.
+//! Either way committed parts stay (a directory without `_SUCCESS` is a failed run whatever
+//! it holds), `_SUCCESS` is only ever written through [`commit_unless_stopped`] (so a run is
+//! committed either before the stop, and then left whole, or never), and nothing not named
+//! like neardup's temporary files, nor anything outside the directories this job holds the
+//! lock of, is touched.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -143,9 +145,26 @@ pub struct Stopped {
     pub committed: Vec<PathBuf>,
 }
 
-/// Stops every job running in this process for `reason` (see the module docs): no commit
-/// after this, readers stop, temporary files and spill directories are removed. The caller
-/// is expected to exit next.
+/// The clean stop (see the module docs): nothing commits after it and the readers of every
+/// job running in this process stop, so the jobs end soon as failed runs.
+pub fn interrupt(reason: &str) {
+    let mut state = state();
+    if state.stopped.is_none() {
+        state.stopped = Some(reason.to_string());
+    }
+    for entry in &state.running {
+        for shared in entry.shared.iter().filter_map(Weak::upgrade) {
+            shared
+                .abort
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// Stops every job running in this process for `reason` at once (see the module docs): no
+/// commit after this, temporary files and spill directories removed. The caller is expected
+/// to exit next. The readers are not told: a dataflow told to stop would hurry to its last
+/// stages and open their parts while they are being removed.
 pub fn stop(reason: &str) -> Stopped {
     // A commit in progress finishes first (a few syncs); a thread that stops while it
     // commits itself (a panic inside the commit) must not wait for itself.
@@ -165,11 +184,6 @@ pub fn stop(reason: &str) -> Stopped {
     }
     let mut done = Stopped::default();
     for entry in &state.running {
-        for shared in entry.shared.iter().filter_map(Weak::upgrade) {
-            shared
-                .abort
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-        }
         let files = &entry.files;
         let parts = (!files.lead).then(|| files.parts.clone());
         if entry.committed {
