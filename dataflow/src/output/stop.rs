@@ -16,7 +16,7 @@
 //!   that instant can remain, hidden, until the next `--overwrite` removes it.
 //!
 //! Either way committed parts stay (a directory without `_SUCCESS` is a failed run whatever
-//! it holds), `_SUCCESS` is only ever written through [`commit_unless_stopped`] (so a run is
+//! it holds), `_SUCCESS` is only ever written through `commit_unless_stopped` (so a run is
 //! committed either before the stop, and then left whole, or never), and nothing not named
 //! like neardup's temporary files, nor anything outside the directories this job holds the
 //! lock of, is touched.
