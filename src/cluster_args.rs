@@ -73,7 +73,9 @@ impl ClusterArgs {
             peer_timeout: Duration::from_secs(self.peer_timeout),
             job_id: self.job_id.clone().unwrap_or_default(),
             // The fail-stop of a multi-process job: a lost peer ends this process at once.
+            // Its temporary files go first, as after an interrupt.
             on_fatal: Some(FatalHook::new(|reason| {
+                neardup_dataflow::output::stop::stop(reason);
                 eprintln!("error: {reason}; no _SUCCESS was written");
                 std::process::exit(1);
             })),

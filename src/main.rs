@@ -4,11 +4,14 @@
 //! the libraries.
 //!
 //! Exit codes: 0 on success (also when the reader of stdout goes away, as with `| head`),
-//! 1 on an error (printed to stderr as `error: ...` with its causes), 2 on a usage error.
+//! 1 on an error (printed to stderr as `error: ...` with its causes), 2 on a usage error,
+//! 130 and 143 when `run` or `search` is interrupted by SIGINT or SIGTERM (see
+//! `interrupt.rs`).
 
 mod cluster_args;
 mod commands;
 mod input_args;
+mod interrupt;
 mod memory_args;
 mod progress_view;
 mod run_scores;

@@ -15,22 +15,22 @@
 //! `127.0.0.1:0`.
 
 mod common;
-use common::{batches, column, jsonl_line, parts, s, summary, SeededRng, ENV_VARS};
+use common::{
+    batches, column, free_ports, jsonl_line, large_corpus, logs, loopback, parts, s, summary,
+    wait_all, wait_until_running, write_hostfile, Proc, SeededRng, BIN,
+};
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufWriter, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use arrow::array::AsArray;
 use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type, UInt8Type};
 use serde_json::json;
-
-const BIN: &str = env!("CARGO_BIN_EXE_neardup");
 
 /// How long a whole job of the small corpus may take (debug binary, 2 shared cores, other
 /// tests running at the same time).
@@ -39,173 +39,7 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 const NOTICE: Duration = Duration::from_secs(30);
 
 // ---------------------------------------------------------------------------------------
-// Processes
-
-/// A child process whose stdout and stderr are collected by threads, killed when dropped.
-struct Proc {
-    name: String,
-    child: Child,
-    stderr: Arc<Mutex<Vec<u8>>>,
-    stdout: Arc<Mutex<Vec<u8>>>,
-    status: Option<ExitStatus>,
-}
-
-fn collect(mut from: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
-    let buffer = Arc::new(Mutex::new(Vec::new()));
-    let sink = buffer.clone();
-    thread::spawn(move || {
-        let mut chunk = [0u8; 8192];
-        while let Ok(n) = from.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().unwrap().extend_from_slice(&chunk[..n]);
-        }
-    });
-    buffer
-}
-
-impl Proc {
-    fn spawn(name: impl Into<String>, mut cmd: Command) -> Proc {
-        for var in ENV_VARS {
-            cmd.env_remove(var);
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let name = name.into();
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name} ({cmd:?}): {e}"));
-        let stdout = collect(child.stdout.take().unwrap());
-        let stderr = collect(child.stderr.take().unwrap());
-        Proc {
-            name,
-            child,
-            stderr,
-            stdout,
-            status: None,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The exit status if the process has ended.
-    fn poll(&mut self) -> Option<ExitStatus> {
-        if self.status.is_none() {
-            self.status = self.child.try_wait().expect("try_wait");
-        }
-        self.status
-    }
-
-    /// Waits at most `timeout` for the process to end.
-    fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.poll() {
-                // Let the collector threads read the last words.
-                thread::sleep(Duration::from_millis(50));
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
-    }
-
-    /// Everything the process wrote, for assertion messages.
-    fn log(&self) -> String {
-        format!(
-            "---- {} (pid {}, status {:?}) stderr:\n{}\n---- {} stdout:\n{}",
-            self.name,
-            self.pid(),
-            self.status,
-            self.stderr(),
-            self.name,
-            self.stdout()
-        )
-    }
-
-    /// `kill -SIGNAL pid`.
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
-            .status()
-            .expect("kill");
-        assert!(status.success(), "kill -{signal} {} failed", self.pid());
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.poll().is_none() {
-            // SIGKILL also ends a stopped process.
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn logs(procs: &[Proc]) -> String {
-    procs.iter().map(Proc::log).collect::<Vec<_>>().join("\n")
-}
-
-/// Waits until every process has ended, at most `timeout` in all; panics (killing them all
-/// when the `Proc`s drop) with every process's output otherwise.
-fn wait_all(procs: &mut [Proc], timeout: Duration) -> Vec<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    let mut statuses = Vec::new();
-    for i in 0..procs.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match procs[i].wait(left) {
-            Some(status) => statuses.push(status),
-            None => panic!(
-                "{} did not end within {timeout:?}\n{}",
-                procs[i].name,
-                logs(procs)
-            ),
-        }
-    }
-    statuses
-}
-
-/// `n` distinct free loopback ports: all bound at once, then released.
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
-}
-
-/// Writes a hostfile (with a comment and a blank line, which neardup ignores).
-fn write_hostfile(path: &Path, addresses: &[String]) -> PathBuf {
-    let mut text = String::from("# written by tests/cluster_processes.rs\n\n");
-    for a in addresses {
-        text.push_str(a);
-        text.push('\n');
-    }
-    std::fs::write(path, text).unwrap();
-    path.to_path_buf()
-}
-
-fn loopback(ports: &[u16]) -> Vec<String> {
-    ports.iter().map(|p| format!("127.0.0.1:{p}")).collect()
-}
+// Processes (the harness is in tests/common/procs.rs)
 
 /// `neardup run -n N -p I -h HOSTFILE -w 1 EXTRA... --output OUT INPUTS...` (no `-w 1` when
 /// EXTRA has a `-w`), optionally
@@ -351,32 +185,6 @@ fn small_corpus(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// About `megabytes` MB of ~1.5 KB documents in four files: long enough that a process can
-/// be killed or stopped while the job runs.
-fn large_corpus(dir: &Path, megabytes: usize) -> Vec<PathBuf> {
-    let mut rng = SeededRng::new(0x1A46E);
-    let files: Vec<PathBuf> = (0..4)
-        .map(|f| dir.join(format!("large-{f}.jsonl")))
-        .collect();
-    let mut writers: Vec<BufWriter<File>> = files
-        .iter()
-        .map(|p| BufWriter::new(File::create(p).unwrap()))
-        .collect();
-    let mut written = 0;
-    let mut id = 0u64;
-    while written < megabytes << 20 {
-        let len = 150 + rng.below(100) as usize;
-        let text = rng.words(len).join(" ");
-        written += text.len() + 20;
-        jsonl_line(&mut writers[id as usize % 4], id, &text);
-        id += 1;
-    }
-    for mut w in writers {
-        w.flush().unwrap();
-    }
-    files
-}
-
 // ---------------------------------------------------------------------------------------
 // Outputs
 
@@ -456,31 +264,6 @@ fn assert_same_results(out: &Path, reference: &Path) {
 fn has_word(text: &str, word: &str) -> bool {
     text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .any(|w| w == word)
-}
-
-/// Waits until every one of the processes' workers has opened its fingerprints part
-/// (`fingerprints/.part-0000I.parquet.tmp`, created when the worker builds the dataflow, so
-/// after start-up and timely's connections), i.e. the job is running. Panics after 60 s or if
-/// a process ended first.
-fn wait_until_running(procs: &mut [Proc], out: &Path) {
-    let dir = out.join("fingerprints");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let opened = (0..procs.len()).all(|i| {
-            dir.join(format!(".part-{i:05}.parquet.tmp")).exists()
-                || dir.join(format!("part-{i:05}.parquet")).exists()
-        });
-        if opened {
-            return;
-        }
-        if procs.iter_mut().any(|p| p.poll().is_some()) || Instant::now() >= deadline {
-            panic!(
-                "the job did not get running (every worker's fingerprints part open)\n{}",
-                logs(procs)
-            );
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// After `lost` was killed or stopped: every other process must end with a non-zero status

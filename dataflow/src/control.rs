@@ -129,6 +129,28 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// The running job's hook, for the panic hook (which has no other way to reach it).
 static FATAL: Mutex<Option<FatalHook>> = Mutex::new(None);
 
+/// The running heartbeat's state and connections, for [`interrupt`] (a signal handler's
+/// thread has no other way to reach them).
+type Heartbeat = (Arc<AtomicBool>, Vec<Arc<Mutex<TcpStream>>>);
+static RUNNING: Mutex<Option<Heartbeat>> = Mutex::new(None);
+
+/// Tells the other processes of the running job that this one stops for `reason` (e.g.
+/// "process 1 (host:port) was interrupted by SIGTERM"), and ends the heartbeat so that
+/// their going away is not reported as a lost peer. They stop at once, naming the reason.
+/// Does nothing if no multi-process job runs.
+pub fn interrupt(reason: &str) {
+    let running = RUNNING.lock().ok().and_then(|mut r| r.take());
+    if let Some((done, peers)) = running {
+        done.store(true, Ordering::SeqCst);
+        ACTIVE.store(false, Ordering::SeqCst);
+        for stream in &peers {
+            if let Ok(mut s) = stream.lock() {
+                let _ = send_line(&mut s, &format!("abort {reason}"));
+            }
+        }
+    }
+}
+
 /// The fail-stop of the whole job: hands the reason to the program's hook, which ends the
 /// process; without one, says it and returns (the caller's thread then ends).
 fn fail(hook: Option<&FatalHook>, message: &str) {
@@ -473,6 +495,9 @@ fn start_heartbeat(
             }
         });
     }
+    if let Ok(mut running) = RUNNING.lock() {
+        *running = Some((done.clone(), all.clone()));
+    }
     Control { done, peers: all }
 }
 
@@ -495,6 +520,9 @@ fn watch(
             Ok(Some(line)) if line == "bye" => return None,
             Ok(Some(line)) => match line.strip_prefix("abort ") {
                 Some(reason) => {
+                    if relay && reason.starts_with(&format!("process {i} ")) {
+                        break reason.to_string();
+                    }
                     if relay {
                         break format!("process {i} ({addr}) failed: {reason}");
                     }
@@ -535,9 +563,22 @@ fn watch(
 }
 
 impl Control {
+    /// No longer the running heartbeat of [`interrupt`].
+    fn forget(&self) {
+        if let Ok(mut running) = RUNNING.lock() {
+            if running
+                .as_ref()
+                .is_some_and(|(done, _)| Arc::ptr_eq(done, &self.done))
+            {
+                *running = None;
+            }
+        }
+    }
+
     /// Ends the heartbeat after a completed run: peers are told `bye`, so closing the
     /// connections is not mistaken for a failure.
     pub fn finish(self) {
+        self.forget();
         self.done.store(true, Ordering::SeqCst);
         ACTIVE.store(false, Ordering::SeqCst);
         for stream in &self.peers {
@@ -550,6 +591,7 @@ impl Control {
     /// Reports a failure of this process to the others before it exits non-zero, so they
     /// stop at once rather than waiting for timely or the heartbeat.
     pub fn abort(self, reason: &str) {
+        self.forget();
         self.done.store(true, Ordering::SeqCst);
         ACTIVE.store(false, Ordering::SeqCst);
         let line = format!("abort {reason}");

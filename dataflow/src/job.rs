@@ -35,19 +35,34 @@ use crate::JobError;
 /// On success the output directory holds every part, `summary.json` and `_SUCCESS`. If any
 /// worker reported an error, the summary lists them, no `_SUCCESS` is written, and
 /// [`JobError::Failed`] is returned.
+///
+/// The directories the job writes are locked for its whole length (see
+/// [`neardup_io::lock`]): the output and `--write-dedup` directories by the process that
+/// prepares them (process 0), each process's spill directory by that process. A job
+/// running in this process can be stopped from outside with [`output::stop::stop`].
 pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
     crate::config::validate(&config)?;
-    let prepare = || {
-        output::prepare(
-            &config.output,
-            config.overwrite,
-            output_tables(&config),
-            &protected(&config, false),
-        )?;
+    let lead = config.parallelism.process == 0;
+    let mut held = Held::default();
+    let prepare = |held: &mut Held| -> Result<(), JobError> {
+        let run_protect = protected(&config, false);
+        let dedup_protect = protected(&config, true);
+        let mut targets = vec![output::Target {
+            dir: &config.output,
+            tables: output_tables(&config),
+            protect: &run_protect,
+            what: "output directory",
+        }];
         if let Some(dir) = &config.write_dedup {
-            // Refuse a non-empty directory before the work, not after it.
-            output::prepare(dir, config.overwrite, &[], &protected(&config, true))?;
+            // Checked and locked with the output, before the work, not after it.
+            targets.push(output::Target {
+                dir,
+                tables: &[],
+                protect: &dedup_protect,
+                what: "--write-dedup directory",
+            });
         }
+        held.outputs = Some(output::prepare(&targets, config.overwrite)?);
         Ok(())
     };
     let dedup = |config: &JobConfig, result: Result<JobSummary, JobError>| match (
@@ -55,25 +70,23 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
         &config.write_dedup,
         &config.input,
     ) {
-        (Ok(mut summary), Some(dir), JobInput::Documents { files, .. })
-            if config.parallelism.process == 0 =>
-        {
-            let counts = crate::output::dedup::write_dedup(
-                &config.output,
-                files,
-                dir,
-                true,
-                &protected(config, true),
-            )?;
+        (Ok(mut summary), Some(dir), JobInput::Documents { files, .. }) if lead => {
+            let counts = crate::output::dedup::write_dedup(&config.output, files, dir)?;
             summary.dedup = Some((counts.kept, counts.removed));
             Ok(summary)
         }
         (result, _, _) => result,
     };
     if config.parallelism.processes() == 1 {
-        prepare()?;
-        let result = run_timely(config.clone(), progress);
-        return dedup(&config, result);
+        prepare(&mut held)?;
+        lock_spill(&config, &mut held)?;
+        let Some(registration) = output::stop::register(held.files(&config)) else {
+            return Err(stopped_error());
+        };
+        let result = run_timely(config.clone(), progress, &registration);
+        let result = dedup(&config, result);
+        held.release(&config);
+        return result;
     }
     // Several processes: agree at start-up, watch each other while running.
     let mut control_config = config.control.clone();
@@ -83,16 +96,97 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
         config.parallelism.process,
         &control_config,
         config.fingerprint(),
-        prepare,
+        || prepare(&mut held).and_then(|()| lock_spill(&config, &mut held)),
     )?;
-    let result = run_timely(config.clone(), progress);
+    if !lead {
+        if let Err(e) = lock_spill(&config, &mut held) {
+            control.abort(&format!("process {}: {e}", config.parallelism.process));
+            return Err(e);
+        }
+    }
+    let Some(registration) = output::stop::register(held.files(&config)) else {
+        control.abort("stopped before it started");
+        return Err(stopped_error());
+    };
+    let result = run_timely(config.clone(), progress, &registration);
     match &result {
         // Every process learns a job failure from the merged summary: a clean goodbye.
         Ok(_) | Err(JobError::Failed(_)) => control.finish(),
         // A failure only this process knows: stop the others now.
         Err(e) => control.abort(&e.to_string()),
     }
-    dedup(&config, result)
+    let result = dedup(&config, result);
+    held.release(&config);
+    result
+}
+
+/// What a job holds while it runs: the locks of its output directories (process 0) and of
+/// this process's spill directory.
+#[derive(Default)]
+struct Held {
+    outputs: Option<output::Prepared>,
+    spill: Option<neardup_io::lock::DirLock>,
+}
+
+impl Held {
+    /// What [`output::stop::stop`] may clean for this process.
+    fn files(&self, config: &JobConfig) -> output::stop::JobFiles {
+        let workers = config.parallelism.workers;
+        let first = config.parallelism.process * workers;
+        output::stop::JobFiles {
+            output: config.output.clone(),
+            dedup: config.write_dedup.clone(),
+            spill_root: config.spill_root(),
+            spill_lock: self.spill.as_ref().map(|l| l.path().to_path_buf()),
+            parts: first..first + workers,
+            lead: config.parallelism.process == 0,
+        }
+    }
+
+    /// Releases the locks; the spill root goes once no process uses it (each process removes
+    /// its own lock file, the last one the directory).
+    fn release(self, config: &JobConfig) {
+        let spilled = self.spill.is_some();
+        drop(self.spill);
+        if spilled {
+            let _ = std::fs::remove_dir(config.spill_root());
+        }
+        drop(self.outputs);
+    }
+}
+
+/// Locks this process's share of a `--spill-dir` (the job's directory inside it): another
+/// job with the same spill directory name (the same `--job-id`, or the same output) is
+/// refused rather than mixing spill files. The default spill directory, inside the output
+/// directory, is covered by the output's lock.
+fn lock_spill(config: &JobConfig, held: &mut Held) -> Result<(), JobError> {
+    if config.spill_dir.is_none() {
+        return Ok(());
+    }
+    let root = config.spill_root();
+    std::fs::create_dir_all(&root).map_err(|cause| neardup_io::IoError::Prepare {
+        action: "cannot create",
+        path: root.clone(),
+        cause,
+    })?;
+    let name = format!(
+        "{}.process-{}",
+        neardup_io::lock::LOCK,
+        config.parallelism.process
+    );
+    held.spill = Some(neardup_io::lock::DirLock::acquire(
+        &root,
+        &name,
+        "spill directory",
+    )?);
+    Ok(())
+}
+
+fn stopped_error() -> JobError {
+    JobError::Cluster(format!(
+        "the job was {} before it started",
+        output::stop::stopped().unwrap_or_default()
+    ))
 }
 
 /// What `--overwrite` of an output directory must never delete: the inputs, the user's spill
@@ -136,7 +230,11 @@ fn output_tables(config: &JobConfig) -> &'static [output::Table] {
 }
 
 /// Plans the input and runs the dataflow on this process's workers.
-fn run_timely(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
+fn run_timely(
+    config: JobConfig,
+    progress: Arc<Progress>,
+    registration: &output::stop::Registration,
+) -> Result<JobSummary, JobError> {
     let plan = Plan::build(&config.input)?;
     let timely_config = config.parallelism.timely_config();
     let shared = Arc::new(Shared {
@@ -146,6 +244,7 @@ fn run_timely(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, 
         abort: AtomicBool::new(false),
         start: Instant::now(),
     });
+    registration.running(Arc::downgrade(&shared));
     let guards = timely::execute(timely_config, move |worker| {
         run_worker(worker, shared.clone())
     })
@@ -336,7 +435,7 @@ fn finalize(mut report: WorkerReport, shared: &Shared) -> JobSummary {
     }
     // Every worker has removed its own spill directory by now; the job's goes too.
     let _ = std::fs::remove_dir(config.spill_root());
-    if let Err(e) = output::commit(&config.output, &summary) {
+    if let Err(e) = output::commit(&config.output, &mut summary) {
         summary.errors.push(e.to_string());
     }
     summary

@@ -247,6 +247,25 @@ pub enum IoError {
         more: usize,
     },
 
+    /// A directory another run is writing: its lock is held (see [`crate::lock`]).
+    #[error(
+        "{what} {} is in use by another neardup run ({holder}); refusing to write into it at the same time (wait for that run to end, or choose another directory)",
+        path.display()
+    )]
+    Locked {
+        path: PathBuf,
+        what: &'static str,
+        holder: crate::lock::Holder,
+    },
+
+    /// An input named on the command line that is not a regular file or a directory (a
+    /// FIFO, a socket, a device): it cannot be planned or read twice.
+    #[error(
+        "{}: is {kind}, not a regular file; neardup reads regular files only (to read a stream, pipe it to stdin and name `-`)",
+        shown(path)
+    )]
+    NotRegular { path: PathBuf, kind: &'static str },
+
     /// A unit handed to a source kind that does not cut files that way (a row
     /// group of a JSONL file, say): the plan and the file disagree.
     #[error("{}: not a unit of a {kind} file", shown(path))]

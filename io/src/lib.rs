@@ -60,6 +60,7 @@
 //! * [`run_dir`] owns the layout of a run's output directory: table and part
 //!   names, `summary.json`, `_SUCCESS`, preparing and committing it, and
 //!   reading a finished run back.
+//! * [`lock`] takes the exclusive lock a run holds on every directory it writes.
 //! * [`dedup_out`] writes a deduplicated corpus, each file in its own format.
 //! * [`html`] turns web payloads into text: bytes to UTF-8 by the WHATWG charset rules,
 //!   then HTML to visible text or to main content.
@@ -76,6 +77,7 @@ pub mod error;
 pub mod file;
 pub mod html;
 pub mod input;
+pub mod lock;
 pub mod parquet_out;
 pub mod record;
 pub mod run_dir;

@@ -7,6 +7,7 @@
 //!   clusters/part-00000.parquet ...
 //!   summary.json
 //!   .neardup                              marker: neardup wrote this directory
+//!   .neardup.lock                         while a run writes it: the lock (crate::lock)
 //!   _SUCCESS                              written last, only when everything is complete
 //! ```
 //!
@@ -16,6 +17,10 @@
 //! `--overwrite` replaces only what neardup wrote: [`prepare`] refuses a directory that is
 //! not a neardup output or that holds anything else, and never touches `/`, the home or
 //! current directory, or the paths a run reads or writes (see [`Protected`]).
+//!
+//! One run at a time: [`prepare_all`] takes an exclusive lock on every directory a run
+//! writes before it changes any of them, and checks them all first, so a refusal of one
+//! leaves the others untouched.
 //!
 //! Parts are written under hidden temporary names and renamed when complete
 //! (see [`crate::parquet_out`]). A directory without `_SUCCESS` is an
@@ -35,6 +40,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::atomic::write_atomically;
 use crate::error::IoError;
+use crate::lock::DirLock;
+pub use crate::lock::LOCK;
 
 /// The commit marker's name.
 pub const SUCCESS: &str = "_SUCCESS";
@@ -128,71 +135,168 @@ impl Protected {
     }
 }
 
-/// Makes `dir` ready for a run, then creates the directories of `tables` and writes the
-/// [`MARKER`].
-///
-/// An existing non-empty directory is refused unless `overwrite`. With `overwrite`, only
-/// neardup's own entries are removed, and only from a neardup output:
-/// - refused if `dir` is `/`, the home or the current directory, or is or holds one of
-///   `protect` (compared as canonical paths; `-`, stdin, is not a path);
-/// - refused if it has neither [`MARKER`] nor [`SUMMARY`] (not a neardup output), naming
-///   some of its entries;
-/// - refused, deleting nothing, if it holds anything neardup did not write (see
-///   [`own_entries`]), naming those entries.
-///
-/// Otherwise `_SUCCESS` is removed first (an interrupted clean-up never looks complete) and
-/// the marker stays until the end (an interrupted clean-up is still a neardup output).
+/// One directory a run writes, for [`prepare_all`]: its path, the tables to create in it,
+/// what `--overwrite` of it must never delete, and its name in messages.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    pub dir: &'a Path,
+    pub tables: &'a [Table],
+    pub protect: &'a [Protected],
+    /// "output directory", "--write-dedup directory".
+    pub what: &'static str,
+}
+
+/// The directories a run has prepared, locked until this is dropped (or the process ends).
+#[derive(Debug, Default)]
+pub struct Prepared {
+    locks: Vec<DirLock>,
+}
+
+impl Prepared {
+    /// The lock files held.
+    pub fn lock_files(&self) -> Vec<&Path> {
+        self.locks.iter().map(DirLock::path).collect()
+    }
+
+    /// Adds the locks of another preparation (held as long as these).
+    pub fn absorb(&mut self, other: Prepared) {
+        self.locks.extend(other.locks);
+    }
+}
+
+/// Makes `dir` ready for a run: [`prepare_all`] with one directory, whose lock is released
+/// when the result is dropped.
 pub fn prepare(
     dir: &Path,
     overwrite: bool,
     tables: &[Table],
     protect: &[Protected],
-) -> Result<(), IoError> {
-    if dir.exists() {
-        if !dir.is_dir() {
-            return Err(IoError::NotADirectory {
-                path: dir.to_path_buf(),
-            });
-        }
-        let non_empty = std::fs::read_dir(dir)
-            .map_err(prepare_err("cannot read", dir))?
-            .next()
-            .is_some();
-        if non_empty {
-            if !overwrite {
-                return Err(IoError::NotEmpty {
-                    path: dir.to_path_buf(),
-                });
-            }
-            check_protected(dir, protect)?;
-            let doomed = own_entries(dir)?;
-            let marker = dir.join(MARKER);
-            if !marker.exists() {
-                // A run of a version that wrote no marker: mark it before clearing it.
-                write_atomically(&marker, MARKER_TEXT.as_bytes())?;
-            }
-            let success = dir.join(SUCCESS);
-            if success.exists() {
-                std::fs::remove_file(&success)
-                    .map_err(prepare_err("cannot remove _SUCCESS in", dir))?;
-            }
-            for path in doomed.iter().filter(|p| **p != success) {
-                let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
-                let removed = if is_dir {
-                    std::fs::remove_dir_all(path)
-                } else {
-                    std::fs::remove_file(path)
-                };
-                removed.map_err(prepare_err("cannot remove", path))?;
-            }
-        }
+) -> Result<Prepared, IoError> {
+    prepare_all(
+        &[Target {
+            dir,
+            tables,
+            protect,
+            what: "output directory",
+        }],
+        overwrite,
+    )
+}
+
+/// Makes every directory of `targets` ready for a run, in three steps, so that nothing is
+/// cleared unless every directory can be had:
+///
+/// 1. **Check** each, changing nothing: a directory another run holds is refused, naming
+///    the holder ([`IoError::Locked`]); an existing non-empty directory is refused unless
+///    `overwrite`; with `overwrite`, only neardup's own entries may go, and only from a
+///    neardup output:
+///    - refused if `dir` is `/`, the home or the current directory, or is or holds one of
+///      `protect` (compared as canonical paths; `-`, stdin, is not a path);
+///    - refused if it has neither [`MARKER`] nor [`SUMMARY`] (not a neardup output), naming
+///      some of its entries;
+///    - refused, deleting nothing, if it holds anything neardup did not write (see
+///      [`own_entries`]), naming those entries.
+/// 2. **Lock** each (creating it if need be): the lock ([`crate::lock`], file [`LOCK`]) is
+///    held until the returned [`Prepared`] is dropped. Then check each again, under the lock
+///    (another run may have changed it between the first check and the lock).
+/// 3. **Clear** each: `_SUCCESS` is removed first (an interrupted clean-up never looks
+///    complete), then neardup's other entries, the marker last (an interrupted clean-up is
+///    still a neardup output); then create the tables and write the [`MARKER`].
+pub fn prepare_all(targets: &[Target], overwrite: bool) -> Result<Prepared, IoError> {
+    for target in targets {
+        check(target, overwrite, true)?;
     }
-    std::fs::create_dir_all(dir).map_err(prepare_err("cannot create", dir))?;
-    for &table in tables {
-        let sub = dir.join(table.dir_name());
-        std::fs::create_dir_all(&sub).map_err(prepare_err("cannot create", &sub))?;
+    let mut prepared = Prepared::default();
+    for target in targets {
+        std::fs::create_dir_all(target.dir).map_err(prepare_err("cannot create", target.dir))?;
+        prepared
+            .locks
+            .push(DirLock::acquire(target.dir, LOCK, target.what)?);
     }
-    write_atomically(&dir.join(MARKER), MARKER_TEXT.as_bytes())
+    let doomed = targets
+        .iter()
+        .map(|target| check(target, overwrite, false))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (target, doomed) in targets.iter().zip(doomed) {
+        clear(target.dir, &doomed)?;
+        for &table in target.tables {
+            let sub = target.dir.join(table.dir_name());
+            std::fs::create_dir_all(&sub).map_err(prepare_err("cannot create", &sub))?;
+        }
+        write_atomically(&target.dir.join(MARKER), MARKER_TEXT.as_bytes())?;
+    }
+    Ok(prepared)
+}
+
+/// Step 1 of [`prepare_all`] for one directory: the refusals, nothing changed. Returns the
+/// entries `--overwrite` removes. `probe_lock`: refuse a directory whose lock is held (not
+/// when this run holds it).
+fn check(target: &Target, overwrite: bool, probe_lock: bool) -> Result<Vec<PathBuf>, IoError> {
+    let dir = target.dir;
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    if !dir.is_dir() {
+        return Err(IoError::NotADirectory {
+            path: dir.to_path_buf(),
+        });
+    }
+    let locked = || {
+        if !probe_lock {
+            return None;
+        }
+        DirLock::holder(dir, LOCK).map(|holder| IoError::Locked {
+            path: dir.to_path_buf(),
+            what: target.what,
+            holder,
+        })
+    };
+    if let Some(err) = locked() {
+        return Err(err);
+    }
+    let non_empty = std::fs::read_dir(dir)
+        .map_err(prepare_err("cannot read", dir))?
+        .any(|e| e.map_or(true, |e| e.file_name() != LOCK));
+    if !non_empty {
+        return Ok(Vec::new());
+    }
+    let refusal = if !overwrite {
+        Err(IoError::NotEmpty {
+            path: dir.to_path_buf(),
+        })
+    } else {
+        check_protected(dir, target.protect).and_then(|()| own_entries(dir))
+    };
+    // Another run may have taken the directory since the lock was looked at: say so rather
+    // than describe what it is writing.
+    refusal.map_err(|err| locked().unwrap_or(err))
+}
+
+/// Step 3 of [`prepare_all`]: removes `doomed` (neardup's own entries of `dir`), `_SUCCESS`
+/// first, after marking a directory of a version that wrote no marker.
+fn clear(dir: &Path, doomed: &[PathBuf]) -> Result<(), IoError> {
+    if doomed.is_empty() {
+        return Ok(());
+    }
+    let marker = dir.join(MARKER);
+    if !marker.exists() {
+        // A run of a version that wrote no marker: mark it before clearing it.
+        write_atomically(&marker, MARKER_TEXT.as_bytes())?;
+    }
+    let success = dir.join(SUCCESS);
+    if success.exists() {
+        std::fs::remove_file(&success).map_err(prepare_err("cannot remove _SUCCESS in", dir))?;
+    }
+    for path in doomed.iter().filter(|p| **p != success) {
+        let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+        let removed = if is_dir {
+            std::fs::remove_dir_all(path)
+        } else {
+            std::fs::remove_file(path)
+        };
+        removed.map_err(prepare_err("cannot remove", path))?;
+    }
+    Ok(())
 }
 
 fn prepare_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IoError {
@@ -279,8 +383,8 @@ const SHOWN_ENTRIES: usize = 5;
 /// entries are then: the table directories holding only part files, [`SUMMARY`],
 /// [`SUCCESS`], [`REMOVED`], the default spill directory [`SPILL`], the files the marker
 /// lists ([`record_written`]), and the hidden temporary files of any of those
-/// (`.NAME.tmp`, `.NAME.PID.tmp`). The marker itself is not listed: it is rewritten, not
-/// removed.
+/// (`.NAME.tmp`, `.NAME.PID.tmp`). The marker and the lock file are not listed: the one is
+/// rewritten, the other held.
 pub fn own_entries(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
     let marker = dir.join(MARKER);
     let listed: Vec<String> = match std::fs::read_to_string(&marker) {
@@ -325,7 +429,8 @@ pub fn own_entries(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
     let mut doomed = Vec::new();
     let mut foreign = Vec::new();
     for (name, path, is_dir) in entries {
-        if name == MARKER && !is_dir {
+        if (name == MARKER || name == LOCK) && !is_dir {
+            // Rewritten and held, not removed.
             continue;
         }
         let own = if is_dir {
@@ -390,6 +495,59 @@ fn temporary_of(name: &str) -> Option<&str> {
         }
     }
     Some(core)
+}
+
+/// Removes the hidden temporary files neardup writes in `dir` (a run or a deduplicated
+/// corpus) and its tables: half-written parts, kept files and summaries (see
+/// [`own_entries`] for the names), after an interrupted run. Committed files, `_SUCCESS`
+/// and anything not named like neardup's temporary files stay. With `parts`, only the
+/// temporary parts of those part numbers go (one process's of a job with several), and no
+/// other file. Returns what was removed.
+pub fn remove_temporaries(dir: &Path, parts: Option<std::ops::Range<usize>>) -> Vec<PathBuf> {
+    let listed: Vec<String> = std::fs::read_to_string(dir.join(MARKER))
+        .map(|text| text.lines().skip(1).map(str::to_string).collect())
+        .unwrap_or_default();
+    let own_top = |name: &str| {
+        [SUMMARY, SUCCESS, REMOVED].contains(&name) || listed.iter().any(|l| l == name)
+    };
+    let part = |name: &str| {
+        let Some(number) = name
+            .strip_prefix("part-")
+            .and_then(|n| n.strip_suffix(".parquet"))
+        else {
+            return false;
+        };
+        match (&parts, number.parse::<usize>()) {
+            (None, _) => true,
+            (Some(range), Ok(n)) => range.contains(&n),
+            (Some(_), Err(_)) => false,
+        }
+    };
+    let mut removed = Vec::new();
+    let mut sweep = |dir: &Path, own: &dyn Fn(&str) -> bool| {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut doomed: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter(|e| temporary_of(&e.file_name().to_string_lossy()).is_some_and(own))
+            .map(|e| e.path())
+            .collect();
+        doomed.sort();
+        for path in doomed {
+            if std::fs::remove_file(&path).is_ok() {
+                removed.push(path);
+            }
+        }
+    };
+    if parts.is_none() {
+        sweep(dir, &own_top);
+    }
+    for table in TABLES {
+        sweep(&dir.join(table.dir_name()), &part);
+    }
+    removed
 }
 
 /// Writes `summary.json` (the bytes given), then `_SUCCESS` if the run succeeded; each
@@ -881,6 +1039,102 @@ mod tests {
         assert_eq!(got.jaccard[&(3, 5)], 0.5);
         assert_eq!(got.clusters[&5], 3);
         assert_eq!(got.kept[&3], 3);
+    }
+
+    #[test]
+    fn interrupted_runs_lose_their_temporary_files_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        prepare(&out, false, &TABLES, &[]).unwrap();
+        record_written(&out, &["a.jsonl".into()]).unwrap();
+        for name in [
+            "fingerprints/part-00000.parquet",
+            "fingerprints/.part-00001.parquet.tmp",
+            "pairs/.part-00000.parquet.tmp",
+            ".summary.json.77.tmp",
+            ".a.jsonl.tmp",
+            "a.jsonl",
+            ".mine.tmp",
+            "pairs/.notes.tmp",
+        ] {
+            write(&out.join(name), b"x");
+        }
+        write(&out.join("pairs/.part-00003.parquet.tmp"), b"x");
+        let theirs: Vec<PathBuf> = remove_temporaries(&out, Some(3..4));
+        assert_eq!(theirs, [out.join("pairs/.part-00003.parquet.tmp")]);
+        let removed: Vec<String> = remove_temporaries(&out, None)
+            .iter()
+            .map(|p| p.strip_prefix(&out).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            removed,
+            [
+                ".a.jsonl.tmp",
+                ".summary.json.77.tmp",
+                "fingerprints/.part-00001.parquet.tmp",
+                "pairs/.part-00000.parquet.tmp"
+            ]
+        );
+        assert!(out.join("fingerprints/part-00000.parquet").exists());
+        assert!(out.join("a.jsonl").exists());
+        assert!(out.join(".mine.tmp").exists(), "not a name of neardup's");
+        assert!(out.join("pairs/.notes.tmp").exists());
+    }
+
+    #[test]
+    fn prepare_locks_and_checks_every_directory_before_clearing_any() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, dedup) = (dir.path().join("run"), dir.path().join("dedup"));
+        prepare(&out, false, &TABLES, &[]).unwrap();
+        commit(&out, b"{}", true).unwrap();
+        write(&dedup.join("precious.txt"), b"mine");
+        let before = snapshot(&out);
+        let targets = |what| {
+            [
+                Target {
+                    dir: &out,
+                    tables: &TABLES,
+                    protect: &[],
+                    what: "output directory",
+                },
+                Target {
+                    dir: &dedup,
+                    tables: &[],
+                    protect: &[],
+                    what,
+                },
+            ]
+        };
+        let err = prepare_all(&targets("--write-dedup directory"), true).unwrap_err();
+        assert!(matches!(err, IoError::NotNeardupOutput { .. }), "{err:?}");
+        assert_eq!(snapshot(&out), before, "the run was not cleared");
+        std::fs::remove_file(dedup.join("precious.txt")).unwrap();
+
+        // A directory another run holds is refused, naming it, before anything is cleared.
+        let held = DirLock::acquire(&dedup, LOCK, "--write-dedup directory").unwrap();
+        let err = prepare_all(&targets("--write-dedup directory"), true).unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!(
+                "--write-dedup directory {} is in use by another neardup run (pid {}",
+                dedup.display(),
+                std::process::id()
+            )),
+            "{err}"
+        );
+        assert_eq!(snapshot(&out), before);
+        drop(held);
+
+        let prepared = prepare_all(&targets("--write-dedup directory"), true).unwrap();
+        assert_eq!(prepared.lock_files().len(), 2);
+        assert!(!out.join(SUCCESS).exists());
+        assert_eq!(
+            names(&out),
+            [MARKER, LOCK, "clusters", "fingerprints", "pairs"]
+        );
+        let err = prepare(&out, true, &TABLES, &[]).unwrap_err();
+        assert!(matches!(err, IoError::Locked { .. }), "{err:?}");
+        drop(prepared);
+        assert_eq!(names(&dedup), [MARKER], "the lock file goes with the lock");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use neardup_io::file::InputFile;
-use neardup_io::input::expand_inputs;
+use neardup_io::input::scan_inputs;
 use neardup_io::parquet_out::{DocumentRow, PartWriter};
 use neardup_io::record::{FieldSpec, Record};
 use neardup_io::run_dir::{self, Protected, RunDir, Table};
@@ -91,7 +91,13 @@ struct Part {
 
 pub fn run(args: &ExtractArgs) -> Result<()> {
     let started = Instant::now();
-    let files = expand_inputs(&args.inputs, args.plain)?;
+    let scan = scan_inputs(&args.inputs, args.plain)?;
+    if !args.quiet {
+        for notice in scan.notices() {
+            eprintln!("neardup: notice: {notice}");
+        }
+    }
+    let files = scan.files;
     let mut spec = FieldSpec {
         text_field: args.text_field.clone(),
         ..FieldSpec::default()
@@ -102,7 +108,8 @@ pub fn run(args: &ExtractArgs) -> Result<()> {
         .filter(|f| !f.is_stdin())
         .map(|f| Protected::new(f.path.clone(), "an input"))
         .collect();
-    run_dir::prepare(&args.output, args.overwrite, &[Table::Documents], &protect)?;
+    // Held to the end: a second run into the same directory is refused meanwhile.
+    let _locked = run_dir::prepare(&args.output, args.overwrite, &[Table::Documents], &protect)?;
     let table = RunDir::new(&args.output).table(Table::Documents);
 
     let total: u64 = files

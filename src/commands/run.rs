@@ -9,7 +9,7 @@ use neardup_dataflow::config::{
     ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP, DEFAULT_TABLES,
 };
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
-use neardup_io::input::expand_inputs;
+use neardup_io::input::scan_inputs;
 use neardup_io::record::{FieldSpec, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 use neardup_io::source::Format;
 
@@ -236,7 +236,7 @@ impl JobArgs {
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
-    let files = expand_inputs(&args.inputs, false)?;
+    let files = inputs(&args.inputs, &args.job)?;
     let mut fields = FieldSpec {
         text_field: args.text_field.clone(),
         id_field: (!args.no_id).then(|| args.id_field.clone()),
@@ -265,7 +265,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
 }
 
 pub fn search(args: &SearchArgs) -> Result<()> {
-    let files = expand_inputs(&args.inputs, false)?;
+    let files = inputs(&args.inputs, &args.job)?;
     if let Some(other) = files.iter().find(|f| f.format != Format::Parquet) {
         bail!("{} is not a Parquet fingerprint table (neardup search reads doc_id and simhash columns)", other.path.display());
     }
@@ -274,6 +274,35 @@ pub fn search(args: &SearchArgs) -> Result<()> {
         JobConfig::builder(JobInput::Fingerprints { files }, args.job.output.clone()).exact(false);
     let config = args.job.configure(builder)?.build()?;
     execute(config, &args.job)
+}
+
+/// The input files, with a notice for each kind of thing left out (see
+/// `neardup_io::input`), and SIGINT/SIGTERM handled from here on.
+fn inputs(patterns: &[String], args: &JobArgs) -> Result<Vec<neardup_io::input::InputFile>> {
+    let scan = scan_inputs(patterns, false)?;
+    if !args.quiet {
+        for notice in scan.notices() {
+            if args.log_format == LogFormat::Json {
+                eprintln!(
+                    "{}",
+                    serde_json::json!({"event": "notice", "notice": notice})
+                );
+            } else {
+                eprintln!("neardup: notice: {notice}");
+            }
+        }
+    }
+    let cluster = &args.cluster;
+    let process = (cluster.processes > 1).then(|| {
+        let address = cluster
+            .parallelism()
+            .ok()
+            .and_then(|p| p.addresses.get(cluster.process).cloned())
+            .unwrap_or_default();
+        (cluster.process, address)
+    });
+    crate::interrupt::install(args.output.clone(), process)?;
+    Ok(scan.files)
 }
 
 fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
@@ -292,6 +321,8 @@ fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
     let view = ProgressView::start(progress.clone(), args.log_format, args.quiet);
     let result = run_job(config, progress);
     drop(view);
+    // An interrupted run ends here, whatever its result.
+    crate::interrupt::finish(&output);
     match result {
         Ok(summary) => {
             if !args.quiet {

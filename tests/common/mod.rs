@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod corpus;
 pub mod outputs;
+pub mod procs;
 pub mod shared;
 
 use std::path::Path;
@@ -14,6 +15,7 @@ use std::path::Path;
 pub use cli::*;
 pub use corpus::*;
 pub use outputs::*;
+pub use procs::*;
 pub use shared::*;
 
 /// A temporary path as the `&str` a command line takes.

@@ -13,7 +13,7 @@ use std::path::Path;
 use neardup_io::dedup_out::{output_path, write_kept};
 use neardup_io::input::InputFile;
 use neardup_io::parquet_out::{PartWriter, RemovedRow};
-use neardup_io::run_dir::{mark_complete, read_run, record_written, Protected, REMOVED};
+use neardup_io::run_dir::{mark_complete, read_run, record_written, REMOVED};
 
 use crate::records::RECORD_BITS;
 use crate::JobError;
@@ -26,17 +26,15 @@ pub struct DedupCounts {
 }
 
 /// Writes the deduplicated corpus of the run in `run_dir` (whose inputs are `files`) to `dir`,
-/// which `--overwrite` may clear except for `protect` (see [`neardup_io::run_dir::prepare`]).
-/// The names of the kept files are recorded in the directory's marker before they are
-/// written, so that a later `--overwrite` removes them and nothing else.
+/// which the job prepared and holds locked since its start (with the run directory, see
+/// [`crate::output::prepare`]). The names of the kept files are recorded in the directory's
+/// marker before they are written, so that a later `--overwrite` removes them and nothing
+/// else. `_SUCCESS` is written last, unless the process was stopped meanwhile.
 pub fn write_dedup(
     run_dir: &Path,
     files: &[InputFile],
     dir: &Path,
-    overwrite: bool,
-    protect: &[Protected],
 ) -> Result<DedupCounts, JobError> {
-    crate::output::prepare(dir, overwrite, &[], protect)?;
     let run = read_run(run_dir)?;
     let mut removed_by_file: HashMap<u32, HashSet<u64>> = HashMap::new();
     let mut rows = Vec::new();
@@ -100,6 +98,12 @@ pub fn write_dedup(
         writer.push(row)?;
     }
     writer.commit()?;
-    mark_complete(dir)?;
+    crate::output::stop::commit_unless_stopped(dir, |stopped| match stopped {
+        Some(reason) => Err(JobError::Cluster(format!(
+            "the deduplicated corpus in {} is incomplete: the run was {reason}",
+            dir.display()
+        ))),
+        None => mark_complete(dir).map(|()| true).map_err(JobError::from),
+    })?;
     Ok(counts)
 }

@@ -7,32 +7,35 @@
 //! run, whatever else it holds.
 
 pub mod dedup;
+pub mod stop;
 
 use std::path::Path;
 
-pub use neardup_io::run_dir::{Protected, RunDir as OutputDirs, Table, SUCCESS, SUMMARY};
+pub use neardup_io::run_dir::{
+    Prepared, Protected, RunDir as OutputDirs, Table, Target, SUCCESS, SUMMARY,
+};
 
 use crate::report::JobSummary;
 use crate::JobError;
 
-/// Makes `dir` ready for a run (see [`neardup_io::run_dir::prepare`]).
-pub fn prepare(
-    dir: &Path,
-    overwrite: bool,
-    tables: &[Table],
-    protect: &[Protected],
-) -> Result<(), JobError> {
-    Ok(neardup_io::run_dir::prepare(
-        dir, overwrite, tables, protect,
-    )?)
+/// Checks, locks and prepares every directory a job writes, all checked before any is
+/// cleared (see [`neardup_io::run_dir::prepare_all`]); the locks are held until the result
+/// is dropped.
+pub fn prepare(targets: &[Target], overwrite: bool) -> Result<Prepared, JobError> {
+    Ok(neardup_io::run_dir::prepare_all(targets, overwrite)?)
 }
 
-/// Writes summary.json, then `_SUCCESS` if the run succeeded.
-pub fn commit(dir: &Path, summary: &JobSummary) -> Result<(), JobError> {
-    let json = serde_json::to_vec_pretty(summary).map_err(JobError::Summary)?;
-    Ok(neardup_io::run_dir::commit(
-        dir,
-        &json,
-        summary.succeeded(),
-    )?)
+/// Writes summary.json, then `_SUCCESS` if the run succeeded and this process was not
+/// stopped (an interrupted run records why in `errors` instead; see [`stop`]).
+pub fn commit(dir: &Path, summary: &mut JobSummary) -> Result<(), JobError> {
+    stop::commit_unless_stopped(dir, |stopped| {
+        if let Some(reason) = stopped {
+            summary.errors.push(format!("the run was {reason}"));
+        }
+        let json = serde_json::to_vec_pretty(&*summary).map_err(JobError::Summary)?;
+        let succeeded = summary.succeeded();
+        neardup_io::run_dir::commit(dir, &json, succeeded)?;
+        Ok(succeeded)
+    })
+    .map(|_| ())
 }
