@@ -13,7 +13,8 @@ same way).
 
 The packages are installed into a virtual environment this script creates (WEB_PEERS_VENV,
 default /tmp/neardup-web-peers-venv) from PyPI, pinned; the script then re-runs itself with
-that environment's Python. Nothing is installed by hand.
+that environment's Python. Nothing is installed by hand. A Python that already has what a
+command needs (resiliparse for --oracle-dir) runs it as it is.
 
 usage:
   web_peers.py [SAMPLES_DIR]            # time the peers (default ../shared/corpora/web-archive-samples)
@@ -39,10 +40,20 @@ RUNS = int(os.environ.get("RUNS", "3"))
 PACKAGES = ["resiliparse==2.0.1", "fastwarc==2.0.1", "trafilatura==2.3.1", "lxml_html_clean==0.4.6"]
 
 
-def ensure_venv():
-    """Re-run this script inside the venv, creating it and installing PACKAGES first."""
+def importable(modules):
+    try:
+        for module in modules:
+            __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def ensure_venv(modules):
+    """Unless this Python can import `modules` already, re-run this script inside the venv,
+    creating it and installing PACKAGES first."""
     python = os.path.join(VENV, "bin", "python")
-    if os.path.realpath(sys.prefix) == os.path.realpath(VENV):
+    if importable(modules) or os.path.realpath(sys.prefix) == os.path.realpath(VENV):
         return
     if not os.path.exists(python):
         subprocess.check_call([sys.executable, "-m", "venv", VENV])
@@ -187,12 +198,14 @@ def main():
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
         return
-    ensure_venv()
     if args and args[0] == "--oracle-dir":
+        ensure_venv(["resiliparse"])
         oracle(args[1])
     elif args and args[0] == "--dump":
+        ensure_venv(["fastwarc"])
         dump(args[1], args[2] if len(args) > 2 else DEFAULT_SAMPLES)
     else:
+        ensure_venv(["resiliparse", "fastwarc", "trafilatura"])
         bench(args[0] if args else DEFAULT_SAMPLES)
 
 
