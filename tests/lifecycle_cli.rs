@@ -190,9 +190,9 @@ fn interrupt_mid_run(signal: &str, code: i32, extra: &[&str]) {
     let mut run = Proc::spawn("run", run_command(&out, &flags, &inputs_ref));
     // Both workers' fingerprint parts open: the dataflow runs.
     wait_until_running(std::slice::from_mut(&mut run), &out);
-    let dataflow = out.join("fingerprints/.part-00001.parquet.tmp");
+    let fingerprints = out.join("fingerprints");
     for _ in 0..500 {
-        if dataflow.exists() {
+        if common::procs::temporary_part(&fingerprints, 1).is_some() {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));

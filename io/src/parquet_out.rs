@@ -408,7 +408,7 @@ pub struct PartWriter<R: OutputRow> {
 }
 
 impl<R: OutputRow> PartWriter<R> {
-    /// Creates `dir` if needed and opens `dir/.part-{part:05}.parquet.tmp`.
+    /// Creates `dir` if needed and opens `dir/.part-{part:05}.parquet.{pid}.tmp`.
     /// A stale temporary file from a crashed run is overwritten.
     pub fn create(dir: &Path, part: usize) -> Result<Self, IoError> {
         Self::create_file(&dir.join(part_file_name(part)))
@@ -427,7 +427,9 @@ impl<R: OutputRow> PartWriter<R> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let final_path = final_path.to_path_buf();
-        let tmp_path = dir.join(format!(".{name}.tmp"));
+        // Unique to this process (as `write_atomically`'s are): two runs can never write,
+        // or rename, one another's temporary parts (`run_dir::temporary_of` reads the name).
+        let tmp_path = dir.join(format!(".{name}.{}.tmp", std::process::id()));
         let file = File::create(&tmp_path).map_err(|source| IoError::Write {
             path: tmp_path.clone(),
             cause: source,
@@ -593,7 +595,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("fingerprints");
         let mut writer = PartWriter::<FingerprintRow>::create(&out, 3).unwrap();
-        assert_eq!(tmp_files(&out), [".part-00003.parquet.tmp"]);
+        assert_eq!(
+            tmp_files(&out),
+            [format!(".part-00003.parquet.{}.tmp", std::process::id())]
+        );
         // More than one batch, so buffering and flushing are both exercised.
         let n = DEFAULT_BATCH_ROWS as u64 * 2 + 17;
         for i in 0..n {

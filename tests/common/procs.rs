@@ -217,8 +217,7 @@ pub fn wait_until_running(procs: &mut [Proc], out: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let opened = (0..procs.len()).all(|i| {
-            dir.join(format!(".part-{i:05}.parquet.tmp")).exists()
-                || dir.join(format!("part-{i:05}.parquet")).exists()
+            temporary_part(&dir, i).is_some() || dir.join(format!("part-{i:05}.parquet")).exists()
         });
         if opened {
             return;
@@ -231,4 +230,19 @@ pub fn wait_until_running(procs: &mut [Proc], out: &Path) {
         }
         thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The temporary file of part `i` in a table directory (`.part-0000I.parquet.PID.tmp`), if
+/// there is one.
+pub fn temporary_part(dir: &Path, i: usize) -> Option<std::path::PathBuf> {
+    let prefix = format!(".part-{i:05}.parquet.");
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".tmp"))
+        })
 }
