@@ -196,6 +196,13 @@ fn processes_without_the_secret_are_refused_and_the_job_completes() {
     for p in [&mut p0, &mut p1] {
         let status = p.wait(TIMEOUT);
         assert!(status.success(), "{}", p.stderr());
+        // Every heartbeat line of the real processes verified (none was lost or out of
+        // sequence, which would end a job as a lost process).
+        assert!(
+            !p.stderr().contains("dropped a control line"),
+            "{}",
+            p.stderr()
+        );
     }
     assert!(out.join("_SUCCESS").exists());
 

@@ -28,8 +28,9 @@
 //!    are only made for authenticated processes). Every heartbeat line then carries an HMAC
 //!    under a key of its direction and the two challenges, with a sequence number: lines
 //!    that do not verify are dropped, and a replayed or forged `abort` does nothing. MACs are
-//!    compared in constant time (`hmac`'s `verify_truncated_left`). Without a secret the protocol is
-//!    the same with no MACs, and a process that has one refuses a peer that has none.
+//!    compared in constant time (`hmac`'s `verify_truncated_left`). Without a secret the
+//!    protocol is the same with no MACs, and a process that has one refuses a peer that has
+//!    none.
 //!
 //! What the control plane does not cover, precisely:
 //!
@@ -297,6 +298,10 @@ impl Sender {
 /// A process admitted by the handshake: its connection and both challenges.
 struct Joined {
     stream: TcpStream,
+    /// The reader of the handshake, which may hold heartbeat lines already read from the
+    /// socket (process 0 starts its heartbeat as soon as it says go): the heartbeat must go
+    /// on reading from it, or those lines are lost and every later one is out of sequence.
+    reader: BufReader<TcpStream>,
     lead_challenge: Vec<u8>,
     follow_challenge: Vec<u8>,
 }
@@ -628,6 +633,7 @@ fn admit(
     };
     let joined = Joined {
         stream,
+        reader,
         lead_challenge,
         follow_challenge,
     };
@@ -743,6 +749,7 @@ fn follow(
             thread::sleep(TIMELY_BIND_GRACE);
             let joined = Joined {
                 stream,
+                reader,
                 lead_challenge,
                 follow_challenge,
             };
@@ -771,7 +778,12 @@ fn start_heartbeat(
     relay: bool,
 ) -> Control {
     let done = Arc::new(AtomicBool::new(false));
-    let mut peers: Vec<(usize, Arc<Mutex<Sender>>, Option<LineKey>)> = Vec::new();
+    let mut peers: Vec<(
+        usize,
+        Arc<Mutex<Sender>>,
+        BufReader<TcpStream>,
+        Option<LineKey>,
+    )> = Vec::new();
     for (i, j) in joined {
         let keys = config.secret.as_ref().map(|secret| {
             let key =
@@ -786,12 +798,10 @@ fn start_heartbeat(
             stream: j.stream,
             key: send_key,
         };
-        peers.push((i, Arc::new(Mutex::new(sender)), receive_key));
+        peers.push((i, Arc::new(Mutex::new(sender)), j.reader, receive_key));
     }
-    let all: Vec<Arc<Mutex<Sender>>> = peers.iter().map(|(_, s, _)| s.clone()).collect();
-    for (i, sender, key) in peers {
-        let reader = sender.lock().expect("not poisoned").stream.try_clone();
-        let Ok(reader) = reader else { continue };
+    let all: Vec<Arc<Mutex<Sender>>> = peers.iter().map(|(_, s, _, _)| s.clone()).collect();
+    for (i, _, reader, key) in peers {
         let (done, all, addr, timeout, hook) = (
             done.clone(),
             all.clone(),
@@ -826,7 +836,7 @@ fn start_heartbeat(
 /// dropped (and said once): it did not come from the peer.
 #[allow(clippy::too_many_arguments)]
 fn watch(
-    stream: TcpStream,
+    mut reader: BufReader<TcpStream>,
     mut key: Option<LineKey>,
     i: usize,
     addr: &str,
@@ -835,8 +845,7 @@ fn watch(
     all: &[Arc<Mutex<Sender>>],
     relay: bool,
 ) -> Option<String> {
-    let _ = stream.set_read_timeout(Some(timeout));
-    let mut reader = BufReader::new(stream);
+    let _ = reader.get_ref().set_read_timeout(Some(timeout));
     let mut warned = false;
     let cause = loop {
         let sealed = match read_line(&mut reader) {
