@@ -768,6 +768,15 @@ fn follow(
     }
 }
 
+/// A heartbeat connection being set up: the peer's index, the sending end, the reading end
+/// and the key that opens the peer's lines.
+type Peer = (
+    usize,
+    Arc<Mutex<Sender>>,
+    BufReader<TcpStream>,
+    Option<LineKey>,
+);
+
 /// Starts a sender thread (a line every second to every peer) and a reader thread per peer.
 /// `me` is this process's index.
 fn start_heartbeat(
@@ -778,12 +787,7 @@ fn start_heartbeat(
     relay: bool,
 ) -> Control {
     let done = Arc::new(AtomicBool::new(false));
-    let mut peers: Vec<(
-        usize,
-        Arc<Mutex<Sender>>,
-        BufReader<TcpStream>,
-        Option<LineKey>,
-    )> = Vec::new();
+    let mut peers: Vec<Peer> = Vec::new();
     for (i, j) in joined {
         let keys = config.secret.as_ref().map(|secret| {
             let key =
