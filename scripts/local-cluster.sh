@@ -11,6 +11,11 @@
 # exits with the failed process's code (128 + signal for a process killed by a signal); it
 # exits 0 when every process succeeded. Ctrl-C (SIGINT) or SIGTERM stops every process.
 #
+# The processes authenticate each other with a shared secret (docs/deploy.md, "Secrets"):
+# the script writes 32 random bytes into a private file (mode 600) in its temporary
+# directory and hands it to every process as NEARDUP_SECRET_FILE, unless NEARDUP_SECRET_FILE
+# is set already (then that file is used). The file is removed with the directory.
+#
 # The binary is $NEARDUP_BIN, or target/release/neardup of this repository
 # (`cargo build --release` first). Paths in the arguments are relative to the current
 # directory, as for a single process. See docs/deploy.md.
@@ -44,6 +49,17 @@ unset NEARDUP_WORKERS NEARDUP_PROCESSES NEARDUP_PROCESS NEARDUP_HOSTFILE
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/neardup-cluster.XXXXXX") || exit 1
 hostfile=$tmp/hosts.txt
 pids=()
+
+# The job's secret: random, readable by this user only.
+if [[ -z ${NEARDUP_SECRET_FILE:-} ]]; then
+  secret=$tmp/secret
+  if ! (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret") || [[ ! -s $secret ]]; then
+    echo "error: cannot write a random secret into $secret" >&2
+    rm -rf "$tmp"
+    exit 1
+  fi
+  export NEARDUP_SECRET_FILE=$secret
+fi
 
 # N distinct free ports: bound all at once (so no two are the same), then released. Another
 # program could take one before neardup binds it; the job then fails at start-up and can

@@ -61,6 +61,10 @@ pub struct ClusterArgs {
     /// Names the job: processes of different jobs never join (default: from --output)
     #[arg(long, env = "NEARDUP_JOB_ID", value_name = "ID")]
     pub job_id: Option<String>,
+    /// A file holding the job's shared secret (mode 600: readable by its owner only): only
+    /// processes started with the same secret can join the job (docs/deploy.md, "Secrets")
+    #[arg(long, env = "NEARDUP_SECRET_FILE", value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
 }
 
 impl ClusterArgs {
@@ -72,6 +76,11 @@ impl ClusterArgs {
             connect_timeout: Duration::from_secs(self.connect_timeout),
             peer_timeout: Duration::from_secs(self.peer_timeout),
             job_id: self.job_id.clone().unwrap_or_default(),
+            secret: self
+                .secret_file
+                .as_deref()
+                .map(neardup_dataflow::control::Secret::from_file)
+                .transpose()?,
             // The fail-stop of a multi-process job: a lost peer ends this process at once.
             // Its temporary files go first, as after an interrupt.
             on_fatal: Some(FatalHook::new(|reason| {

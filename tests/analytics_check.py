@@ -35,6 +35,7 @@ try:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 except ImportError as e:  # pragma: no cover - reported to the Rust test
     print(f"analytics_check: cannot import duckdb and pyarrow ({e}); run scripts/test.sh", file=sys.stderr)
     sys.exit(2)
@@ -297,6 +298,11 @@ def check_pyarrow(c, out, summary):
             f"pyarrow schema of {t}/:\n{dataset.schema}\nexpected:\n{want}",
         )
         c.equal(dataset.count_rows(), want_rows[t], f"pyarrow rows of {t}/")
+        # Every part says which table it is (docs/outputs.md, "Table metadata").
+        for f in dataset.files:
+            meta = pq.read_metadata(f).metadata or {}
+            c.equal(meta.get(b"neardup.table"), t.encode(), f"pyarrow: neardup.table of {f}")
+            c.equal(meta.get(b"neardup.format"), b"1", f"pyarrow: neardup.format of {f}")
         names = sorted(os.path.basename(f) for f in dataset.files)
         c.check(
             names and all(re.fullmatch(r"part-\d{5}\.parquet", n) for n in names),
@@ -423,6 +429,11 @@ def expectations(summary, con):
         c.equal(namespace["clusters"].num_rows, counts["documents"], "pyarrow_dataset: clusters rows")
         c.equal(namespace["to_remove"].num_rows, counts["documents_to_remove"], "pyarrow_dataset: to_remove rows")
 
+    def table_metadata(c, namespace):
+        c.equal(namespace["table"], "pairs", "table_metadata: neardup.table")
+        c.equal(namespace["scheme"], "simhash-doc", "table_metadata: neardup.scheme")
+        c.equal(namespace["params"]["search"]["k"], summary["parameters"]["k"], "table_metadata: k")
+
     def jsonl_text(c, rows):
         c.equal(len(rows), kept - kept_parquet, "deduplicated_jsonl_text: kept JSONL documents")
 
@@ -441,6 +452,10 @@ def expectations(summary, con):
         "cluster_size_histogram": histogram,
         "decode_doc_id": decoded,
         "pyarrow_dataset": pyarrow_dataset,
+        "table_metadata": table_metadata,
+        "table_metadata_duckdb": lambda c, rows: c.equal(
+            rows, [("neardup.scheme", "simhash-doc"), ("neardup.table", "clusters")], "table_metadata_duckdb: rows"
+        ),
     }
 
 
@@ -482,7 +497,7 @@ def check_doc(c, doc_path, examples_dir, summary, con):
                     value = rows_of(result) if result is not None else None
                 elif e["lang"] == "python":
                     namespace, value = run_python(e["code"])
-                    if name == "pyarrow_dataset":
+                    if name in ("pyarrow_dataset", "table_metadata"):
                         value = namespace
                     elif value is not None and not isinstance(value, int):
                         value = rows_of(value)

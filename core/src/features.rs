@@ -103,6 +103,13 @@ impl StopWords {
         self.words.len()
     }
 
+    /// The words, sorted: what defines the list, for recording it (table metadata).
+    pub fn sorted(&self) -> Vec<&str> {
+        let mut words: Vec<&str> = self.words.iter().map(String::as_str).collect();
+        words.sort_unstable();
+        words
+    }
+
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }

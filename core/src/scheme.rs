@@ -22,6 +22,12 @@ use crate::minhash::{MinHasher, DEFAULT_PERMUTATIONS, DEFAULT_SEED};
 use crate::simhash::{dedup_sorted, dedup_unsorted, fold_unweighted, simhash_of_sorted, Weighting};
 use crate::tokenize::{TokenBuffer, Tokenizer};
 
+/// The revision of the fingerprint definitions themselves: the tokenizer, the feature
+/// hashes, the folding, the MinHash permutations (docs/fingerprints.md). Bumped whenever some
+/// text would get another fingerprint under the same scheme and parameters; recorded in every
+/// table neardup writes, so that fingerprints of two revisions are never compared.
+pub const FINGERPRINT_REVISION: u32 = 1;
+
 /// The default `n` of word shingles in MinHash mode.
 pub const DEFAULT_MINHASH_SHINGLE: usize = 5;
 

@@ -18,6 +18,40 @@
 //!    lost process, after telling the others (process 0 relays it), so every process exits
 //!    non-zero and nobody writes `_SUCCESS`. A finished process says `bye` first.
 //!
+//! 3. **Authentication** (with a secret, [`ControlConfig::secret`], `--secret-file`). Process
+//!    0 opens every connection with a random challenge; the other process answers with its
+//!    hello, its own random challenge and an HMAC-SHA256 of both under the secret; process 0
+//!    answers `go` (or why not) with an HMAC over the other challenge. A connection whose MAC
+//!    is missing or wrong is logged and dropped before anything in its hello is believed, so
+//!    a process without the secret can neither join nor stop the job (not even by claiming
+//!    to be process 1 twice or sending other parameters: those refusals stop the job, so they
+//!    are only made for authenticated processes). Every heartbeat line then carries an HMAC
+//!    under a key of its direction and the two challenges, with a sequence number: lines
+//!    that do not verify are dropped, and a replayed or forged `abort` does nothing. MACs are
+//!    compared in constant time (`hmac`'s `verify_truncated_left`). Without a secret the
+//!    protocol is the same with no MACs, and a process that has one refuses a peer that has
+//!    none.
+//!
+//! What the control plane does not cover, precisely:
+//!
+//! * **timely's own connections.** After `go`, each process binds its hostfile address for
+//!   timely, which accepts connections from higher-numbered processes and believes the
+//!   first 8 bytes of each (the sender's process index), without any authentication
+//!   (timely-communication 0.32, `networking::await_connections`). Until every such
+//!   connection has arrived (well under a second after `go` on a LAN), anyone who can
+//!   reach that port can take a process's place (the job then fails or hangs until the
+//!   heartbeat's timeout) or crash the process with a bad index. Afterwards the listener
+//!   is closed. Keep the hostfile ports unreachable from outside the job (a private
+//!   network, a firewall, a Kubernetes NetworkPolicy); timely's
+//!   `initialize_networking_from_sockets` would let us hand it connections authenticated
+//!   here instead, which would close the window.
+//! * **A partition between two processes that are not process 0.** Heartbeats run on a star
+//!   around process 0, so processes 1 and 2 that can each reach process 0 but not each
+//!   other are not seen as lost: timely's connection between them blocks (it sets no
+//!   timeout), and the job hangs without an error until someone stops it. A lost or frozen
+//!   process, and any partition that separates a process from process 0, are detected
+//!   within `peer_timeout`.
+//!
 //! The library never ends the process itself: timely's workers may be blocked on a lost
 //! connection, so only the program can stop them, and it says how through the
 //! [`FatalHook`] in [`ControlConfig::on_fatal`] (the `neardup` binary prints the reason and
@@ -28,18 +62,21 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::Sha256;
 
 use crate::JobError;
 
 /// The protocol name every hello starts with.
-pub const PROTOCOL: &str = "neardup-control/1";
+pub const PROTOCOL: &str = "neardup-control/2";
 /// How long process 0 waits for everyone by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a silent peer is tolerated by default.
@@ -53,6 +90,12 @@ const TIMELY_BIND_GRACE: Duration = Duration::from_millis(300);
 /// The longest hello line accepted.
 const MAX_LINE: u64 = 1 << 20;
 
+/// Bytes of the random challenges: 256 bits, so a challenge never repeats.
+const CHALLENGE_BYTES: usize = 32;
+/// Bytes of the MAC kept on each heartbeat line (of SHA-256's 32): 128 bits cannot be guessed,
+/// and the lines stay short.
+const LINE_MAC_BYTES: usize = 16;
+
 /// Control-plane settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControlConfig {
@@ -62,6 +105,9 @@ pub struct ControlConfig {
     pub job_id: String,
     /// What to do when the job must stop at once (a lost or failed peer).
     pub on_fatal: Option<FatalHook>,
+    /// The job's shared secret: with one, only processes that have it can join or speak
+    /// (see the module docs, "Authentication").
+    pub secret: Option<Secret>,
 }
 
 impl Default for ControlConfig {
@@ -71,8 +117,193 @@ impl Default for ControlConfig {
             peer_timeout: DEFAULT_PEER_TIMEOUT,
             job_id: String::new(),
             on_fatal: None,
+            secret: None,
         }
     }
+}
+
+/// A job's shared secret: any bytes, the same in every process (`--secret-file`). Never
+/// printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Arc<Vec<u8>>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// A secret of these bytes; refused when empty.
+    pub fn new(bytes: Vec<u8>) -> Result<Secret, JobError> {
+        if bytes.is_empty() {
+            return Err(JobError::Cluster("the secret is empty".into()));
+        }
+        Ok(Secret(Arc::new(bytes)))
+    }
+
+    /// Reads a secret file: its bytes without trailing whitespace (an editor's or `echo`'s
+    /// newline). Refused, naming the file, when it is empty or when anyone but its owner may
+    /// read or write it (any of the mode bits 0o077): a secret others can read is none.
+    pub fn from_file(path: &Path) -> Result<Secret, JobError> {
+        let shown = path.display();
+        let meta = std::fs::metadata(path)
+            .map_err(|e| JobError::Cluster(format!("{shown}: cannot read the secret file: {e}")))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(JobError::Cluster(format!(
+                    "{shown}: the secret file may be read or written by others (mode {mode:03o}); \
+                     make it private with `chmod 600 {shown}`"
+                )));
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = meta;
+        let mut bytes = std::fs::read(path)
+            .map_err(|e| JobError::Cluster(format!("{shown}: cannot read the secret file: {e}")))?;
+        while bytes.last().is_some_and(|b| b.is_ascii_whitespace()) {
+            bytes.pop();
+        }
+        if bytes.is_empty() {
+            return Err(JobError::Cluster(format!(
+                "{shown}: the secret file is empty (write a random secret into it, e.g. \
+                 `head -c 32 /dev/urandom | base64 > {shown}`)"
+            )));
+        }
+        Ok(Secret(Arc::new(bytes)))
+    }
+
+    /// HMAC-SHA256 under the secret of `parts`, each length-prefixed (so that no two lists
+    /// of parts hash alike).
+    fn mac(&self, parts: &[&[u8]]) -> [u8; 32] {
+        mac_with(&self.0, parts)
+    }
+
+    /// Whether `tag` is the MAC of `parts`, compared in constant time.
+    fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        verify_with(&self.0, parts, tag)
+    }
+}
+
+fn hmac_of(key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    for part in parts {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part);
+    }
+    mac
+}
+
+fn mac_with(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    hmac_of(key, parts).finalize().into_bytes().into()
+}
+
+fn verify_with(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+    // `verify_truncated_left` compares the first `tag.len()` bytes in constant time (and
+    // refuses an empty tag).
+    tag.len() >= LINE_MAC_BYTES && hmac_of(key, parts).verify_truncated_left(tag).is_ok()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// A fresh random challenge from the operating system.
+fn challenge() -> Result<Vec<u8>, JobError> {
+    let mut bytes = vec![0u8; CHALLENGE_BYTES];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| JobError::Cluster(format!("no randomness for a challenge: {e}")))?;
+    Ok(bytes)
+}
+
+/// What a MAC covers: a label saying which message it is, and the message.
+const HELLO_LABEL: &[u8] = b"neardup-control/2 hello";
+const REPLY_LABEL: &[u8] = b"neardup-control/2 reply";
+const LINE_LABEL: &[u8] = b"neardup-control/2 heartbeat";
+
+/// The MAC line that follows a hello or a reply: `mac HEX`, or `mac none` without a secret.
+fn mac_line(secret: Option<&Secret>, parts: &[&[u8]]) -> String {
+    match secret {
+        Some(secret) => format!("mac {}", hex(&secret.mac(parts))),
+        None => "mac none".to_string(),
+    }
+}
+
+/// The authentication of one heartbeat connection, in one direction: a key derived from the
+/// secret, the direction and both challenges, and the sequence number of the next line.
+struct LineKey {
+    key: [u8; 32],
+    seq: u64,
+}
+
+impl LineKey {
+    /// `from`/`to`: process indices; `lead`/`follow`: the two challenges of the handshake.
+    fn new(secret: &Secret, from: usize, to: usize, lead: &[u8], follow: &[u8]) -> LineKey {
+        let direction = format!("{from}->{to}");
+        LineKey {
+            key: secret.mac(&[LINE_LABEL, direction.as_bytes(), lead, follow]),
+            seq: 0,
+        }
+    }
+
+    /// `line TAB mac`, the MAC over the sequence number and the line.
+    fn seal(&mut self, line: &str) -> String {
+        let tag = mac_with(&self.key, &[&self.seq.to_be_bytes(), line.as_bytes()]);
+        self.seq += 1;
+        format!("{line}\t{}", hex(&tag[..LINE_MAC_BYTES]))
+    }
+
+    /// The line of a sealed one, if its MAC is right for the next sequence number.
+    fn open<'a>(&mut self, sealed: &'a str) -> Option<&'a str> {
+        let (line, tag) = sealed.rsplit_once('\t')?;
+        let tag = unhex(tag)?;
+        if !verify_with(&self.key, &[&self.seq.to_be_bytes(), line.as_bytes()], &tag) {
+            return None;
+        }
+        self.seq += 1;
+        Some(line)
+    }
+}
+
+/// One heartbeat connection's sending end: the stream and, with a secret, the key that seals
+/// every line.
+struct Sender {
+    stream: TcpStream,
+    key: Option<LineKey>,
+}
+
+impl Sender {
+    fn send(&mut self, line: &str) -> std::io::Result<()> {
+        let line = match self.key.as_mut() {
+            Some(key) => key.seal(line),
+            None => line.to_string(),
+        };
+        send_line(&mut self.stream, &line)
+    }
+}
+
+/// A process admitted by the handshake: its connection and both challenges.
+struct Joined {
+    stream: TcpStream,
+    /// The reader of the handshake, which may hold heartbeat lines already read from the
+    /// socket (process 0 starts its heartbeat as soon as it says go): the heartbeat must go
+    /// on reading from it, or those lines are lost and every later one is out of sequence.
+    reader: BufReader<TcpStream>,
+    lead_challenge: Vec<u8>,
+    follow_challenge: Vec<u8>,
 }
 
 /// The program's way to stop the whole process when the control plane finds the job lost:
@@ -107,6 +338,8 @@ struct Hello {
     job_id: String,
     process: usize,
     fingerprint: BTreeMap<String, Value>,
+    /// The hello's own challenge (hex), which process 0's reply must be a MAC over.
+    challenge: String,
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -119,7 +352,7 @@ enum Reply {
 /// The running heartbeat; [`Control::finish`] ends it cleanly.
 pub struct Control {
     done: Arc<AtomicBool>,
-    peers: Vec<Arc<Mutex<TcpStream>>>,
+    peers: Vec<Arc<Mutex<Sender>>>,
 }
 
 /// Set while a multi-process job runs: the panic hook then leaves the diagnosis to the
@@ -131,7 +364,7 @@ static FATAL: Mutex<Option<FatalHook>> = Mutex::new(None);
 
 /// The running heartbeat's state and connections, for [`interrupt`] (a signal handler's
 /// thread has no other way to reach them).
-type Heartbeat = (Arc<AtomicBool>, Vec<Arc<Mutex<TcpStream>>>);
+type Heartbeat = (Arc<AtomicBool>, Vec<Arc<Mutex<Sender>>>);
 static RUNNING: Mutex<Option<Heartbeat>> = Mutex::new(None);
 
 /// Tells the other processes of the running job that this one stops for `reason` (e.g.
@@ -143,9 +376,10 @@ pub fn interrupt(reason: &str) {
     if let Some((done, peers)) = running {
         done.store(true, Ordering::SeqCst);
         ACTIVE.store(false, Ordering::SeqCst);
-        for stream in &peers {
-            if let Ok(mut s) = stream.lock() {
-                let _ = send_line(&mut s, &format!("abort {reason}"));
+        for sender in &peers {
+            if let Ok(mut s) = sender.lock() {
+                // Signed like every heartbeat line when the job has a secret.
+                let _ = s.send(&format!("abort {reason}"));
             }
         }
     }
@@ -250,14 +484,15 @@ fn lead(
         .set_nonblocking(true)
         .map_err(|e| JobError::Cluster(e.to_string()))?;
     let deadline = Instant::now() + config.connect_timeout;
-    let mut peers: Vec<Option<TcpStream>> = (0..addresses.len()).map(|_| None).collect();
-    let abort_all = |peers: &mut Vec<Option<TcpStream>>, reason: &str| {
+    let mut peers: Vec<Option<Joined>> = (0..addresses.len()).map(|_| None).collect();
+    let secret = config.secret.as_ref();
+    let abort_all = |peers: &mut Vec<Option<Joined>>, reason: &str| {
         let reply = serde_json::to_string(&Reply::Abort {
             reason: reason.to_string(),
         })
         .expect("serializable");
-        for stream in peers.iter_mut().flatten() {
-            let _ = send_line(stream, &reply);
+        for joined in peers.iter_mut().flatten() {
+            let _ = send_reply(&mut joined.stream, secret, &joined.follow_challenge, &reply);
         }
     };
     while peers.iter().skip(1).any(Option::is_none) {
@@ -287,7 +522,7 @@ fn lead(
             }
         };
         match admit(stream, from, addresses, config, fingerprint, &peers) {
-            Ok(Some((i, stream))) => peers[i] = Some(stream),
+            Ok(Some((i, joined))) => peers[i] = Some(joined),
             Ok(None) => {}
             Err(reason) => {
                 abort_all(&mut peers, &reason);
@@ -304,46 +539,68 @@ fn lead(
     drop(listener);
     let go = serde_json::to_string(&Reply::Go).expect("serializable");
     let mut streams = Vec::new();
-    for (i, stream) in peers.into_iter().enumerate().skip(1) {
-        let mut stream = stream.expect("all arrived");
-        send_line(&mut stream, &go).map_err(|e| {
+    for (i, joined) in peers.into_iter().enumerate().skip(1) {
+        let mut joined = joined.expect("all arrived");
+        send_reply(&mut joined.stream, secret, &joined.follow_challenge, &go).map_err(|e| {
             JobError::Cluster(format!(
                 "process {i} ({}) went away at start-up: {e}",
                 addresses[i]
             ))
         })?;
-        streams.push((i, stream));
+        streams.push((i, joined));
     }
-    Ok(start_heartbeat(streams, addresses, config, true))
+    Ok(start_heartbeat(streams, 0, addresses, config, true))
 }
 
-/// Reads a connection's hello. `Ok(None)`: a foreign connection, ignored. `Err`: a process
-/// of this job that does not match (the job must stop).
+/// Sends a reply line and its MAC line (over the other process's challenge).
+fn send_reply(
+    stream: &mut TcpStream,
+    secret: Option<&Secret>,
+    follow_challenge: &[u8],
+    reply: &str,
+) -> std::io::Result<()> {
+    send_line(stream, reply)?;
+    send_line(
+        stream,
+        &mac_line(secret, &[REPLY_LABEL, follow_challenge, reply.as_bytes()]),
+    )
+}
+
+/// Opens a connection with a challenge and reads its hello. `Ok(None)`: a foreign connection
+/// (another protocol or job, or one that fails authentication), ignored. `Err`: an
+/// authenticated process of this job that does not match (the job must stop).
 fn admit(
     stream: TcpStream,
     from: SocketAddr,
     addresses: &[String],
     config: &ControlConfig,
     fingerprint: &BTreeMap<String, Value>,
-    peers: &[Option<TcpStream>],
-) -> Result<Option<(usize, TcpStream)>, String> {
+    peers: &[Option<Joined>],
+) -> Result<Option<(usize, Joined)>, String> {
     let ignore = |why: &str| {
         eprintln!("neardup: ignored a connection from {from}: {why}");
         Ok(None)
     };
     if stream.set_nonblocking(false).is_err()
         || stream.set_read_timeout(Some(HELLO_TIMEOUT)).is_err()
+        || stream.set_write_timeout(Some(HELLO_TIMEOUT)).is_err()
     {
         return ignore("cannot configure the socket");
     }
+    let lead_challenge = challenge().map_err(|e| e.to_string())?;
+    let mut stream = stream;
+    if send_line(&mut stream, &format!("challenge {}", hex(&lead_challenge))).is_err() {
+        return ignore("closed before the challenge");
+    }
     let mut reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
-    let hello: Hello = match read_line(&mut reader) {
-        Ok(Some(line)) => match serde_json::from_str(&line) {
-            Ok(h) => h,
-            Err(_) => return ignore("not the neardup control protocol"),
-        },
-        Ok(None) => return ignore("closed without a hello"),
-        Err(_) => return ignore("no hello in time"),
+    let (line, mac) = match (read_line(&mut reader), read_line(&mut reader)) {
+        (Ok(Some(line)), Ok(Some(mac))) => (line, mac),
+        (Ok(_), Ok(_)) => return ignore("closed without a hello"),
+        _ => return ignore("no hello in time"),
+    };
+    let hello: Hello = match serde_json::from_str(&line) {
+        Ok(h) => h,
+        Err(_) => return ignore("not the neardup control protocol"),
     };
     if hello.protocol != PROTOCOL {
         return ignore(&format!(
@@ -351,6 +608,26 @@ fn admit(
             hello.protocol
         ));
     }
+    // Nothing in the hello is believed before its MAC is checked.
+    let tag = mac.strip_prefix("mac ").unwrap_or("");
+    match (&config.secret, tag) {
+        (Some(_), "none") => {
+            return ignore("it has no secret, and this job requires one (--secret-file)")
+        }
+        (Some(secret), tag) => {
+            let parts: [&[u8]; 3] = [HELLO_LABEL, &lead_challenge, line.as_bytes()];
+            if !unhex(tag).is_some_and(|tag| secret.verify(&parts, &tag)) {
+                return ignore("failed authentication (its secret is not this job's)");
+            }
+        }
+        (None, "none") => {}
+        (None, _) => return ignore(
+            "it has a secret and this process has none (give every process the same --secret-file)",
+        ),
+    }
+    let Some(follow_challenge) = unhex(&hello.challenge).filter(|c| !c.is_empty()) else {
+        return ignore("a hello without a challenge");
+    };
     if hello.job_id != config.job_id {
         return ignore(&format!(
             "another job ({:?}, this is {:?})",
@@ -377,22 +654,29 @@ fn admit(
             )
         })
     };
+    let joined = Joined {
+        stream,
+        reader,
+        lead_challenge,
+        follow_challenge,
+    };
     match refusal {
-        None => Ok(Some((i, stream))),
+        None => Ok(Some((i, joined))),
         Some(reason) => {
             // The refused process hears why, like everyone else.
             let reply = serde_json::to_string(&Reply::Abort {
                 reason: reason.clone(),
             })
             .expect("serializable");
-            let mut stream = stream;
-            let _ = send_line(&mut stream, &reply);
+            let mut joined = joined;
+            let secret = config.secret.as_ref();
+            let _ = send_reply(&mut joined.stream, secret, &joined.follow_challenge, &reply);
             Err(reason)
         }
     }
 }
 
-/// Every other process: say hello to process 0 and wait for go.
+/// Every other process: answer process 0's challenge with a hello and wait for go.
 fn follow(
     addresses: &[String],
     process: usize,
@@ -400,9 +684,16 @@ fn follow(
     fingerprint: BTreeMap<String, Value>,
 ) -> Result<Control, JobError> {
     let deadline = Instant::now() + config.connect_timeout;
+    let lead = &addresses[0];
+    let closed = || {
+        JobError::Cluster(format!(
+            "process 0 ({lead}) closed the connection at start-up (it ignores a process whose \
+             job id or secret differs: check --job-id and --secret-file; its log says why)"
+        ))
+    };
     let mut stream = loop {
         // Resolve on every attempt: a scheduler may publish process 0's name only once it runs.
-        let attempt = resolve(&addresses[0])
+        let attempt = resolve(lead)
             .map_err(|e| std::io::Error::other(e.to_string()))
             .and_then(|lead| TcpStream::connect_timeout(&lead, Duration::from_secs(1)));
         match attempt {
@@ -410,24 +701,12 @@ fn follow(
             Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(250)),
             Err(e) => {
                 return Err(JobError::Cluster(format!(
-                    "process 0 ({}) did not answer within {} s: {e}",
-                    addresses[0],
+                    "process 0 ({lead}) did not answer within {} s: {e}",
                     config.connect_timeout.as_secs()
                 )))
             }
         }
     };
-    let hello = Hello {
-        protocol: PROTOCOL.into(),
-        job_id: config.job_id.clone(),
-        process,
-        fingerprint,
-    };
-    send_line(
-        &mut stream,
-        &serde_json::to_string(&hello).expect("serializable"),
-    )
-    .map_err(|e| JobError::Cluster(format!("cannot reach process 0 ({}): {e}", addresses[0])))?;
     // Process 0 answers once everyone has arrived: allow its whole wait and some.
     stream
         .set_read_timeout(Some(config.connect_timeout + Duration::from_secs(30)))
@@ -437,47 +716,128 @@ fn follow(
             .try_clone()
             .map_err(|e| JobError::Cluster(e.to_string()))?,
     );
-    let reply = read_line(&mut reader).map_err(|e| {
-        JobError::Cluster(format!("process 0 ({}) did not say go: {e}", addresses[0]))
-    })?;
-    match reply.as_deref().map(serde_json::from_str::<Reply>) {
-        Some(Ok(Reply::Go)) => {
+    let unreachable =
+        |e: std::io::Error| JobError::Cluster(format!("cannot reach process 0 ({lead}): {e}"));
+    let lead_challenge = match read_line(&mut reader).map_err(unreachable)? {
+        Some(line) => line
+            .strip_prefix("challenge ")
+            .and_then(unhex)
+            .ok_or_else(|| {
+                JobError::Cluster(format!(
+                    "process 0 ({lead}) does not speak {PROTOCOL} (another neardup version?)"
+                ))
+            })?,
+        None => return Err(closed()),
+    };
+    let follow_challenge = challenge()?;
+    let hello = Hello {
+        protocol: PROTOCOL.into(),
+        job_id: config.job_id.clone(),
+        process,
+        fingerprint,
+        challenge: hex(&follow_challenge),
+    };
+    let line = serde_json::to_string(&hello).expect("serializable");
+    let secret = config.secret.as_ref();
+    send_line(&mut stream, &line)
+        .and_then(|()| {
+            send_line(
+                &mut stream,
+                &mac_line(secret, &[HELLO_LABEL, &lead_challenge, line.as_bytes()]),
+            )
+        })
+        .map_err(unreachable)?;
+    let said_go =
+        |e: std::io::Error| JobError::Cluster(format!("process 0 ({lead}) did not say go: {e}"));
+    let (Some(reply), Some(mac)) = (
+        read_line(&mut reader).map_err(said_go)?,
+        read_line(&mut reader).map_err(said_go)?,
+    ) else {
+        return Err(closed());
+    };
+    if let Some(secret) = secret {
+        let tag = mac.strip_prefix("mac ").and_then(unhex);
+        let parts: [&[u8]; 3] = [REPLY_LABEL, &follow_challenge, reply.as_bytes()];
+        if !tag.is_some_and(|tag| secret.verify(&parts, &tag)) {
+            return Err(JobError::Cluster(format!(
+                "process 0 ({lead}) failed authentication: its reply is not signed with this \
+                 job's secret (check --secret-file)"
+            )));
+        }
+    }
+    match serde_json::from_str::<Reply>(&reply) {
+        Ok(Reply::Go) => {
             // Process 0 binds its timely port right after saying go; timely's own connect
             // retries only once a second, so give it that moment rather than a retry.
             thread::sleep(TIMELY_BIND_GRACE);
-            Ok(start_heartbeat(vec![(0, stream)], addresses, config, false))
+            let joined = Joined {
+                stream,
+                reader,
+                lead_challenge,
+                follow_challenge,
+            };
+            Ok(start_heartbeat(
+                vec![(0, joined)],
+                process,
+                addresses,
+                config,
+                false,
+            ))
         }
-        Some(Ok(Reply::Abort { reason })) => Err(JobError::Cluster(format!("process 0 stopped the job: {reason}"))),
-        _ => Err(JobError::Cluster(format!("process 0 ({}) closed the connection at start-up (it ignores a process whose job id differs: check --job-id)", addresses[0]))),
+        Ok(Reply::Abort { reason }) => Err(JobError::Cluster(format!(
+            "process 0 stopped the job: {reason}"
+        ))),
+        Err(_) => Err(closed()),
     }
 }
 
+/// A heartbeat connection being set up: the peer's index, the sending end, the reading end
+/// and the key that opens the peer's lines.
+type Peer = (
+    usize,
+    Arc<Mutex<Sender>>,
+    BufReader<TcpStream>,
+    Option<LineKey>,
+);
+
 /// Starts a sender thread (a line every second to every peer) and a reader thread per peer.
+/// `me` is this process's index.
 fn start_heartbeat(
-    streams: Vec<(usize, TcpStream)>,
+    joined: Vec<(usize, Joined)>,
+    me: usize,
     addresses: &[String],
     config: &ControlConfig,
     relay: bool,
 ) -> Control {
     let done = Arc::new(AtomicBool::new(false));
-    let peers: Vec<(usize, Arc<Mutex<TcpStream>>)> = streams
-        .into_iter()
-        .map(|(i, s)| (i, Arc::new(Mutex::new(s))))
-        .collect();
-    let all: Vec<Arc<Mutex<TcpStream>>> = peers.iter().map(|(_, s)| s.clone()).collect();
-    for (i, stream) in &peers {
-        let reader = stream.lock().expect("not poisoned").try_clone();
-        let Ok(reader) = reader else { continue };
-        let (i, done, all, addr, timeout, hook) = (
-            *i,
+    let mut peers: Vec<Peer> = Vec::new();
+    for (i, j) in joined {
+        let keys = config.secret.as_ref().map(|secret| {
+            let key =
+                |from, to| LineKey::new(secret, from, to, &j.lead_challenge, &j.follow_challenge);
+            (key(me, i), key(i, me))
+        });
+        let (send_key, receive_key) = match keys {
+            Some((send, receive)) => (Some(send), Some(receive)),
+            None => (None, None),
+        };
+        let sender = Sender {
+            stream: j.stream,
+            key: send_key,
+        };
+        peers.push((i, Arc::new(Mutex::new(sender)), j.reader, receive_key));
+    }
+    let all: Vec<Arc<Mutex<Sender>>> = peers.iter().map(|(_, s, _, _)| s.clone()).collect();
+    for (i, _, reader, key) in peers {
+        let (done, all, addr, timeout, hook) = (
             done.clone(),
             all.clone(),
-            addresses[*i].clone(),
+            addresses[i].clone(),
             config.peer_timeout,
             config.on_fatal.clone(),
         );
         thread::spawn(move || {
-            if let Some(reason) = watch(reader, i, &addr, timeout, &done, &all, relay) {
+            if let Some(reason) = watch(reader, key, i, &addr, timeout, &done, &all, relay) {
                 fail(hook.as_ref(), &reason);
             }
         });
@@ -486,9 +846,9 @@ fn start_heartbeat(
         let (done, all) = (done.clone(), all.clone());
         thread::spawn(move || {
             while !done.load(Ordering::SeqCst) {
-                for stream in &all {
-                    if let Ok(mut s) = stream.lock() {
-                        let _ = send_line(&mut s, "hb");
+                for sender in &all {
+                    if let Ok(mut s) = sender.lock() {
+                        let _ = s.send("hb");
                     }
                 }
                 thread::sleep(HEARTBEAT_INTERVAL);
@@ -502,34 +862,24 @@ fn start_heartbeat(
 }
 
 /// Reads one peer's lines until it says bye; anything else is the reason the job must stop
-/// (returned, after the others were told).
+/// (returned, after the others were told). With a key, a line whose MAC does not verify is
+/// dropped (and said once): it did not come from the peer.
+#[allow(clippy::too_many_arguments)]
 fn watch(
-    stream: TcpStream,
+    mut reader: BufReader<TcpStream>,
+    mut key: Option<LineKey>,
     i: usize,
     addr: &str,
     timeout: Duration,
     done: &AtomicBool,
-    all: &[Arc<Mutex<TcpStream>>],
+    all: &[Arc<Mutex<Sender>>],
     relay: bool,
 ) -> Option<String> {
-    let _ = stream.set_read_timeout(Some(timeout));
-    let mut reader = BufReader::new(stream);
+    let _ = reader.get_ref().set_read_timeout(Some(timeout));
+    let mut warned = false;
     let cause = loop {
-        match read_line(&mut reader) {
-            Ok(Some(line)) if line == "hb" => continue,
-            Ok(Some(line)) if line == "bye" => return None,
-            Ok(Some(line)) => match line.strip_prefix("abort ") {
-                Some(reason) => {
-                    if relay && reason.starts_with(&format!("process {i} ")) {
-                        break reason.to_string();
-                    }
-                    if relay {
-                        break format!("process {i} ({addr}) failed: {reason}");
-                    }
-                    return Some(format!("the job was stopped: {reason}"));
-                }
-                None => continue,
-            },
+        let sealed = match read_line(&mut reader) {
+            Ok(Some(line)) => line,
             Ok(None) => break "its connection closed (the process died or was killed)".to_string(),
             Err(e)
                 if matches!(
@@ -543,6 +893,40 @@ fn watch(
                 )
             }
             Err(e) => break format!("its connection broke: {e}"),
+        };
+        let line = match key.as_mut() {
+            Some(key) => match key.open(&sealed) {
+                Some(line) => line.to_string(),
+                None => {
+                    if !warned {
+                        eprintln!(
+                            "neardup: dropped a control line from process {i} ({addr}) that is \
+                             not signed with this job's secret"
+                        );
+                        warned = true;
+                    }
+                    continue;
+                }
+            },
+            None => sealed,
+        };
+        match line.as_str() {
+            "hb" => continue,
+            "bye" => return None,
+            line => match line.strip_prefix("abort ") {
+                Some(reason) => {
+                    // An interrupted process says so itself ("process I (...) was
+                    // interrupted by SIGTERM"): relayed as it is.
+                    if relay && reason.starts_with(&format!("process {i} ")) {
+                        break reason.to_string();
+                    }
+                    if relay {
+                        break format!("process {i} ({addr}) failed: {reason}");
+                    }
+                    return Some(format!("the job was stopped: {reason}"));
+                }
+                None => continue,
+            },
         }
     };
     if done.load(Ordering::SeqCst) {
@@ -554,9 +938,9 @@ fn watch(
         format!("lost process {i} ({addr}): {cause}")
     };
     // Tell everyone else before going (process 0 relays to all; others tell process 0).
-    for stream in all {
-        if let Ok(mut s) = stream.lock() {
-            let _ = send_line(&mut s, &format!("abort {reason}"));
+    for sender in all {
+        if let Ok(mut s) = sender.lock() {
+            let _ = s.send(&format!("abort {reason}"));
         }
     }
     Some(reason)
@@ -581,9 +965,9 @@ impl Control {
         self.forget();
         self.done.store(true, Ordering::SeqCst);
         ACTIVE.store(false, Ordering::SeqCst);
-        for stream in &self.peers {
-            if let Ok(mut s) = stream.lock() {
-                let _ = send_line(&mut s, "bye");
+        for sender in &self.peers {
+            if let Ok(mut s) = sender.lock() {
+                let _ = s.send("bye");
             }
         }
     }
@@ -595,9 +979,9 @@ impl Control {
         self.done.store(true, Ordering::SeqCst);
         ACTIVE.store(false, Ordering::SeqCst);
         let line = format!("abort {reason}");
-        for stream in &self.peers {
-            if let Ok(mut s) = stream.lock() {
-                let _ = send_line(&mut s, &line);
+        for sender in &self.peers {
+            if let Ok(mut s) = sender.lock() {
+                let _ = s.send(&line);
             }
         }
     }
@@ -621,5 +1005,72 @@ mod tests {
         .into();
         assert_eq!(differences(&ours, &theirs), vec!["k (3 vs 4)"]);
         assert!(differences(&ours, &ours).is_empty());
+    }
+
+    #[test]
+    fn sealed_lines_open_once_in_order_and_only_with_their_key() {
+        let secret = Secret::new(b"s3cret".to_vec()).unwrap();
+        let (lead, follow) = (vec![1u8; 32], vec![2u8; 32]);
+        let mut send = LineKey::new(&secret, 0, 1, &lead, &follow);
+        let mut receive = LineKey::new(&secret, 0, 1, &lead, &follow);
+        let first = send.seal("hb");
+        let second = send.seal("abort stop");
+        assert_eq!(receive.open(&first), Some("hb"));
+        // A replay of an earlier line, and a line of the other direction, do not open.
+        assert_eq!(receive.open(&first), None);
+        let mut back = LineKey::new(&secret, 1, 0, &lead, &follow);
+        assert_eq!(receive.open(&back.seal("abort stop")), None);
+        // Another secret, or a changed line, do not open either.
+        let other = Secret::new(b"other".to_vec()).unwrap();
+        let mut forged = LineKey::new(&other, 0, 1, &lead, &follow);
+        forged.seq = 1;
+        assert_eq!(receive.open(&forged.seal("abort stop")), None);
+        assert_eq!(receive.open(&second.replace("stop", "stap")), None);
+        assert_eq!(receive.open("abort stop"), None);
+        assert_eq!(receive.open(&second), Some("abort stop"));
+    }
+
+    #[test]
+    fn macs_cover_every_part_and_their_boundaries() {
+        let secret = Secret::new(b"k".to_vec()).unwrap();
+        let tag = secret.mac(&[b"ab", b"c"]);
+        assert!(secret.verify(&[b"ab", b"c"], &tag));
+        assert!(!secret.verify(&[b"a", b"bc"], &tag));
+        assert!(!secret.verify(&[b"ab", b"c"], &tag[..8]), "too short a tag");
+        assert!(!Secret::new(b"K".to_vec())
+            .unwrap()
+            .verify(&[b"ab", b"c"], &tag));
+        assert_eq!(unhex(&hex(&tag)).as_deref(), Some(&tag[..]));
+        assert_eq!(unhex("zz"), None);
+        assert_eq!(format!("{secret:?}"), "Secret(..)");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn secret_files_must_be_private_and_not_empty() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "abc\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let message = |r: Result<Secret, JobError>| r.unwrap_err().to_string();
+        assert_eq!(
+            message(Secret::from_file(&path)),
+            format!(
+                "cluster: {0}: the secret file may be read or written by others (mode 644); \
+                 make it private with `chmod 600 {0}`",
+                path.display()
+            )
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            Secret::from_file(&path).unwrap(),
+            Secret::new(b"abc".to_vec()).unwrap()
+        );
+        std::fs::write(&path, "\n").unwrap();
+        assert!(message(Secret::from_file(&path)).starts_with(&format!(
+            "cluster: {}: the secret file is empty",
+            path.display()
+        )));
     }
 }

@@ -45,6 +45,7 @@ fn config(corpus: &Path, out: &Path, parallelism: Parallelism) -> JobConfig {
         peer_timeout: Duration::from_secs(30),
         job_id: "in-process-test".into(),
         on_fatal: None,
+        secret: None,
     };
     config
 }

@@ -65,7 +65,12 @@ fn planted_fingerprints(dir: &Path, n: usize, k: u32) -> Vec<Item> {
         });
     }
     std::fs::create_dir_all(dir).unwrap();
-    let mut writer = PartWriter::<FingerprintRow>::create(dir, 0).unwrap();
+    // Tagged as neardup tags simhash-doc fingerprints.
+    let meta = neardup_io::parquet_out::TableMeta {
+        scheme: "simhash-doc".into(),
+        params: serde_json::json!({"fingerprint": {"method": "simhash"}}),
+    };
+    let mut writer = PartWriter::<FingerprintRow>::create(dir, 0, &meta).unwrap();
     for it in &items {
         writer
             .push(FingerprintRow {

@@ -20,7 +20,14 @@
 # process succeeded. neardup stops a job that lost a process by itself (heartbeat); the
 # kill is for processes that cannot notice, and for the launcher's own Ctrl-C.
 #
+# The processes authenticate each other with a shared secret (docs/deploy.md, "Secrets"):
+# the launcher makes 32 random bytes (or reads NEARDUP_SECRET_FILE here, if set), and sends
+# them to each host over ssh's standard input (never on a command line, where `ps` would
+# show them) into a private file (umask 077) beside the hostfile, removed with it; every
+# process gets `--secret-file` that file.
+#
 # Environment:
+#   NEARDUP_SECRET_FILE a file holding the job's secret (default: a fresh random one)
 #   NEARDUP_BIN         remote path of the binary (default: `command -v neardup` here, or
 #                       this repository's target/release/neardup)
 #   NEARDUP_SSH         the ssh command (default: ssh)
@@ -80,6 +87,14 @@ for a in "${addresses[@]}"; do
   hosts+=("${h%]}")
 done
 
+# The job's secret: one line, the same for every process.
+if [[ -n ${NEARDUP_SECRET_FILE:-} ]]; then
+  secret=$(head -n 1 "$NEARDUP_SECRET_FILE") || { echo "error: cannot read NEARDUP_SECRET_FILE $NEARDUP_SECRET_FILE" >&2; exit 2; }
+else
+  secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+fi
+[[ -n $secret ]] || { echo "error: the secret is empty" >&2; exit 2; }
+
 # Single-quotes a word for the remote POSIX shell.
 quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
@@ -98,8 +113,9 @@ remote_command() {
   local i=$1 dir
   dir=$(quote "$(remote_dir "$i")")
   printf '%s' "umask 077 && mkdir -p $dir && printf '%s\n'$lines > $dir/hosts && echo \$\$ > $dir/pid && " \
+    "IFS= read -r s && printf '%s\n' \"\$s\" > $dir/secret && unset s && " \
     "{ cd $(quote "$PWD") 2>/dev/null || echo $(quote "launch.sh: $PWD does not exist here; relative paths are relative to the home directory") >&2; } && " \
-    "exec $(quote "$NEARDUP_BIN") $(quote "$subcommand") -n $n -p $i -h $dir/hosts$args"
+    "exec $(quote "$NEARDUP_BIN") $(quote "$subcommand") -n $n -p $i -h $dir/hosts --secret-file $dir/secret$args"
 }
 
 pids=()
@@ -155,7 +171,7 @@ echo "launch.sh: $n processes on ${hosts[*]}" >&2
 for ((i = 0; i < n; i++)); do
   prefix="[p $i ${hosts[$i]}] "
   prefix=${prefix//\//\\/}
-  "${ssh_cmd[@]}" "${ssh_opts[@]}" "${hosts[$i]}" "$(remote_command "$i")" </dev/null \
+  "${ssh_cmd[@]}" "${ssh_opts[@]}" "${hosts[$i]}" "$(remote_command "$i")" <<<"$secret" \
     > >(trap '' INT; exec sed -u "s/^/$prefix/") \
     2> >(trap '' INT; exec sed -u "s/^/$prefix/" >&2) &
   pids+=("$!")

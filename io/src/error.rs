@@ -275,6 +275,70 @@ pub enum IoError {
     #[error("{}: {what}", shown(path))]
     NotSupported { path: PathBuf, what: &'static str },
 
+    /// A neardup table whose metadata (`neardup.*` keys) is incomplete or unreadable.
+    #[error("{}: damaged neardup table metadata: {reason}", shown(path))]
+    BadTableMeta { path: PathBuf, reason: String },
+
+    /// A neardup table of another layout version than this neardup reads.
+    #[error(
+        "{}: neardup table format {found} (written by neardup {version}), but this neardup ({}) reads format {}; read it with the neardup that wrote it, or rerun",
+        shown(path),
+        env!("CARGO_PKG_VERSION"),
+        crate::parquet_out::TABLE_FORMAT
+    )]
+    TableFormat {
+        path: PathBuf,
+        found: String,
+        version: String,
+    },
+
+    /// A neardup table read as another table (a `pairs/` part given as fingerprints).
+    #[error(
+        "{}: a neardup {found} table, expected a {expected} table",
+        shown(path)
+    )]
+    WrongTable {
+        path: PathBuf,
+        found: String,
+        expected: &'static str,
+    },
+
+    /// A neardup table made by another fingerprint scheme than the reader needs.
+    #[error("{}: scheme {found}, expected {expected} ({why})", shown(path))]
+    WrongScheme {
+        path: PathBuf,
+        found: String,
+        expected: String,
+        why: String,
+    },
+
+    /// Two neardup tables read together whose parameters differ.
+    #[error(
+        "{}: made with other parameters than {}: {}; tables made differently cannot be used together",
+        shown(path),
+        shown(other),
+        differences.join(", ")
+    )]
+    WrongParams {
+        path: PathBuf,
+        other: PathBuf,
+        differences: Vec<String>,
+    },
+
+    /// A document number given twice in the fingerprint tables of a search.
+    #[error(
+        "{}: row {row}: doc_id {doc_id} is a duplicate (also at {} row {first_row}); document numbers must be unique",
+        shown(path),
+        shown(first_path)
+    )]
+    DuplicateDocId {
+        path: PathBuf,
+        row: u64,
+        doc_id: u64,
+        first_path: PathBuf,
+        first_row: u64,
+    },
+
     /// The Parquet writer failed.
     #[error("{}: cannot write Parquet: {cause}", shown(path))]
     ParquetWrite { path: PathBuf, cause: ParquetError },

@@ -48,6 +48,24 @@
 //! | `cluster_id`   | Int64   | its cluster |
 //! | `cluster_size` | UInt32  | number of documents in the cluster |
 //! | `keep`         | Boolean | true for the one document of the cluster to keep |
+//!
+//! # Table metadata
+//!
+//! Every part carries, in its Parquet key-value metadata, what it is and what made it, so that
+//! a table read back later cannot be mistaken for another (MinHash fingerprints searched as
+//! simhashes, a `pairs/` part of one run beside the `clusters/` of another):
+//!
+//! | key | value |
+//! |---|---|
+//! | `neardup.format` | [`TABLE_FORMAT`], the layout and meaning of neardup's tables; readers refuse any other |
+//! | `neardup.version` | the neardup version that wrote it (for people; never checked) |
+//! | `neardup.table` | [`OutputRow::TABLE`]: `fingerprints`, `pairs`, `clusters` or `removed` |
+//! | `neardup.scheme` | the fingerprint scheme: `simhash-doc`, `simhash-shingles`, `minhash`, or `unknown` (a search over fingerprints without metadata) |
+//! | `neardup.params` | JSON: `{"fingerprint": {...}}` (what defines a fingerprint) and, for the tables a search makes, `"search": {...}` (k, tables, verification, ...) |
+//!
+//! The writer is given a [`TableMeta`] (scheme and parameters) and adds the rest itself; a
+//! reader gets a [`TableTag`] back with [`TableTag::of_file`], or `None` for a table written
+//! by another tool (a user's own `doc_id`/`simhash` Parquet), which readers accept as before.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -62,9 +80,11 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::atomic::sync_parent;
 use crate::error::IoError;
@@ -140,8 +160,233 @@ pub struct ClusterRow {
     pub keep: bool,
 }
 
+/// The layout and meaning of neardup's tables, written into every part as `neardup.format`.
+/// Bumped whenever a column changes its meaning or type (the numbering of documents, what
+/// `simhash` holds, ...): a reader refuses every format but its own rather than misread one.
+pub const TABLE_FORMAT: u32 = 1;
+
+/// The metadata keys (see the module docs, "Table metadata").
+pub const KEY_FORMAT: &str = "neardup.format";
+pub const KEY_VERSION: &str = "neardup.version";
+pub const KEY_TABLE: &str = "neardup.table";
+pub const KEY_SCHEME: &str = "neardup.scheme";
+pub const KEY_PARAMS: &str = "neardup.params";
+
+/// The parts of `neardup.params`: what defines a fingerprint, and how a search used them.
+pub const PARAM_FINGERPRINT: &str = "fingerprint";
+pub const PARAM_SEARCH: &str = "search";
+/// `fingerprint.method`: `simhash` or `minhash` (what the `simhash` column holds).
+pub const PARAM_METHOD: &str = "method";
+
+/// The scheme recorded for a table of documents, which holds no fingerprints
+/// (`neardup extract`).
+pub const NO_SCHEME: &str = "none";
+/// The parameters of `neardup extract`: how records became text.
+pub const PARAM_EXTRACT: &str = "extract";
+
+/// The scheme recorded for a search over fingerprints that carry no metadata.
+pub const UNKNOWN_SCHEME: &str = "unknown";
+
+/// The neardup version that writes tables (the workspace's one version).
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What made a table: the fingerprint scheme and the parameters (a JSON object, see the
+/// module docs). Every [`PartWriter`] is given one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableMeta {
+    pub scheme: String,
+    pub params: Value,
+}
+
+impl TableMeta {
+    /// The key-value metadata of a part of table `table`.
+    fn key_values(&self, table: &str) -> Vec<KeyValue> {
+        [
+            (KEY_FORMAT, TABLE_FORMAT.to_string()),
+            (KEY_VERSION, VERSION.to_string()),
+            (KEY_TABLE, table.to_string()),
+            (KEY_SCHEME, self.scheme.clone()),
+            (KEY_PARAMS, self.params.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| KeyValue::new(k.to_string(), v))
+        .collect()
+    }
+}
+
+/// The metadata of the tests' tables: simhash-doc fingerprints, searched at k = 3.
+#[cfg(test)]
+pub(crate) fn test_meta() -> TableMeta {
+    TableMeta {
+        scheme: "simhash-doc".into(),
+        params: serde_json::json!({
+            PARAM_FINGERPRINT: {PARAM_METHOD: "simhash", "features": "words"},
+            PARAM_SEARCH: {"k": 3},
+        }),
+    }
+}
+
+/// A neardup table's metadata, as read back from a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableTag {
+    /// Which table: `fingerprints`, `pairs`, `clusters`, `removed`.
+    pub table: String,
+    /// The neardup version that wrote it.
+    pub version: String,
+    pub meta: TableMeta,
+}
+
+impl TableTag {
+    /// The tag in a file's key-value metadata: `None` when it has no `neardup.` key (a table
+    /// another tool wrote). A table of another [`TABLE_FORMAT`], or with some of the keys
+    /// missing or unreadable, is an error naming the file.
+    pub fn from_key_values(
+        path: &Path,
+        key_values: Option<&Vec<KeyValue>>,
+    ) -> Result<Option<TableTag>, IoError> {
+        let get = |key: &str| {
+            key_values
+                .into_iter()
+                .flatten()
+                .find(|kv| kv.key == key)
+                .and_then(|kv| kv.value.clone())
+        };
+        let tagged = key_values
+            .into_iter()
+            .flatten()
+            .any(|kv| kv.key.starts_with("neardup."));
+        if !tagged {
+            return Ok(None);
+        }
+        let damaged = |reason: String| IoError::BadTableMeta {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let required = |key: &str| get(key).ok_or_else(|| damaged(format!("no {key}")));
+        let format = required(KEY_FORMAT)?;
+        let version = get(KEY_VERSION).unwrap_or_else(|| "unknown".to_string());
+        if format != TABLE_FORMAT.to_string() {
+            return Err(IoError::TableFormat {
+                path: path.to_path_buf(),
+                found: format,
+                version,
+            });
+        }
+        let table = required(KEY_TABLE)?;
+        let scheme = required(KEY_SCHEME)?;
+        let params_text = required(KEY_PARAMS)?;
+        let params: Value = serde_json::from_str(&params_text)
+            .map_err(|e| damaged(format!("{KEY_PARAMS} is not JSON: {e}")))?;
+        if !params.is_object() {
+            return Err(damaged(format!("{KEY_PARAMS} is not a JSON object")));
+        }
+        Ok(Some(TableTag {
+            table,
+            version,
+            meta: TableMeta { scheme, params },
+        }))
+    }
+
+    /// Reads the tag from the footer of the Parquet file at `path`.
+    pub fn of_file(path: &Path) -> Result<Option<TableTag>, IoError> {
+        let file = File::open(path).map_err(|source| IoError::Open {
+            path: path.to_path_buf(),
+            cause: source,
+        })?;
+        let reader = parquet::file::serialized_reader::SerializedFileReader::new(file).map_err(
+            |source| IoError::Parquet {
+                path: path.to_path_buf(),
+                cause: source,
+            },
+        )?;
+        use parquet::file::reader::FileReader;
+        Self::from_key_values(path, reader.metadata().file_metadata().key_value_metadata())
+    }
+
+    /// Refuses a tag of another table than `expected` (a `pairs/` part read as clusters).
+    pub fn expect_table(&self, path: &Path, expected: &'static str) -> Result<(), IoError> {
+        if self.table == expected {
+            return Ok(());
+        }
+        Err(IoError::WrongTable {
+            path: path.to_path_buf(),
+            found: self.table.clone(),
+            expected,
+        })
+    }
+
+    /// Refuses a table made differently from `other` (the tag of `other_path`): another
+    /// scheme, or other parameters under `part` of `neardup.params` (`"fingerprint"`, or
+    /// `None` for all of them). Tables that are read together must agree.
+    pub fn expect_same_origin(
+        &self,
+        path: &Path,
+        other: &TableTag,
+        other_path: &Path,
+        part: Option<&str>,
+    ) -> Result<(), IoError> {
+        if self.meta.scheme != other.meta.scheme {
+            return Err(IoError::WrongScheme {
+                path: path.to_path_buf(),
+                found: self.meta.scheme.clone(),
+                expected: other.meta.scheme.clone(),
+                why: format!(
+                    "as in {}: tables made by different schemes cannot be used together",
+                    other_path.display()
+                ),
+            });
+        }
+        let pick = |tag: &TableTag| match part {
+            Some(key) => tag.meta.params.get(key).cloned().unwrap_or(Value::Null),
+            None => tag.meta.params.clone(),
+        };
+        let differences = differences(&pick(self), &pick(other));
+        if differences.is_empty() {
+            return Ok(());
+        }
+        Err(IoError::WrongParams {
+            path: path.to_path_buf(),
+            other: other_path.to_path_buf(),
+            differences,
+        })
+    }
+}
+
+/// The parameters that differ between two `neardup.params` values, as `name (a vs b)`,
+/// nested names joined by dots.
+fn differences(a: &Value, b: &Value) -> Vec<String> {
+    fn walk(prefix: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                for key in keys {
+                    let name = if prefix.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    let (va, vb) = (
+                        x.get(key).unwrap_or(&Value::Null),
+                        y.get(key).unwrap_or(&Value::Null),
+                    );
+                    walk(&name, va, vb, out);
+                }
+            }
+            _ if a != b => out.push(format!("{prefix} ({a} vs {b})")),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk("", a, b, &mut out);
+    out
+}
+
 /// A row type that can be written as a Parquet table.
 pub trait OutputRow: Sized {
+    /// The table's name in its metadata (`neardup.table`).
+    const TABLE: &'static str;
     /// The table's Arrow schema.
     fn schema() -> SchemaRef;
     /// Converts rows into one batch with [`OutputRow::schema`].
@@ -161,6 +406,8 @@ where
 }
 
 impl OutputRow for FingerprintRow {
+    const TABLE: &'static str = "fingerprints";
+
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
             field("doc_id", DataType::UInt64, false),
@@ -230,6 +477,7 @@ pub struct DocumentRow {
 }
 
 impl OutputRow for DocumentRow {
+    const TABLE: &'static str = "documents";
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
             field("source", DataType::Utf8, false),
@@ -277,6 +525,8 @@ impl OutputRow for DocumentRow {
 }
 
 impl OutputRow for PairRow {
+    const TABLE: &'static str = "pairs";
+
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
             field("doc_a", DataType::UInt64, false),
@@ -303,6 +553,8 @@ impl OutputRow for PairRow {
 }
 
 impl OutputRow for ClusterRow {
+    const TABLE: &'static str = "clusters";
+
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
             field("doc_id", DataType::UInt64, false),
@@ -340,6 +592,8 @@ pub struct RemovedRow {
 }
 
 impl OutputRow for RemovedRow {
+    const TABLE: &'static str = "removed";
+
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
             field("doc_id", DataType::UInt64, false),
@@ -381,9 +635,12 @@ const DELTA_COLUMNS: [&str; 5] = ["doc_id", "doc_a", "doc_b", "kept_doc_id", "re
 /// Columns of random 64-bit values: no dictionary, plain values.
 const PLAIN_COLUMNS: [&str; 1] = ["simhash"];
 
-/// The writer settings shared by all tables.
-fn writer_properties() -> Result<WriterProperties, parquet::errors::ParquetError> {
+/// The writer settings shared by all tables, with the key-value metadata `key_values`.
+fn writer_properties(
+    key_values: Vec<KeyValue>,
+) -> Result<WriterProperties, parquet::errors::ParquetError> {
     let mut builder = WriterProperties::builder()
+        .set_key_value_metadata(Some(key_values))
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
         .set_max_row_group_row_count(Some(DEFAULT_ROW_GROUP_ROWS));
     for name in DELTA_COLUMNS {
@@ -408,15 +665,16 @@ pub struct PartWriter<R: OutputRow> {
 }
 
 impl<R: OutputRow> PartWriter<R> {
-    /// Creates `dir` if needed and opens `dir/.part-{part:05}.parquet.{pid}.tmp`.
+    /// Creates `dir` if needed and opens `dir/.part-{part:05}.parquet.{pid}.tmp`, a part
+    /// whose metadata says `meta` (see "Table metadata" above).
     /// A stale temporary file from a crashed run is overwritten.
-    pub fn create(dir: &Path, part: usize) -> Result<Self, IoError> {
-        Self::create_file(&dir.join(part_file_name(part)))
+    pub fn create(dir: &Path, part: usize, meta: &TableMeta) -> Result<Self, IoError> {
+        Self::create_file(&dir.join(part_file_name(part)), meta)
     }
 
     /// Opens a hidden temporary file beside `final_path`, renamed to it on commit: for a
     /// table that is a single file.
-    pub fn create_file(final_path: &Path) -> Result<Self, IoError> {
+    pub fn create_file(final_path: &Path, meta: &TableMeta) -> Result<Self, IoError> {
         let dir = final_path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(|source| IoError::Write {
             path: dir.to_path_buf(),
@@ -438,7 +696,7 @@ impl<R: OutputRow> PartWriter<R> {
             path: tmp_path.clone(),
             cause: source,
         };
-        let props = writer_properties().map_err(parquet_err)?;
+        let props = writer_properties(meta.key_values(R::TABLE)).map_err(parquet_err)?;
         let writer = ArrowWriter::try_new(file, R::schema(), Some(props));
         let mut this = PartWriter {
             tmp_path: tmp_path.clone(),
@@ -594,7 +852,7 @@ mod tests {
     fn fingerprints_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("fingerprints");
-        let mut writer = PartWriter::<FingerprintRow>::create(&out, 3).unwrap();
+        let mut writer = PartWriter::<FingerprintRow>::create(&out, 3, &test_meta()).unwrap();
         assert_eq!(
             tmp_files(&out),
             [format!(".part-00003.parquet.{}.tmp", std::process::id())]
@@ -671,7 +929,7 @@ mod tests {
                 jaccard: Some(0.75),
             },
         ];
-        let mut writer = PartWriter::<PairRow>::create(dir.path(), 0).unwrap();
+        let mut writer = PartWriter::<PairRow>::create(dir.path(), 0, &test_meta()).unwrap();
         for row in rows.clone() {
             writer.push(row).unwrap();
         }
@@ -706,7 +964,7 @@ mod tests {
             cluster_size: (i % 7) as u32,
             keep: i.is_multiple_of(3),
         };
-        let mut writer = PartWriter::<ClusterRow>::create(dir.path(), 12).unwrap();
+        let mut writer = PartWriter::<ClusterRow>::create(dir.path(), 12, &test_meta()).unwrap();
         for i in 0..n {
             writer.push(row(i)).unwrap();
         }
@@ -730,7 +988,7 @@ mod tests {
     fn document_numbers_are_delta_encoded_and_fingerprints_plain() {
         use parquet::file::reader::{FileReader, SerializedFileReader};
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = PartWriter::<PairRow>::create(dir.path(), 0).unwrap();
+        let mut writer = PartWriter::<PairRow>::create(dir.path(), 0, &test_meta()).unwrap();
         for i in 0..10_000u64 {
             writer
                 .push(PairRow {
@@ -766,7 +1024,7 @@ mod tests {
         // Small repeated values keep their dictionary.
         assert!(encodings("hamming").contains(&Encoding::RLE_DICTIONARY));
 
-        let mut writer = PartWriter::<FingerprintRow>::create(dir.path(), 1).unwrap();
+        let mut writer = PartWriter::<FingerprintRow>::create(dir.path(), 1, &test_meta()).unwrap();
         for i in 0..1000 {
             writer.push(fingerprint(i)).unwrap();
         }
@@ -784,7 +1042,7 @@ mod tests {
     #[test]
     fn dropped_writer_leaves_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = PartWriter::<ClusterRow>::create(dir.path(), 1).unwrap();
+        let mut writer = PartWriter::<ClusterRow>::create(dir.path(), 1, &test_meta()).unwrap();
         writer
             .push(ClusterRow {
                 doc_id: 1,
@@ -801,8 +1059,166 @@ mod tests {
     #[test]
     fn empty_parts_are_valid_files() {
         let dir = tempfile::tempdir().unwrap();
-        let writer = PartWriter::<PairRow>::create(dir.path(), 0).unwrap();
+        let writer = PartWriter::<PairRow>::create(dir.path(), 0, &test_meta()).unwrap();
         let (batch, _) = read_back::<PairRow>(&writer.commit().unwrap());
         assert_eq!(batch.num_rows(), 0);
+    }
+
+    /// Key-value pairs as a file would hold them.
+    fn kv(pairs: &[(&str, &str)]) -> Vec<KeyValue> {
+        pairs
+            .iter()
+            .map(|(k, v)| KeyValue::new(k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn every_part_says_what_it_is_and_what_made_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = test_meta();
+        let fps = PartWriter::<FingerprintRow>::create(&dir.path().join("f"), 0, &meta).unwrap();
+        let pairs = PartWriter::<PairRow>::create(&dir.path().join("p"), 0, &meta).unwrap();
+        let clusters = PartWriter::<ClusterRow>::create(&dir.path().join("c"), 0, &meta).unwrap();
+        let removed =
+            PartWriter::<RemovedRow>::create_file(&dir.path().join("removed.parquet"), &meta)
+                .unwrap();
+        let paths = [
+            fps.commit().unwrap(),
+            pairs.commit().unwrap(),
+            clusters.commit().unwrap(),
+            removed.commit().unwrap(),
+        ];
+        for (path, table) in paths
+            .iter()
+            .zip(["fingerprints", "pairs", "clusters", "removed"])
+        {
+            let tag = TableTag::of_file(path).unwrap().expect("tagged");
+            assert_eq!(tag.table, table);
+            assert_eq!(tag.version, env!("CARGO_PKG_VERSION"));
+            assert_eq!(tag.meta, meta);
+            // The raw keys, as any Parquet reader sees them.
+            let file = File::open(path).unwrap();
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+            let kvs = builder
+                .metadata()
+                .file_metadata()
+                .key_value_metadata()
+                .unwrap();
+            let value = |key: &str| {
+                kvs.iter()
+                    .find(|kv| kv.key == key)
+                    .and_then(|kv| kv.value.clone())
+                    .unwrap_or_else(|| panic!("{key} missing"))
+            };
+            assert_eq!(value("neardup.format"), "1");
+            assert_eq!(value("neardup.table"), table);
+            assert_eq!(value("neardup.scheme"), "simhash-doc");
+            let params: Value = serde_json::from_str(&value("neardup.params")).unwrap();
+            assert_eq!(params["fingerprint"]["method"], "simhash");
+            assert_eq!(params["search"]["k"], 3);
+        }
+    }
+
+    #[test]
+    fn tables_of_other_tools_have_no_tag() {
+        let path = Path::new("t.parquet");
+        assert_eq!(TableTag::from_key_values(path, None).unwrap(), None);
+        let other = kv(&[("ARROW:schema", "xyz"), ("writer", "spark")]);
+        assert_eq!(TableTag::from_key_values(path, Some(&other)).unwrap(), None);
+    }
+
+    #[test]
+    fn another_format_and_damaged_metadata_are_refused() {
+        let path = Path::new("fp/part-00000.parquet");
+        let future = kv(&[
+            ("neardup.format", "2"),
+            ("neardup.version", "9.0.0"),
+            ("neardup.table", "fingerprints"),
+        ]);
+        assert_eq!(
+            TableTag::from_key_values(path, Some(&future))
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "fp/part-00000.parquet: neardup table format 2 (written by neardup 9.0.0), but \
+                 this neardup ({}) reads format 1; read it with the neardup that wrote it, or rerun",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        let no_scheme = kv(&[("neardup.format", "1"), ("neardup.table", "pairs")]);
+        assert_eq!(
+            TableTag::from_key_values(path, Some(&no_scheme))
+                .unwrap_err()
+                .to_string(),
+            "fp/part-00000.parquet: damaged neardup table metadata: no neardup.scheme"
+        );
+        let bad_json = kv(&[
+            ("neardup.format", "1"),
+            ("neardup.table", "pairs"),
+            ("neardup.scheme", "minhash"),
+            ("neardup.params", "{k: 3"),
+        ]);
+        let message = TableTag::from_key_values(path, Some(&bad_json))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with(
+                "fp/part-00000.parquet: damaged neardup table metadata: neardup.params is not JSON: "
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn tables_of_other_origins_are_told_apart() {
+        let tag = |scheme: &str, params: Value| TableTag {
+            table: "fingerprints".into(),
+            version: "0.1.0".into(),
+            meta: TableMeta {
+                scheme: scheme.into(),
+                params,
+            },
+        };
+        let (a, b) = (Path::new("a.parquet"), Path::new("b.parquet"));
+        let doc = tag(
+            "simhash-doc",
+            serde_json::json!({"fingerprint": {"shingle": null}}),
+        );
+        let shingles = tag(
+            "simhash-shingles",
+            serde_json::json!({"fingerprint": {"shingle": 3}}),
+        );
+        assert_eq!(
+            shingles
+                .expect_same_origin(b, &doc, a, Some("fingerprint"))
+                .unwrap_err()
+                .to_string(),
+            "b.parquet: scheme simhash-shingles, expected simhash-doc (as in a.parquet: tables \
+             made by different schemes cannot be used together)"
+        );
+        let five = tag(
+            "simhash-shingles",
+            serde_json::json!({"fingerprint": {"shingle": 5}, "search": {"k": 6}}),
+        );
+        assert_eq!(
+            five.expect_same_origin(b, &shingles, a, Some("fingerprint"))
+                .unwrap_err()
+                .to_string(),
+            "b.parquet: made with other parameters than a.parquet: shingle (5 vs 3); tables \
+             made differently cannot be used together"
+        );
+        // Only the part asked for is compared.
+        let three = tag(
+            "simhash-shingles",
+            serde_json::json!({"fingerprint": {"shingle": 3}, "search": {"k": 6}}),
+        );
+        three
+            .expect_same_origin(b, &shingles, a, Some("fingerprint"))
+            .unwrap();
+        assert!(three.expect_same_origin(b, &shingles, a, None).is_err());
+        assert_eq!(
+            doc.expect_table(a, "pairs").unwrap_err().to_string(),
+            "a.parquet: a neardup fingerprints table, expected a pairs table"
+        );
     }
 }

@@ -42,6 +42,7 @@ use crate::atomic::write_atomically;
 use crate::error::IoError;
 use crate::lock::DirLock;
 pub use crate::lock::LOCK;
+use crate::parquet_out::{TableTag, PARAM_FINGERPRINT, PARAM_SEARCH};
 
 /// The commit marker's name.
 pub const SUCCESS: &str = "_SUCCESS";
@@ -581,6 +582,8 @@ pub struct RunOutputs {
     pub clusters: HashMap<u64, u64>,
     /// The kept document of each cluster.
     pub kept: HashMap<u64, u64>,
+    /// What made the run's `pairs/` and `clusters/` (their metadata), if they say.
+    pub meta: Option<crate::parquet_out::TableMeta>,
 }
 
 /// The committed parts of one table of a run (`part-*.parquet`, sorted; temporary files of
@@ -602,8 +605,44 @@ pub fn committed_parts(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
     Ok(parts)
 }
 
+/// The parts of one run read so far: every part with neardup's metadata must be of the table
+/// its directory names and come from the same job as the others (same scheme and
+/// fingerprint parameters; `pairs/` and `clusters/` also the same search parameters), so
+/// that parts of two runs, or a table moved into another's place, are never read as one
+/// result. Parts without metadata (older neardup versions) are read as before.
+#[derive(Default)]
+struct Origin {
+    fingerprint: Option<(PathBuf, TableTag)>,
+    search: Option<(PathBuf, TableTag)>,
+}
+
+impl Origin {
+    fn check(&mut self, path: &Path, table: Table, tag: Option<TableTag>) -> Result<(), IoError> {
+        let Some(tag) = tag else {
+            return Ok(());
+        };
+        tag.expect_table(path, table.dir_name())?;
+        let agree = |first: &mut Option<(PathBuf, TableTag)>, part| match first {
+            Some((first_path, first_tag)) => {
+                tag.expect_same_origin(path, first_tag, first_path, Some(part))
+            }
+            None => {
+                *first = Some((path.to_path_buf(), tag.clone()));
+                Ok(())
+            }
+        };
+        agree(&mut self.fingerprint, PARAM_FINGERPRINT)?;
+        if table != Table::Fingerprints {
+            agree(&mut self.search, PARAM_SEARCH)?;
+        }
+        Ok(())
+    }
+}
+
 fn batches(
     path: &Path,
+    table: Table,
+    origin: &mut Origin,
     columns: &[&str],
     mut f: impl FnMut(&RecordBatch) -> Result<(), IoError>,
 ) -> Result<(), IoError> {
@@ -616,6 +655,8 @@ fn batches(
         cause: source,
     };
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet)?;
+    let key_values = builder.metadata().file_metadata().key_value_metadata();
+    origin.check(path, table, TableTag::from_key_values(path, key_values)?)?;
     let mask =
         parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
     for batch in builder.with_projection(mask).build().map_err(parquet)? {
@@ -650,7 +691,8 @@ fn u64s<'a>(
         })
 }
 
-/// Reads a run directory; refuses one without `_SUCCESS` (incomplete or failed).
+/// Reads a run directory; refuses one without `_SUCCESS` (incomplete or failed), and parts
+/// whose metadata says they belong elsewhere (see `Origin`).
 pub fn read_run(dir: &Path) -> Result<RunOutputs, IoError> {
     let run = RunDir::new(dir);
     if !run.success().exists() {
@@ -660,23 +702,31 @@ pub fn read_run(dir: &Path) -> Result<RunOutputs, IoError> {
         });
     }
     let mut out = RunOutputs::default();
+    let mut origin = Origin::default();
     for path in committed_parts(&run.table(Table::Fingerprints))? {
-        batches(&path, &["doc_id", "id", "simhash"], |b| {
-            let docs = u64s(b, "doc_id", &path)?;
-            let simhashes = u64s(b, "simhash", &path)?;
-            let ids = b.column_by_name("id").expect("checked").as_string::<i32>();
-            for i in 0..b.num_rows() {
-                out.ids.insert(
-                    docs.value(i),
-                    ids.is_valid(i).then(|| ids.value(i).to_string()),
-                );
-                out.simhashes.insert(docs.value(i), simhashes.value(i));
-            }
-            Ok(())
-        })?;
+        batches(
+            &path,
+            Table::Fingerprints,
+            &mut origin,
+            &["doc_id", "id", "simhash"],
+            |b| {
+                let docs = u64s(b, "doc_id", &path)?;
+                let simhashes = u64s(b, "simhash", &path)?;
+                let ids = b.column_by_name("id").expect("checked").as_string::<i32>();
+                for i in 0..b.num_rows() {
+                    out.ids.insert(
+                        docs.value(i),
+                        ids.is_valid(i).then(|| ids.value(i).to_string()),
+                    );
+                    out.simhashes.insert(docs.value(i), simhashes.value(i));
+                }
+                Ok(())
+            },
+        )?;
     }
     for path in committed_parts(&run.table(Table::Pairs))? {
-        batches(&path, &["doc_a", "doc_b", "kind", "jaccard"], |b| {
+        let columns = ["doc_a", "doc_b", "kind", "jaccard"];
+        batches(&path, Table::Pairs, &mut origin, &columns, |b| {
             let (a, c) = (u64s(b, "doc_a", &path)?, u64s(b, "doc_b", &path)?);
             let kind = b
                 .column_by_name("kind")
@@ -698,7 +748,8 @@ pub fn read_run(dir: &Path) -> Result<RunOutputs, IoError> {
         })?;
     }
     for path in committed_parts(&run.table(Table::Clusters))? {
-        batches(&path, &["doc_id", "cluster_id", "keep"], |b| {
+        let columns = ["doc_id", "cluster_id", "keep"];
+        batches(&path, Table::Clusters, &mut origin, &columns, |b| {
             let docs = u64s(b, "doc_id", &path)?;
             let clusters = b
                 .column_by_name("cluster_id")
@@ -719,6 +770,7 @@ pub fn read_run(dir: &Path) -> Result<RunOutputs, IoError> {
             Ok(())
         })?;
     }
+    out.meta = origin.search.map(|(_, tag)| tag.meta);
     Ok(out)
 }
 
@@ -976,8 +1028,12 @@ mod tests {
         let tables = [Table::Fingerprints, Table::Pairs, Table::Clusters];
         prepare(&out, false, &tables, &[]).unwrap();
         let run = RunDir::new(&out);
-        let mut fps =
-            PartWriter::<FingerprintRow>::create(&run.table(Table::Fingerprints), 1).unwrap();
+        let mut fps = PartWriter::<FingerprintRow>::create(
+            &run.table(Table::Fingerprints),
+            1,
+            &crate::parquet_out::test_meta(),
+        )
+        .unwrap();
         for doc in [3u64, 5] {
             fps.push(FingerprintRow {
                 doc_id: doc,
@@ -996,7 +1052,12 @@ mod tests {
             .final_path()
             .ends_with("fingerprints/part-00001.parquet"));
         fps.commit().unwrap();
-        let mut pairs = PartWriter::<PairRow>::create(&run.table(Table::Pairs), 0).unwrap();
+        let mut pairs = PartWriter::<PairRow>::create(
+            &run.table(Table::Pairs),
+            0,
+            &crate::parquet_out::test_meta(),
+        )
+        .unwrap();
         pairs
             .push(PairRow {
                 doc_a: 3,
@@ -1007,8 +1068,12 @@ mod tests {
             })
             .unwrap();
         pairs.commit().unwrap();
-        let mut clusters =
-            PartWriter::<ClusterRow>::create(&run.table(Table::Clusters), 0).unwrap();
+        let mut clusters = PartWriter::<ClusterRow>::create(
+            &run.table(Table::Clusters),
+            0,
+            &crate::parquet_out::test_meta(),
+        )
+        .unwrap();
         for (doc, keep) in [(3, true), (5, false)] {
             clusters
                 .push(ClusterRow {
@@ -1143,5 +1208,71 @@ mod tests {
         commit(dir.path(), b"{\"errors\": 1}", false).unwrap();
         assert!(dir.path().join(SUMMARY).exists());
         assert!(!dir.path().join(SUCCESS).exists());
+    }
+
+    #[test]
+    fn parts_of_other_runs_or_tables_are_refused() {
+        use crate::parquet_out::{test_meta, TableMeta};
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        prepare(&out, false, &TABLES, &[]).unwrap();
+        let run = RunDir::new(&out);
+        let meta = test_meta();
+        let fps = PartWriter::<FingerprintRow>::create(&run.table(Table::Fingerprints), 0, &meta);
+        fps.unwrap().commit().unwrap();
+        let clusters = PartWriter::<ClusterRow>::create(&run.table(Table::Clusters), 0, &meta);
+        clusters.unwrap().commit().unwrap();
+        // Two pairs parts: one of this run, one of a run searched with another k.
+        let pairs = PartWriter::<PairRow>::create(&run.table(Table::Pairs), 0, &meta);
+        pairs.unwrap().commit().unwrap();
+        let mut other = meta.clone();
+        other.params["search"]["k"] = 6.into();
+        let pairs = PartWriter::<PairRow>::create(&run.table(Table::Pairs), 1, &other);
+        let stray = pairs.unwrap().commit().unwrap();
+        commit(&out, b"{}", true).unwrap();
+        assert_eq!(
+            read_run(&out).unwrap_err().to_string(),
+            format!(
+                "{}: made with other parameters than {}: k (6 vs 3); tables made differently \
+                 cannot be used together",
+                stray.display(),
+                run.table(Table::Pairs).join("part-00000.parquet").display()
+            )
+        );
+        // A part of a MinHash run.
+        let minhash = TableMeta {
+            scheme: "minhash".into(),
+            ..meta.clone()
+        };
+        let pairs = PartWriter::<PairRow>::create(&run.table(Table::Pairs), 1, &minhash);
+        pairs.unwrap().commit().unwrap();
+        assert_eq!(
+            read_run(&out).unwrap_err().to_string(),
+            format!(
+                "{}: scheme minhash, expected simhash-doc (as in {}: tables made by different \
+                 schemes cannot be used together)",
+                stray.display(),
+                run.table(Table::Fingerprints)
+                    .join("part-00000.parquet")
+                    .display()
+            )
+        );
+        // A clusters part moved into pairs/.
+        std::fs::remove_file(&stray).unwrap();
+        std::fs::copy(
+            run.table(Table::Clusters).join("part-00000.parquet"),
+            run.table(Table::Pairs).join("part-00002.parquet"),
+        )
+        .unwrap();
+        assert_eq!(
+            read_run(&out).unwrap_err().to_string(),
+            format!(
+                "{}: a neardup clusters table, expected a pairs table",
+                run.table(Table::Pairs).join("part-00002.parquet").display()
+            )
+        );
+        // Without the stray part the run reads back.
+        std::fs::remove_file(run.table(Table::Pairs).join("part-00002.parquet")).unwrap();
+        read_run(&out).unwrap();
     }
 }

@@ -16,7 +16,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use neardup_io::file::InputFile;
 use neardup_io::input::scan_inputs;
-use neardup_io::parquet_out::{DocumentRow, PartWriter};
+use neardup_io::parquet_out::{DocumentRow, PartWriter, TableMeta, NO_SCHEME, PARAM_EXTRACT};
 use neardup_io::record::{FieldSpec, Record};
 use neardup_io::run_dir::{self, Protected, RunDir, Table};
 use neardup_io::source::{Payload, SourceRecord};
@@ -210,7 +210,19 @@ fn read_file(
     table: &Path,
     part: &mut Part,
 ) -> Result<(), IoError> {
-    let mut writer = PartWriter::<DocumentRow>::create(table, index)?;
+    let meta = TableMeta {
+        scheme: NO_SCHEME.into(),
+        params: serde_json::json!({
+            PARAM_EXTRACT: {
+                "html": spec.html.map(|m| m.name()),
+                "max_doc_bytes": spec.max_doc_bytes,
+                "text_field": spec.text_field,
+                "url_field": spec.url_field,
+                "time_field": spec.time_field,
+            }
+        }),
+    };
+    let mut writer = PartWriter::<DocumentRow>::create(table, index, &meta)?;
     let kind = file.format.kind();
     let source = file.path.display().to_string();
     let mut next = SourceRecord::default();

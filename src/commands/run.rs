@@ -269,7 +269,10 @@ pub fn search(args: &SearchArgs) -> Result<()> {
     if let Some(other) = files.iter().find(|f| f.format != Format::Parquet) {
         bail!("{} is not a Parquet fingerprint table (neardup search reads doc_id and simhash columns)", other.path.display());
     }
-    let files = files.into_iter().map(|f| f.path).collect();
+    let files: Vec<PathBuf> = files.into_iter().map(|f| f.path).collect();
+    // Tables neardup wrote say which scheme made them: only simhash fingerprints, all made
+    // alike, can be searched (tables of other tools have no such metadata and are taken).
+    neardup_io::source::fingerprints::check_tables(&files)?;
     let builder =
         JobConfig::builder(JobInput::Fingerprints { files }, args.job.output.clone()).exact(false);
     let config = args.job.configure(builder)?.build()?;

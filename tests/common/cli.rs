@@ -10,7 +10,7 @@ use super::s;
 
 /// The environment variables neardup's flags read: a developer's environment must not change
 /// a test, so every command of the tests runs without them.
-pub const ENV_VARS: [&str; 7] = [
+pub const ENV_VARS: [&str; 8] = [
     "NEARDUP_WORKERS",
     "NEARDUP_PROCESSES",
     "NEARDUP_PROCESS",
@@ -18,6 +18,7 @@ pub const ENV_VARS: [&str; 7] = [
     "NEARDUP_CONNECT_TIMEOUT",
     "NEARDUP_PEER_TIMEOUT",
     "NEARDUP_JOB_ID",
+    "NEARDUP_SECRET_FILE",
 ];
 
 /// The binary under test, without [`ENV_VARS`].

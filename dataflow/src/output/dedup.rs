@@ -12,7 +12,7 @@ use std::path::Path;
 
 use neardup_io::dedup_out::{output_path, write_kept};
 use neardup_io::input::InputFile;
-use neardup_io::parquet_out::{PartWriter, RemovedRow};
+use neardup_io::parquet_out::{PartWriter, RemovedRow, TableMeta, UNKNOWN_SCHEME};
 use neardup_io::run_dir::{mark_complete, read_run, record_written, REMOVED};
 
 use crate::records::RECORD_BITS;
@@ -93,7 +93,12 @@ pub fn write_dedup(
         counts.kept += kept.kept;
         counts.removed += kept.removed;
     }
-    let mut writer = PartWriter::<RemovedRow>::create_file(&dir.join(REMOVED))?;
+    // removed.parquet says what made the run it comes from.
+    let meta = run.meta.clone().unwrap_or_else(|| TableMeta {
+        scheme: UNKNOWN_SCHEME.to_string(),
+        params: serde_json::Value::Null,
+    });
+    let mut writer = PartWriter::<RemovedRow>::create_file(&dir.join(REMOVED), &meta)?;
     for row in rows {
         writer.push(row)?;
     }

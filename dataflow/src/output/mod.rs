@@ -5,16 +5,31 @@
 //! `_SUCCESS` is written by worker 0 after every worker has reported its parts committed and
 //! no worker reported an error. A directory without `_SUCCESS` is an incomplete or failed
 //! run, whatever else it holds.
+//!
+//! Every table carries its scheme and parameters in its Parquet metadata
+//! ([`neardup_io::parquet_out`], "Table metadata"); [`fingerprints_meta`] and [`search_meta`]
+//! say what they are for a job.
 
 pub mod dedup;
 pub mod stop;
 
 use std::path::Path;
 
+use neardup_core::features::{FeatureHasher, FeatureKind};
+use neardup_core::minhash::DEFAULT_SEED;
+use neardup_core::scheme::FINGERPRINT_REVISION;
+use neardup_core::{Method, Scheme, Weighting};
+use neardup_io::parquet_out::{
+    TableMeta, TableTag, PARAM_FINGERPRINT, PARAM_METHOD, PARAM_SEARCH, UNKNOWN_SCHEME,
+};
+use serde_json::{json, Value};
+use xxhash_rust::xxh3::xxh3_64;
+
 pub use neardup_io::run_dir::{
     Prepared, Protected, RunDir as OutputDirs, Table, Target, SUCCESS, SUMMARY,
 };
 
+use crate::config::{JobConfig, JobInput};
 use crate::report::JobSummary;
 use crate::JobError;
 
@@ -38,4 +53,101 @@ pub fn commit(dir: &Path, summary: &mut JobSummary) -> Result<(), JobError> {
         Ok(succeeded)
     })
     .map(|_| ())
+}
+
+/// What makes a fingerprint what it is, as recorded in every table's `neardup.params`
+/// (`"fingerprint"`): the revision of the definitions, the features, their hash, the
+/// normalization, and the method with its weights or permutations. Two tables whose
+/// fingerprint parameters are equal hold comparable fingerprints. TF-IDF weights also depend
+/// on the corpus the document frequencies came from, which this does not capture.
+pub fn fingerprint_params(scheme: &Scheme) -> Value {
+    let (features, shingle) = match scheme.features.kind {
+        FeatureKind::Words => ("words", None),
+        FeatureKind::WordShingles(n) => ("word-shingles", Some(n)),
+        FeatureKind::CharNgrams(n) => ("char-ngrams", Some(n)),
+    };
+    let hash = match scheme.features.hasher {
+        FeatureHasher::Lookup3 => "lookup3",
+        FeatureHasher::Xxh3 => "xxh3",
+    };
+    let (method, weights, permutations, seed) = match &scheme.method {
+        Method::Simhash(w) => {
+            let weights = match w {
+                Weighting::Set => "set",
+                Weighting::Tf => "tf",
+                Weighting::TfIdf(_) => "tf-idf",
+            };
+            ("simhash", Some(weights), None, None)
+        }
+        Method::MinHash { permutations } => {
+            ("minhash", None, Some(*permutations), Some(DEFAULT_SEED))
+        }
+    };
+    // A stop list is recorded by its size and a hash of its sorted words.
+    let stop_words = scheme.features.stop_words.as_ref().map(|words| {
+        let sorted = words.sorted();
+        json!({
+            "words": sorted.len(),
+            "xxh3": format!("{:016x}", xxh3_64(sorted.join("\n").as_bytes())),
+        })
+    });
+    json!({
+        "revision": FINGERPRINT_REVISION,
+        PARAM_METHOD: method,
+        "features": features,
+        "shingle": shingle,
+        "feature_hash": hash,
+        "nfkc": scheme.features.nfkc,
+        "numbers": scheme.features.numbers,
+        "stop_words": stop_words,
+        "weights": weights,
+        "permutations": permutations,
+        "minhash_seed": seed,
+    })
+}
+
+/// The metadata of the `fingerprints/` table a job writes: its scheme and
+/// [`fingerprint_params`].
+pub fn fingerprints_meta(config: &JobConfig) -> TableMeta {
+    TableMeta {
+        scheme: config.scheme.name.as_str().to_string(),
+        params: json!({ PARAM_FINGERPRINT: fingerprint_params(&config.scheme) }),
+    }
+}
+
+/// The metadata of the tables a job derives from fingerprints (`pairs/`, `clusters/`,
+/// `removed.parquet`): the fingerprints' scheme and parameters, and how they were searched.
+///
+/// A search over existing fingerprint tables (`neardup search`) records the scheme and
+/// parameters of its first input with neardup's metadata (the search command has checked
+/// that they all agree), or [`UNKNOWN_SCHEME`] and `null` when none has any. Finding it reads
+/// the footers up to that input, as the plan did.
+pub fn search_meta(config: &JobConfig) -> TableMeta {
+    let (scheme, fingerprint) = match &config.input {
+        JobInput::Documents { .. } => (
+            config.scheme.name.as_str().to_string(),
+            fingerprint_params(&config.scheme),
+        ),
+        JobInput::Fingerprints { files } => files
+            .iter()
+            .find_map(|path| TableTag::of_file(path).ok().flatten())
+            .map(|tag| {
+                let params = tag.meta.params[PARAM_FINGERPRINT].clone();
+                (tag.meta.scheme, params)
+            })
+            .unwrap_or((UNKNOWN_SCHEME.to_string(), Value::Null)),
+    };
+    let search = json!({
+        "k": config.design.k(),
+        "tables": config.design.name(),
+        "exact": config.exact,
+        "lsh": config.lsh,
+        "verify": config.verify,
+        "cluster": config.cluster,
+        "keep": config.keep.describe(),
+    });
+    TableMeta {
+        scheme,
+        params: json!({ PARAM_FINGERPRINT: fingerprint, PARAM_SEARCH: search }),
+    }
 }

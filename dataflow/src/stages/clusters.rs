@@ -206,8 +206,9 @@ pub fn write_clusters<'s>(
                     });
                     let removed = assigned.values().filter(|a| !a.keep).count() as u64;
                     let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Clusters);
-                    let written =
-                        PartWriter::<ClusterRow>::create(&dir, ctx.part()).and_then(|mut w| {
+                    let meta = crate::output::search_meta(&ctx.shared.config);
+                    let written = PartWriter::<ClusterRow>::create(&dir, ctx.part(), &meta)
+                        .and_then(|mut w| {
                             rows.into_iter().try_for_each(|row| w.push(row))?;
                             w.commit()
                         });

@@ -19,7 +19,8 @@ pub fn write_pairs<'s>(
 ) -> StreamVec<'s, u64, Edge> {
     edges.unary_frontier(Pipeline, "WritePairs", move |_, _| {
         let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Pairs);
-        let mut writer = match PartWriter::<PairRow>::create(&dir, ctx.part()) {
+        let meta = crate::output::search_meta(&ctx.shared.config);
+        let mut writer = match PartWriter::<PairRow>::create(&dir, ctx.part(), &meta) {
             Ok(w) => Some(w),
             Err(e) => {
                 ctx.fail(e.to_string());

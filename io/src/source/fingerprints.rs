@@ -11,7 +11,18 @@
 //! Files are read by row group, like [`super::parquet`], so the same
 //! [`RowGroupUnit`]s shard the work. A row's record number is its row in the
 //! file, but its document number is its own `doc_id`: the fingerprints keep
-//! the numbers of the run that computed them.
+//! the numbers of the run that computed them. A `doc_id` must be a number from 0 to
+//! 2^63 - 1 (`clusters/` labels a cluster with its smallest `doc_id` as an Int64): a negative
+//! one, or a UInt64 beyond that, is an error naming the file and row. Duplicates are found
+//! where every copy meets, at the document's home worker in the dataflow
+//! ([`IoError::DuplicateDocId`]).
+//!
+//! A table neardup wrote says in its metadata which scheme made it
+//! ([`crate::parquet_out::TableTag`]). Only simhash fingerprints can be searched: a
+//! `fingerprints/` table of a MinHash run (whose `simhash` column is all 0), a `pairs/` or
+//! `clusters/` table, or a table of another format version is refused, naming the file, and
+//! so are tables that disagree with each other on the scheme or its parameters
+//! ([`check_tables`]). A table without neardup's metadata (another tool's) is read as before.
 
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -30,7 +41,62 @@ use super::{row_group_of, Payload, ReadCost, RecordReader, SourceKind, SourceRec
 use crate::compress::Compression;
 use crate::error::IoError;
 use crate::file::InputFile;
+use crate::parquet_out::{FingerprintRow, OutputRow, TableTag, PARAM_FINGERPRINT, PARAM_METHOD};
 use crate::record::FieldSpec;
+
+/// The schemes whose tables `neardup search` can read, for messages.
+pub const SEARCHABLE_SCHEMES: &str = "simhash-doc or simhash-shingles";
+
+/// The value of `neardup.params` `fingerprint.method` of the searchable tables.
+const SIMHASH_METHOD: &str = "simhash";
+
+/// Checks the metadata of one fingerprint table: `None` for a table without neardup's
+/// metadata, its tag for a neardup `fingerprints` table of a simhash scheme, and an error
+/// naming the file for anything else (another table, a MinHash table, another format).
+pub fn check_table(path: &Path) -> Result<Option<TableTag>, IoError> {
+    let tag = TableTag::of_file(path)?;
+    if let Some(tag) = &tag {
+        check_tag(path, tag)?;
+    }
+    Ok(tag)
+}
+
+fn check_tag(path: &Path, tag: &TableTag) -> Result<(), IoError> {
+    tag.expect_table(path, FingerprintRow::TABLE)?;
+    let method = tag.meta.params[PARAM_FINGERPRINT][PARAM_METHOD].as_str();
+    if method != Some(SIMHASH_METHOD) {
+        return Err(IoError::WrongScheme {
+            path: path.to_path_buf(),
+            found: tag.meta.scheme.clone(),
+            expected: SEARCHABLE_SCHEMES.to_string(),
+            why: format!(
+                "the search compares 64-bit simhashes, and {} fingerprints have none",
+                tag.meta.scheme
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks the metadata of every fingerprint table a search reads ([`check_table`]), and
+/// that the tables with metadata agree on the scheme and its parameters: distances between
+/// fingerprints made differently mean nothing. Returns the first table with metadata and
+/// its tag, or `None` when no table has any.
+pub fn check_tables(paths: &[PathBuf]) -> Result<Option<(PathBuf, TableTag)>, IoError> {
+    let mut first: Option<(PathBuf, TableTag)> = None;
+    for path in paths {
+        let Some(tag) = check_table(path)? else {
+            continue;
+        };
+        match &first {
+            Some((first_path, first_tag)) => {
+                tag.expect_same_origin(path, first_tag, first_path, Some(PARAM_FINGERPRINT))?
+            }
+            None => first = Some((path.clone(), tag)),
+        }
+    }
+    Ok(first)
+}
 
 /// The fingerprint-table source kind (`neardup search`).
 pub struct Fingerprints;
@@ -47,6 +113,7 @@ impl SourceKind for Fingerprints {
     }
 
     fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
+        check_table(&file.path)?;
         row_group_units(&file.path)
     }
 
@@ -94,6 +161,11 @@ pub struct FingerprintIn {
 
 const U64_OR_I64: &str = "UInt64 or Int64";
 
+/// The largest document number a fingerprint table may hold: `clusters/` labels each cluster
+/// with its smallest `doc_id` in an Int64 column (-1 meaning "in no cluster"), so larger
+/// numbers would come out negative there.
+pub const MAX_DOC_ID: u64 = i64::MAX as u64;
+
 fn is_64_bit_integer(data_type: &DataType) -> bool {
     matches!(data_type, DataType::UInt64 | DataType::Int64)
 }
@@ -137,6 +209,10 @@ struct FingerprintReader {
 impl FingerprintReader {
     fn open(path: &Path, unit: &RowGroupUnit) -> Result<Self, IoError> {
         let (file, meta) = open_parquet(path)?;
+        let key_values = meta.metadata().file_metadata().key_value_metadata();
+        if let Some(tag) = TableTag::from_key_values(path, key_values)? {
+            check_tag(path, &tag)?;
+        }
         let schema = meta.schema().clone();
         let doc_id = resolve(path, &schema, "doc_id", is_64_bit_integer, U64_OR_I64)?;
         let simhash = resolve(path, &schema, "simhash", is_64_bit_integer, U64_OR_I64)?;
@@ -198,7 +274,7 @@ impl FingerprintReader {
         let mut row = self.decoded;
         for i in 0..batch.num_rows() {
             rows.push(FingerprintIn {
-                doc_id: doc_ids.required(i, row)?,
+                doc_id: doc_ids.doc_number(i, row)?,
                 simhash: simhashes.required(i, row)?,
                 bytes: sizes
                     .as_ref()
@@ -282,6 +358,22 @@ impl<'a> Column<'a> {
         self.get(i)
             .map(|(v, _)| v)
             .ok_or_else(|| self.bad(row, "is null".to_owned()))
+    }
+
+    /// A document number: not null, from 0 to [`MAX_DOC_ID`].
+    fn doc_number(&self, i: usize, row: u64) -> Result<u64, IoError> {
+        match self.get(i) {
+            None => Err(self.bad(row, "is null".to_owned())),
+            Some((v, true)) => Err(self.bad(
+                row,
+                format!("is negative ({}); document numbers are 0 or more", v as i64),
+            )),
+            Some((v, false)) if v > MAX_DOC_ID => Err(self.bad(
+                row,
+                format!("is {v}, beyond 2^63 - 1 (clusters/ holds document numbers as Int64)"),
+            )),
+            Some((v, false)) => Ok(v),
+        }
     }
 
     /// A size: may be null, may not be negative.
@@ -465,5 +557,159 @@ mod tests {
         write_parquet(&path, columns, 2);
         let empties: Vec<bool> = read_all(&path).unwrap().iter().map(|f| f.empty).collect();
         assert_eq!(empties, vec![true, false, false]);
+    }
+
+    /// A fingerprint table as neardup writes it, made by `scheme` with `fingerprint` params.
+    fn neardup_table(path: &Path, scheme: &str, fingerprint: serde_json::Value) {
+        use crate::parquet_out::{PartWriter, TableMeta};
+        let meta = TableMeta {
+            scheme: scheme.into(),
+            params: serde_json::json!({ "fingerprint": fingerprint }),
+        };
+        let mut writer = PartWriter::<FingerprintRow>::create_file(path, &meta).unwrap();
+        for doc in 0..3u64 {
+            writer
+                .push(FingerprintRow {
+                    doc_id: doc,
+                    id: None,
+                    source: "a.jsonl".into(),
+                    record: doc,
+                    simhash: 0,
+                    n_tokens: 5,
+                    bytes: 20,
+                    empty: false,
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+        writer.commit().unwrap();
+    }
+
+    fn simhash_params(shingle: Option<usize>) -> serde_json::Value {
+        serde_json::json!({"method": "simhash", "shingle": shingle})
+    }
+
+    #[test]
+    fn minhash_tables_and_other_tables_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let minhash = dir.path().join("minhash.parquet");
+        neardup_table(
+            &minhash,
+            "minhash",
+            serde_json::json!({"method": "minhash", "shingle": 5}),
+        );
+        let expected = format!(
+            "{}: scheme minhash, expected simhash-doc or simhash-shingles (the search compares \
+             64-bit simhashes, and minhash fingerprints have none)",
+            minhash.display()
+        );
+        assert_eq!(check_table(&minhash).unwrap_err().to_string(), expected);
+        // The plan (units) and the reader refuse it too, whoever calls them.
+        let file = InputFile {
+            path: minhash.clone(),
+            format: crate::file::Format::Parquet,
+            compression: Compression::None,
+        };
+        assert_eq!(Fingerprints.units(&file).unwrap_err().to_string(), expected);
+        assert_eq!(read_all(&minhash).unwrap_err().to_string(), expected);
+
+        let clusters = dir.path().join("clusters.parquet");
+        let meta = crate::parquet_out::test_meta();
+        let writer = crate::parquet_out::PartWriter::<crate::parquet_out::ClusterRow>::create_file(
+            &clusters, &meta,
+        )
+        .unwrap();
+        writer.commit().unwrap();
+        assert_eq!(
+            check_table(&clusters).unwrap_err().to_string(),
+            format!(
+                "{}: a neardup clusters table, expected a fingerprints table",
+                clusters.display()
+            )
+        );
+    }
+
+    #[test]
+    fn tables_read_together_must_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.parquet");
+        let b = dir.path().join("b.parquet");
+        let c = dir.path().join("c.parquet");
+        let other = dir.path().join("other.parquet");
+        neardup_table(&a, "simhash-shingles", simhash_params(Some(3)));
+        neardup_table(&b, "simhash-shingles", simhash_params(Some(5)));
+        neardup_table(&c, "simhash-doc", simhash_params(None));
+        write_parquet(
+            &other,
+            vec![
+                ("doc_id", Arc::new(UInt64Array::from(vec![9])) as ArrayRef),
+                ("simhash", Arc::new(UInt64Array::from(vec![1])) as ArrayRef),
+            ],
+            10,
+        );
+        // Tables without metadata go with anything.
+        let (first, tag) = check_tables(&[other.clone(), a.clone()]).unwrap().unwrap();
+        assert_eq!(
+            (first, tag.meta.scheme.as_str()),
+            (a.clone(), "simhash-shingles")
+        );
+        assert_eq!(check_tables(std::slice::from_ref(&other)).unwrap(), None);
+        assert_eq!(
+            check_tables(&[a.clone(), other.clone(), b.clone()])
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "{}: made with other parameters than {}: shingle (5 vs 3); tables made \
+                 differently cannot be used together",
+                b.display(),
+                a.display()
+            )
+        );
+        assert_eq!(
+            check_tables(&[a.clone(), c.clone()])
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "{}: scheme simhash-doc, expected simhash-shingles (as in {}: tables made by \
+                 different schemes cannot be used together)",
+                c.display(),
+                a.display()
+            )
+        );
+    }
+
+    #[test]
+    fn document_numbers_must_fit_an_int64_and_not_be_negative() {
+        let dir = tempfile::tempdir().unwrap();
+        let signed = dir.path().join("signed.parquet");
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("doc_id", Arc::new(Int64Array::from(vec![1, 2, -5]))),
+            ("simhash", Arc::new(Int64Array::from(vec![7, 7, 7]))),
+        ];
+        write_parquet(&signed, columns, 2);
+        assert_eq!(
+            read_all(&signed).unwrap_err().to_string(),
+            format!(
+                "{}: row 2: column \"doc_id\" is negative (-5); document numbers are 0 or more",
+                signed.display()
+            )
+        );
+        let unsigned = dir.path().join("unsigned.parquet");
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            (
+                "doc_id",
+                Arc::new(UInt64Array::from(vec![MAX_DOC_ID, MAX_DOC_ID + 1])),
+            ),
+            ("simhash", Arc::new(UInt64Array::from(vec![7, 7]))),
+        ];
+        write_parquet(&unsigned, columns, 10);
+        assert_eq!(
+            read_all(&unsigned).unwrap_err().to_string(),
+            format!(
+                "{}: row 1: column \"doc_id\" is 9223372036854775808, beyond 2^63 - 1 \
+                 (clusters/ holds document numbers as Int64)",
+                unsigned.display()
+            )
+        );
     }
 }

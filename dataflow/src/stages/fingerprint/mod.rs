@@ -22,7 +22,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::config::JobInput;
 use crate::output::{OutputDirs, Table};
 use crate::progress::Progress;
-use crate::records::{DocFp, RawBody, RawDoc};
+use crate::records::{DocFp, RawBody, RawDoc, RECORD_BITS};
 use crate::stages::verify::ShingleSets;
 use crate::worker::WorkerCtx;
 
@@ -71,6 +71,16 @@ struct FingerprintState {
     /// The parsed fields of the current JSONL line, reused so that its text buffer is
     /// allocated once per worker rather than once per document.
     record: Record,
+    /// Searching existing fingerprints: `(doc_id, where it was read)` of every fingerprint
+    /// whose home this is, to find duplicate document numbers once all have arrived (every
+    /// copy of a number has the same home). 16 bytes per fingerprint until this stage ends.
+    positions: Vec<(u64, u64)>,
+}
+
+/// Where a fingerprint was read, packed like a document number: `file << RECORD_BITS | row`
+/// (a row beyond 2^40 - 1 of one table, a trillion rows, would be shown as that).
+fn position(file: u32, row: u64) -> u64 {
+    crate::records::doc_id(file, row.min((1 << RECORD_BITS) - 1))
 }
 
 impl FingerprintState {
@@ -81,6 +91,7 @@ impl FingerprintState {
             match PartWriter::create(
                 &OutputDirs::new(&config.output).table(Table::Fingerprints),
                 ctx.part(),
+                &crate::output::fingerprints_meta(config),
             ) {
                 Ok(w) => Some(w),
                 Err(e) => {
@@ -105,6 +116,7 @@ impl FingerprintState {
             writer,
             sets,
             record: Record::default(),
+            positions: Vec::new(),
             ctx,
         }
     }
@@ -119,7 +131,11 @@ impl FingerprintState {
                 simhash,
                 bytes,
                 empty,
-            } => return Some(self.known_fingerprint(doc.doc_id, simhash, bytes, empty)),
+            } => {
+                self.positions
+                    .push((doc.doc_id, position(doc.file, doc.record)));
+                return Some(self.known_fingerprint(doc.doc_id, simhash, bytes, empty));
+            }
             RawBody::Raw(line) => {
                 let fields = match &shared.config.input {
                     JobInput::Documents { fields, .. } => fields,
@@ -275,7 +291,32 @@ impl FingerprintState {
         self.sets.insert(doc_id, set);
     }
 
+    /// Fails the job on the first duplicate document number among the fingerprints read
+    /// here (the smallest such number, so the message does not depend on arrival order).
+    fn check_duplicates(&mut self) {
+        let mut positions = std::mem::take(&mut self.positions);
+        positions.sort_unstable();
+        let Some(pair) = positions.windows(2).find(|w| w[0].0 == w[1].0) else {
+            return;
+        };
+        let plan = &self.ctx.shared.plan;
+        let at = |pos: u64| {
+            let file = (pos >> RECORD_BITS) as u32;
+            (plan.path(file).clone(), pos & ((1 << RECORD_BITS) - 1))
+        };
+        let ((first_path, first_row), (path, row)) = (at(pair[0].1), at(pair[1].1));
+        let error = neardup_io::IoError::DuplicateDocId {
+            path,
+            row,
+            doc_id: pair[0].0,
+            first_path,
+            first_row,
+        };
+        self.ctx.fail(error.to_string());
+    }
+
     fn finish(&mut self) {
+        self.check_duplicates();
         if let Some(writer) = self.writer.take() {
             match writer.commit() {
                 Ok(path) => self
