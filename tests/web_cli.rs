@@ -821,3 +821,57 @@ fn a_revisit_is_an_exact_duplicate_of_the_capture_it_names() {
         );
     }
 }
+
+#[test]
+fn parquet_url_and_time_columns_fill_the_columns_too() {
+    use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pages.parquet");
+    let texts: ArrayRef = Arc::new(StringArray::from(vec![
+        "one page",
+        "another page",
+        "a third",
+    ]));
+    let urls: ArrayRef = Arc::new(StringArray::from(vec![
+        Some("http://A.example/x"),
+        None,
+        Some("https://b.example/"),
+    ]));
+    // Milliseconds, with a zone: an instant, read as microseconds UTC.
+    let times: ArrayRef = Arc::new(
+        TimestampMillisecondArray::from(vec![Some(1_714_564_800_000), Some(5), None])
+            .with_timezone("+02:00"),
+    );
+    common::corpus::write_parquet(&path, vec![("text", texts), ("u", urls), ("t", times)], 2);
+    let out = dir.path().join("out");
+    run_ok(
+        &out,
+        &["--no-id", "--url-field", "u", "--time-field", "t"],
+        &[&path],
+    );
+    let got: Vec<_> = documents(&out).into_values().map(|d| (d.0, d.1)).collect();
+    assert_eq!(
+        got,
+        [
+            (
+                Some("http://A.example/x".into()),
+                Some(1_714_564_800_000_000)
+            ),
+            (None, Some(5_000)),
+            (Some("https://b.example/".into()), None),
+        ]
+    );
+    // A column of another type is refused, naming it.
+    let mut cmd = neardup();
+    cmd.args([
+        "run",
+        "--no-id",
+        "--url-field",
+        "t",
+        "--output",
+        s(&dir.path().join("bad")),
+        s(&path),
+    ]);
+    assert_refused(&mut cmd, &["column \"t\" has type Timestamp"]);
+}

@@ -81,10 +81,6 @@ pub enum IoError {
         cause: RecordError,
     },
 
-    /// A flag this input format does not support.
-    #[error("{}: {what}", shown(path))]
-    Unsupported { path: PathBuf, what: String },
-
     /// A plain-text document that is not valid UTF-8.
     #[error("{}: invalid UTF-8 at byte offset {offset}", shown(path))]
     InvalidUtf8 { path: PathBuf, offset: u64 },

@@ -66,18 +66,6 @@ impl SourceKind for Parquet {
         fields: &FieldSpec,
     ) -> Result<Box<dyn RecordReader>, IoError> {
         let rg = row_group_of(self, file, unit)?;
-        if let Some(flag) = [
-            ("--url-field", &fields.url_field),
-            ("--time-field", &fields.time_field),
-        ]
-        .into_iter()
-        .find_map(|(flag, f)| f.as_ref().map(|_| flag))
-        {
-            return Err(IoError::Unsupported {
-                path: file.path.clone(),
-                what: format!("{flag} is read from JSONL input only in this version"),
-            });
-        }
         Ok(Box::new(RowGroupReader::open(
             &file.path,
             &rg,
@@ -188,6 +176,9 @@ struct RowGroupReader {
     text: usize,
     id: Option<usize>,
     extra: Option<usize>,
+    /// Root column indices of `--url-field` and `--time-field`.
+    url: Option<usize>,
+    time: Option<usize>,
     roots: Vec<usize>,
     /// Rows of the current batch not yet handed out.
     pending: VecDeque<Result<Record, RecordError>>,
@@ -213,7 +204,20 @@ impl RowGroupReader {
             Some(name) => Some(resolve(path, &schema, name, is_extra_type, EXTRA)?),
             None => None,
         };
-        let roots: Vec<usize> = [Some(text), id, extra].into_iter().flatten().collect();
+        let url = match &spec.url_field {
+            Some(name) => Some(resolve(path, &schema, name, is_string, STRING)?),
+            None => None,
+        };
+        let time = match &spec.time_field {
+            Some(name) => Some(resolve(path, &schema, name, is_time_type, TIME)?),
+            None => None,
+        };
+        let mut roots: Vec<usize> = [Some(text), id, extra].into_iter().flatten().collect();
+        for more in [url, time].into_iter().flatten() {
+            if !roots.contains(&more) {
+                roots.push(more);
+            }
+        }
         let batches = RowGroupBatches::open(path, file, meta, unit, &roots, batch_rows)?;
         Ok(RowGroupReader {
             path: path.to_path_buf(),
@@ -222,6 +226,8 @@ impl RowGroupReader {
             text,
             id,
             extra,
+            url,
+            time,
             roots,
             pending: VecDeque::new(),
             row: unit.first_row,
@@ -243,8 +249,33 @@ impl RowGroupReader {
             .map_err(to_io)?;
         let view = BatchView::new(&text_col, id_col.as_ref(), extra_col.as_ref())
             .ok_or_else(|| layout_err(path, batch))?;
-        self.pending
-            .extend((0..batch.num_rows()).map(|i| view.record(i, &self.spec)));
+        let url_col = self
+            .url
+            .map(|r| to_text(col(r)))
+            .transpose()
+            .map_err(to_io)?;
+        let urls = url_col.as_deref().and_then(Strings::new);
+        let time_col = self.time.map(col);
+        let times = time_col
+            .as_ref()
+            .map(time_values)
+            .transpose()
+            .map_err(to_io)?;
+        let time_field = self.spec.time_field.clone().unwrap_or_default();
+        self.pending.extend((0..batch.num_rows()).map(|i| {
+            let mut record = view.record(i, &self.spec)?;
+            let url = urls.as_ref().and_then(|u| u.get(i)).map(str::to_owned);
+            let fetched_at = match &times {
+                Some(t) => t.get(i, &time_field)?,
+                None => None,
+            };
+            if url.is_some() || fetched_at.is_some() {
+                let origin = record.origin.get_or_insert_with(Default::default);
+                origin.url = url;
+                origin.fetched_at = fetched_at;
+            }
+            Ok(record)
+        }));
         Ok(())
     }
 }
@@ -272,6 +303,66 @@ impl RecordReader for RowGroupReader {
 const STRING: &str = "a string type (Utf8, LargeUtf8 or Utf8View)";
 const ID: &str = "a string or integer type";
 const EXTRA: &str = "a numeric, temporal or string type";
+const TIME: &str = "a timestamp, date, numeric (seconds since 1970) or string type";
+
+fn is_time_type(data_type: &DataType) -> bool {
+    is_extra_type(data_type)
+}
+
+/// A time column, ready to read row by row as microseconds since the epoch.
+enum Times {
+    /// Microseconds already (timestamps and dates, cast).
+    Micros(arrow::array::Int64Array),
+    /// Seconds since the epoch.
+    Seconds(Float64Array),
+    /// Dates as text ([`crate::web::parse_time_text`]).
+    Text(ArrayRef),
+}
+
+impl Times {
+    fn get(&self, i: usize, field: &str) -> Result<Option<i64>, RecordError> {
+        match self {
+            Times::Micros(a) => Ok(a.is_valid(i).then(|| a.value(i))),
+            Times::Seconds(a) => Ok(if a.is_valid(i) {
+                crate::web::seconds_to_micros(a.value(i))
+            } else {
+                None
+            }),
+            Times::Text(a) => {
+                let Some(text) = Strings::new(a.as_ref()).and_then(|s| s.get(i)) else {
+                    return Ok(None);
+                };
+                crate::web::parse_time_text(text)
+                    .map(Some)
+                    .ok_or_else(|| RecordError::BadTime {
+                        field: field.to_owned(),
+                        value: format!("{:?}", text.chars().take(40).collect::<String>()),
+                    })
+            }
+        }
+    }
+}
+
+/// Reads a time column: timestamps (any unit, any zone: they are instants) and dates as
+/// microseconds, numbers as seconds, strings parsed per row.
+fn time_values(array: &ArrayRef) -> Result<Times, arrow::error::ArrowError> {
+    use arrow::datatypes::TimeUnit;
+    let data_type = array.data_type();
+    if is_string(data_type) {
+        return Ok(Times::Text(to_text(array.clone())?));
+    }
+    if data_type.is_temporal() {
+        let micros = cast(array, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+        let micros = cast(&micros, &DataType::Int64)?;
+        return Ok(Times::Micros(
+            micros.as_primitive::<arrow::datatypes::Int64Type>().clone(),
+        ));
+    }
+    let seconds = cast(array, &DataType::Float64)?;
+    Ok(Times::Seconds(
+        seconds.as_primitive::<Float64Type>().clone(),
+    ))
+}
 
 /// Opens a Parquet file and reads its footer.
 pub(crate) fn open_parquet(path: &Path) -> Result<(File, ArrowReaderMetadata), IoError> {
