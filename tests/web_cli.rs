@@ -875,3 +875,58 @@ fn parquet_url_and_time_columns_fill_the_columns_too() {
     ]);
     assert_refused(&mut cmd, &["column \"t\" has type Timestamp"]);
 }
+
+#[test]
+fn max_doc_bytes_cuts_plain_and_parquet_documents_too() {
+    use arrow::array::{ArrayRef, StringArray};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    // About 25 KB of text, a two-byte character across the 8 KiB limit.
+    let mut text = "é".repeat(4095) + "x";
+    text.push_str(&"é word ".repeat(2000));
+    // A plain file (gzip), through `extract --plain`: cut at a character boundary.
+    let page = write(
+        &dir.path().join("page.txt.gz"),
+        &common::corpus::gzip(text.as_bytes()),
+    );
+    let out = dir.path().join("plain");
+    let status = neardup()
+        .args([
+            "extract",
+            "-q",
+            "--plain",
+            "--max-doc-bytes",
+            "8K",
+            "--output",
+            s(&out),
+            s(&page),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let got = summary(&out);
+    assert_eq!(
+        (got["documents"].as_u64(), got["truncated"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let cut = &batches(&out.join("documents"))[0];
+    let kept = column(cut, "text").as_string::<i32>().value(0);
+    assert!(
+        kept.len() <= 8192 && text.starts_with(kept) && kept.len() >= 8190,
+        "{}",
+        kept.len()
+    );
+    // A Parquet row, through `run`.
+    let parquet = dir.path().join("docs.parquet");
+    let texts: ArrayRef = Arc::new(StringArray::from(vec![text.as_str(), "short"]));
+    common::corpus::write_parquet(&parquet, vec![("text", texts)], 10);
+    let out = dir.path().join("parquet");
+    run_ok(&out, &["--no-id", "--max-doc-bytes", "8K"], &[&parquet]);
+    let got = summary(&out);
+    assert_eq!((count(&got, "documents"), count(&got, "truncated")), (2, 1));
+    assert!(count(&got, "bytes") <= 8192 + 5, "{got}");
+}
