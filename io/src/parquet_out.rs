@@ -405,57 +405,86 @@ where
     Arc::new(A::from(rows.iter().map(get).collect::<Vec<T>>()))
 }
 
+/// Where a document came from, as fingerprints/ and documents/ both write it.
+struct Origin<'a> {
+    url: Option<&'a str>,
+    host: Option<&'a str>,
+    fetched_at: Option<i64>,
+    offset: Option<u64>,
+    length: Option<u64>,
+}
+
+/// The columns of [`Origin`]: `url`, `host`, `fetched_at` (microseconds, UTC), `offset`,
+/// `length`, all nullable.
+fn origin_fields() -> [Field; 5] {
+    [
+        field("url", DataType::Utf8, true),
+        field("host", DataType::Utf8, true),
+        field(
+            "fetched_at",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        field("offset", DataType::UInt64, true),
+        field("length", DataType::UInt64, true),
+    ]
+}
+
+/// The arrays of [`origin_fields`] for `rows`.
+fn origin_columns<R>(rows: &[R], get: impl Fn(&R) -> Origin<'_>) -> [ArrayRef; 5] {
+    let origins: Vec<Origin> = rows.iter().map(get).collect();
+    let fetched = origins.iter().map(|o| o.fetched_at).collect::<Vec<_>>();
+    [
+        Arc::new(origins.iter().map(|o| o.url).collect::<StringArray>()),
+        Arc::new(origins.iter().map(|o| o.host).collect::<StringArray>()),
+        Arc::new(TimestampMicrosecondArray::from(fetched).with_timezone("UTC")),
+        Arc::new(origins.iter().map(|o| o.offset).collect::<UInt64Array>()),
+        Arc::new(origins.iter().map(|o| o.length).collect::<UInt64Array>()),
+    ]
+}
+
 impl OutputRow for FingerprintRow {
     const TABLE: &'static str = "fingerprints";
 
     fn schema() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            field("doc_id", DataType::UInt64, false),
-            field("id", DataType::Utf8, true),
-            field("source", DataType::Utf8, false),
-            field("record", DataType::UInt64, false),
-            field("simhash", DataType::UInt64, false),
-            field("n_tokens", DataType::UInt32, false),
-            field("bytes", DataType::UInt64, false),
-            field("empty", DataType::Boolean, false),
-            field("url", DataType::Utf8, true),
-            field("host", DataType::Utf8, true),
-            field(
-                "fetched_at",
-                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-                true,
-            ),
-            field("offset", DataType::UInt64, true),
-            field("length", DataType::UInt64, true),
-        ]))
+        Arc::new(Schema::new(
+            vec![
+                field("doc_id", DataType::UInt64, false),
+                field("id", DataType::Utf8, true),
+                field("source", DataType::Utf8, false),
+                field("record", DataType::UInt64, false),
+                field("simhash", DataType::UInt64, false),
+                field("n_tokens", DataType::UInt32, false),
+                field("bytes", DataType::UInt64, false),
+                field("empty", DataType::Boolean, false),
+            ]
+            .into_iter()
+            .chain(origin_fields())
+            .collect::<Vec<_>>(),
+        ))
     }
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
         let ids: StringArray = rows.iter().map(|r| r.id.as_deref()).collect();
         let sources: StringArray = rows.iter().map(|r| Some(r.source.as_str())).collect();
-        let urls: StringArray = rows.iter().map(|r| r.url.as_deref()).collect();
-        let hosts: StringArray = rows.iter().map(|r| r.host.as_deref()).collect();
-        let fetched =
-            TimestampMicrosecondArray::from(rows.iter().map(|r| r.fetched_at).collect::<Vec<_>>())
-                .with_timezone("UTC");
-        RecordBatch::try_new(
-            Self::schema(),
-            vec![
-                column::<_, _, UInt64Array>(rows, |r| r.doc_id),
-                Arc::new(ids),
-                Arc::new(sources),
-                column::<_, _, UInt64Array>(rows, |r| r.record),
-                column::<_, _, UInt64Array>(rows, |r| r.simhash),
-                column::<_, _, UInt32Array>(rows, |r| r.n_tokens),
-                column::<_, _, UInt64Array>(rows, |r| r.bytes),
-                column::<_, _, BooleanArray>(rows, |r| r.empty),
-                Arc::new(urls),
-                Arc::new(hosts),
-                Arc::new(fetched),
-                column::<_, _, UInt64Array>(rows, |r| r.offset),
-                column::<_, _, UInt64Array>(rows, |r| r.length),
-            ],
-        )
+        let mut columns = vec![
+            column::<_, _, UInt64Array>(rows, |r| r.doc_id),
+            Arc::new(ids),
+            Arc::new(sources),
+            column::<_, _, UInt64Array>(rows, |r| r.record),
+            column::<_, _, UInt64Array>(rows, |r| r.simhash),
+            column::<_, _, UInt32Array>(rows, |r| r.n_tokens),
+            column::<_, _, UInt64Array>(rows, |r| r.bytes),
+            column::<_, _, BooleanArray>(rows, |r| r.empty),
+        ];
+        columns.extend(origin_columns(rows, |r| Origin {
+            url: r.url.as_deref(),
+            host: r.host.as_deref(),
+            fetched_at: r.fetched_at,
+            offset: r.offset,
+            length: r.length,
+        }));
+        RecordBatch::try_new(Self::schema(), columns)
     }
 }
 
@@ -479,48 +508,45 @@ pub struct DocumentRow {
 impl OutputRow for DocumentRow {
     const TABLE: &'static str = "documents";
     fn schema() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            field("source", DataType::Utf8, false),
-            field("record", DataType::UInt64, false),
-            field("url", DataType::Utf8, true),
-            field("host", DataType::Utf8, true),
-            field(
-                "fetched_at",
-                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-                true,
-            ),
-            field("offset", DataType::UInt64, true),
-            field("length", DataType::UInt64, true),
-            field("content_type", DataType::Utf8, true),
-            field("charset", DataType::Utf8, true),
-            field("title", DataType::Utf8, true),
-            field("text", DataType::Utf8, false),
-        ]))
+        Arc::new(Schema::new(
+            vec![
+                field("source", DataType::Utf8, false),
+                field("record", DataType::UInt64, false),
+            ]
+            .into_iter()
+            .chain(origin_fields())
+            .chain([
+                field("content_type", DataType::Utf8, true),
+                field("charset", DataType::Utf8, true),
+                field("title", DataType::Utf8, true),
+                field("text", DataType::Utf8, false),
+            ])
+            .collect::<Vec<_>>(),
+        ))
     }
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
         let strings = |get: &dyn Fn(&DocumentRow) -> Option<&str>| -> ArrayRef {
             Arc::new(rows.iter().map(get).collect::<StringArray>())
         };
-        let fetched =
-            TimestampMicrosecondArray::from(rows.iter().map(|r| r.fetched_at).collect::<Vec<_>>())
-                .with_timezone("UTC");
-        RecordBatch::try_new(
-            Self::schema(),
-            vec![
-                strings(&|r| Some(r.source.as_str())),
-                column::<_, _, UInt64Array>(rows, |r| r.record),
-                strings(&|r| r.url.as_deref()),
-                strings(&|r| r.host.as_deref()),
-                Arc::new(fetched),
-                column::<_, _, UInt64Array>(rows, |r| r.offset),
-                column::<_, _, UInt64Array>(rows, |r| r.length),
-                strings(&|r| r.content_type.as_deref()),
-                strings(&|r| r.charset.as_deref()),
-                strings(&|r| r.title.as_deref()),
-                strings(&|r| Some(r.text.as_str())),
-            ],
-        )
+        let mut columns = vec![
+            strings(&|r| Some(r.source.as_str())),
+            column::<_, _, UInt64Array>(rows, |r| r.record),
+        ];
+        columns.extend(origin_columns(rows, |r| Origin {
+            url: r.url.as_deref(),
+            host: r.host.as_deref(),
+            fetched_at: r.fetched_at,
+            offset: r.offset,
+            length: r.length,
+        }));
+        columns.extend([
+            strings(&|r| r.content_type.as_deref()),
+            strings(&|r| r.charset.as_deref()),
+            strings(&|r| r.title.as_deref()),
+            strings(&|r| Some(r.text.as_str())),
+        ]);
+        RecordBatch::try_new(Self::schema(), columns)
     }
 }
 

@@ -15,7 +15,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use neardup_io::file::InputFile;
-use neardup_io::input::scan_inputs;
 use neardup_io::parquet_out::{DocumentRow, PartWriter, TableMeta, NO_SCHEME, PARAM_EXTRACT};
 use neardup_io::record::{FieldSpec, Record};
 use neardup_io::run_dir::{self, Protected, RunDir, Table};
@@ -91,13 +90,7 @@ struct Part {
 
 pub fn run(args: &ExtractArgs) -> Result<()> {
     let started = Instant::now();
-    let scan = scan_inputs(&args.inputs, args.plain)?;
-    if !args.quiet {
-        for notice in scan.notices() {
-            eprintln!("neardup: notice: {notice}");
-        }
-    }
-    let files = scan.files;
+    let files = super::scan_quietly(&args.inputs, args.plain, args.quiet)?;
     let mut spec = FieldSpec {
         text_field: args.text_field.clone(),
         ..FieldSpec::default()

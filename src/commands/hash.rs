@@ -9,7 +9,7 @@ use std::io::{self, BufWriter, Write};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use neardup_core::{encoding, DocFingerprint, Fingerprinter, Method};
-use neardup_io::input::{scan_inputs, InputFile};
+use neardup_io::input::InputFile;
 use neardup_io::record::{FieldSpec, Record, RecordError, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 use neardup_io::source::{Payload, SourceRecord};
 use neardup_io::IoError;
@@ -115,13 +115,7 @@ pub fn run(args: &HashArgs) -> Result<()> {
         anyhow::bail!("--weights tfidf needs document frequencies from a pass over the whole corpus: use it with neardup run");
     }
     let scheme = args.scheme.to_scheme()?;
-    let scan = scan_inputs(&args.inputs, args.plain)?;
-    if !args.quiet {
-        for notice in scan.notices() {
-            eprintln!("neardup: notice: {notice}");
-        }
-    }
-    let files = scan.files;
+    let files = super::scan_quietly(&args.inputs, args.plain, args.quiet)?;
     let mut spec = FieldSpec {
         text_field: args.text_field.clone(),
         id_field: (!args.no_id).then(|| args.id_field.clone()),

@@ -22,6 +22,23 @@ pub(crate) fn stdout_error(cause: io::Error) -> IoError {
     }
 }
 
+/// The input files `patterns` name (`neardup_io::input::scan_inputs`), with a notice on
+/// stderr for each kind of thing left out unless `quiet`: the rule of `hash` and `extract`
+/// (`run` also speaks JSON).
+pub(crate) fn scan_quietly(
+    patterns: &[String],
+    plain: bool,
+    quiet: bool,
+) -> Result<Vec<neardup_io::input::InputFile>, IoError> {
+    let scan = neardup_io::input::scan_inputs(patterns, plain)?;
+    if !quiet {
+        for notice in scan.notices() {
+            eprintln!("neardup: notice: {notice}");
+        }
+    }
+    Ok(scan.files)
+}
+
 /// Writes `text` to standard output and flushes it; errors as [`stdout_error`].
 pub(crate) fn write_stdout(text: &str) -> Result<(), IoError> {
     let mut out = io::stdout().lock();

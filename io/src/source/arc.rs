@@ -12,12 +12,12 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::warc::{archive_cost, error_text, http_payload, name_record, KeptWriter};
+use super::warc::{archive_cost, http_payload, name_record, or_invalid, page, KeptWriter};
 use super::{Kept, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec};
 use crate::compress::Compression;
 use crate::error::IoError;
 use crate::file::InputFile;
-use crate::html::{self, HtmlMode, DEFAULT_HTML_MODE};
+use crate::html::{HtmlMode, DEFAULT_HTML_MODE};
 use crate::record::{FieldSpec, RecordError};
 use crate::web::http;
 use crate::web::stream::{ArchiveStream, RecordStart, MAX_HEADER_LINE};
@@ -208,8 +208,9 @@ impl ArcRecords {
         self.stream.end_record(head.start)
     }
 
-    fn recover(&mut self) {
+    fn recover(&mut self) -> bool {
         self.done = !matches!(self.stream.resync(), Ok(true));
+        !self.done
     }
 }
 
@@ -223,20 +224,8 @@ struct ArcReader {
 impl RecordReader for ArcReader {
     fn next_into(&mut self, out: &mut SourceRecord) -> Result<bool, IoError> {
         let number = self.records.next;
-        match self.next_record(out) {
-            Ok(more) => Ok(more),
-            Err(e) => {
-                let (offset, what) = match e {
-                    IoError::Archive { offset, what, .. } => (offset, what),
-                    IoError::ArchiveRead { offset, .. } => (offset, error_text(&e)),
-                    other => return Err(other),
-                };
-                self.records.recover();
-                out.record = number;
-                out.payload = Payload::Invalid(RecordError::Malformed { offset, what });
-                Ok(true)
-            }
-        }
+        let read = self.next_record(out);
+        or_invalid(number, read, || self.records.recover(), out)
     }
 }
 
@@ -258,7 +247,7 @@ impl ArcReader {
         let place = self.records.read_block(&head, keep, &mut block)?;
         let block_cut = (block.len() as u64) < head.length;
         let at = head.start.file_offset.unwrap_or(head.start.pos);
-        let (content_type, mut body, mut cut) = if http::starts_like_http(&block) {
+        let (content_type, body, cut) = if http::starts_like_http(&block) {
             match http_payload(block, block_cut, self.max, at) {
                 Ok(p) => p,
                 Err(payload) => {
@@ -270,27 +259,17 @@ impl ArcReader {
             // Old crawls stored some payloads without their HTTP head.
             (Some(head.content_type.clone()), block, false)
         };
-        let content_type = content_type.or(Some(head.content_type.clone()));
-        if body.len() as u64 > self.max {
-            body.truncate(self.max as usize);
-            cut = true;
-        }
-        cut |= block_cut;
-        if web::classify(content_type.as_deref()).is_none() || html::looks_binary(&body) {
-            out.payload = Payload::Skipped(SkipReason::NotText);
-            return Ok(true);
-        }
         let payload = WebPayload {
             url: Some(head.url),
             fetched_at: web::parse_arc_date(&head.date),
             offset: place.map(|p| p.0),
             length: place.map(|p| p.1),
-            content_type,
+            content_type: content_type.or(Some(head.content_type)),
             body,
-            cut,
+            cut: cut || block_cut,
             payload_digest: None,
         };
-        out.payload = Payload::Fields(web::document(payload, self.mode));
+        out.payload = page(payload, self.max, self.mode);
         Ok(true)
     }
 }

@@ -329,23 +329,48 @@ struct WarcReader {
 impl RecordReader for WarcReader {
     fn next_into(&mut self, out: &mut SourceRecord) -> Result<bool, IoError> {
         let number = self.records.next;
-        match self.next_record(out) {
-            Ok(more) => Ok(more),
-            Err(e) => {
-                // The record is reported (an error, or a counted skip with --skip-invalid)
-                // and reading goes on at the next gzip member if there is one.
-                let (offset, what) = match e {
-                    IoError::Archive { offset, what, .. } => (offset, what),
-                    IoError::ArchiveRead { offset, .. } => (offset, error_text(&e)),
-                    other => return Err(other),
-                };
-                self.records.recover();
-                out.record = number;
-                out.payload = Payload::Invalid(RecordError::Malformed { offset, what });
-                Ok(true)
-            }
-        }
+        let read = self.next_record(out);
+        or_invalid(number, read, || self.records.recover(), out)
     }
+}
+
+/// What reading record `number` gave, or, where it met a broken archive, an invalid record
+/// at the place of the damage: reported as an error, or a counted skip with `--skip-invalid`,
+/// after `recover` has moved on to the next gzip member if there is one. Other errors (the
+/// file cannot be read at all) stay errors.
+pub(crate) fn or_invalid(
+    number: u64,
+    read: Result<bool, IoError>,
+    recover: impl FnOnce() -> bool,
+    out: &mut SourceRecord,
+) -> Result<bool, IoError> {
+    let e = match read {
+        Ok(more) => return Ok(more),
+        Err(e) => e,
+    };
+    let (offset, what) = match e {
+        IoError::Archive { offset, what, .. } => (offset, what),
+        IoError::ArchiveRead { offset, .. } => (offset, error_text(&e)),
+        other => return Err(other),
+    };
+    recover();
+    out.record = number;
+    out.payload = Payload::Invalid(RecordError::Malformed { offset, what });
+    Ok(true)
+}
+
+/// The last steps of a page record, the same for WARC and ARC: the body cut at `max`
+/// (counted as truncated), a skip if it is not text after all, else the document.
+pub(crate) fn page(mut payload: WebPayload, max: u64, mode: HtmlMode) -> Payload {
+    if payload.body.len() as u64 > max {
+        payload.body.truncate(max as usize);
+        payload.cut = true;
+    }
+    if web::classify(payload.content_type.as_deref()).is_none() || html::looks_binary(&payload.body)
+    {
+        return Payload::Skipped(SkipReason::NotText);
+    }
+    Payload::Fields(web::document(payload, mode))
 }
 
 /// An archive read error's message without its path and offset (the record error adds
@@ -430,30 +455,18 @@ impl WarcReader {
         } else {
             (warc_type.map(str::to_owned), (block, false))
         };
-        let (mut body, mut cut) = body;
-        if body.len() as u64 > self.max {
-            body.truncate(self.max as usize);
-            cut = true;
-        }
-        cut |= block_cut;
-        if web::classify(content_type.as_deref()).is_none() || html::looks_binary(&body) {
-            out.payload = Payload::Skipped(SkipReason::NotText);
-            return Ok(true);
-        }
+        let (body, cut) = body;
         let payload = WebPayload {
-            url: head
-                .header
-                .get("WARC-Target-URI")
-                .map(|u| u.trim_matches(['<', '>']).to_owned()),
+            url: target_uri(&head.header),
             fetched_at: head.header.get("WARC-Date").and_then(web::parse_warc_date),
             offset: place.map(|p| p.0),
             length: place.map(|p| p.1),
             content_type,
             body,
-            cut,
+            cut: cut || block_cut,
             payload_digest: head.header.get("WARC-Payload-Digest").map(str::to_owned),
         };
-        out.payload = Payload::Fields(web::document(payload, self.mode));
+        out.payload = page(payload, self.max, self.mode);
         Ok(true)
     }
 }
