@@ -930,3 +930,36 @@ fn max_doc_bytes_cuts_plain_and_parquet_documents_too() {
     assert_eq!((count(&got, "documents"), count(&got, "truncated")), (2, 1));
     assert!(count(&got, "bytes") <= 8192 + 5, "{got}");
 }
+
+#[test]
+fn write_dedup_keeps_arc_records_unchanged() {
+    use neardup_io::web::testing::arc;
+    let dir = tempfile::tempdir().unwrap();
+    let page = http(
+        200,
+        "text/plain",
+        b"the same page about kites and winds and beaches",
+    );
+    let other = http(
+        200,
+        "text/plain",
+        b"a page of its own, about trains and stations",
+    );
+    let bytes = arc(&[
+        ("http://a.example/", "text/plain", &page),
+        ("http://b.example/", "text/plain", &other),
+        ("http://mirror.example/", "text/plain", &page),
+    ]);
+    let path = write(&dir.path().join("crawl.arc"), &bytes);
+    let out = dir.path().join("out");
+    let dedup = dir.path().join("dedup");
+    run_ok(&out, &["--write-dedup", s(&dedup)], &[&path]);
+    let written = std::fs::read(dedup.join("crawl.arc")).unwrap();
+    // The input without its last record (the mirror, record 3): the filedesc record and
+    // the first two pages, byte for byte.
+    let mirror = bytes
+        .windows(b"http://mirror".len())
+        .position(|w| w == b"http://mirror")
+        .unwrap();
+    assert_eq!(written, bytes[..mirror].to_vec());
+}

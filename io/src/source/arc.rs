@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::warc::{archive_cost, http_payload, name_record, or_invalid, page, KeptWriter};
+use super::warc::{archive_cost, copy_kept, http_payload, name_record, or_invalid, page};
 use super::{Kept, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec};
 use crate::compress::Compression;
 use crate::error::IoError;
@@ -73,23 +73,7 @@ impl SourceKind for Arc {
         tmp: &Path,
     ) -> Result<Kept, IoError> {
         let mut records = ArcRecords::open(file)?;
-        let mut out = KeptWriter::create(tmp, file.compression)?;
-        let mut kept = Kept::default();
-        let mut raw = Vec::new();
-        while let Some(head) = records.next_head()? {
-            raw.clear();
-            raw.extend_from_slice(&records.line);
-            records.read_block(&head, usize::MAX, &mut raw)?;
-            raw.push(b'\n');
-            if removed.contains(&head.number) {
-                kept.removed += 1;
-            } else {
-                kept.kept += 1;
-                out.record(&raw)?;
-            }
-        }
-        out.finish()?;
-        Ok(kept)
+        copy_kept(|raw| records.next_raw(raw), file, removed, tmp)
     }
 }
 
@@ -206,6 +190,19 @@ impl ArcRecords {
         }
         self.stream.skip_newlines()?;
         self.stream.end_record(head.start)
+    }
+
+    /// The next record as stored: its header line, its content and a line end; its number,
+    /// or `None` at the end.
+    pub fn next_raw(&mut self, raw: &mut Vec<u8>) -> Result<Option<u64>, IoError> {
+        raw.clear();
+        let Some(head) = self.next_head()? else {
+            return Ok(None);
+        };
+        raw.extend_from_slice(&self.line);
+        self.read_block(&head, usize::MAX, raw)?;
+        raw.push(b'\n');
+        Ok(Some(head.number))
     }
 
     fn recover(&mut self) -> bool {

@@ -83,19 +83,7 @@ impl SourceKind for Warc {
         tmp: &Path,
     ) -> Result<Kept, IoError> {
         let mut records = WarcRecords::open(file)?;
-        let mut out = KeptWriter::create(tmp, file.compression)?;
-        let mut kept = Kept::default();
-        let mut raw = Vec::new();
-        while let Some(number) = records.next_raw(&mut raw)? {
-            if removed.contains(&number) {
-                kept.removed += 1;
-            } else {
-                kept.kept += 1;
-                out.record(&raw)?;
-            }
-        }
-        out.finish()?;
-        Ok(kept)
+        copy_kept(|raw| records.next_raw(raw), file, removed, tmp)
     }
 }
 
@@ -509,6 +497,29 @@ pub(crate) fn http_payload(
         return Err(Payload::Skipped(SkipReason::NotText));
     }
     Ok((head.content_type, body, cut))
+}
+
+/// Copies the records `next_raw` yields (number, bytes as stored) to `tmp`, in `file`'s
+/// compression, but those in `removed`: `--write-dedup` of an archive.
+pub(crate) fn copy_kept(
+    mut next_raw: impl FnMut(&mut Vec<u8>) -> Result<Option<u64>, IoError>,
+    file: &InputFile,
+    removed: &HashSet<u64>,
+    tmp: &Path,
+) -> Result<Kept, IoError> {
+    let mut out = KeptWriter::create(tmp, file.compression)?;
+    let mut kept = Kept::default();
+    let mut raw = Vec::new();
+    while let Some(number) = next_raw(&mut raw)? {
+        if removed.contains(&number) {
+            kept.removed += 1;
+        } else {
+            kept.kept += 1;
+            out.record(&raw)?;
+        }
+    }
+    out.finish()?;
+    Ok(kept)
 }
 
 /// Writes kept records, one gzip member per record for gzip archives (so each can still be
