@@ -354,11 +354,12 @@ pub(crate) fn page(mut payload: WebPayload, max: u64, mode: HtmlMode) -> Payload
         payload.body.truncate(max as usize);
         payload.cut = true;
     }
-    if web::classify(payload.content_type.as_deref()).is_none() || html::looks_binary(&payload.body)
-    {
-        return Payload::Skipped(SkipReason::NotText);
+    match web::classify(payload.content_type.as_deref()) {
+        Some(is_html) if !html::looks_binary(&payload.body) => {
+            Payload::Fields(web::document(payload, is_html, mode))
+        }
+        _ => Payload::Skipped(SkipReason::NotText),
     }
-    Payload::Fields(web::document(payload, mode))
 }
 
 /// An archive read error's message without its path and offset (the record error adds

@@ -105,15 +105,17 @@ pub fn classify(content_type: Option<&str>) -> Option<bool> {
     }
 }
 
-/// Turns a kept payload into a document: decoded to UTF-8, and extracted from HTML as
-/// `mode` says. The record's id is its URL.
-pub fn document(payload: WebPayload, mode: HtmlMode) -> Record {
-    let is_html = classify(payload.content_type.as_deref()) == Some(true);
+/// Turns a kept payload into a document: decoded to UTF-8, and extracted from HTML (when
+/// [`classify`] said `is_html`) as `mode` says. The record's id is its URL.
+pub fn document(payload: WebPayload, is_html: bool, mode: HtmlMode) -> Record {
     let (text, title, charset) = if is_html {
         let doc = html::html_document(&payload.body, payload.content_type.as_deref(), mode);
         (doc.text, doc.title, doc.charset)
     } else {
-        let declared = payload.content_type.as_deref().and_then(charset_parameter);
+        let declared = payload
+            .content_type
+            .as_deref()
+            .and_then(html::charset_param);
         let decoded = html::decode(&payload.body, declared, false);
         (decoded.text, None, decoded.charset)
     };
@@ -137,16 +139,6 @@ pub fn document(payload: WebPayload, mode: HtmlMode) -> Record {
             revisit: false,
         })),
     }
-}
-
-/// The `charset` parameter of a Content-Type value.
-pub fn charset_parameter(content_type: &str) -> Option<&str> {
-    content_type.split(';').skip(1).find_map(|p| {
-        let (k, v) = p.split_once('=')?;
-        k.trim()
-            .eq_ignore_ascii_case("charset")
-            .then(|| v.trim().trim_matches(['"', '\'']))
-    })
 }
 
 /// A WARC date (W3C ISO 8601, as RFC 3339: `2020-10-10T07:57:31Z`, fractions allowed) as
@@ -230,14 +222,14 @@ mod tests {
     #[test]
     fn charset_parameters_and_hosts() {
         assert_eq!(
-            charset_parameter("text/html; charset=\"ISO-8859-1\""),
+            html::charset_param("text/html; charset=\"ISO-8859-1\""),
             Some("ISO-8859-1")
         );
         assert_eq!(
-            charset_parameter("text/html;Charset=utf-8;q=1"),
+            html::charset_param("text/html;Charset=utf-8;q=1"),
             Some("utf-8")
         );
-        assert_eq!(charset_parameter("text/html"), None);
+        assert_eq!(html::charset_param("text/html"), None);
         assert_eq!(
             crate::record::host_of("http://WWW.Example.COM:8080/a?b"),
             Some("www.example.com".into())
