@@ -124,6 +124,7 @@ fn assert_succeeded_like(procs: &mut [Proc], out: &Path, reference: &Path) {
     );
     assert_eq!(summary["errors"], json!([]));
     assert_same_results(out, reference);
+    assert_only_fingerprints_crossed(&summary, procs.len());
     // Each process wrote its own parts: one per worker (1 per process here).
     for table in ["fingerprints", "pairs", "clusters"] {
         let names: Vec<String> = parts(&out.join(table))
@@ -135,6 +136,35 @@ fn assert_succeeded_like(procs: &mut [Proc], out: &Path, reference: &Path) {
             .collect();
         assert_eq!(names, want, "{table}/ parts");
     }
+}
+
+/// Documents stay in the process that read them (issue 22): no bytes under `read`, and what
+/// did cross is a few records per document (an exact-stage record of about 60 bytes and at
+/// most one 40-byte table record per other process), nowhere near the text.
+fn assert_only_fingerprints_crossed(summary: &serde_json::Value, processes: usize) {
+    let network = &summary["network"];
+    let by_stage = network["by_stage"].as_object().expect("network.by_stage");
+    assert!(
+        !by_stage.contains_key("read"),
+        "documents crossed processes: {network}"
+    );
+    let bytes = network["bytes"].as_u64().unwrap();
+    assert_eq!(
+        bytes,
+        by_stage.values().map(|v| v.as_u64().unwrap()).sum::<u64>()
+    );
+    assert!(bytes > 0, "fingerprints must cross to meet: {network}");
+    let per_doc = network["bytes_per_document"].as_f64().unwrap();
+    let bound = 100.0 + 40.0 * (processes - 1) as f64;
+    assert!(
+        per_doc <= bound,
+        "{per_doc} bytes per document > {bound}: {network}"
+    );
+    let text_bytes = summary["counts"]["bytes"].as_u64().unwrap();
+    assert!(
+        bytes * 5 < text_bytes,
+        "{bytes} bytes sent for {text_bytes} of text"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

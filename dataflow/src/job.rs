@@ -272,7 +272,13 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         index: worker.index(),
         peers: worker.peers(),
         report: RefCell::new(WorkerReport::default()),
-        home: HomeTable::for_plan(&shared.plan, &shared.config, worker.peers()),
+        home: HomeTable::for_plan(
+            &shared.plan,
+            &shared.config,
+            worker.peers(),
+            shared.config.parallelism.workers,
+        ),
+        network: Default::default(),
     });
     // The scheme the fingerprint stage uses: the job's, with TF-IDF weights filled in.
     let mut scheme = shared.config.scheme.clone();
@@ -284,12 +290,14 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
             peers: ctx.peers,
             report: RefCell::new(WorkerReport::default()),
             home: ctx.home.clone(),
+            network: Default::default(),
         });
         let table = crate::stages::fingerprint::idf::document_frequencies(worker, pass.clone());
         ctx.report
             .borrow_mut()
             .errors
             .extend(pass.report.take().errors);
+        ctx.report.borrow_mut().add_network(pass.network.bytes());
         scheme.method =
             neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(Arc::new(table)));
         ctx.stage_done("document frequencies");
@@ -317,7 +325,8 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
     });
     while worker.step_or_park(None) {}
     shared.progress.reach(Stage::Committing);
-    let report = ctx.report.replace(WorkerReport::default());
+    let mut report = ctx.report.replace(WorkerReport::default());
+    report.add_network(ctx.network.bytes());
     let verdict = exchange_reports(worker, report, &shared);
     shared.progress.reach(Stage::Done);
     verdict

@@ -71,6 +71,8 @@ pub struct WorkerReport {
     pub stage_seconds: BTreeMap<String, f64>,
     /// Part files this worker committed.
     pub parts: Vec<String>,
+    /// Bytes sent to workers of other processes, by stage (see [`crate::worker::NetworkMeter`]).
+    pub network_bytes: BTreeMap<String, u64>,
     /// How the search was planned (the same on every worker).
     pub search_plan: Option<SearchPlan>,
     pub warnings: Vec<String>,
@@ -110,6 +112,13 @@ impl WorkerReport {
             .skipped_records
             .entry(reason.name().to_owned())
             .or_default() += 1;
+    }
+
+    /// Adds bytes sent to other processes, by stage.
+    pub fn add_network(&mut self, bytes: BTreeMap<String, u64>) {
+        for (stage, n) in bytes {
+            *self.network_bytes.entry(stage).or_default() += n;
+        }
     }
 
     pub fn stage_done(&mut self, stage: &str, seconds: f64) {
@@ -162,6 +171,7 @@ impl WorkerReport {
         }
         self.parts.extend(other.parts);
         self.parts.sort();
+        self.add_network(other.network_bytes);
         self.search_plan = self.search_plan.take().or(other.search_plan);
         for warning in other.warnings {
             if !self.warnings.contains(&warning) {
@@ -228,9 +238,25 @@ pub struct JobSummary {
     pub skip_examples: Vec<String>,
     /// Documents written to and left out of the deduplicated corpus (--write-dedup).
     pub dedup: Option<(u64, u64)>,
+    /// What crossed between processes (all zero with one process).
+    #[serde(default)]
+    pub network: Network,
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
     pub parts: Vec<String>,
+}
+
+/// Bytes sent between processes: each record sent by an exchange to a worker of another
+/// process, at its serialized size (timely's framing of each batch not included).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Network {
+    /// All stages together.
+    pub bytes: u64,
+    /// `bytes` per document read.
+    pub bytes_per_document: f64,
+    /// By stage: `read` (documents to their home worker), `exact`, `near search`, `verify`,
+    /// `clusters`, ...; a stage that sent nothing to another process is absent.
+    pub by_stage: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -313,6 +339,19 @@ impl JobSummary {
                 .map(|(_, _, m)| m)
                 .collect(),
             dedup: None,
+            network: {
+                let by_stage: BTreeMap<String, u64> = report
+                    .network_bytes
+                    .into_iter()
+                    .filter(|&(_, n)| n > 0)
+                    .collect();
+                let bytes = by_stage.values().sum::<u64>();
+                Network {
+                    bytes,
+                    bytes_per_document: bytes as f64 / report.documents.max(1) as f64,
+                    by_stage,
+                }
+            },
             warnings: report.warnings,
             errors: report.errors,
             parts: report.parts,

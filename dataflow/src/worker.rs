@@ -1,7 +1,9 @@
 //! What every worker shares: the job (per process, behind an `Arc`) and its own context
 //! (per worker thread, behind an `Rc`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,6 +37,31 @@ pub struct WorkerCtx {
     pub report: RefCell<WorkerReport>,
     /// Where each document is fingerprinted (see [`crate::plan::home`]).
     pub home: crate::plan::home::HomeTable,
+    /// Bytes this worker sent to workers of other processes, by stage (see [`Self::meter`]).
+    pub network: NetworkMeter,
+}
+
+/// What one worker sends to workers of other processes, by stage.
+///
+/// The simple measurement would be timely's own byte counts per channel; timely 0.32 does not
+/// expose them by channel, so each exchange's route function is wrapped: a record whose
+/// destination is in another process adds its bincode size (what timely's serialization
+/// writes for it, without the per-batch framing) to its stage's counter. With one process
+/// nothing crosses and nothing is counted, at no cost.
+#[derive(Default)]
+pub struct NetworkMeter {
+    stages: RefCell<BTreeMap<&'static str, Rc<Cell<u64>>>>,
+}
+
+impl NetworkMeter {
+    /// The bytes counted so far, by stage.
+    pub fn bytes(&self) -> BTreeMap<String, u64> {
+        self.stages
+            .borrow()
+            .iter()
+            .map(|(stage, n)| (stage.to_string(), n.get()))
+            .collect()
+    }
 }
 
 impl WorkerCtx {
@@ -50,6 +77,37 @@ impl WorkerCtx {
     pub fn stage_done(&self, stage: &str) {
         let secs = self.shared.start.elapsed().as_secs_f64();
         self.report.borrow_mut().stage_done(stage, secs);
+    }
+
+    /// Wraps an exchange's route function so that what it sends to workers of other
+    /// processes is counted under `stage` in `summary.json` (`network`): use it for every
+    /// exchange of the main job, as `Exchange::new(ctx.meter("exact", route))`.
+    pub fn meter<D: serde::Serialize>(
+        &self,
+        stage: &'static str,
+        mut route: impl FnMut(&D) -> u64 + 'static,
+    ) -> impl FnMut(&D) -> u64 + 'static {
+        let workers = self.shared.config.parallelism.workers.max(1);
+        let (peers, process) = (self.peers as u64, self.index / workers);
+        let counter = (peers as usize > workers).then(|| {
+            self.network
+                .stages
+                .borrow_mut()
+                .entry(stage)
+                .or_default()
+                .clone()
+        });
+        move |d: &D| {
+            let to = route(d);
+            if let Some(counter) = &counter {
+                // timely sends a record to worker `route % peers` (a mask when peers is a
+                // power of two: the same thing).
+                if (to % peers) as usize / workers != process {
+                    counter.set(counter.get() + bincode::serialized_size(d).unwrap_or(0));
+                }
+            }
+            to
+        }
     }
 
     /// The part number of this worker's output files.

@@ -17,6 +17,7 @@ use neardup_io::parquet_out::{ClusterRow, PartWriter};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::Map;
 use timely::dataflow::StreamVec;
 
 use crate::config::{ClusterMode, SUMMARY_TOP};
@@ -84,7 +85,7 @@ pub fn merge_forests<'s>(
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Assignment> {
     forest.unary_frontier(
-        Exchange::new(|_: &ForestMsg| 0),
+        Exchange::new(ctx.meter("clusters", |_: &ForestMsg| 0)),
         "MergeForests",
         move |cap, _| {
             let mut cap = Some(cap);
@@ -172,7 +173,7 @@ pub fn write_clusters<'s>(
     docs.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
         assignments,
         Pipeline,
-        Exchange::new(move |a: &Assignment| home.route(a.doc_id)),
+        Exchange::new(ctx.meter("clusters", move |a: &Assignment| home.route(a.doc_id))),
         "WriteClusters",
         move |_, _| {
             let mut home_docs: Vec<u64> = Vec::new();
@@ -230,16 +231,13 @@ pub fn write_clusters<'s>(
 /// Counts documents whose user id another document already has (allowed, but reported).
 pub fn count_duplicate_ids<'s>(docs: StreamVec<'s, u64, DocFp>, ctx: Rc<WorkerCtx>) {
     let mut seen: HashSet<u64> = HashSet::default();
-    docs.sink(
-        Exchange::new(|d: &DocFp| d.id_hash.unwrap_or(0)),
+    // Only the id's hash travels, and only for documents that have an id.
+    docs.flat_map(|d| d.id_hash).sink(
+        Exchange::new(ctx.meter("duplicate ids", |&h: &u64| h)),
         "DuplicateIds",
         move |(input, _)| {
             input.for_each(|_, data| {
-                let repeats = data
-                    .iter()
-                    .filter_map(|d| d.id_hash)
-                    .filter(|&h| !seen.insert(h))
-                    .count();
+                let repeats = data.iter().filter(|&&h| !seen.insert(h)).count();
                 ctx.report.borrow_mut().duplicate_ids += repeats as u64;
             });
         },

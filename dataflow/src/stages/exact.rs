@@ -29,7 +29,7 @@ pub fn fold_exact<'s>(
     ctx: Rc<WorkerCtx>,
 ) -> (StreamVec<'s, u64, DocFp>, StreamVec<'s, u64, Edge>) {
     let folded = docs.unary_frontier(
-        Exchange::new(|d: &DocFp| exact_route(d)),
+        Exchange::new(ctx.meter("exact", |d: &DocFp| exact_route(d))),
         "FoldExact",
         move |cap, _| {
             let mut cap = Some(cap);

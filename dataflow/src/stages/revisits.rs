@@ -13,6 +13,7 @@ use std::rc::Rc;
 
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::Filter;
 use timely::dataflow::StreamVec;
 
 use crate::records::{DocFp, Edge, EdgeKind};
@@ -23,9 +24,13 @@ pub fn link_revisits<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Edge> {
-    docs.unary_frontier(
+    // Only documents with a payload digest take part (archive records): the others would
+    // all travel to one worker for nothing.
+    docs.filter(|d| d.digest.is_some()).unary_frontier(
         // xxh3-128 of the digest text: its low word is a fine route.
-        Exchange::new(|d: &DocFp| d.digest.map_or(0, |(key, _)| key as u64)),
+        Exchange::new(ctx.meter("revisits", |d: &DocFp| {
+            d.digest.map_or(0, |(key, _)| key as u64)
+        })),
         "LinkRevisits",
         move |cap, _| {
             let mut cap = Some(cap);

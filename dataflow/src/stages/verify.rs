@@ -41,7 +41,7 @@ pub fn verify<'s>(
     let sets_b = sets.clone();
     let (home_a, home_b) = (ctx.home.clone(), ctx.home.clone());
     let with_a = candidates.unary(
-        Exchange::new(move |e: &Edge| home_a.route(e.a)),
+        Exchange::new(ctx.meter("verify", move |e: &Edge| home_a.route(e.a))),
         "CandidatesAtA",
         move |_, _| {
             let mut seen: HashSet<(u64, u64)> = HashSet::new();
@@ -64,7 +64,7 @@ pub fn verify<'s>(
         },
     );
     with_a.unary(
-        Exchange::new(move |c: &Candidate| home_b.route(c.edge.b)),
+        Exchange::new(ctx.meter("verify", move |c: &Candidate| home_b.route(c.edge.b))),
         "VerifyAtB",
         move |_, _| {
             move |input, output| {

@@ -43,7 +43,9 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
         let counting = ctx.clone();
         let home = ctx.home.clone();
         raw.unary::<timely::container::CapacityContainerBuilder<Vec<(Option<u64>, u64)>>, _, _, _>(
-            Exchange::new(move |d: &RawDoc| home.route(d.doc_id)),
+            Exchange::new(ctx.meter("document frequencies", move |d: &RawDoc| {
+                home.route(d.doc_id)
+            })),
             "DistinctFeatures",
             move |_, _| {
                 let mut distinct = DistinctFeatures::new(&counting.shared.config.scheme);
@@ -83,7 +85,10 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
         )
         .probe_with(&probe)
         .unary_frontier::<timely::container::CapacityContainerBuilder<Vec<Count>>, _, _, _>(
-            Exchange::new(|(feature, _): &(Option<u64>, u64)| feature.map_or(0, mix64)),
+            Exchange::new(ctx.meter(
+                "document frequencies",
+                |(feature, _): &(Option<u64>, u64)| feature.map_or(0, mix64),
+            )),
             "CountFeatures",
             move |cap, _| {
                 let mut cap = Some(cap);
@@ -107,7 +112,7 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
             },
         )
         .sink(
-            Exchange::new(|(to, _, _): &Count| *to as u64),
+            Exchange::new(ctx.meter("document frequencies", |(to, _, _): &Count| *to as u64)),
             "CollectCounts",
             move |(input, _)| {
                 input.for_each(|_, data| {

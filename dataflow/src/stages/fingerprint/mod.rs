@@ -37,7 +37,7 @@ pub fn fingerprint<'s>(
 ) -> StreamVec<'s, u64, DocFp> {
     let home = ctx.home.clone();
     raw.unary_frontier(
-        Exchange::new(move |d: &RawDoc| home.route(d.doc_id)),
+        Exchange::new(ctx.meter("read", move |d: &RawDoc| home.route(d.doc_id))),
         "Fingerprint",
         move |_, _| {
             let mut state = FingerprintState::new(ctx.clone(), scheme.clone(), sets.clone());

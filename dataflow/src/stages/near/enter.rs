@@ -218,7 +218,7 @@ pub fn table_records<'s>(
     reps.binary_frontier(
         counts,
         Pipeline,
-        Exchange::new(|&(to, _, _): &(u64, u64, u64)| to),
+        Exchange::new(ctx.meter("near search", |&(to, _, _): &(u64, u64, u64)| to)),
         "TableRecords",
         move |cap, info| {
             let activator = scope.activator_for(info.address);

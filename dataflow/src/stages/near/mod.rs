@@ -72,7 +72,9 @@ pub fn search_tables<'s>(
     records
         .unary_frontier(
             // Every lane of a record routes to the same worker, so the first one stands for all.
-            Exchange::new(move |r: &TableRecord| keys.worker(r.first_lane(), r.value, peers)),
+            Exchange::new(ctx.meter("near search", move |r: &TableRecord| {
+                keys.worker(r.first_lane(), r.value, peers)
+            })),
             "SearchBuckets",
             move |_, _| {
                 // Records by round (timestamp), each searched once its round is complete.
