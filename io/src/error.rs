@@ -85,6 +85,24 @@ pub enum IoError {
     #[error("{}: invalid UTF-8 at byte offset {offset}", shown(path))]
     InvalidUtf8 { path: PathBuf, offset: u64 },
 
+    /// A line of a file numbered by byte offsets (a large uncompressed JSONL file, read in
+    /// pieces) that could not be used: `offset` is where the line starts.
+    #[error("{}: line at byte {offset}: {cause}", shown(path))]
+    RecordAtByte {
+        path: PathBuf,
+        offset: u64,
+        cause: RecordError,
+    },
+
+    /// Reading a piece of a file numbered by byte offsets failed in the line at `offset`.
+    #[error("{}: line at byte {offset}: {}: {cause}", shown(path), read_failure(*compression))]
+    ReadAtByte {
+        path: PathBuf,
+        offset: u64,
+        compression: Compression,
+        cause: std::io::Error,
+    },
+
     /// A JSONL record that could not be used.
     #[error("{}:{line}: {cause}", shown(path))]
     Record {
@@ -353,6 +371,7 @@ impl IoError {
             | IoError::Read { cause, .. }
             | IoError::ReadWhole { cause, .. }
             | IoError::ArchiveRead { cause, .. }
+            | IoError::ReadAtByte { cause, .. }
             | IoError::Write { cause, .. }
             | IoError::Prepare { cause, .. } => Some(cause.kind()),
             _ => None,

@@ -39,11 +39,18 @@ pub fn open_decompressed(file: &InputFile) -> Result<Box<dyn Read + Send>, IoErr
 }
 
 /// Reads the lines of one (maybe compressed, maybe stdin) file.
+///
+/// Lines are numbered from 1 by default. A reader made by [`LineReader::open_bytes`] (a piece
+/// of a large uncompressed file, or a whole file numbered the same way) numbers each line
+/// 1 + the byte offset of its start in the file instead: what a reader of one piece can know
+/// without reading the pieces before it.
 pub struct LineReader {
     path: PathBuf,
     compression: Compression,
     reader: Box<dyn BufRead + Send>,
     line: u64,
+    /// `Some(offset of the next line's start)` when lines are numbered by byte offset.
+    offset: Option<u64>,
 }
 
 impl LineReader {
@@ -56,40 +63,92 @@ impl LineReader {
             compression: file.compression,
             reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, inner)),
             line: 0,
+            offset: None,
         })
     }
 
+    /// Opens the lines starting in bytes `start..end` of an uncompressed file (`start` a line
+    /// start), numbered by byte offset (see the type's docs). `end` may be past the end of
+    /// the file.
+    pub fn open_bytes(file: &InputFile, start: u64, end: u64) -> Result<LineReader, IoError> {
+        use std::io::{Seek, SeekFrom};
+        let open_err = |cause| IoError::Open {
+            path: file.path.clone(),
+            cause,
+        };
+        let mut raw = std::fs::File::open(&file.path).map_err(open_err)?;
+        raw.seek(SeekFrom::Start(start)).map_err(open_err)?;
+        Ok(LineReader {
+            path: file.path.clone(),
+            compression: file.compression,
+            reader: Box::new(BufReader::with_capacity(
+                READ_BUFFER_BYTES,
+                raw.take(end.saturating_sub(start)),
+            )),
+            line: 0,
+            offset: Some(start),
+        })
+    }
+
+    /// The error for a failed read of the line being read.
+    fn read_error(&self, cause: std::io::Error) -> IoError {
+        match self.offset {
+            None => IoError::Read {
+                path: self.path.clone(),
+                line: self.line + 1,
+                compression: self.compression,
+                cause,
+            },
+            Some(offset) => IoError::ReadAtByte {
+                path: self.path.clone(),
+                offset,
+                compression: self.compression,
+                cause,
+            },
+        }
+    }
+
+    /// The number of the line just read, `consumed` bytes long with its end of line, and
+    /// whether it is the file's first line (which may start with a byte order mark).
+    fn advance(&mut self, consumed: usize) -> (u64, bool) {
+        self.line += 1;
+        match self.offset.as_mut() {
+            None => (self.line, self.line == 1),
+            Some(offset) => {
+                let start = *offset;
+                *offset += consumed as u64;
+                (start + 1, start == 0)
+            }
+        }
+    }
+
     /// Reads the next line into `buf` (cleared first), without its trailing
-    /// `\n` or `\r\n`, and returns its 1-based line number, or `None` at the
-    /// end of the file. A UTF-8 byte order mark on line 1 is dropped.
+    /// `\n` or `\r\n`, and returns its 1-based line number (or 1 + its byte offset, see
+    /// the type's docs), or `None` at the end of the file. A UTF-8 byte order mark on line 1
+    /// is dropped.
     ///
     /// A read or decompression error (for example a truncated gzip or zstd
     /// stream) is returned with the number of the line being read.
     pub fn next_line(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>, IoError> {
         buf.clear();
-        let n = self
-            .reader
-            .read_until(b'\n', buf)
-            .map_err(|source| IoError::Read {
-                path: self.path.clone(),
-                line: self.line + 1,
-                compression: self.compression,
-                cause: source,
-            })?;
+        let n = match self.reader.read_until(b'\n', buf) {
+            Ok(n) => n,
+            Err(cause) => return Err(self.read_error(cause)),
+        };
         if n == 0 {
             return Ok(None);
         }
-        self.line += 1;
+        let (number, first) = self.advance(n);
         if buf.last() == Some(&b'\n') {
             buf.pop();
             if buf.last() == Some(&b'\r') {
                 buf.pop();
             }
         }
-        if self.line == 1 && buf.starts_with(UTF8_BOM) {
+        if first && buf.starts_with(UTF8_BOM) {
             buf.drain(..UTF8_BOM.len());
         }
-        Ok(Some(self.line))
+        Ok(Some(number))
     }
 
     /// Like [`next_line`](Self::next_line), but a line longer than `max` bytes is not held:
@@ -102,18 +161,11 @@ impl LineReader {
     ) -> Result<Option<(u64, bool)>, IoError> {
         buf.clear();
         let max = usize::try_from(max).unwrap_or(usize::MAX);
-        let (mut any, mut content) = (false, 0usize);
+        let (mut any, mut content, mut consumed) = (false, 0usize, 0usize);
         loop {
             let chunk = match self.reader.fill_buf() {
                 Ok(c) => c,
-                Err(source) => {
-                    return Err(IoError::Read {
-                        path: self.path.clone(),
-                        line: self.line + 1,
-                        compression: self.compression,
-                        cause: source,
-                    })
-                }
+                Err(cause) => return Err(self.read_error(cause)),
             };
             if chunk.is_empty() {
                 break;
@@ -127,6 +179,7 @@ impl LineReader {
             let room = max.saturating_add(1).saturating_sub(buf.len()).min(take);
             buf.extend_from_slice(&chunk[..room]);
             self.reader.consume(take);
+            consumed = consumed.saturating_add(take);
             if done {
                 break;
             }
@@ -134,7 +187,7 @@ impl LineReader {
         if !any {
             return Ok(None);
         }
-        self.line += 1;
+        let (number, first) = self.advance(consumed);
         let over = content > max;
         if over {
             buf.truncate(max);
@@ -144,10 +197,10 @@ impl LineReader {
                 buf.pop();
             }
         }
-        if self.line == 1 && buf.starts_with(UTF8_BOM) {
+        if first && buf.starts_with(UTF8_BOM) {
             buf.drain(..UTF8_BOM.len());
         }
-        Ok(Some((self.line, over)))
+        Ok(Some((number, over)))
     }
 
     /// The number of lines returned so far.

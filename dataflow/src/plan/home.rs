@@ -120,6 +120,8 @@ impl HomeTable {
             let first = match unit.spec.locator {
                 Locator::Whole => 0,
                 Locator::RowGroup(rg) => rg.first_row,
+                // Pieces of a large file are numbered by byte offset.
+                Locator::Bytes { start, .. } => start,
             };
             by_file[unit.file as usize].push((first, (worker / workers) as u16));
         }

@@ -1,12 +1,18 @@
 //! JSONL: one JSON object per line.
 //!
-//! A JSONL file is one unit, whatever its size: a compressed stream cannot be
-//! split, and an uncompressed one is rarely large enough to be worth it. Its
-//! reader streams lines ([`crate::stream::LineReader`]) and ships each one
+//! A compressed JSONL file is one unit (a compressed stream cannot be split), and so is
+//! an uncompressed one of up to [`SPLIT_BYTES`]. Record numbers are then line numbers
+//! from 0. A larger uncompressed file is cut into pieces of about [`SPLIT_BYTES`] at line
+//! starts (found by reading a few bytes after each cut, never the whole file), so that
+//! several workers read it at once; its record numbers are the byte offsets of its lines'
+//! starts, which the reader of a piece knows without the pieces before it
+//! ([`numbered_by_offset`]). Either way the numbering depends only on the file, never on
+//! the number of workers.
+//!
+//! A reader streams lines ([`crate::stream::LineReader`]) and ships each one
 //! unparsed ([`Payload::Raw`]): the worker that fingerprints the document
 //! parses it, so parsing is spread over every worker along with hashing.
-//! Record numbers are line numbers from 0; lines holding only whitespace are
-//! [`Payload::Blank`], not records.
+//! Lines holding only whitespace are [`Payload::Blank`], not records.
 //!
 //! [`parse_record`] pulls the few fields a run needs out of one line. Records
 //! often carry large fields we never look at (HTML, metadata, token arrays),
@@ -34,6 +40,60 @@ use crate::stream::LineReader;
 /// The JSONL source kind.
 pub struct Jsonl;
 
+/// Uncompressed JSONL files larger than this are read in pieces of about this size, and
+/// numbered by byte offset. 32 MiB: at about 300 MB/s of reading and fingerprinting per core
+/// (docs/performance.md) a piece is a tenth of a second of work, small enough to balance a
+/// few workers over one big file, and large enough that per-piece costs (an open, a seek)
+/// vanish; files below it (the shards of most corpora) keep line numbers.
+pub const SPLIT_BYTES: u64 = 32 << 20;
+
+/// Whether `file`'s records are numbered by the byte offsets of their lines (an
+/// uncompressed regular file larger than [`SPLIT_BYTES`]) rather than by line numbers.
+pub fn numbered_by_offset(file: &InputFile) -> bool {
+    file.compression == Compression::None
+        && !file.is_stdin()
+        && std::fs::metadata(&file.path).is_ok_and(|m| m.is_file() && m.len() > SPLIT_BYTES)
+}
+
+/// The pieces of an uncompressed file of `size` bytes: each starts after the end of the line
+/// holding the byte `piece` bytes after the previous start (a line longer than a piece makes
+/// fewer pieces).
+fn pieces(file: &InputFile, size: u64, piece: u64) -> Result<Vec<UnitSpec>, IoError> {
+    use std::io::{BufRead, BufReader, Seek, SeekFrom};
+    let open_err = |cause| IoError::Open {
+        path: file.path.clone(),
+        cause,
+    };
+    let mut starts = vec![0u64];
+    let mut raw = BufReader::with_capacity(64 << 10, File::open(&file.path).map_err(open_err)?);
+    let mut cut = piece;
+    while cut < size {
+        // The piece starts after the end of the line holding byte `cut - 1`.
+        raw.seek(SeekFrom::Start(cut - 1)).map_err(open_err)?;
+        let mut skipped = Vec::new();
+        let n = raw.read_until(b'\n', &mut skipped).map_err(open_err)?;
+        let start = cut - 1 + n as u64;
+        if start >= size {
+            break;
+        }
+        starts.push(start);
+        cut = start + piece;
+    }
+    starts.push(size);
+    Ok(starts
+        .windows(2)
+        .enumerate()
+        .map(|(index, w)| UnitSpec {
+            index,
+            weight: w[1] - w[0],
+            locator: super::Locator::Bytes {
+                start: w[0],
+                end: w[1],
+            },
+        })
+        .collect())
+}
+
 impl SourceKind for Jsonl {
     fn name(&self) -> &'static str {
         "JSONL"
@@ -47,17 +107,43 @@ impl SourceKind for Jsonl {
             .then_some(compression)
     }
 
+    fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
+        if numbered_by_offset(file) {
+            let size = std::fs::metadata(&file.path)
+                .map_err(|cause| IoError::Open {
+                    path: file.path.clone(),
+                    cause,
+                })?
+                .len();
+            pieces(file, size, SPLIT_BYTES)
+        } else {
+            Ok(vec![UnitSpec::whole_file(file)])
+        }
+    }
+
     fn open(
         &self,
         file: &InputFile,
         unit: &UnitSpec,
         fields: &FieldSpec,
     ) -> Result<Box<dyn RecordReader>, IoError> {
-        whole_file_of(self, file, unit)?;
         let max_line = fields
             .max_doc_bytes
             .saturating_mul(crate::web::JSONL_LINE_FACTOR);
-        Ok(Box::new(LineRecords(LineReader::open(file)?, max_line)))
+        let lines = match unit.locator {
+            super::Locator::Bytes { start, end } => LineReader::open_bytes(file, start, end)?,
+            // A whole file large enough to be split (`neardup hash` reads whole files of
+            // any kind this way too) is numbered like its pieces.
+            _ if numbered_by_offset(file) => {
+                whole_file_of(self, file, unit)?;
+                LineReader::open_bytes(file, 0, u64::MAX)?
+            }
+            _ => {
+                whole_file_of(self, file, unit)?;
+                LineReader::open(file)?
+            }
+        };
+        Ok(Box::new(LineRecords(lines, max_line)))
     }
 
     fn parse_into(
@@ -70,11 +156,28 @@ impl SourceKind for Jsonl {
     }
 
     fn record_error(&self, path: &Path, record: u64, error: RecordError) -> IoError {
-        IoError::record(path, record + 1, error)
+        let file = InputFile {
+            path: path.to_path_buf(),
+            format: super::Format::Jsonl,
+            compression: Compression::split_suffix(&path.to_string_lossy().to_lowercase()).1,
+        };
+        if numbered_by_offset(&file) {
+            IoError::RecordAtByte {
+                path: path.to_path_buf(),
+                offset: record,
+                cause: error,
+            }
+        } else {
+            IoError::record(path, record + 1, error)
+        }
     }
 
     fn record_name(&self, file: &InputFile, record: u64, out: &mut String) {
-        write!(out, "{}:{}", shown(&file.path), record + 1).expect("writing to a String");
+        if numbered_by_offset(file) {
+            write!(out, "{}:@{record}", shown(&file.path)).expect("writing to a String");
+        } else {
+            write!(out, "{}:{}", shown(&file.path), record + 1).expect("writing to a String");
+        }
     }
 
     fn read_cost(&self, file: &InputFile) -> Option<ReadCost> {
@@ -139,7 +242,11 @@ fn write_jsonl(file: &InputFile, removed: &HashSet<u64>, tmp: &Path) -> Result<K
                 .auto_finish(),
         ),
     };
-    let mut reader = LineReader::open(file)?;
+    let mut reader = if numbered_by_offset(file) {
+        LineReader::open_bytes(file, 0, u64::MAX)?
+    } else {
+        LineReader::open(file)?
+    };
     let mut line = Vec::new();
     let mut kept = Kept::default();
     while let Some(number) = reader.next_line(&mut line)? {
@@ -768,6 +875,118 @@ fn extra_number(field: &str, value: Option<Scalar>) -> Result<Option<f64>, Recor
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every line of `bytes` with the byte offset of its start, as a whole-file reader numbered
+    /// by offset must give them (the simple version: split on `\n`).
+    fn lines_by_offset(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut start = 0usize;
+        while start < bytes.len() {
+            let end = bytes[start..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |i| start + i + 1);
+            let mut line = bytes[start..end].to_vec();
+            if line.last() == Some(&b'\n') {
+                line.pop();
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+            }
+            if start == 0 && line.starts_with(b"\xEF\xBB\xBF") {
+                line.drain(..3);
+            }
+            out.push((start as u64, line));
+            start = end;
+        }
+        out
+    }
+
+    #[test]
+    fn pieces_cut_at_line_starts_and_read_every_line_once_numbered_by_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.jsonl");
+        // Lines of varied length, one far longer than a piece, CRLF, a BOM, and no final
+        // newline.
+        let mut bytes = b"\xEF\xBB\xBF{\"text\":\"bom\"}\n".to_vec();
+        for i in 0..400 {
+            let len = if i == 150 { 900 } else { (i * 7919) % 53 };
+            let end = if i % 9 == 0 { "\r\n" } else { "\n" };
+            bytes.extend(format!("{{\"text\":\"{}\"}}{end}", "x".repeat(len)).bytes());
+        }
+        bytes.extend(b"{\"text\":\"last\"}");
+        std::fs::write(&path, &bytes).unwrap();
+        let file = InputFile {
+            path: path.clone(),
+            format: super::super::Format::Jsonl,
+            compression: Compression::None,
+        };
+        let want = lines_by_offset(&bytes);
+        for piece in [1u64, 2, 37, 64, 500, 1000, 10_000, 1 << 20] {
+            let units = pieces(&file, bytes.len() as u64, piece).unwrap();
+            // Contiguous, covering the file, each starting at a line start.
+            let mut at = 0;
+            for (i, unit) in units.iter().enumerate() {
+                let super::super::Locator::Bytes { start, end } = unit.locator else {
+                    panic!("not a byte range: {unit:?}");
+                };
+                assert_eq!((unit.index, start, unit.weight), (i, at, end - start));
+                assert!(
+                    start == 0 || bytes[start as usize - 1] == b'\n',
+                    "piece {piece}"
+                );
+                at = end;
+            }
+            assert_eq!(at, bytes.len() as u64);
+            let mut got = Vec::new();
+            for unit in &units {
+                let mut reader = Jsonl.open(&file, unit, &spec(None, None)).unwrap();
+                let mut rec = SourceRecord::default();
+                while reader.next_into(&mut rec).unwrap() {
+                    let (Payload::Raw(line) | Payload::Blank(line)) = &rec.payload else {
+                        panic!("{:?}", rec.payload);
+                    };
+                    got.push((rec.record, line.clone()));
+                }
+            }
+            assert_eq!(got, want, "piece {piece}");
+        }
+    }
+
+    #[test]
+    fn only_large_uncompressed_files_are_numbered_by_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small.jsonl");
+        std::fs::write(&small, "{\"text\":\"a\"}\n").unwrap();
+        let big = dir.path().join("big.jsonl");
+        let f = File::create(&big).unwrap();
+        f.set_len(SPLIT_BYTES + 1).unwrap();
+        let file = |path: &Path, compression| InputFile {
+            path: path.to_path_buf(),
+            format: super::super::Format::Jsonl,
+            compression,
+        };
+        assert!(!numbered_by_offset(&file(&small, Compression::None)));
+        assert!(numbered_by_offset(&file(&big, Compression::None)));
+        assert!(!numbered_by_offset(&file(&big, Compression::Gzip)));
+        assert_eq!(
+            Jsonl.units(&file(&small, Compression::None)).unwrap().len(),
+            1
+        );
+        // A sparse file of zeros is one line: one piece.
+        assert_eq!(
+            Jsonl.units(&file(&big, Compression::None)).unwrap().len(),
+            1
+        );
+        // Errors and names say where the line starts.
+        let err = Jsonl
+            .record_error(&big, 1234, RecordError::EmptyLine)
+            .to_string();
+        assert!(err.contains("line at byte 1234"), "{err}");
+        let mut name = String::new();
+        Jsonl.record_name(&file(&big, Compression::None), 1234, &mut name);
+        assert!(name.ends_with(":@1234"), "{name}");
+    }
 
     fn spec(id: Option<&str>, extra: Option<&str>) -> FieldSpec {
         FieldSpec {

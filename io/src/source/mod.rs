@@ -125,6 +125,9 @@ pub enum Locator {
     Whole,
     /// One row group of a Parquet file.
     RowGroup(RowGroupUnit),
+    /// The lines starting in bytes `start..end` of an uncompressed line file large enough to
+    /// be split (see [`jsonl::SPLIT_BYTES`]); `start` and `end` are line starts (or the end).
+    Bytes { start: u64, end: u64 },
 }
 
 /// One unit of reading: a piece of a file that any worker can read alone.
@@ -301,7 +304,7 @@ pub(crate) fn row_group_of(
 ) -> Result<RowGroupUnit, IoError> {
     match unit.locator {
         Locator::RowGroup(rg) => Ok(rg),
-        Locator::Whole => Err(IoError::WrongUnit {
+        Locator::Whole | Locator::Bytes { .. } => Err(IoError::WrongUnit {
             path: file.path.clone(),
             kind: kind.name(),
         }),
@@ -316,7 +319,7 @@ pub(crate) fn whole_file_of(
 ) -> Result<(), IoError> {
     match unit.locator {
         Locator::Whole => Ok(()),
-        Locator::RowGroup(_) => Err(IoError::WrongUnit {
+        Locator::RowGroup(_) | Locator::Bytes { .. } => Err(IoError::WrongUnit {
             path: file.path.clone(),
             kind: kind.name(),
         }),
