@@ -127,11 +127,23 @@ fn hostfile(dir: &Path, processes: usize) -> PathBuf {
 
 /// `neardup run -n 2 -p I -h HOSTS -w 1 [--secret-file SECRET] --output OUT CORPUS`.
 fn process(i: usize, hosts: &Path, secret: Option<&Path>, out: &Path, corpus: &Path) -> Proc {
+    process_of(2, i, hosts, secret, out, corpus)
+}
+
+/// Process `i` of `n`, as [`process`].
+fn process_of(
+    n: usize,
+    i: usize,
+    hosts: &Path,
+    secret: Option<&Path>,
+    out: &Path,
+    corpus: &Path,
+) -> Proc {
     let mut cmd = Command::new(BIN);
     cmd.args([
         "run",
         "-n",
-        "2",
+        &n.to_string(),
         "-p",
         &i.to_string(),
         "-h",
@@ -303,4 +315,74 @@ fn local_cluster_makes_a_private_secret_for_every_process() {
         !Path::new(&lines[0][0]).exists(),
         "the secret is removed with the script's temporary directory"
     );
+}
+
+/// The connections timely runs over are made and proven by neardup itself, so no window
+/// remains in which timely's own listener takes any connection for a process of the job: an
+/// impostor that reaches process 1's port before the job starts and claims to be process 2
+/// (with a MAC made without the secret) is dropped and logged, and the job of three
+/// processes completes with the pairs one process finds.
+#[test]
+fn an_impostor_on_a_data_port_is_dropped_and_the_job_completes() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = corpus(dir.path());
+    let hosts = hostfile(dir.path(), 3);
+    let out = dir.path().join("out");
+    let secret = secret_file(&dir.path().join("secret"), "the job's secret\n", 0o600);
+    let address = std::fs::read_to_string(&hosts)
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let mut p0 = process_of(3, 0, &hosts, Some(&secret), &out, &corpus);
+    let mut p1 = process_of(3, 1, &hosts, Some(&secret), &out, &corpus);
+    // Connected once process 1 listens; process 1 reads it only after go, which waits for
+    // process 2, started below: the impostor is first in line.
+    let deadline = Instant::now() + TIMEOUT;
+    let stream = loop {
+        match std::net::TcpStream::connect(&address) {
+            Ok(stream) => break stream,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "process 1 never listened: {e}");
+                thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    let impostor = thread::spawn(move || {
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut challenge = String::new();
+        reader.read_line(&mut challenge).unwrap();
+        let mut stream = stream;
+        let forged = format!("data secret-test 2 {}\n", "ab".repeat(32));
+        stream.write_all(forged.as_bytes()).unwrap();
+        // Process 1 closes the connection rather than taking it for process 2.
+        let mut rest = Vec::new();
+        let _ = reader.read_to_end(&mut rest);
+        (challenge, rest)
+    });
+    thread::sleep(Duration::from_millis(300));
+    let mut p2 = process_of(3, 2, &hosts, Some(&secret), &out, &corpus);
+    for p in [&mut p0, &mut p1, &mut p2] {
+        let status = p.wait(TIMEOUT);
+        assert!(status.success(), "{}", p.stderr());
+    }
+    let (challenge, rest) = impostor.join().unwrap();
+    assert!(challenge.starts_with("challenge "), "{challenge:?}");
+    assert!(
+        rest.is_empty(),
+        "the impostor was sent {} bytes",
+        rest.len()
+    );
+    assert!(
+        p1.stderr()
+            .contains("claims to be process 2 but failed authentication"),
+        "{}",
+        p1.stderr()
+    );
+    let single = dir.path().join("single");
+    common::run_ok(&single, &["-w", "1"], &[corpus.as_path()]);
+    assert_eq!(common::pairs(&single), common::pairs(&out));
 }

@@ -85,8 +85,15 @@ pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(60);
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a new connection may take to say hello before it is dropped.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long the other processes wait after "go" before timely connects (see `follow`).
-const TIMELY_BIND_GRACE: Duration = Duration::from_millis(300);
+/// How often process 0 looks for a new connection while it waits for the others (a
+/// non-blocking accept; short, so that start-up takes milliseconds, not a second).
+const ACCEPT_POLL: Duration = Duration::from_millis(2);
+/// How long a process waits before trying process 0 again when it is not listening yet.
+const CONNECT_RETRY: Duration = Duration::from_millis(10);
+/// What the first line of a data connection (the connections timely runs over) says.
+const DATA_LABEL: &[u8] = b"neardup-control/2 data";
+/// The longest line a data connection's handshake may send.
+const MAX_DATA_LINE: usize = 512;
 /// The longest hello line accepted.
 const MAX_LINE: u64 = 1 << 20;
 
@@ -353,6 +360,9 @@ enum Reply {
 pub struct Control {
     done: Arc<AtomicBool>,
     peers: Vec<Arc<Mutex<Sender>>>,
+    /// The connections timely runs the job over, one per other process in process order
+    /// (`None` for this one), handed over once by [`Control::take_data_connections`].
+    data: Vec<Option<TcpStream>>,
 }
 
 /// Set while a multi-process job runs: the panic hook then leaves the diagnosis to the
@@ -512,7 +522,7 @@ fn lead(
         let (stream, from) = match listener.accept() {
             Ok(accepted) => accepted,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                thread::sleep(Duration::from_millis(20));
+                thread::sleep(ACCEPT_POLL);
                 continue;
             }
             Err(e) => {
@@ -534,9 +544,8 @@ fn lead(
         abort_all(&mut peers, &e.to_string());
         return Err(e);
     }
-    // Close the listener before anyone starts, so timely can bind the port and no timely
-    // connection lands in our backlog.
-    drop(listener);
+    // The listener stays open: the other processes connect to it again, after go, for the
+    // connections timely runs the job over (see `connect_data`).
     let go = serde_json::to_string(&Reply::Go).expect("serializable");
     let mut streams = Vec::new();
     for (i, joined) in peers.into_iter().enumerate().skip(1) {
@@ -549,7 +558,8 @@ fn lead(
         })?;
         streams.push((i, joined));
     }
-    Ok(start_heartbeat(streams, 0, addresses, config, true))
+    let control = start_heartbeat(streams, 0, addresses, config, true);
+    with_data_connections(control, listener, addresses, 0, config)
 }
 
 /// Sends a reply line and its MAC line (over the other process's challenge).
@@ -683,6 +693,9 @@ fn follow(
     config: &ControlConfig,
     fingerprint: BTreeMap<String, Value>,
 ) -> Result<Control, JobError> {
+    // Listen before saying hello: once process 0 says go, every process's listener is open,
+    // so the connections for timely never wait for one.
+    let listener = listen(addresses, process)?;
     let deadline = Instant::now() + config.connect_timeout;
     let lead = &addresses[0];
     let closed = || {
@@ -698,7 +711,7 @@ fn follow(
             .and_then(|lead| TcpStream::connect_timeout(&lead, Duration::from_secs(1)));
         match attempt {
             Ok(s) => break s,
-            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(250)),
+            Err(_) if Instant::now() < deadline => thread::sleep(CONNECT_RETRY),
             Err(e) => {
                 return Err(JobError::Cluster(format!(
                     "process 0 ({lead}) did not answer within {} s: {e}",
@@ -767,27 +780,250 @@ fn follow(
     }
     match serde_json::from_str::<Reply>(&reply) {
         Ok(Reply::Go) => {
-            // Process 0 binds its timely port right after saying go; timely's own connect
-            // retries only once a second, so give it that moment rather than a retry.
-            thread::sleep(TIMELY_BIND_GRACE);
             let joined = Joined {
                 stream,
                 reader,
                 lead_challenge,
                 follow_challenge,
             };
-            Ok(start_heartbeat(
-                vec![(0, joined)],
-                process,
-                addresses,
-                config,
-                false,
-            ))
+            let control = start_heartbeat(vec![(0, joined)], process, addresses, config, false);
+            with_data_connections(control, listener, addresses, process, config)
         }
         Ok(Reply::Abort { reason }) => Err(JobError::Cluster(format!(
             "process 0 stopped the job: {reason}"
         ))),
         Err(_) => Err(closed()),
+    }
+}
+
+/// Binds this process's listener on its own hostfile address.
+fn listen(addresses: &[String], me: usize) -> Result<TcpListener, JobError> {
+    TcpListener::bind(resolve(&addresses[me])?).map_err(|e| {
+        JobError::Cluster(format!(
+            "process {me} cannot listen on {}: {e}",
+            addresses[me]
+        ))
+    })
+}
+
+/// Connects the data connections (see [`connect_data`]) once the heartbeat runs; on failure
+/// the others are told, and the job stops.
+fn with_data_connections(
+    mut control: Control,
+    listener: TcpListener,
+    addresses: &[String],
+    me: usize,
+    config: &ControlConfig,
+) -> Result<Control, JobError> {
+    match connect_data(listener, addresses, me, config) {
+        Ok(data) => {
+            control.data = data;
+            Ok(control)
+        }
+        Err(reason) => {
+            let reason = format!("process {me} ({}): {reason}", addresses[me]);
+            control.abort(&reason);
+            Err(JobError::Cluster(reason))
+        }
+    }
+}
+
+/// The connections timely runs the job over, made by neardup instead of timely.
+///
+/// The simple way is timely's own: every process binds its port when timely starts, and
+/// connects to the lower ones, retrying once a second, while waiting for the higher ones
+/// with a poll that also sleeps a second. That costs a second or more at every start, and
+/// anyone who reaches a port in that moment is taken for a process of the job. Here every
+/// process has been listening since before the handshake, so after go process `i` connects
+/// to every process below it at once and accepts every process above it; each connection
+/// proves itself first (the acceptor sends a fresh challenge, the connector answers with
+/// the job id, its index and, with `--secret-file`, an HMAC over them and the challenge),
+/// and a connection that does not is dropped and logged. The sockets are then handed to
+/// timely (`initialize_networking_from_sockets`), which speaks its own protocol over them
+/// from the first byte on. The handshake reads byte by byte, so that no byte of timely's
+/// can be taken into a buffer of ours.
+///
+/// Returns one connection per other process, in process order, `None` at `me`.
+fn connect_data(
+    listener: TcpListener,
+    addresses: &[String],
+    me: usize,
+    config: &ControlConfig,
+) -> Result<Vec<Option<TcpStream>>, String> {
+    let deadline = Instant::now() + config.connect_timeout;
+    let mut data: Vec<Option<TcpStream>> = (0..addresses.len()).map(|_| None).collect();
+    // Lower processes first: they only wait for their own lower ones, so nobody waits in a
+    // circle.
+    for (j, address) in addresses.iter().enumerate().take(me) {
+        data[j] = Some(dial_data(address, j, me, config, deadline)?);
+    }
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("cannot configure the listener: {e}"))?;
+    while data.iter().skip(me + 1).any(Option::is_none) {
+        if Instant::now() >= deadline {
+            let missing: Vec<String> = (me + 1..addresses.len())
+                .filter(|&j| data[j].is_none())
+                .map(|j| format!("process {j} ({})", addresses[j]))
+                .collect();
+            return Err(format!(
+                "{} did not open its data connection within {} s",
+                missing.join(", "),
+                config.connect_timeout.as_secs()
+            ));
+        }
+        let (stream, from) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                thread::sleep(ACCEPT_POLL);
+                continue;
+            }
+            Err(e) => return Err(format!("accepting data connections: {e}")),
+        };
+        match accept_data(stream, me, addresses.len(), config) {
+            Ok((j, stream)) if data[j].is_none() => data[j] = Some(stream),
+            Ok((j, _)) => eprintln!(
+                "neardup: ignored a connection from {from}: a second data connection from process {j}"
+            ),
+            Err(why) => eprintln!("neardup: ignored a connection from {from}: {why}"),
+        }
+    }
+    for stream in data.iter().flatten() {
+        stream
+            .set_read_timeout(None)
+            .and_then(|()| stream.set_write_timeout(None))
+            .and_then(|()| stream.set_nodelay(true))
+            .map_err(|e| format!("cannot configure a data connection: {e}"))?;
+    }
+    Ok(data)
+}
+
+/// The MAC of a data connection's answer (or `-` without a secret).
+fn data_mac(secret: Option<&Secret>, challenge: &[u8], job_id: &str, from: usize) -> String {
+    match secret {
+        Some(secret) => hex(&secret.mac(&[
+            DATA_LABEL,
+            challenge,
+            job_id.as_bytes(),
+            from.to_string().as_bytes(),
+        ])),
+        None => "-".into(),
+    }
+}
+
+/// Process `me`'s data connection to the lower process `j`.
+fn dial_data(
+    address: &str,
+    j: usize,
+    me: usize,
+    config: &ControlConfig,
+    deadline: Instant,
+) -> Result<TcpStream, String> {
+    let mut stream = loop {
+        match resolve(address)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(1)))
+        {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => thread::sleep(CONNECT_RETRY),
+            Err(e) => {
+                return Err(format!(
+                    "cannot open a data connection to process {j} ({address}): {e}"
+                ))
+            }
+        }
+    };
+    let failed = |e: std::io::Error| {
+        format!("data connection to process {j} ({address}) failed at start-up: {e}")
+    };
+    stream
+        .set_read_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(HELLO_TIMEOUT),
+        ))
+        .map_err(failed)?;
+    let challenge = read_short_line(&mut stream)
+        .map_err(failed)?
+        .and_then(|line| line.strip_prefix("challenge ").and_then(unhex))
+        .ok_or_else(|| format!("process {j} ({address}) did not answer its data connection"))?;
+    let mac = data_mac(config.secret.as_ref(), &challenge, &config.job_id, me);
+    let line = format!("data {} {me} {mac}", config.job_id);
+    send_line(&mut stream, &line).map_err(failed)?;
+    Ok(stream)
+}
+
+/// A data connection from a higher process: its index and the stream, or why it is not one.
+fn accept_data(
+    stream: TcpStream,
+    me: usize,
+    processes: usize,
+    config: &ControlConfig,
+) -> Result<(usize, TcpStream), String> {
+    let mut stream = stream;
+    stream
+        .set_nonblocking(false)
+        .and_then(|()| stream.set_read_timeout(Some(HELLO_TIMEOUT)))
+        .and_then(|()| stream.set_write_timeout(Some(HELLO_TIMEOUT)))
+        .map_err(|e| format!("cannot configure the socket: {e}"))?;
+    let challenge = challenge().map_err(|e| e.to_string())?;
+    send_line(&mut stream, &format!("challenge {}", hex(&challenge)))
+        .map_err(|_| "closed before the challenge".to_string())?;
+    let line = read_short_line(&mut stream)
+        .map_err(|_| "no answer in time".to_string())?
+        .ok_or("closed without an answer")?;
+    let mut words = line.split(' ');
+    let (Some("data"), Some(job_id), Some(from), Some(mac), None) = (
+        words.next(),
+        words.next(),
+        words.next(),
+        words.next(),
+        words.next(),
+    ) else {
+        return Err(format!("not a {PROTOCOL} data connection"));
+    };
+    if job_id != config.job_id {
+        return Err(format!("another job ({job_id:?})"));
+    }
+    let from: usize = from
+        .parse()
+        .ok()
+        .filter(|&j| j > me && j < processes)
+        .ok_or_else(|| format!("no process {from} connects to process {me}"))?;
+    if let Some(secret) = config.secret.as_ref() {
+        let from_text = from.to_string();
+        let parts: [&[u8]; 4] = [
+            DATA_LABEL,
+            &challenge,
+            job_id.as_bytes(),
+            from_text.as_bytes(),
+        ];
+        if !unhex(mac).is_some_and(|tag| secret.verify(&parts, &tag)) {
+            return Err(format!(
+                "claims to be process {from} but failed authentication (check --secret-file)"
+            ));
+        }
+    }
+    Ok((from, stream))
+}
+
+/// Reads one line of at most [`MAX_DATA_LINE`] bytes, byte by byte (nothing after its `\n`
+/// is read); `None` if the stream ends first.
+fn read_short_line(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        if stream.read(&mut byte)? == 0 {
+            return Ok(None);
+        }
+        if byte[0] == b'\n' {
+            return Ok(String::from_utf8(line).ok());
+        }
+        line.push(byte[0]);
+        if line.len() > MAX_DATA_LINE {
+            return Err(std::io::Error::other("line too long"));
+        }
     }
 }
 
@@ -858,7 +1094,11 @@ fn start_heartbeat(
     if let Ok(mut running) = RUNNING.lock() {
         *running = Some((done.clone(), all.clone()));
     }
-    Control { done, peers: all }
+    Control {
+        done,
+        peers: all,
+        data: Vec::new(),
+    }
 }
 
 /// Reads one peer's lines until it says bye; anything else is the reason the job must stop
@@ -947,6 +1187,12 @@ fn watch(
 }
 
 impl Control {
+    /// The connections timely runs the job over (see [`connect_data`]): one per other
+    /// process, in process order, `None` at this process's own place.
+    pub fn take_data_connections(&mut self) -> Vec<Option<TcpStream>> {
+        std::mem::take(&mut self.data)
+    }
+
     /// No longer the running heartbeat of [`interrupt`].
     fn forget(&self) {
         if let Ok(mut running) = RUNNING.lock() {

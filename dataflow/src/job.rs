@@ -83,7 +83,7 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
         let Some(registration) = output::stop::register(held.files(&config)) else {
             return Err(stopped_error());
         };
-        let result = run_timely(config.clone(), progress, &registration);
+        let result = run_timely(config.clone(), progress, &registration, None);
         let result = dedup(&config, result);
         held.release(&config);
         return result;
@@ -91,7 +91,7 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
     // Several processes: agree at start-up, watch each other while running.
     let mut control_config = config.control.clone();
     control_config.job_id = config.job_id();
-    let control = control::rendezvous(
+    let mut control = control::rendezvous(
         &config.parallelism.addresses,
         config.parallelism.process,
         &control_config,
@@ -108,7 +108,8 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
         control.abort("stopped before it started");
         return Err(stopped_error());
     };
-    let result = run_timely(config.clone(), progress, &registration);
+    let sockets = control.take_data_connections();
+    let result = run_timely(config.clone(), progress, &registration, Some(sockets));
     match &result {
         // Every process learns a job failure from the merged summary: a clean goodbye.
         Ok(_) | Err(JobError::Failed(_)) => control.finish(),
@@ -229,14 +230,20 @@ fn output_tables(config: &JobConfig) -> &'static [output::Table] {
     }
 }
 
-/// Plans the input and runs the dataflow on this process's workers.
+/// Plans the input and runs the dataflow on this process's workers; with several processes,
+/// over the connections the control plane made (`sockets`, see `control::connect_data`).
 fn run_timely(
     config: JobConfig,
     progress: Arc<Progress>,
     registration: &output::stop::Registration,
+    sockets: Option<Vec<Option<std::net::TcpStream>>>,
 ) -> Result<JobSummary, JobError> {
     let plan = Plan::build(&config.input)?;
-    let timely_config = config.parallelism.timely_config();
+    let (allocators, others) = match sockets {
+        None => config.parallelism.timely_config().communication.try_build(),
+        Some(sockets) => cluster_allocators(sockets, &config),
+    }
+    .map_err(JobError::Cluster)?;
     let shared = Arc::new(Shared {
         config,
         plan,
@@ -245,9 +252,12 @@ fn run_timely(
         start: Instant::now(),
     });
     registration.running(Arc::downgrade(&shared));
-    let guards = timely::execute(timely_config, move |worker| {
-        run_worker(worker, shared.clone())
-    })
+    let guards = timely::execute::execute_from(
+        allocators,
+        others,
+        timely::WorkerConfig::default(),
+        move |worker| run_worker(worker, shared.clone()),
+    )
     .map_err(JobError::Cluster)?;
     let mut summary = None;
     for result in guards.join() {
@@ -263,6 +273,42 @@ fn run_timely(
     } else {
         Err(JobError::Failed(Box::new(summary)))
     }
+}
+
+/// timely's allocators for this process's workers over connections already made, as
+/// timely's own `Config::Cluster` builds them over connections it makes itself.
+#[allow(clippy::type_complexity)]
+fn cluster_allocators(
+    sockets: Vec<Option<std::net::TcpStream>>,
+    config: &JobConfig,
+) -> Result<
+    (
+        Vec<timely::communication::AllocatorBuilder>,
+        Box<dyn std::any::Any + Send>,
+    ),
+    String,
+> {
+    use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+    use timely::communication::allocator::ProcessBuilder;
+    let threads = config.parallelism.workers;
+    let hooks = timely::communication::Hooks::default();
+    let local =
+        ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
+    let (builders, guard) = initialize_networking_from_sockets(
+        local,
+        sockets,
+        config.parallelism.process,
+        threads,
+        hooks,
+    )
+    .map_err(|e| format!("failed to initialize networking: {e}"))?;
+    Ok((
+        builders
+            .into_iter()
+            .map(timely::communication::AllocatorBuilder::Tcp)
+            .collect(),
+        Box::new(guard),
+    ))
 }
 
 /// One worker: the main dataflow to completion, then the report exchange.
