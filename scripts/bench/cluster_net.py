@@ -144,6 +144,36 @@ def run_cluster(hosts: Hosts, n, mode, shards, out, hostfile: Path):
     return time.monotonic() - start
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def startup(work: Path, runs: int):
+    """Two processes over the 22-document example on loopback, against one process: the
+    fixed cost of a multi-process job (wall seconds, medians)."""
+    example = REPO / "examples" / "corpus.jsonl"
+    two, one = [], []
+    for r in range(runs):
+        hostfile = work / "hosts-startup.txt"
+        hostfile.write_text(f"127.0.0.1:{free_port()}\n127.0.0.1:{free_port()}\n")
+        out = work / "startup"
+        start = time.monotonic()
+        procs = [subprocess.Popen([str(BIN), "run", "--quiet", "--overwrite", "-n", "2", "-p", str(i), "-h",
+                                   str(hostfile), "--output", str(out), str(example)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(2)]
+        for p in procs:
+            _, err = p.communicate(timeout=60)
+            if p.returncode != 0:
+                sys.exit(f"start-up run failed:\n{err}")
+        two.append(time.monotonic() - start)
+        start = time.monotonic()
+        sh(str(BIN), "run", "--quiet", "--overwrite", "--output", str(work / "startup-1"), str(example))
+        one.append(time.monotonic() - start)
+    return statistics.median(two), statistics.median(one)
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("needs root (ip netns, tc)")
@@ -154,6 +184,7 @@ def main():
     shards = cut_shards(Path("/tmp/nd-dev-medium-16"))
     configs = [("1 process, 1 worker", 1, 1), ("1 process, 2 workers", 1, 2), ("2 processes, 1 worker each", 2, 1),
                ("4 processes, 1 worker each", 4, 1)]
+    two, one = startup(work, max(RUNS, 5))
     hosts = {}
     try:
         for n in (2, 4):
@@ -186,6 +217,7 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"machine: {os.cpu_count()} cores, {cpu}; links {RATE}"
           + (f", delay {DELAY}" if delay else ", no delay (the kernel has no sch_netem)") + f"; medians of {RUNS}")
+    print(f"start-up: 2 processes over the 22-document example on loopback {two:.3f} s, one process {one:.3f} s")
     print("| mode | configuration | wall s | speed-up | bytes/document between processes | by stage |")
     print("|---|---|---|---|---|---|")
     for mode, name, med, speed, (bpd, by_stage) in rows:
