@@ -43,6 +43,7 @@ pub mod config;
 pub mod control;
 pub mod error;
 pub mod job;
+pub mod live;
 pub mod output;
 pub mod plan;
 pub mod progress;

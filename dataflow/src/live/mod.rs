@@ -1,0 +1,5 @@
+//! What the live service (`neardup serve`) keeps running between requests, as opposed to
+//! the batch job in the rest of this crate: [`clusters`], the near-duplicate clusters of the
+//! documents present, maintained under inserts, replacements and deletes.
+
+pub mod clusters;
