@@ -51,6 +51,7 @@ pub mod exact;
 pub mod features;
 pub mod lookup3;
 pub mod minhash;
+pub mod mirrors;
 pub mod mix;
 pub mod quality;
 pub mod scheme;

@@ -54,7 +54,9 @@
 use url::Url;
 
 /// How far URLs are normalized (`--url-normalize`); see the module docs for the rules.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum UrlNormalize {
     /// The URL as given, trimmed.
     None,
@@ -89,25 +91,25 @@ impl UrlNormalize {
 /// Query parameters that only track a visitor or carry a session, never select content:
 /// matched case-insensitively on the decoded name. Prefixes end with `*`.
 pub const DROPPED_PARAMS: &[&str] = &[
-    "utm_*",          // Google Analytics campaign tags: utm_source, utm_medium, ...
-    "gclid",          // Google Ads click id
-    "gclsrc",         // Google Ads click source
-    "dclid",          // DoubleClick click id
-    "fbclid",         // Facebook click id
-    "msclkid",        // Microsoft Ads click id
-    "yclid",          // Yandex click id
-    "mc_cid",         // Mailchimp campaign id
-    "mc_eid",         // Mailchimp subscriber id
-    "_ga",            // Google Analytics cross-domain linker
-    "_hsenc",         // HubSpot
-    "_hsmi",          // HubSpot
-    "jsessionid",     // Java servlet session
-    "phpsessid",      // PHP session
-    "aspsessionid*",  // classic ASP session (ASPSESSIONIDxxxxxxxx)
-    "sid",            // generic session id
-    "sessionid",      // generic session id
-    "cfid",           // ColdFusion session
-    "cftoken",        // ColdFusion session
+    "utm_*",         // Google Analytics campaign tags: utm_source, utm_medium, ...
+    "gclid",         // Google Ads click id
+    "gclsrc",        // Google Ads click source
+    "dclid",         // DoubleClick click id
+    "fbclid",        // Facebook click id
+    "msclkid",       // Microsoft Ads click id
+    "yclid",         // Yandex click id
+    "mc_cid",        // Mailchimp campaign id
+    "mc_eid",        // Mailchimp subscriber id
+    "_ga",           // Google Analytics cross-domain linker
+    "_hsenc",        // HubSpot
+    "_hsmi",         // HubSpot
+    "jsessionid",    // Java servlet session
+    "phpsessid",     // PHP session
+    "aspsessionid*", // classic ASP session (ASPSESSIONIDxxxxxxxx)
+    "sid",           // generic session id
+    "sessionid",     // generic session id
+    "cfid",          // ColdFusion session
+    "cftoken",       // ColdFusion session
 ];
 
 /// True if a query parameter named `name` is a tracking or session parameter
@@ -157,7 +159,9 @@ pub fn normalize_url(url: &str, mode: UrlNormalize) -> Option<String> {
     // Rules 3 and 5 on the path.
     let path = drop_path_sessions(&normalize_escapes(parsed.path()));
     // Rules 3 and 6 on the query.
-    let query = parsed.query().map(|q| normalize_query(&normalize_escapes(q)));
+    let query = parsed
+        .query()
+        .map(|q| normalize_query(&normalize_escapes(q)));
     if mode == UrlNormalize::Aggressive {
         // Rule 7. Switching between special schemes is always allowed.
         if parsed.scheme() == "https" {
@@ -323,7 +327,10 @@ mod tests {
             "HTTP://Example.COM:80/a/../b?utm_source=x#f"
         );
         // Even a string that is no URL keeps its form.
-        assert_eq!(normalize_url("not a url", UrlNormalize::None).unwrap(), "not a url");
+        assert_eq!(
+            normalize_url("not a url", UrlNormalize::None).unwrap(),
+            "not a url"
+        );
     }
 
     #[test]
@@ -335,7 +342,10 @@ mod tests {
         assert_eq!(std("https://example.com:443/"), "https://example.com/");
         assert_eq!(std("http://example.com:8080/"), "http://example.com:8080/");
         assert_eq!(std("https://example.com:80/"), "https://example.com:80/");
-        assert_eq!(std("http://example.com/a/./b/../c"), "http://example.com/a/c");
+        assert_eq!(
+            std("http://example.com/a/./b/../c"),
+            "http://example.com/a/c"
+        );
         assert_eq!(std("http://example.com/a/%2e%2E/c"), "http://example.com/c");
         assert_eq!(std("http://example.com"), "http://example.com/");
         assert_eq!(std("http://example.com/a b"), "http://example.com/a%20b");
@@ -350,7 +360,10 @@ mod tests {
     fn rule_3_percent_encoding() {
         assert_eq!(std("http://e.com/%7Euser/%41%62"), "http://e.com/~user/Ab");
         assert_eq!(std("http://e.com/a%2fb%3a"), "http://e.com/a%2Fb%3A");
-        assert_eq!(std("http://e.com/?q=%2d%5f%2e%7e%20"), "http://e.com/?q=-_.~%20");
+        assert_eq!(
+            std("http://e.com/?q=%2d%5f%2e%7e%20"),
+            "http://e.com/?q=-_.~%20"
+        );
         // A lone or broken escape is left alone.
         assert_eq!(std("http://e.com/100%25/%zz"), "http://e.com/100%25/%zz");
     }
@@ -367,7 +380,10 @@ mod tests {
             std("http://e.com/cart;jsessionid=0A1B2C?item=3"),
             "http://e.com/cart?item=3"
         );
-        assert_eq!(std("http://e.com/a;JSESSIONID=x/b;v=2"), "http://e.com/a/b;v=2");
+        assert_eq!(
+            std("http://e.com/a;JSESSIONID=x/b;v=2"),
+            "http://e.com/a/b;v=2"
+        );
     }
 
     #[test]
@@ -381,11 +397,17 @@ mod tests {
             std("http://e.com/p?PHPSESSID=a&jsessionid=b&sid=c&ASPSESSIONIDQQ=d&msclkid=e"),
             "http://e.com/p"
         );
-        assert_eq!(std("http://e.com/p?utm%5Fsource=x&a=1"), "http://e.com/p?a=1");
+        assert_eq!(
+            std("http://e.com/p?utm%5Fsource=x&a=1"),
+            "http://e.com/p?a=1"
+        );
         assert_eq!(std("http://e.com/p?&&a=1&&"), "http://e.com/p?a=1");
         assert_eq!(std("http://e.com/p?"), "http://e.com/p");
         // Parameters that merely look alike stay.
-        assert_eq!(std("http://e.com/p?side=1&sids=2"), "http://e.com/p?side=1&sids=2");
+        assert_eq!(
+            std("http://e.com/p?side=1&sids=2"),
+            "http://e.com/p?side=1&sids=2"
+        );
         // Repeated parameters are kept, in order of their values.
         assert_eq!(std("http://e.com/p?a=2&a=1"), "http://e.com/p?a=1&a=2");
     }
@@ -413,21 +435,42 @@ mod tests {
         assert_eq!(agg("http://e.com/a/index.html"), "http://e.com/a/");
         assert_eq!(agg("http://e.com/INDEX.PHP?x=1"), "http://e.com/?x=1");
         assert_eq!(agg("http://e.com/default.asp"), "http://e.com/");
-        assert_eq!(agg("http://e.com/myindex.html"), "http://e.com/myindex.html");
-        assert_eq!(std("http://e.com/a/index.html"), "http://e.com/a/index.html");
+        assert_eq!(
+            agg("http://e.com/myindex.html"),
+            "http://e.com/myindex.html"
+        );
+        assert_eq!(
+            std("http://e.com/a/index.html"),
+            "http://e.com/a/index.html"
+        );
     }
 
     #[test]
     fn unparseable_urls_have_no_normal_form() {
-        for bad in ["", "no scheme", "/relative/path", "http://", "mailto:a@b.c", "http://a b/"] {
+        for bad in [
+            "",
+            "no scheme",
+            "/relative/path",
+            "http://",
+            "mailto:a@b.c",
+            "http://a b/",
+        ] {
             assert_eq!(normalize_url(bad, UrlNormalize::Standard), None, "{bad:?}");
-            assert_eq!(normalize_url(bad, UrlNormalize::Aggressive), None, "{bad:?}");
+            assert_eq!(
+                normalize_url(bad, UrlNormalize::Aggressive),
+                None,
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn modes_parse_by_name() {
-        for mode in [UrlNormalize::None, UrlNormalize::Standard, UrlNormalize::Aggressive] {
+        for mode in [
+            UrlNormalize::None,
+            UrlNormalize::Standard,
+            UrlNormalize::Aggressive,
+        ] {
             assert_eq!(UrlNormalize::parse(mode.name()), Some(mode));
         }
         assert_eq!(UrlNormalize::parse("strict"), None);

@@ -29,6 +29,8 @@
 //! | `n_tokens` | UInt32  | number of tokens hashed |
 //! | `bytes`    | UInt64  | length of the text in bytes |
 //! | `empty`    | Boolean | true if the text had no tokens |
+//! | `url`, `host`, `fetched_at`, `offset`, `length` | nullable | where it came from (see [`FingerprintRow`]) |
+//! | `url_normalized` | Utf8, nullable | `url` after `--url-normalize` (`neardup_core::urlnorm`) |
 //!
 //! **pairs** ([`PairRow`]): one row per duplicate pair found.
 //!
@@ -37,7 +39,7 @@
 //! | `doc_a`   | UInt64  | the first document |
 //! | `doc_b`   | UInt64  | the second document |
 //! | `hamming` | UInt8   | Hamming distance of their simhashes |
-//! | `kind`    | Utf8    | `"exact"` or `"near"` |
+//! | `kind`    | Utf8    | `"exact"`, `"near"` or `"url"` (the same normalized URL) |
 //! | `jaccard` | Float32, nullable | verified token Jaccard similarity, if computed |
 //!
 //! **clusters** ([`ClusterRow`]): one row per document in a duplicate cluster.
@@ -122,6 +124,9 @@ pub struct FingerprintRow {
     pub fetched_at: Option<i64>,
     pub offset: Option<u64>,
     pub length: Option<u64>,
+    /// `url` normalized by `--url-normalize` (see `neardup_core::urlnorm`); null when the
+    /// document has no URL or it does not parse.
+    pub url_normalized: Option<String>,
 }
 
 /// Whether a pair is byte-identical after normalisation or merely close.
@@ -129,6 +134,8 @@ pub struct FingerprintRow {
 pub enum PairKind {
     Exact,
     Near,
+    /// The same normalized URL (`--url-normalize`), whatever the content.
+    Url,
 }
 
 impl PairKind {
@@ -137,6 +144,7 @@ impl PairKind {
         match self {
             PairKind::Exact => "exact",
             PairKind::Near => "near",
+            PairKind::Url => "url",
         }
     }
 }
@@ -460,6 +468,7 @@ impl OutputRow for FingerprintRow {
             ]
             .into_iter()
             .chain(origin_fields())
+            .chain([field("url_normalized", DataType::Utf8, true)])
             .collect::<Vec<_>>(),
         ))
     }
@@ -484,6 +493,11 @@ impl OutputRow for FingerprintRow {
             offset: r.offset,
             length: r.length,
         }));
+        columns.push(Arc::new(
+            rows.iter()
+                .map(|r| r.url_normalized.as_deref())
+                .collect::<StringArray>(),
+        ));
         RecordBatch::try_new(Self::schema(), columns)
     }
 }
@@ -871,6 +885,9 @@ mod tests {
             fetched_at: (!i.is_multiple_of(4)).then(|| i as i64 * 1_000_000 - 5),
             offset: i.is_multiple_of(2).then_some(i * 100),
             length: i.is_multiple_of(2).then_some(i + 3),
+            url_normalized: i
+                .is_multiple_of(2)
+                .then(|| format!("http://h{}.example/{i}", i % 7)),
         }
     }
 
@@ -931,6 +948,10 @@ mod tests {
                     .as_primitive::<UInt64Type>()
                     .is_valid(row)
                     .then(|| c(12).as_primitive::<UInt64Type>().value(row)),
+                url_normalized: c(13)
+                    .as_string::<i32>()
+                    .is_valid(row)
+                    .then(|| c(13).as_string::<i32>().value(row).to_owned()),
             };
             assert_eq!(got, fingerprint(row as u64));
         }

@@ -24,6 +24,9 @@ pub const DEFAULT_K: u32 = neardup_core::DEFAULT_K;
 pub const DEFAULT_TABLES: &str = "auto";
 /// The keep policy (`--keep`): the first document in input order (smallest `doc_id`).
 pub const DEFAULT_KEEP: &str = "first";
+/// The keep policy when no `--keep` is given and capture times are known (web archives,
+/// `--time-field`): the newest capture of a page stays, as a recrawl replaces what it saw.
+pub const DEFAULT_KEEP_WITH_TIMES: &str = "newest";
 /// The similarity threshold of MinHash mode (`--threshold`): "80% the same shingles", the
 /// usual bar for training-data deduplication.
 pub const DEFAULT_THRESHOLD: f64 = neardup_core::DEFAULT_JACCARD;
@@ -111,7 +114,8 @@ pub struct JobConfigBuilder {
     config: JobConfig,
     k: u32,
     tables: String,
-    keep: String,
+    /// `None`: [`DEFAULT_KEEP`], or [`DEFAULT_KEEP_WITH_TIMES`] when capture times are known.
+    keep: Option<String>,
     threshold: Option<f64>,
     lsh_threshold: Option<f64>,
     banding: Option<(usize, usize)>,
@@ -126,7 +130,7 @@ impl JobConfigBuilder {
             config: JobConfig::new(input, output),
             k: DEFAULT_K,
             tables: DEFAULT_TABLES.into(),
-            keep: DEFAULT_KEEP.into(),
+            keep: None,
             threshold: None,
             lsh_threshold: None,
             banding: None,
@@ -157,7 +161,20 @@ impl JobConfigBuilder {
     /// The keep policy: `first`, `longest`, `shortest`, `max:COLUMN`, `min:COLUMN` (default
     /// [`DEFAULT_KEEP`]). A column policy also makes the readers extract that column.
     pub fn keep(mut self, spec: &str) -> Self {
-        self.keep = spec.into();
+        self.keep = Some(spec.into());
+        self
+    }
+
+    /// The keep policy, or `None` for the default: [`DEFAULT_KEEP_WITH_TIMES`] when capture
+    /// times are known ([`JobConfig::capture_times_known`]), [`DEFAULT_KEEP`] otherwise.
+    pub fn keep_or_default(mut self, spec: Option<&str>) -> Self {
+        self.keep = spec.map(String::from);
+        self
+    }
+
+    /// How URLs are normalized (default standard).
+    pub fn url_normalize(mut self, mode: neardup_core::urlnorm::UrlNormalize) -> Self {
+        self.config.url_normalize = mode;
         self
     }
 
@@ -343,7 +360,14 @@ impl JobConfigBuilder {
                 k: self.k,
                 source,
             })?;
-        config.keep = KeepPolicy::parse(&self.keep).ok_or(ConfigError::Keep(self.keep))?;
+        let keep = self.keep.unwrap_or_else(|| {
+            if config.capture_times_known() {
+                DEFAULT_KEEP_WITH_TIMES.into()
+            } else {
+                DEFAULT_KEEP.into()
+            }
+        });
+        config.keep = KeepPolicy::parse(&keep).ok_or(ConfigError::Keep(keep))?;
         if let JobInput::Documents { fields, .. } = &mut config.input {
             fields.extra_field = config.keep.column().map(String::from);
         }

@@ -9,6 +9,7 @@
 //! | exact | [`exact`] | fold documents with equal exact keys onto one representative |
 //! | near search | [`near`] | enter representatives in the tables (or bands), search buckets |
 //! | verify | [`verify`] | exact Jaccard (or signature) check of candidate pairs |
+//! | urls | [`urls`] | pair documents with the same normalized URL (`url`); count cross-host pairs |
 //! | pairs | [`pairs`] | write `pairs/` |
 //! | clusters | [`clusters`] | union-find, the kept document, `clusters/` |
 
@@ -19,4 +20,5 @@ pub mod near;
 pub mod pairs;
 pub mod read;
 pub mod revisits;
+pub mod urls;
 pub mod verify;
