@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use arrow::array::{Array, AsArray};
@@ -278,4 +278,292 @@ fn archive_captures_of_one_page_are_url_pairs() {
         summary["parameters"]["keep"], "newest",
         "archives know their capture times"
     );
+}
+
+/// A long text, so that an inserted advertisement line leaves it a near duplicate.
+fn long_text(i: usize) -> String {
+    (0..8)
+        .map(|k| text(i * 8 + k + 100))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `(url, text)` of a synthetic crawl: a full mirror under another host and prefix, a near
+/// mirror (an advertisement line inserted in every page), a partial mirror (one subtree),
+/// URL variants of one page, and unrelated hosts sharing only boilerplate pages.
+fn web() -> Vec<(String, String)> {
+    let names = [
+        "a.html", "b.html", "c/d.html", "c/e.html", "f", "g?x=1", "h/", "i.txt",
+    ];
+    let mut docs = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        docs.push((format!("http://origin.org/{n}"), long_text(i)));
+        docs.push((format!("http://mirror.net/pub/origin/{n}"), long_text(i)));
+        let ad = "Advertisement: buy widgets now.";
+        docs.push((
+            format!("http://ads.com/{n}"),
+            format!("{ad}\n{}", long_text(i)),
+        ));
+    }
+    for p in 1..=5 {
+        docs.push((format!("http://origin.org/sub/p{p}"), long_text(20 + p)));
+        docs.push((format!("http://part.io/sub/p{p}"), long_text(20 + p)));
+    }
+    docs.push(("http://part.io/own/1".into(), long_text(30)));
+    docs.push(("http://part.io/own/2".into(), long_text(31)));
+    // URL variants of one page (a recrawl).
+    docs.push((
+        "HTTP://Origin.ORG:80/a.html?utm_source=feed#top".into(),
+        long_text(0),
+    ));
+    for h in 0..6 {
+        let host = format!("http://unrelated{h}.com");
+        docs.push((
+            format!("{host}/robots.txt"),
+            "User-agent: * Disallow: /private".into(),
+        ));
+        docs.push((format!("{host}/"), long_text(40)));
+        docs.push((format!("{host}/missing-{h}"), long_text(41)));
+        for k in 0..3 {
+            docs.push((format!("{host}/own{k}"), long_text(50 + h * 3 + k)));
+        }
+    }
+    docs
+}
+
+type MirrorRows = Vec<(
+    String,
+    String,
+    String,
+    String,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    String,
+)>;
+
+fn mirror_rows(out: &Path) -> MirrorRows {
+    let mut rows = Vec::new();
+    for b in batches(&out.join("mirrors")) {
+        let s = |name: &str, i: usize| column(&b, name).as_string::<i32>().value(i).to_owned();
+        let u = |name: &str, i: usize| column(&b, name).as_primitive::<UInt64Type>().value(i);
+        for i in 0..b.num_rows() {
+            rows.push((
+                s("host_a", i),
+                s("prefix_a", i),
+                s("host_b", i),
+                s("prefix_b", i),
+                u("shared_paths", i),
+                u("paths_a", i),
+                u("paths_b", i),
+                u("identical_paths", i),
+                u("near_paths", i),
+                s("verdict", i),
+            ));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// The brute-force oracle over (host, path, content) sets: every two pages on different
+/// hosts with the same content (the same cluster of the run, or the same document),
+/// prefixes from their common path suffix, paths under a prefix counted by scanning.
+fn oracle(pages: &[(String, String, i64, String)], min_paths: u64, min_share: f64) -> MirrorRows {
+    let mut support: BTreeMap<(String, String, String, String), BTreeMap<String, bool>> =
+        BTreeMap::new();
+    for (ha, pa, ca, ta) in pages {
+        for (hb, pb, cb, tb) in pages {
+            if ha >= hb || ca != cb {
+                continue;
+            }
+            let (mut sa, mut sb): (Vec<&str>, Vec<&str>) = (
+                pa.split('/').skip(1).collect(),
+                pb.split('/').skip(1).collect(),
+            );
+            let mut rel = Vec::new();
+            while let (Some(x), Some(y)) = (sa.last(), sb.last()) {
+                if x != y {
+                    break;
+                }
+                rel.insert(0, *x);
+                sa.pop();
+                sb.pop();
+            }
+            if rel.is_empty() {
+                continue;
+            }
+            let prefix =
+                |s: &[&str]| format!("/{}", s.iter().map(|x| format!("{x}/")).collect::<String>());
+            *support
+                .entry((ha.clone(), prefix(&sa), hb.clone(), prefix(&sb)))
+                .or_default()
+                .entry(rel.join("/"))
+                .or_default() |= ta == tb;
+        }
+    }
+    let under = |host: &str, prefix: &str| {
+        pages
+            .iter()
+            .filter(|(h, p, _, _)| h == host && p.starts_with(prefix))
+            .map(|(_, p, _, _)| p)
+            .collect::<BTreeSet<_>>()
+            .len() as u64
+    };
+    let mut rows = Vec::new();
+    for ((ha, pa, hb, pb), rels) in support {
+        let shared = rels.len() as u64;
+        let identical = rels.values().filter(|&&i| i).count() as u64;
+        let (na, nb) = (under(&ha, &pa), under(&hb, &pb));
+        let (a, b) = (
+            shared as f64 / na as f64 >= min_share,
+            shared as f64 / nb as f64 >= min_share,
+        );
+        if shared < min_paths || !(a || b) {
+            continue;
+        }
+        let verdict = if a && b { "mirror" } else { "partial" };
+        rows.push((
+            ha,
+            pa,
+            hb,
+            pb,
+            shared,
+            na,
+            nb,
+            identical,
+            shared - identical,
+            verdict.to_string(),
+        ));
+    }
+    rows
+}
+
+#[test]
+fn mirror_hosts_match_the_oracle_at_any_worker_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = web();
+    let lines: Vec<String> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, (url, text))| {
+            json!({"id": format!("p{i}"), "text": text, "url": url}).to_string()
+        })
+        .collect();
+    let input = write(
+        &dir.path().join("web.jsonl"),
+        (lines.join("\n") + "\n").as_bytes(),
+    );
+    let mut first = None;
+    for workers in ["1", "2", "4"] {
+        let out = dir.path().join(format!("out-{workers}"));
+        run_ok(&out, &["-w", workers, "--url-field", "url"], &[&input]);
+        let got = mirror_rows(&out);
+        // The oracle's content: the run's clusters (a document in none is its own).
+        let cluster: BTreeMap<u64, i64> = clusters(&out)
+            .iter()
+            .map(|c| (c.doc_id, c.cluster_id))
+            .collect();
+        let urls = url_normalized(&out);
+        let pages: Vec<(String, String, i64, String)> = urls
+            .iter()
+            .map(|(doc, url)| {
+                // Every URL of this corpus normalizes to http://HOST/PATH.
+                let rest = url.as_deref().unwrap().strip_prefix("http://").unwrap();
+                let (host, path) = rest.split_at(rest.find('/').unwrap());
+                let c = match cluster[doc] {
+                    -1 => -1 - *doc as i64,
+                    c => c,
+                };
+                (
+                    host.to_owned(),
+                    path.to_owned(),
+                    c,
+                    docs[*doc as usize].1.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(got, oracle(&pages, 5, 0.5), "-w {workers}");
+        // And what the oracle should find, by hand: no unrelated host is reported.
+        let found: Vec<(&str, &str, &str, &str, u64, u64, &str)> = got
+            .iter()
+            .map(|r| {
+                (
+                    r.0.as_str(),
+                    r.1.as_str(),
+                    r.2.as_str(),
+                    r.3.as_str(),
+                    r.7,
+                    r.8,
+                    r.9.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("ads.com", "/", "mirror.net", "/pub/origin/", 0, 8, "mirror"),
+                ("ads.com", "/", "origin.org", "/", 0, 8, "mirror"),
+                (
+                    "mirror.net",
+                    "/pub/origin/",
+                    "origin.org",
+                    "/",
+                    8,
+                    0,
+                    "mirror"
+                ),
+                ("origin.org", "/", "part.io", "/", 5, 0, "partial"),
+            ],
+            "-w {workers}"
+        );
+        let s = summary(&out);
+        assert_eq!(count(&s, "mirrors"), 3);
+        assert_eq!(count(&s, "partial_mirrors"), 1);
+        assert_eq!(count(&s, "hosts"), 10);
+        let hosts = host_rows(&out);
+        let canonical: BTreeMap<&str, (&str, u64)> = hosts
+            .iter()
+            .map(|h| (h.0.as_str(), (h.3.as_str(), h.4)))
+            .collect();
+        assert_eq!(canonical["ads.com"], ("origin.org", 3));
+        assert_eq!(canonical["mirror.net"], ("origin.org", 3));
+        assert_eq!(canonical["origin.org"], ("origin.org", 3));
+        assert_eq!(canonical["part.io"], ("part.io", 1));
+        assert_eq!(canonical["unrelated0.com"], ("unrelated0.com", 1));
+        // origin.org: 8 pages, 5 in /sub/, and the recrawl of a.html.
+        assert_eq!(
+            (
+                hosts.iter().find(|h| h.0 == "origin.org").unwrap().1,
+                hosts.iter().find(|h| h.0 == "origin.org").unwrap().2
+            ),
+            (14, 13)
+        );
+        let result = (got, hosts);
+        match &first {
+            None => first = Some(result),
+            Some(f) => assert_eq!(f, &result, "-w {workers} differs from -w 1"),
+        }
+    }
+}
+
+fn host_rows(out: &Path) -> Vec<(String, u64, u64, String, u64)> {
+    let mut rows = Vec::new();
+    for b in batches(&out.join("hosts")) {
+        let s = |name: &str, i: usize| column(&b, name).as_string::<i32>().value(i).to_owned();
+        let u = |name: &str, i: usize| column(&b, name).as_primitive::<UInt64Type>().value(i);
+        for i in 0..b.num_rows() {
+            rows.push((
+                s("host", i),
+                u("documents", i),
+                u("paths", i),
+                s("canonical_host", i),
+                u("group_size", i),
+            ));
+        }
+    }
+    rows.sort();
+    rows
 }

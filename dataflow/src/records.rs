@@ -61,6 +61,9 @@ pub struct DocFp {
     /// xxh3-64 of the normalized URL's host (or the raw URL's host when it does not
     /// normalize): to count pairs that cross hosts.
     pub host_hash: Option<u64>,
+    /// The host and the path (with query) of the normalized URL, for mirror detection
+    /// ([`crate::stages::mirrors`]); boxed, since many corpora have no URLs.
+    pub page: Option<Box<(String, String)>>,
 }
 
 /// Why two documents are paired.

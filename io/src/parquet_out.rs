@@ -51,6 +51,9 @@
 //! | `cluster_size` | UInt32  | number of documents in the cluster |
 //! | `keep`         | Boolean | true for the one document of the cluster to keep |
 //!
+//! **mirrors** ([`MirrorRow`]) and **hosts** ([`HostRow`]): mirror hosts, see
+//! `neardup_core::mirrors` and docs/outputs.md.
+//!
 //! # Table metadata
 //!
 //! Every part carries, in its Parquet key-value metadata, what it is and what made it, so that
@@ -61,7 +64,7 @@
 //! |---|---|
 //! | `neardup.format` | [`TABLE_FORMAT`], the layout and meaning of neardup's tables; readers refuse any other |
 //! | `neardup.version` | the neardup version that wrote it (for people; never checked) |
-//! | `neardup.table` | [`OutputRow::TABLE`]: `fingerprints`, `pairs`, `clusters` or `removed` |
+//! | `neardup.table` | [`OutputRow::TABLE`]: `fingerprints`, `pairs`, `clusters`, `mirrors`, `hosts` or `removed` |
 //! | `neardup.scheme` | the fingerprint scheme: `simhash-doc`, `simhash-shingles`, `minhash`, or `unknown` (a search over fingerprints without metadata) |
 //! | `neardup.params` | JSON: `{"fingerprint": {...}}` (what defines a fingerprint) and, for the tables a search makes, `"search": {...}` (k, tables, verification, ...) |
 //!
@@ -74,8 +77,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanArray, Float32Array, Int64Array, StringArray, TimestampMicrosecondArray,
-    UInt32Array, UInt64Array, UInt8Array,
+    ArrayRef, BooleanArray, Float32Array, Float64Array, Int64Array, StringArray,
+    TimestampMicrosecondArray, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::error::ArrowError;
@@ -612,6 +615,118 @@ impl OutputRow for ClusterRow {
                 column::<_, _, Int64Array>(rows, |r| r.cluster_id),
                 column::<_, _, UInt32Array>(rows, |r| r.cluster_size),
                 column::<_, _, BooleanArray>(rows, |r| r.keep),
+            ],
+        )
+    }
+}
+
+/// One row of `mirrors/`: `host_b/prefix_b/p` copies `host_a/prefix_a/p` for
+/// `shared_paths` paths `p` (see `neardup_core::mirrors`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MirrorRow {
+    pub host_a: String,
+    pub prefix_a: String,
+    pub host_b: String,
+    pub prefix_b: String,
+    pub shared_paths: u64,
+    pub paths_a: u64,
+    pub paths_b: u64,
+    pub share_a: f64,
+    pub share_b: f64,
+    pub identical_paths: u64,
+    pub near_paths: u64,
+    /// `mirror` or `partial`.
+    pub verdict: String,
+}
+
+impl OutputRow for MirrorRow {
+    const TABLE: &'static str = "mirrors";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("host_a", DataType::Utf8, false),
+            field("prefix_a", DataType::Utf8, false),
+            field("host_b", DataType::Utf8, false),
+            field("prefix_b", DataType::Utf8, false),
+            field("shared_paths", DataType::UInt64, false),
+            field("paths_a", DataType::UInt64, false),
+            field("paths_b", DataType::UInt64, false),
+            field("share_a", DataType::Float64, false),
+            field("share_b", DataType::Float64, false),
+            field("identical_paths", DataType::UInt64, false),
+            field("near_paths", DataType::UInt64, false),
+            field("verdict", DataType::Utf8, false),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        let strings = |get: &dyn Fn(&MirrorRow) -> &str| -> ArrayRef {
+            Arc::new(rows.iter().map(|r| Some(get(r))).collect::<StringArray>())
+        };
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                strings(&|r| &r.host_a),
+                strings(&|r| &r.prefix_a),
+                strings(&|r| &r.host_b),
+                strings(&|r| &r.prefix_b),
+                column::<_, _, UInt64Array>(rows, |r| r.shared_paths),
+                column::<_, _, UInt64Array>(rows, |r| r.paths_a),
+                column::<_, _, UInt64Array>(rows, |r| r.paths_b),
+                column::<_, _, Float64Array>(rows, |r| r.share_a),
+                column::<_, _, Float64Array>(rows, |r| r.share_b),
+                column::<_, _, UInt64Array>(rows, |r| r.identical_paths),
+                column::<_, _, UInt64Array>(rows, |r| r.near_paths),
+                strings(&|r| &r.verdict),
+            ],
+        )
+    }
+}
+
+/// One row of `hosts/`: a host of the documents' URLs and its mirror group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRow {
+    pub host: String,
+    /// Documents whose (normalized) URL has this host.
+    pub documents: u64,
+    /// Distinct paths among them.
+    pub paths: u64,
+    /// The canonical host of its mirror group (itself when it mirrors no host).
+    pub canonical_host: String,
+    /// Hosts in its mirror group (1 when it mirrors no host).
+    pub group_size: u64,
+}
+
+impl OutputRow for HostRow {
+    const TABLE: &'static str = "hosts";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("host", DataType::Utf8, false),
+            field("documents", DataType::UInt64, false),
+            field("paths", DataType::UInt64, false),
+            field("canonical_host", DataType::Utf8, false),
+            field("group_size", DataType::UInt64, false),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                Arc::new(
+                    rows.iter()
+                        .map(|r| Some(r.host.as_str()))
+                        .collect::<StringArray>(),
+                ),
+                column::<_, _, UInt64Array>(rows, |r| r.documents),
+                column::<_, _, UInt64Array>(rows, |r| r.paths),
+                Arc::new(
+                    rows.iter()
+                        .map(|r| Some(r.canonical_host.as_str()))
+                        .collect::<StringArray>(),
+                ),
+                column::<_, _, UInt64Array>(rows, |r| r.group_size),
             ],
         )
     }

@@ -153,6 +153,14 @@ pub struct RunArgs {
         help_heading = "Documents"
     )]
     pub url_normalize: UrlNormalizeChoice,
+    /// Mirror hosts: the fewest shared paths a host pair (with its prefixes) needs to be
+    /// reported in mirrors/
+    #[arg(long, default_value_t = neardup_core::mirrors::DEFAULT_MIN_PATHS, value_name = "N", help_heading = "Documents")]
+    pub mirror_min_paths: u64,
+    /// Mirror hosts: the share of a prefix's paths that must be shared (both sides: mirror;
+    /// one side: partial)
+    #[arg(long, default_value_t = neardup_core::mirrors::DEFAULT_MIN_SHARE, value_name = "S", help_heading = "Documents")]
+    pub mirror_min_share: f64,
     /// Input files, directories or globs: JSONL (.gz, .zst), Parquet, WARC (.warc, .warc.gz,
     /// .warc.zst) or ARC (.arc, .arc.gz)
     #[arg(required = true, value_name = "INPUT")]
@@ -288,7 +296,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
         ClusterChoice::Star => ClusterMode::Star,
     })
     .cluster_warning(args.cluster_warning)
-    .url_normalize(args.url_normalize.mode());
+    .url_normalize(args.url_normalize.mode())
+    .mirrors(neardup_core::mirrors::MirrorParams {
+        min_paths: args.mirror_min_paths,
+        min_share: args.mirror_min_share,
+        ..Default::default()
+    });
     let config = args
         .job
         .configure(args.quality.configure(builder))?

@@ -91,6 +91,8 @@ pub enum ConfigError {
     SignaturesNeedMinHash,
     #[error("--min-jaccard must be in [0, 1] and --verify-shingle at least 1 (got {min_jaccard} and {shingle})")]
     VerifyRange { min_jaccard: f64, shingle: usize },
+    #[error("--mirror-min-share {min_share} must be within 0..=1 and --mirror-min-paths {min_paths} at least 1")]
+    MirrorRange { min_share: f64, min_paths: u64 },
     #[error("verification needs the documents' texts: neardup search cannot verify")]
     VerifyNeedsDocuments,
     #[error("--write-dedup needs the input documents: neardup search cannot write them")]
@@ -169,6 +171,12 @@ impl JobConfigBuilder {
     /// times are known ([`JobConfig::capture_times_known`]), [`DEFAULT_KEEP`] otherwise.
     pub fn keep_or_default(mut self, spec: Option<&str>) -> Self {
         self.keep = spec.map(String::from);
+        self
+    }
+
+    /// Mirror detection thresholds (default [`neardup_core::mirrors::MirrorParams::default`]).
+    pub fn mirrors(mut self, params: neardup_core::mirrors::MirrorParams) -> Self {
+        self.config.mirrors = params;
         self
     }
 
@@ -413,6 +421,13 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
         if fingerprints {
             return Err(ConfigError::VerifyNeedsDocuments);
         }
+    }
+    let mirrors = config.mirrors;
+    if !(0.0..=1.0).contains(&mirrors.min_share) || mirrors.min_paths == 0 {
+        return Err(ConfigError::MirrorRange {
+            min_share: mirrors.min_share,
+            min_paths: mirrors.min_paths,
+        });
     }
     if fingerprints && config.write_dedup.is_some() {
         return Err(ConfigError::DedupNeedsDocuments);

@@ -172,6 +172,8 @@ pub struct JobConfig {
     /// How URLs are normalized before documents with the same URL are paired
     /// (`--url-normalize`; see [`neardup_core::urlnorm`]).
     pub url_normalize: neardup_core::urlnorm::UrlNormalize,
+    /// Mirror detection thresholds (`--mirror-min-paths`, `--mirror-min-share`).
+    pub mirrors: neardup_core::mirrors::MirrorParams,
 }
 
 impl JobConfig {
@@ -209,6 +211,25 @@ impl JobConfig {
             batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
             command_line: Vec::new(),
             url_normalize: neardup_core::urlnorm::UrlNormalize::Standard,
+            mirrors: neardup_core::mirrors::MirrorParams::default(),
+        }
+    }
+
+    /// True when documents can carry URLs: some input is a web archive or `--url-field`
+    /// names where JSONL and Parquet records keep them. Such a run writes `mirrors/` and
+    /// `hosts/` (empty when no document had a URL after all); others do not.
+    pub fn urls_known(&self) -> bool {
+        match &self.input {
+            JobInput::Documents { files, fields } => {
+                fields.url_field.is_some()
+                    || files.iter().any(|f| {
+                        matches!(
+                            f.format,
+                            neardup_io::source::Format::Warc | neardup_io::source::Format::Arc
+                        )
+                    })
+            }
+            JobInput::Fingerprints { .. } => false,
         }
     }
 
@@ -262,6 +283,7 @@ impl JobConfig {
             ("tables", json!(self.design.name())),
             ("keep", json!(self.keep.describe())),
             ("url_normalize", json!(self.url_normalize.name())),
+            ("mirrors", json!(self.mirrors)),
             ("exact", json!(self.exact)),
             ("lsh", json!(self.lsh)),
             ("verify", json!(self.verify)),

@@ -12,10 +12,12 @@
 //! | urls | [`urls`] | pair documents with the same normalized URL (`url`); count cross-host pairs |
 //! | pairs | [`pairs`] | write `pairs/` |
 //! | clusters | [`clusters`] | union-find, the kept document, `clusters/` |
+//! | mirrors | [`mirrors`] | mirror hosts from clusters and URLs: `mirrors/`, `hosts/` |
 
 pub mod clusters;
 pub mod exact;
 pub mod fingerprint;
+pub mod mirrors;
 pub mod near;
 pub mod pairs;
 pub mod read;

@@ -202,6 +202,7 @@ impl FingerprintState {
             digest: None,
             url_key: None,
             host_hash: None,
+            page: None,
         }
     }
 
@@ -229,9 +230,10 @@ impl FingerprintState {
         let url_key = url_normalized
             .as_deref()
             .map(|u| xxhash_rust::xxh3::xxh3_128(u.as_bytes()));
-        let host = url_normalized
-            .as_deref()
-            .and_then(|u| host_and_path(u).map(|(host, _)| host))
+        let page = url_normalized.as_deref().and_then(host_and_path);
+        let host = page
+            .as_ref()
+            .map(|(host, _)| host.clone())
             .or_else(|| origin.as_ref().and_then(|o| o.host()));
         let host_hash = host.as_deref().map(|h| xxh3_64(h.as_bytes()));
         let id_hash = record.id.as_ref().map(|id| xxh3_64(id.as_bytes()));
@@ -284,6 +286,7 @@ impl FingerprintState {
             digest,
             url_key,
             host_hash,
+            page: page.map(Box::new),
         })
     }
 

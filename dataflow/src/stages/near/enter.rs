@@ -454,6 +454,7 @@ mod tests {
             digest: None,
             url_key: None,
             host_hash: None,
+            page: None,
         }
     }
 
