@@ -440,7 +440,18 @@ mod tests {
         pages.extend(site("part.io", "/sub/", &sub, 50, 50));
         pages.extend(site("part.io", "/own/", &NAMES[..2], 200, 200));
         let mirrors = find_mirrors(&pages, &MirrorParams::default());
-        let rows: Vec<(&str, &str, &str, &str, u64, u64, u64, u64, Verdict)> = mirrors
+        type Row<'a> = (
+            &'a str,
+            &'a str,
+            &'a str,
+            &'a str,
+            u64,
+            u64,
+            u64,
+            u64,
+            Verdict,
+        );
+        let rows: Vec<Row> = mirrors
             .iter()
             .map(|m| {
                 (

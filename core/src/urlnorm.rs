@@ -27,6 +27,7 @@
 //!      kept), and a query left empty removed with its `?`.
 //! - [`UrlNormalize::Aggressive`]: also rewrites that nearly always, but not always, keep the
 //!   page:
+//!
 //!   7. `https` written as `http` (the two are treated alike);
 //!   8. a leading `www.` or `m.` label of the host stripped, repeatedly, as long as what
 //!      remains has a dot (`www.m.example.com` becomes `example.com`, `www.com` stays);

@@ -89,6 +89,9 @@ impl PairMsg {
     }
 }
 
+/// A page at its home: `(doc_id, exact key, (host, path))`.
+type HomePage = (u64, u128, Box<(String, String)>);
+
 /// A host's documents and distinct paths, kept by its worker for `hosts/`.
 type HostInfo = (String, u64, u64);
 
@@ -109,7 +112,8 @@ pub fn detect_mirrors<'s>(
         "HomePages",
         |cap, _| {
             let mut cap = Some(cap);
-            let mut pages: Vec<(u64, u128, Box<(String, String)>)> = Vec::new();
+            // (doc_id, exact key, host and path) of the pages at this home.
+            let mut pages: Vec<HomePage> = Vec::new();
             let mut clusters: HashMap<u64, u64> = HashMap::new();
             move |(docs, docs_frontier), (assigned, assigned_frontier), output| {
                 docs.for_each(|_, data| {
