@@ -42,7 +42,8 @@
 //!   documents are duplicates; [`unionfind`]: connected components;
 //!   [`star`]: star clustering (the chaining guard);
 //! - [`mix`]: well-mixed hashing for routing; [`quality`]: precision, recall, adjusted Rand index;
-//!   [`eval`]: a run scored against a truth file (what `neardup eval` reports).
+//!   [`eval`]: a run scored against a truth file (what `neardup eval` reports);
+//! - [`urlnorm`]: URL normalization (URL duplicates); [`mirrors`]: mirror hosts.
 
 pub mod encoding;
 pub mod eval;
@@ -50,6 +51,7 @@ pub mod exact;
 pub mod features;
 pub mod lookup3;
 pub mod minhash;
+pub mod mirrors;
 pub mod mix;
 pub mod quality;
 pub mod scheme;
@@ -62,6 +64,7 @@ pub mod tables;
 pub mod testing;
 pub mod tokenize;
 pub mod unionfind;
+pub mod urlnorm;
 pub mod verdict;
 
 pub use scheme::{DocFingerprint, Fingerprinter, Method, Scheme, SchemeName};

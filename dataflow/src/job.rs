@@ -221,6 +221,13 @@ fn protected(config: &JobConfig, for_dedup: bool) -> Vec<output::Protected> {
 
 fn output_tables(config: &JobConfig) -> &'static [output::Table] {
     match config.input {
+        JobInput::Documents { .. } if config.urls_known() => &[
+            output::Table::Fingerprints,
+            output::Table::Pairs,
+            output::Table::Clusters,
+            output::Table::Mirrors,
+            output::Table::Hosts,
+        ],
         JobInput::Documents { .. } => &[
             output::Table::Fingerprints,
             output::Table::Pairs,
@@ -362,11 +369,17 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         if ctx.shared.config.verify.is_some() || ctx.shared.config.lsh.is_some() {
             near_edges = verify(near_edges, ctx.clone(), sets);
         }
+        let url_edges = crate::stages::urls::link_urls(docs.clone(), ctx.clone());
+        let near_edges = timely::dataflow::operators::Concat::concat(near_edges, url_edges);
         let edges = write_pairs(
             timely::dataflow::operators::Concat::concat(exact_edges, near_edges),
             ctx.clone(),
         );
+        crate::stages::urls::count_cross_host(docs.clone(), edges.clone(), ctx.clone());
         let assignments = merge_forests(local_forest(edges, ctx.clone()), ctx.clone());
+        if ctx.shared.config.urls_known() {
+            crate::stages::mirrors::detect_mirrors(docs.clone(), assignments.clone(), ctx.clone());
+        }
         write_clusters(docs, assignments, ctx.clone());
     });
     while worker.step_or_park(None) {}

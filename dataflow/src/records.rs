@@ -55,6 +55,15 @@ pub struct DocFp {
     /// The archive payload digest (xxh3-128 of `WARC-Payload-Digest`) and whether this is a
     /// revisit record naming it (see [`crate::stages::revisits`]).
     pub digest: Option<(u128, bool)>,
+    /// xxh3-128 of the normalized URL, when the document has one (see
+    /// [`crate::stages::urls`]).
+    pub url_key: Option<u128>,
+    /// xxh3-64 of the normalized URL's host (or the raw URL's host when it does not
+    /// normalize): to count pairs that cross hosts.
+    pub host_hash: Option<u64>,
+    /// The host and the path (with query) of the normalized URL, for mirror detection
+    /// ([`crate::stages::mirrors`]); boxed, since many corpora have no URLs.
+    pub page: Option<Box<(String, String)>>,
 }
 
 /// Why two documents are paired.
@@ -62,6 +71,8 @@ pub struct DocFp {
 pub enum EdgeKind {
     Exact,
     Near,
+    /// The same normalized URL, whatever the content (a recrawl of one page).
+    Url,
 }
 
 /// A duplicate pair, `a < b`, with both documents' keep ranks (for the cluster stage).

@@ -54,6 +54,15 @@ pub struct WorkerReport {
     pub spilled_bytes: u64,
     pub exact_pairs: u64,
     pub near_pairs: u64,
+    /// Pairs of documents with the same normalized URL (kind `url`).
+    pub url_pairs: u64,
+    /// Content pairs (exact, near) whose documents' hosts are both known and differ.
+    pub cross_host_pairs: u64,
+    /// Rows of mirrors/ by verdict, rows of hosts/, and clusters skipped as boilerplate.
+    pub mirrors: u64,
+    pub partial_mirrors: u64,
+    pub hosts: u64,
+    pub mirror_skipped_clusters: u64,
     /// Candidate pairs found by the near search (before verification and, in MinHash mode,
     /// before removing pairs found in several bands).
     pub candidates: u64,
@@ -153,6 +162,12 @@ impl WorkerReport {
         self.spilled_bytes += other.spilled_bytes;
         self.exact_pairs += other.exact_pairs;
         self.near_pairs += other.near_pairs;
+        self.url_pairs += other.url_pairs;
+        self.cross_host_pairs += other.cross_host_pairs;
+        self.mirrors += other.mirrors;
+        self.partial_mirrors += other.partial_mirrors;
+        self.hosts += other.hosts;
+        self.mirror_skipped_clusters += other.mirror_skipped_clusters;
         self.candidates += other.candidates;
         self.rejected += other.rejected;
         self.comparisons += other.comparisons;
@@ -282,6 +297,26 @@ pub struct Counts {
     pub exact_duplicates: u64,
     pub exact_pairs: u64,
     pub near_pairs: u64,
+    /// Pairs of documents with the same normalized URL (`--url-normalize`), whatever their
+    /// content: N - 1 per URL seen N times (their edges are in pairs/ with kind `url`).
+    #[serde(default)]
+    pub url_pairs: u64,
+    /// Exact and near pairs whose two documents have known, different hosts (the host of
+    /// the normalized URL): copies of a page on another site.
+    #[serde(default)]
+    pub cross_host_pairs: u64,
+    /// Rows of mirrors/ with verdict `mirror`, and with verdict `partial`.
+    #[serde(default)]
+    pub mirrors: u64,
+    #[serde(default)]
+    pub partial_mirrors: u64,
+    /// Rows of hosts/: distinct hosts of the documents' URLs.
+    #[serde(default)]
+    pub hosts: u64,
+    /// Content clusters spread over more than the mirror host limit, skipped as
+    /// boilerplate (robots.txt, 404 pages, parked templates).
+    #[serde(default)]
+    pub mirror_skipped_clusters: u64,
     pub candidates: u64,
     pub rejected: u64,
     pub pairs: u64,
@@ -313,9 +348,15 @@ impl JobSummary {
             exact_duplicates: report.exact_duplicates,
             exact_pairs: report.exact_pairs,
             near_pairs: report.near_pairs,
+            url_pairs: report.url_pairs,
+            cross_host_pairs: report.cross_host_pairs,
+            mirrors: report.mirrors,
+            partial_mirrors: report.partial_mirrors,
+            hosts: report.hosts,
+            mirror_skipped_clusters: report.mirror_skipped_clusters,
             candidates: report.candidates,
             rejected: report.rejected,
-            pairs: report.exact_pairs + report.near_pairs,
+            pairs: report.exact_pairs + report.near_pairs + report.url_pairs,
             clusters: report.clusters,
             clustered_documents: report.clustered_documents,
             documents_to_remove: report.documents_to_remove,

@@ -29,6 +29,8 @@
 //! | `n_tokens` | UInt32  | number of tokens hashed |
 //! | `bytes`    | UInt64  | length of the text in bytes |
 //! | `empty`    | Boolean | true if the text had no tokens |
+//! | `url`, `host`, `fetched_at`, `offset`, `length` | nullable | where it came from (see [`FingerprintRow`]) |
+//! | `url_normalized` | Utf8, nullable | `url` after `--url-normalize` (`neardup_core::urlnorm`) |
 //!
 //! **pairs** ([`PairRow`]): one row per duplicate pair found.
 //!
@@ -37,7 +39,7 @@
 //! | `doc_a`   | UInt64  | the first document |
 //! | `doc_b`   | UInt64  | the second document |
 //! | `hamming` | UInt8   | Hamming distance of their simhashes |
-//! | `kind`    | Utf8    | `"exact"` or `"near"` |
+//! | `kind`    | Utf8    | `"exact"`, `"near"` or `"url"` (the same normalized URL) |
 //! | `jaccard` | Float32, nullable | verified token Jaccard similarity, if computed |
 //!
 //! **clusters** ([`ClusterRow`]): one row per document in a duplicate cluster.
@@ -49,6 +51,9 @@
 //! | `cluster_size` | UInt32  | number of documents in the cluster |
 //! | `keep`         | Boolean | true for the one document of the cluster to keep |
 //!
+//! **mirrors** ([`MirrorRow`]) and **hosts** ([`HostRow`]): mirror hosts, see
+//! `neardup_core::mirrors` and docs/outputs.md.
+//!
 //! # Table metadata
 //!
 //! Every part carries, in its Parquet key-value metadata, what it is and what made it, so that
@@ -59,7 +64,7 @@
 //! |---|---|
 //! | `neardup.format` | [`TABLE_FORMAT`], the layout and meaning of neardup's tables; readers refuse any other |
 //! | `neardup.version` | the neardup version that wrote it (for people; never checked) |
-//! | `neardup.table` | [`OutputRow::TABLE`]: `fingerprints`, `pairs`, `clusters` or `removed` |
+//! | `neardup.table` | [`OutputRow::TABLE`]: `fingerprints`, `pairs`, `clusters`, `mirrors`, `hosts` or `removed` |
 //! | `neardup.scheme` | the fingerprint scheme: `simhash-doc`, `simhash-shingles`, `minhash`, or `unknown` (a search over fingerprints without metadata) |
 //! | `neardup.params` | JSON: `{"fingerprint": {...}}` (what defines a fingerprint) and, for the tables a search makes, `"search": {...}` (k, tables, verification, ...) |
 //!
@@ -72,8 +77,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanArray, Float32Array, Int64Array, StringArray, TimestampMicrosecondArray,
-    UInt32Array, UInt64Array, UInt8Array,
+    ArrayRef, BooleanArray, Float32Array, Float64Array, Int64Array, StringArray,
+    TimestampMicrosecondArray, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::error::ArrowError;
@@ -122,6 +127,9 @@ pub struct FingerprintRow {
     pub fetched_at: Option<i64>,
     pub offset: Option<u64>,
     pub length: Option<u64>,
+    /// `url` normalized by `--url-normalize` (see `neardup_core::urlnorm`); null when the
+    /// document has no URL or it does not parse.
+    pub url_normalized: Option<String>,
 }
 
 /// Whether a pair is byte-identical after normalisation or merely close.
@@ -129,6 +137,8 @@ pub struct FingerprintRow {
 pub enum PairKind {
     Exact,
     Near,
+    /// The same normalized URL (`--url-normalize`), whatever the content.
+    Url,
 }
 
 impl PairKind {
@@ -137,6 +147,7 @@ impl PairKind {
         match self {
             PairKind::Exact => "exact",
             PairKind::Near => "near",
+            PairKind::Url => "url",
         }
     }
 }
@@ -460,6 +471,7 @@ impl OutputRow for FingerprintRow {
             ]
             .into_iter()
             .chain(origin_fields())
+            .chain([field("url_normalized", DataType::Utf8, true)])
             .collect::<Vec<_>>(),
         ))
     }
@@ -484,6 +496,11 @@ impl OutputRow for FingerprintRow {
             offset: r.offset,
             length: r.length,
         }));
+        columns.push(Arc::new(
+            rows.iter()
+                .map(|r| r.url_normalized.as_deref())
+                .collect::<StringArray>(),
+        ));
         RecordBatch::try_new(Self::schema(), columns)
     }
 }
@@ -598,6 +615,118 @@ impl OutputRow for ClusterRow {
                 column::<_, _, Int64Array>(rows, |r| r.cluster_id),
                 column::<_, _, UInt32Array>(rows, |r| r.cluster_size),
                 column::<_, _, BooleanArray>(rows, |r| r.keep),
+            ],
+        )
+    }
+}
+
+/// One row of `mirrors/`: `host_b/prefix_b/p` copies `host_a/prefix_a/p` for
+/// `shared_paths` paths `p` (see `neardup_core::mirrors`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MirrorRow {
+    pub host_a: String,
+    pub prefix_a: String,
+    pub host_b: String,
+    pub prefix_b: String,
+    pub shared_paths: u64,
+    pub paths_a: u64,
+    pub paths_b: u64,
+    pub share_a: f64,
+    pub share_b: f64,
+    pub identical_paths: u64,
+    pub near_paths: u64,
+    /// `mirror` or `partial`.
+    pub verdict: String,
+}
+
+impl OutputRow for MirrorRow {
+    const TABLE: &'static str = "mirrors";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("host_a", DataType::Utf8, false),
+            field("prefix_a", DataType::Utf8, false),
+            field("host_b", DataType::Utf8, false),
+            field("prefix_b", DataType::Utf8, false),
+            field("shared_paths", DataType::UInt64, false),
+            field("paths_a", DataType::UInt64, false),
+            field("paths_b", DataType::UInt64, false),
+            field("share_a", DataType::Float64, false),
+            field("share_b", DataType::Float64, false),
+            field("identical_paths", DataType::UInt64, false),
+            field("near_paths", DataType::UInt64, false),
+            field("verdict", DataType::Utf8, false),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        let strings = |get: &dyn Fn(&MirrorRow) -> &str| -> ArrayRef {
+            Arc::new(rows.iter().map(|r| Some(get(r))).collect::<StringArray>())
+        };
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                strings(&|r| &r.host_a),
+                strings(&|r| &r.prefix_a),
+                strings(&|r| &r.host_b),
+                strings(&|r| &r.prefix_b),
+                column::<_, _, UInt64Array>(rows, |r| r.shared_paths),
+                column::<_, _, UInt64Array>(rows, |r| r.paths_a),
+                column::<_, _, UInt64Array>(rows, |r| r.paths_b),
+                column::<_, _, Float64Array>(rows, |r| r.share_a),
+                column::<_, _, Float64Array>(rows, |r| r.share_b),
+                column::<_, _, UInt64Array>(rows, |r| r.identical_paths),
+                column::<_, _, UInt64Array>(rows, |r| r.near_paths),
+                strings(&|r| &r.verdict),
+            ],
+        )
+    }
+}
+
+/// One row of `hosts/`: a host of the documents' URLs and its mirror group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRow {
+    pub host: String,
+    /// Documents whose (normalized) URL has this host.
+    pub documents: u64,
+    /// Distinct paths among them.
+    pub paths: u64,
+    /// The canonical host of its mirror group (itself when it mirrors no host).
+    pub canonical_host: String,
+    /// Hosts in its mirror group (1 when it mirrors no host).
+    pub group_size: u64,
+}
+
+impl OutputRow for HostRow {
+    const TABLE: &'static str = "hosts";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("host", DataType::Utf8, false),
+            field("documents", DataType::UInt64, false),
+            field("paths", DataType::UInt64, false),
+            field("canonical_host", DataType::Utf8, false),
+            field("group_size", DataType::UInt64, false),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                Arc::new(
+                    rows.iter()
+                        .map(|r| Some(r.host.as_str()))
+                        .collect::<StringArray>(),
+                ),
+                column::<_, _, UInt64Array>(rows, |r| r.documents),
+                column::<_, _, UInt64Array>(rows, |r| r.paths),
+                Arc::new(
+                    rows.iter()
+                        .map(|r| Some(r.canonical_host.as_str()))
+                        .collect::<StringArray>(),
+                ),
+                column::<_, _, UInt64Array>(rows, |r| r.group_size),
             ],
         )
     }
@@ -871,6 +1000,9 @@ mod tests {
             fetched_at: (!i.is_multiple_of(4)).then(|| i as i64 * 1_000_000 - 5),
             offset: i.is_multiple_of(2).then_some(i * 100),
             length: i.is_multiple_of(2).then_some(i + 3),
+            url_normalized: i
+                .is_multiple_of(2)
+                .then(|| format!("http://h{}.example/{i}", i % 7)),
         }
     }
 
@@ -931,6 +1063,10 @@ mod tests {
                     .as_primitive::<UInt64Type>()
                     .is_valid(row)
                     .then(|| c(12).as_primitive::<UInt64Type>().value(row)),
+                url_normalized: c(13)
+                    .as_string::<i32>()
+                    .is_valid(row)
+                    .then(|| c(13).as_string::<i32>().value(row).to_owned()),
             };
             assert_eq!(got, fingerprint(row as u64));
         }

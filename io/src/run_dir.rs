@@ -67,10 +67,17 @@ pub enum Table {
     Clusters,
     /// `neardup extract`'s documents, one part per input file.
     Documents,
+    /// Mirror relations between hosts (documents with URLs).
+    Mirrors,
+    /// One row per host, with its mirror group.
+    Hosts,
 }
 
 /// Every table.
 pub const TABLES: [Table; 3] = [Table::Fingerprints, Table::Pairs, Table::Clusters];
+/// The tables a run over documents writes besides [`TABLES`]: mirror hosts (empty when the
+/// documents have no URLs).
+pub const WEB_TABLES: [Table; 2] = [Table::Mirrors, Table::Hosts];
 
 impl Table {
     /// The table's directory name.
@@ -80,6 +87,8 @@ impl Table {
             Table::Pairs => "pairs",
             Table::Clusters => "clusters",
             Table::Documents => "documents",
+            Table::Mirrors => "mirrors",
+            Table::Hosts => "hosts",
         }
     }
 }
@@ -437,7 +446,10 @@ pub fn own_entries(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
         let own = if is_dir {
             if name == SPILL {
                 true
-            } else if TABLES.iter().any(|t| t.dir_name() == name)
+            } else if TABLES
+                .iter()
+                .chain(&WEB_TABLES)
+                .any(|t| t.dir_name() == name)
                 || name == Table::Documents.dir_name()
             {
                 let strays = foreign_parts(&path)?;
@@ -545,7 +557,7 @@ pub fn remove_temporaries(dir: &Path, parts: Option<std::ops::Range<usize>>) -> 
     if parts.is_none() {
         sweep(dir, &own_top);
     }
-    for table in TABLES {
+    for table in TABLES.iter().chain(&WEB_TABLES) {
         sweep(&dir.join(table.dir_name()), &part);
     }
     removed

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use neardup_dataflow::config::{
-    ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP, DEFAULT_TABLES,
+    ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_TABLES,
 };
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
 use neardup_io::input::scan_inputs;
@@ -81,9 +81,10 @@ pub struct JobArgs {
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
     /// Which document of a cluster to keep: first, longest, shortest, newest, oldest (by
-    /// fetch time: archives, --time-field), max:COLUMN, min:COLUMN
-    #[arg(long, default_value = DEFAULT_KEEP, value_name = "POLICY")]
-    pub keep: String,
+    /// fetch time: archives, --time-field), max:COLUMN, min:COLUMN [default: newest when
+    /// capture times are known (archive inputs, --time-field), else first]
+    #[arg(long, value_name = "POLICY")]
+    pub keep: Option<String>,
     /// Output directory (refused if it exists and is not empty, unless --overwrite)
     #[arg(short = 'o', long, value_name = "DIR")]
     pub output: PathBuf,
@@ -140,6 +141,26 @@ pub struct RunArgs {
     pub quality: QualityArgs,
     #[command(flatten)]
     pub documents: crate::input_args::DocumentArgs,
+    /// How URLs are normalized before documents with the same URL are paired (kind `url`):
+    /// none, standard (case, IDNA, ports, dot segments, escapes, fragment, sorted query
+    /// without tracking and session parameters) or aggressive (also http = https, no
+    /// www./m., no index.html); rules in docs/inputs.md
+    #[arg(
+        long,
+        value_enum,
+        default_value = "standard",
+        value_name = "MODE",
+        help_heading = "Documents"
+    )]
+    pub url_normalize: UrlNormalizeChoice,
+    /// Mirror hosts: the fewest shared paths a host pair (with its prefixes) needs to be
+    /// reported in mirrors/
+    #[arg(long, default_value_t = neardup_core::mirrors::DEFAULT_MIN_PATHS, value_name = "N", help_heading = "Documents")]
+    pub mirror_min_paths: u64,
+    /// Mirror hosts: the share of a prefix's paths that must be shared (both sides: mirror;
+    /// one side: partial)
+    #[arg(long, default_value_t = neardup_core::mirrors::DEFAULT_MIN_SHARE, value_name = "S", help_heading = "Documents")]
+    pub mirror_min_share: f64,
     /// Input files, directories or globs: JSONL (.gz, .zst), Parquet, WARC (.warc, .warc.gz,
     /// .warc.zst) or ARC (.arc, .arc.gz)
     #[arg(required = true, value_name = "INPUT")]
@@ -187,6 +208,24 @@ pub enum VerifyChoice {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UrlNormalizeChoice {
+    None,
+    Standard,
+    Aggressive,
+}
+
+impl UrlNormalizeChoice {
+    fn mode(self) -> neardup_core::urlnorm::UrlNormalize {
+        use neardup_core::urlnorm::UrlNormalize;
+        match self {
+            UrlNormalizeChoice::None => UrlNormalize::None,
+            UrlNormalizeChoice::Standard => UrlNormalize::Standard,
+            UrlNormalizeChoice::Aggressive => UrlNormalize::Aggressive,
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClusterChoice {
     Components,
     Star,
@@ -224,7 +263,7 @@ impl JobArgs {
         Ok(builder
             .k(self.k)
             .tables(&self.tables)
-            .keep(&self.keep)
+            .keep_or_default(self.keep.as_deref())
             .overwrite(self.overwrite)
             .parallelism(self.cluster.parallelism()?)
             .control(self.cluster.control()?)
@@ -256,7 +295,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
         ClusterChoice::Components => ClusterMode::Components,
         ClusterChoice::Star => ClusterMode::Star,
     })
-    .cluster_warning(args.cluster_warning);
+    .cluster_warning(args.cluster_warning)
+    .url_normalize(args.url_normalize.mode())
+    .mirrors(neardup_core::mirrors::MirrorParams {
+        min_paths: args.mirror_min_paths,
+        min_share: args.mirror_min_share,
+        ..Default::default()
+    });
     let config = args
         .job
         .configure(args.quality.configure(builder))?

@@ -24,6 +24,9 @@ pub const DEFAULT_K: u32 = neardup_core::DEFAULT_K;
 pub const DEFAULT_TABLES: &str = "auto";
 /// The keep policy (`--keep`): the first document in input order (smallest `doc_id`).
 pub const DEFAULT_KEEP: &str = "first";
+/// The keep policy when no `--keep` is given and capture times are known (web archives,
+/// `--time-field`): the newest capture of a page stays, as a recrawl replaces what it saw.
+pub const DEFAULT_KEEP_WITH_TIMES: &str = "newest";
 /// The similarity threshold of MinHash mode (`--threshold`): "80% the same shingles", the
 /// usual bar for training-data deduplication.
 pub const DEFAULT_THRESHOLD: f64 = neardup_core::DEFAULT_JACCARD;
@@ -88,6 +91,8 @@ pub enum ConfigError {
     SignaturesNeedMinHash,
     #[error("--min-jaccard must be in [0, 1] and --verify-shingle at least 1 (got {min_jaccard} and {shingle})")]
     VerifyRange { min_jaccard: f64, shingle: usize },
+    #[error("--mirror-min-share {min_share} must be within 0..=1 and --mirror-min-paths {min_paths} at least 1")]
+    MirrorRange { min_share: f64, min_paths: u64 },
     #[error("verification needs the documents' texts: neardup search cannot verify")]
     VerifyNeedsDocuments,
     #[error("--write-dedup needs the input documents: neardup search cannot write them")]
@@ -111,7 +116,8 @@ pub struct JobConfigBuilder {
     config: JobConfig,
     k: u32,
     tables: String,
-    keep: String,
+    /// `None`: [`DEFAULT_KEEP`], or [`DEFAULT_KEEP_WITH_TIMES`] when capture times are known.
+    keep: Option<String>,
     threshold: Option<f64>,
     lsh_threshold: Option<f64>,
     banding: Option<(usize, usize)>,
@@ -126,7 +132,7 @@ impl JobConfigBuilder {
             config: JobConfig::new(input, output),
             k: DEFAULT_K,
             tables: DEFAULT_TABLES.into(),
-            keep: DEFAULT_KEEP.into(),
+            keep: None,
             threshold: None,
             lsh_threshold: None,
             banding: None,
@@ -157,7 +163,26 @@ impl JobConfigBuilder {
     /// The keep policy: `first`, `longest`, `shortest`, `max:COLUMN`, `min:COLUMN` (default
     /// [`DEFAULT_KEEP`]). A column policy also makes the readers extract that column.
     pub fn keep(mut self, spec: &str) -> Self {
-        self.keep = spec.into();
+        self.keep = Some(spec.into());
+        self
+    }
+
+    /// The keep policy, or `None` for the default: [`DEFAULT_KEEP_WITH_TIMES`] when capture
+    /// times are known ([`JobConfig::capture_times_known`]), [`DEFAULT_KEEP`] otherwise.
+    pub fn keep_or_default(mut self, spec: Option<&str>) -> Self {
+        self.keep = spec.map(String::from);
+        self
+    }
+
+    /// Mirror detection thresholds (default [`neardup_core::mirrors::MirrorParams::default`]).
+    pub fn mirrors(mut self, params: neardup_core::mirrors::MirrorParams) -> Self {
+        self.config.mirrors = params;
+        self
+    }
+
+    /// How URLs are normalized (default standard).
+    pub fn url_normalize(mut self, mode: neardup_core::urlnorm::UrlNormalize) -> Self {
+        self.config.url_normalize = mode;
         self
     }
 
@@ -343,7 +368,14 @@ impl JobConfigBuilder {
                 k: self.k,
                 source,
             })?;
-        config.keep = KeepPolicy::parse(&self.keep).ok_or(ConfigError::Keep(self.keep))?;
+        let keep = self.keep.unwrap_or_else(|| {
+            if config.capture_times_known() {
+                DEFAULT_KEEP_WITH_TIMES.into()
+            } else {
+                DEFAULT_KEEP.into()
+            }
+        });
+        config.keep = KeepPolicy::parse(&keep).ok_or(ConfigError::Keep(keep))?;
         if let JobInput::Documents { fields, .. } = &mut config.input {
             fields.extra_field = config.keep.column().map(String::from);
         }
@@ -389,6 +421,13 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
         if fingerprints {
             return Err(ConfigError::VerifyNeedsDocuments);
         }
+    }
+    let mirrors = config.mirrors;
+    if !(0.0..=1.0).contains(&mirrors.min_share) || mirrors.min_paths == 0 {
+        return Err(ConfigError::MirrorRange {
+            min_share: mirrors.min_share,
+            min_paths: mirrors.min_paths,
+        });
     }
     if fingerprints && config.write_dedup.is_some() {
         return Err(ConfigError::DedupNeedsDocuments);

@@ -37,8 +37,9 @@ mod keep;
 mod parallelism;
 
 pub use builder::{
-    validate, ConfigError, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP, DEFAULT_TABLES,
-    DEFAULT_THRESHOLD, DEFAULT_VERIFY_SHINGLE, LSH_MARGIN, MIN_LSH_THRESHOLD,
+    validate, ConfigError, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP,
+    DEFAULT_KEEP_WITH_TIMES, DEFAULT_TABLES, DEFAULT_THRESHOLD, DEFAULT_VERIFY_SHINGLE, LSH_MARGIN,
+    MIN_LSH_THRESHOLD,
 };
 pub use keep::KeepPolicy;
 pub use parallelism::Parallelism;
@@ -168,6 +169,11 @@ pub struct JobConfig {
     pub batches_in_flight: u64,
     /// The parameters as the user gave them, recorded in summary.json.
     pub command_line: Vec<String>,
+    /// How URLs are normalized before documents with the same URL are paired
+    /// (`--url-normalize`; see [`neardup_core::urlnorm`]).
+    pub url_normalize: neardup_core::urlnorm::UrlNormalize,
+    /// Mirror detection thresholds (`--mirror-min-paths`, `--mirror-min-share`).
+    pub mirrors: neardup_core::mirrors::MirrorParams,
 }
 
 impl JobConfig {
@@ -204,6 +210,46 @@ impl JobConfig {
             batch_bytes: DEFAULT_BATCH_BYTES,
             batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
             command_line: Vec::new(),
+            url_normalize: neardup_core::urlnorm::UrlNormalize::Standard,
+            mirrors: neardup_core::mirrors::MirrorParams::default(),
+        }
+    }
+
+    /// True when documents can carry URLs: some input is a web archive or `--url-field`
+    /// names where JSONL and Parquet records keep them. Such a run writes `mirrors/` and
+    /// `hosts/` (empty when no document had a URL after all); others do not.
+    pub fn urls_known(&self) -> bool {
+        match &self.input {
+            JobInput::Documents { files, fields } => {
+                fields.url_field.is_some()
+                    || files.iter().any(|f| {
+                        matches!(
+                            f.format,
+                            neardup_io::source::Format::Warc | neardup_io::source::Format::Arc
+                        )
+                    })
+            }
+            JobInput::Fingerprints { .. } => false,
+        }
+    }
+
+    /// True when documents are known to carry capture times: some input is a web archive
+    /// (WARC, ARC: every response record has a `WARC-Date`) or `--time-field` names where
+    /// JSONL and Parquet records keep them. Decided from the configuration alone, before
+    /// anything is read, so that every process agrees; a record without a time then ranks
+    /// last under `--keep newest` (and is counted, see `keep_value_missing`).
+    pub fn capture_times_known(&self) -> bool {
+        match &self.input {
+            JobInput::Documents { files, fields } => {
+                fields.time_field.is_some()
+                    || files.iter().any(|f| {
+                        matches!(
+                            f.format,
+                            neardup_io::source::Format::Warc | neardup_io::source::Format::Arc
+                        )
+                    })
+            }
+            JobInput::Fingerprints { .. } => false,
         }
     }
 }
@@ -236,6 +282,8 @@ impl JobConfig {
             ("k", json!(self.design.k())),
             ("tables", json!(self.design.name())),
             ("keep", json!(self.keep.describe())),
+            ("url_normalize", json!(self.url_normalize.name())),
+            ("mirrors", json!(self.mirrors)),
             ("exact", json!(self.exact)),
             ("lsh", json!(self.lsh)),
             ("verify", json!(self.verify)),

@@ -46,7 +46,8 @@ pub fn local_forest<'s>(
                         kept_edges.push(ForestMsg::Edge {
                             a: e.a,
                             b: e.b,
-                            exact: e.kind == EdgeKind::Exact,
+                            // A recrawl of a page is as much one document as an exact copy.
+                            exact: e.kind != EdgeKind::Near,
                         });
                     } else {
                         uf.union(e.a, e.b);

@@ -9,14 +9,18 @@
 //! | exact | [`exact`] | fold documents with equal exact keys onto one representative |
 //! | near search | [`near`] | enter representatives in the tables (or bands), search buckets |
 //! | verify | [`verify`] | exact Jaccard (or signature) check of candidate pairs |
+//! | urls | [`urls`] | pair documents with the same normalized URL (`url`); count cross-host pairs |
 //! | pairs | [`pairs`] | write `pairs/` |
 //! | clusters | [`clusters`] | union-find, the kept document, `clusters/` |
+//! | mirrors | [`mirrors`] | mirror hosts from clusters and URLs: `mirrors/`, `hosts/` |
 
 pub mod clusters;
 pub mod exact;
 pub mod fingerprint;
+pub mod mirrors;
 pub mod near;
 pub mod pairs;
 pub mod read;
 pub mod revisits;
+pub mod urls;
 pub mod verify;

@@ -34,6 +34,7 @@ pub fn write_pairs<'s>(
                     let kind = match edge.kind {
                         EdgeKind::Exact => PairKind::Exact,
                         EdgeKind::Near => PairKind::Near,
+                        EdgeKind::Url => PairKind::Url,
                     };
                     buffered.push(PairRow {
                         doc_a: edge.a,
@@ -43,8 +44,13 @@ pub fn write_pairs<'s>(
                         jaccard: edge.jaccard,
                     });
                 }
-                ctx.report.borrow_mut().exact_pairs +=
-                    data.iter().filter(|e| e.kind == EdgeKind::Exact).count() as u64;
+                {
+                    let mut report = ctx.report.borrow_mut();
+                    report.exact_pairs +=
+                        data.iter().filter(|e| e.kind == EdgeKind::Exact).count() as u64;
+                    report.url_pairs +=
+                        data.iter().filter(|e| e.kind == EdgeKind::Url).count() as u64;
+                }
                 output.session(&cap).give_container(data);
             });
             if frontier.is_empty() {

@@ -11,6 +11,7 @@ pub mod idf;
 use std::rc::Rc;
 
 use neardup_core::features::FeatureConfig;
+use neardup_core::urlnorm::{host_and_path, normalize_url};
 use neardup_core::{Fingerprinter, Scheme};
 use neardup_io::parquet_out::{FingerprintRow, PartWriter};
 use neardup_io::record::Record;
@@ -199,6 +200,9 @@ impl FingerprintState {
             id_hash: None,
             bands: Vec::new(),
             digest: None,
+            url_key: None,
+            host_hash: None,
+            page: None,
         }
     }
 
@@ -219,6 +223,19 @@ impl FingerprintState {
             Some((xxhash_rust::xxh3::xxh3_128(d.as_bytes()), o.revisit))
         });
         let rank = config.keep.rank(bytes, record.extra, fetched_at);
+        let url_normalized = origin
+            .as_ref()
+            .and_then(|o| o.url.as_deref())
+            .and_then(|url| normalize_url(url, config.url_normalize));
+        let url_key = url_normalized
+            .as_deref()
+            .map(|u| xxhash_rust::xxh3::xxh3_128(u.as_bytes()));
+        let page = url_normalized.as_deref().and_then(host_and_path);
+        let host = page
+            .as_ref()
+            .map(|(host, _)| host.clone())
+            .or_else(|| origin.as_ref().and_then(|o| o.host()));
+        let host_hash = host.as_deref().map(|h| xxh3_64(h.as_bytes()));
         let id_hash = record.id.as_ref().map(|id| xxh3_64(id.as_bytes()));
         {
             let mut report = self.ctx.report.borrow_mut();
@@ -243,6 +260,7 @@ impl FingerprintState {
                 fetched_at,
                 offset: origin.as_ref().and_then(|o| o.offset),
                 length: origin.as_ref().and_then(|o| o.length),
+                url_normalized,
             };
             if let Err(e) = writer.push(row) {
                 self.ctx.fail(e.to_string());
@@ -266,6 +284,9 @@ impl FingerprintState {
             id_hash,
             bands,
             digest,
+            url_key,
+            host_hash,
+            page: page.map(Box::new),
         })
     }
 

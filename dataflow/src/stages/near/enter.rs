@@ -452,6 +452,9 @@ mod tests {
             id_hash: None,
             bands: Vec::new(),
             digest: None,
+            url_key: None,
+            host_hash: None,
+            page: None,
         }
     }
 

@@ -1,0 +1,706 @@
+//! Mirror hosts: two hosts (or two directories of them) that serve the same paths with the
+//! same content, found from the content clusters of their pages.
+//!
+//! The idea: a mirror copies a site whole, so for most paths `p`, `host_a/alpha/p` exists
+//! if and only if `host_b/beta/p` does, with identical or nearly identical content. Two
+//! copies of one page (two pages in one content cluster, on different hosts) say which
+//! `alpha` and `beta` they support: the longest common suffix of their path segments is
+//! `p`, and what precedes it on each side is the prefix (`/docs/2.4/x.html` and
+//! `/apache/docs/2.4/x.html` support `alpha = /`, `beta = /apache/`, `p = docs/2.4/x.html`).
+//! Copies whose last segments differ support nothing: the same text under unrelated names is
+//! a duplicate, not a mirror. Copies at the same path support `alpha = beta = /` (the
+//! longest suffix is the whole path): a subtree copied to the same place on a host that holds
+//! little else is a `partial` mirror of the whole origin host. Counting, for every `(host_a, alpha, host_b, beta)`, the
+//! distinct `p` that support it gives `shared_paths`; dividing by the pages each side has
+//! under its prefix gives the shares; the thresholds give the verdict:
+//!
+//! - `mirror`: at least [`MirrorParams::min_paths`] shared paths, and both shares at least
+//!   [`MirrorParams::min_share`] (most paths both ways);
+//! - `partial`: as many shared paths, and one share at least `min_share` (one side is
+//!   largely contained in the other: a mirrored subtree);
+//! - otherwise nothing is reported.
+//!
+//! A shared path is *identical* when some pair of its copies has the same exact-duplicate
+//! key (the same normalized token stream), *near* otherwise (the same near-duplicate cluster:
+//! a mirror that inserts an advertisement line).
+//!
+//! **Boilerplate.** Pages every site has (`robots.txt`, a 404 page, a parked-domain
+//! template) form clusters spread over many hosts, and would pair every two of those hosts.
+//! Two rules keep them out: a cluster whose pages lie on more than
+//! [`MirrorParams::max_cluster_hosts`] distinct hosts is skipped whole (and counted), which
+//! also bounds the work of one cluster to `max_cluster_hosts^2 / 2` host pairs; and a host
+//! pair needs `min_paths` distinct shared paths, more than the handful of boilerplate pages
+//! two unrelated sites share.
+//!
+//! The pieces ([`cluster_links`], [`count_links`], [`paths_under`], [`verdict`],
+//! [`mirror_groups`]) are what the dataflow stage runs on different workers (by cluster, by
+//! host pair, by host); [`find_mirrors`] composes them in one place, for tests and small
+//! inputs.
+//!
+//! ```
+//! use neardup_core::mirrors::{find_mirrors, MirrorParams, Page, Verdict};
+//!
+//! let mut pages = Vec::new();
+//! for (i, name) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+//!     pages.push(Page::new("one.org", &format!("/{name}.html"), i as u64, i as u128));
+//!     pages.push(Page::new("two.net", &format!("/mirror/one/{name}.html"), i as u64, i as u128));
+//! }
+//! let mirrors = find_mirrors(&pages, &MirrorParams::default());
+//! assert_eq!(mirrors.len(), 1);
+//! let m = &mirrors[0];
+//! assert_eq!((m.host_a.as_str(), m.prefix_a.as_str()), ("one.org", "/"));
+//! assert_eq!((m.host_b.as_str(), m.prefix_b.as_str()), ("two.net", "/mirror/one/"));
+//! assert_eq!((m.shared_paths, m.identical_paths, m.verdict), (5, 5, Verdict::Mirror));
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Shared paths a host pair needs to be reported (`--mirror-min-paths`): more than the
+/// few boilerplate pages (robots.txt, 404, home page template) unrelated sites share.
+pub const DEFAULT_MIN_PATHS: u64 = 5;
+/// The share of a prefix's pages that must be shared (`--mirror-min-share`): most of them.
+pub const DEFAULT_MIN_SHARE: f64 = 0.5;
+/// Clusters spread over more hosts than this are boilerplate and skipped. A cluster over
+/// `h` hosts makes `h(h-1)/2` host pairs; 64 hosts (2016 pairs) admits the mirror networks
+/// of large projects that matter to a crawl (tens of mirrors) while a template shared by
+/// thousands of parked domains costs nothing. Not measured on a crawl yet: a bound on work
+/// chosen by that arithmetic.
+pub const DEFAULT_MAX_CLUSTER_HOSTS: usize = 64;
+
+/// The thresholds of mirror detection.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MirrorParams {
+    pub min_paths: u64,
+    pub min_share: f64,
+    pub max_cluster_hosts: usize,
+}
+
+impl Default for MirrorParams {
+    fn default() -> Self {
+        MirrorParams {
+            min_paths: DEFAULT_MIN_PATHS,
+            min_share: DEFAULT_MIN_SHARE,
+            max_cluster_hosts: DEFAULT_MAX_CLUSTER_HOSTS,
+        }
+    }
+}
+
+/// One document as mirror detection sees it: where it is and what content cluster it is in.
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct Page {
+    pub host: String,
+    /// The path with the query (`/a/b.html?x=1`), of the normalized URL.
+    pub path: String,
+    /// The content cluster (near and exact duplicates together).
+    pub cluster: u64,
+    /// The exact-duplicate key: equal keys are identical content.
+    pub exact: u128,
+}
+
+impl Page {
+    pub fn new(host: &str, path: &str, cluster: u64, exact: u128) -> Page {
+        Page {
+            host: host.into(),
+            path: path.into(),
+            cluster,
+            exact,
+        }
+    }
+}
+
+/// What two copies of one page on different hosts support: `host_a < host_b`.
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct Link {
+    pub key: MirrorKey,
+    /// The shared path relative to the prefixes.
+    pub rel: String,
+    /// The two copies have the same exact-duplicate key.
+    pub identical: bool,
+}
+
+/// A candidate mirror relation: `host_a/prefix_a/p` is `host_b/prefix_b/p`.
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct MirrorKey {
+    pub host_a: String,
+    pub prefix_a: String,
+    pub host_b: String,
+    pub prefix_b: String,
+}
+
+/// The shared paths of one [`MirrorKey`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LinkCount {
+    pub shared_paths: u64,
+    pub identical_paths: u64,
+}
+
+/// Mirror or partial mirror (see the module docs).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum Verdict {
+    Mirror,
+    Partial,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Mirror => "mirror",
+            Verdict::Partial => "partial",
+        }
+    }
+}
+
+/// One reported mirror relation: a row of `mirrors/`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Mirror {
+    pub host_a: String,
+    pub prefix_a: String,
+    pub host_b: String,
+    pub prefix_b: String,
+    pub shared_paths: u64,
+    /// Distinct paths of `host_a` under `prefix_a` (of all its documents with a URL).
+    pub paths_a: u64,
+    pub paths_b: u64,
+    pub share_a: f64,
+    pub share_b: f64,
+    pub identical_paths: u64,
+    pub near_paths: u64,
+    pub verdict: Verdict,
+}
+
+/// Splits a path into its directory prefix and the rest at the longest common suffix of
+/// path segments with `other`: `(prefix, rel)` with `path == prefix + rel`, the prefix
+/// ending with `/`. `None` when even the last segments differ.
+fn split_common_suffix<'p>(path: &'p str, other: &str) -> Option<(&'p str, &'p str, usize)> {
+    let a: Vec<&str> = path.split('/').collect();
+    let b: Vec<&str> = other.split('/').collect();
+    // The first segment is the empty one before the leading `/`: never part of the suffix.
+    let common = a
+        .iter()
+        .skip(1)
+        .rev()
+        .zip(b.iter().skip(1).rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    if common == 0 {
+        return None;
+    }
+    // Bytes of the first `a.len() - common` segments and their slashes.
+    let keep = a.len() - common;
+    let prefix_len: usize = a[..keep].iter().map(|s| s.len() + 1).sum();
+    Some((&path[..prefix_len], &path[prefix_len..], prefix_len))
+}
+
+/// The links of one content cluster's pages (see the module docs), or `None` when the
+/// cluster lies on more than `max_hosts` hosts (boilerplate: skipped). Sorted, without
+/// repeats.
+pub fn cluster_links(pages: &[Page], max_hosts: usize) -> Option<Vec<Link>> {
+    let hosts: BTreeSet<&str> = pages.iter().map(|p| p.host.as_str()).collect();
+    if hosts.len() > max_hosts {
+        return None;
+    }
+    let mut links = BTreeSet::new();
+    for (i, p) in pages.iter().enumerate() {
+        for q in &pages[i + 1..] {
+            let (a, b) = match p.host.cmp(&q.host) {
+                std::cmp::Ordering::Less => (p, q),
+                std::cmp::Ordering::Greater => (q, p),
+                std::cmp::Ordering::Equal => continue,
+            };
+            let Some((prefix_a, rel, _)) = split_common_suffix(&a.path, &b.path) else {
+                continue;
+            };
+            let prefix_b = &b.path[..b.path.len() - rel.len()];
+            links.insert(Link {
+                key: MirrorKey {
+                    host_a: a.host.clone(),
+                    prefix_a: prefix_a.into(),
+                    host_b: b.host.clone(),
+                    prefix_b: prefix_b.into(),
+                },
+                rel: rel.into(),
+                identical: a.exact == b.exact,
+            });
+        }
+    }
+    Some(links.into_iter().collect())
+}
+
+/// Shared and identical paths per key, from every cluster's links (in any order, with
+/// repeats: a path counts once, as identical if any of its links is).
+pub fn count_links(links: impl IntoIterator<Item = Link>) -> BTreeMap<MirrorKey, LinkCount> {
+    let mut by_path: BTreeMap<(MirrorKey, String), bool> = BTreeMap::new();
+    for link in links {
+        *by_path.entry((link.key, link.rel)).or_default() |= link.identical;
+    }
+    let mut counts: BTreeMap<MirrorKey, LinkCount> = BTreeMap::new();
+    for ((key, _), identical) in by_path {
+        let c = counts.entry(key).or_default();
+        c.shared_paths += 1;
+        c.identical_paths += u64::from(identical);
+    }
+    counts
+}
+
+/// Distinct paths under `prefix` in a host's sorted, deduplicated path list.
+pub fn paths_under(sorted_paths: &[String], prefix: &str) -> u64 {
+    let start = sorted_paths.partition_point(|p| p.as_str() < prefix);
+    sorted_paths[start..]
+        .iter()
+        .take_while(|p| p.starts_with(prefix))
+        .count() as u64
+}
+
+/// The row of a key whose counts pass the thresholds, or `None`.
+pub fn verdict(
+    key: MirrorKey,
+    count: LinkCount,
+    paths_a: u64,
+    paths_b: u64,
+    params: &MirrorParams,
+) -> Option<Mirror> {
+    if count.shared_paths < params.min_paths.max(1) {
+        return None;
+    }
+    let share = |n: u64| count.shared_paths as f64 / n.max(1) as f64;
+    let (share_a, share_b) = (share(paths_a), share(paths_b));
+    let verdict = if share_a >= params.min_share && share_b >= params.min_share {
+        Verdict::Mirror
+    } else if share_a >= params.min_share || share_b >= params.min_share {
+        Verdict::Partial
+    } else {
+        return None;
+    };
+    Some(Mirror {
+        host_a: key.host_a,
+        prefix_a: key.prefix_a,
+        host_b: key.host_b,
+        prefix_b: key.prefix_b,
+        shared_paths: count.shared_paths,
+        paths_a,
+        paths_b,
+        share_a,
+        share_b,
+        identical_paths: count.identical_paths,
+        near_paths: count.shared_paths - count.identical_paths,
+        verdict,
+    })
+}
+
+/// Every mirror relation among `pages` (the whole algorithm in one place), sorted by key.
+pub fn find_mirrors(pages: &[Page], params: &MirrorParams) -> Vec<Mirror> {
+    let mut clusters: BTreeMap<u64, Vec<Page>> = BTreeMap::new();
+    let mut host_paths: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for p in pages {
+        clusters.entry(p.cluster).or_default().push(p.clone());
+        host_paths
+            .entry(p.host.as_str())
+            .or_default()
+            .insert(p.path.clone());
+    }
+    let host_paths: BTreeMap<&str, Vec<String>> = host_paths
+        .into_iter()
+        .map(|(h, set)| (h, set.into_iter().collect()))
+        .collect();
+    let links = clusters
+        .values()
+        .filter_map(|c| cluster_links(c, params.max_cluster_hosts))
+        .flatten();
+    count_links(links)
+        .into_iter()
+        .filter_map(|(key, count)| {
+            let paths_a = paths_under(&host_paths[key.host_a.as_str()], &key.prefix_a);
+            let paths_b = paths_under(&host_paths[key.host_b.as_str()], &key.prefix_b);
+            verdict(key, count, paths_a, paths_b, params)
+        })
+        .collect()
+}
+
+/// One host's row of `hosts/`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HostGroup {
+    pub host: String,
+    pub documents: u64,
+    /// The canonical host of its mirror group (itself when it mirrors nothing).
+    pub canonical_host: String,
+    /// Hosts in its group (1 when it mirrors nothing).
+    pub group_size: u64,
+}
+
+/// Mirror groups: hosts connected by `mirror` verdicts (not `partial`: a host that copies
+/// one subtree of another is not a copy of it). The canonical host of a group is the one
+/// with the most documents, then the smallest name. `hosts` is `(host, documents)`, each
+/// host once; the rows come out sorted by host.
+pub fn mirror_groups(hosts: &[(String, u64)], mirrors: &[Mirror]) -> Vec<HostGroup> {
+    let index: BTreeMap<&str, usize> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, (h, _))| (h.as_str(), i))
+        .collect();
+    let mut uf = crate::unionfind::UnionFind::new();
+    for i in 0..hosts.len() {
+        uf.union(i as u64, i as u64);
+    }
+    for m in mirrors.iter().filter(|m| m.verdict == Verdict::Mirror) {
+        if let (Some(&a), Some(&b)) = (index.get(m.host_a.as_str()), index.get(m.host_b.as_str())) {
+            uf.union(a as u64, b as u64);
+        }
+    }
+    let mut members: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (doc, root) in uf.components_by_min() {
+        members.entry(root).or_default().push(doc as usize);
+    }
+    let mut rows = Vec::with_capacity(hosts.len());
+    for group in members.values() {
+        let canonical = group
+            .iter()
+            .map(|&i| &hosts[i])
+            .min_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)))
+            .expect("a group has a member");
+        for &i in group {
+            rows.push(HostGroup {
+                host: hosts[i].0.clone(),
+                documents: hosts[i].1,
+                canonical_host: canonical.0.clone(),
+                group_size: group.len() as u64,
+            });
+        }
+    }
+    rows.sort_by(|a, b| a.host.cmp(&b.host));
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn common_suffix_gives_the_prefixes() {
+        assert_eq!(
+            split_common_suffix("/docs/2.4/x.html", "/apache/docs/2.4/x.html"),
+            Some(("/", "docs/2.4/x.html", 1))
+        );
+        assert_eq!(
+            split_common_suffix("/apache/docs/x.html", "/docs/x.html"),
+            Some(("/apache/", "docs/x.html", 8))
+        );
+        assert_eq!(
+            split_common_suffix("/a/x.html", "/a/x.html"),
+            Some(("/", "a/x.html", 1))
+        );
+        assert_eq!(split_common_suffix("/a/x.html", "/a/y.html"), None);
+        assert_eq!(split_common_suffix("/", "/"), Some(("/", "", 1)));
+        assert_eq!(split_common_suffix("/a/", "/b/"), Some(("/a/", "", 3)));
+    }
+
+    fn site(
+        host: &str,
+        prefix: &str,
+        names: &[&str],
+        cluster_base: u64,
+        exact_base: u128,
+    ) -> Vec<Page> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                Page::new(
+                    host,
+                    &format!("{prefix}{n}"),
+                    cluster_base + i as u64,
+                    exact_base + i as u128,
+                )
+            })
+            .collect()
+    }
+
+    const NAMES: [&str; 8] = [
+        "a.html", "b.html", "c/d.html", "c/e.html", "f", "g?x=1", "h/", "i.txt",
+    ];
+
+    #[test]
+    fn full_partial_and_near_mirrors() {
+        let mut pages = site("origin.org", "/", &NAMES, 0, 0);
+        // A full mirror under a prefix, identical.
+        pages.extend(site("mirror.net", "/pub/origin/", &NAMES, 0, 0));
+        // A near mirror: same clusters, other exact keys (an inserted advertisement line).
+        pages.extend(site("ads.com", "/", &NAMES, 0, 100));
+        // A partial mirror: one subtree of 5 pages, and two pages of its own.
+        let sub = ["p1", "p2", "p3", "p4", "p5"];
+        pages.extend(site("origin.org", "/sub/", &sub, 50, 50));
+        pages.extend(site("part.io", "/sub/", &sub, 50, 50));
+        pages.extend(site("part.io", "/own/", &NAMES[..2], 200, 200));
+        let mirrors = find_mirrors(&pages, &MirrorParams::default());
+        type Row<'a> = (
+            &'a str,
+            &'a str,
+            &'a str,
+            &'a str,
+            u64,
+            u64,
+            u64,
+            u64,
+            Verdict,
+        );
+        let rows: Vec<Row> = mirrors
+            .iter()
+            .map(|m| {
+                (
+                    m.host_a.as_str(),
+                    m.prefix_a.as_str(),
+                    m.host_b.as_str(),
+                    m.prefix_b.as_str(),
+                    m.shared_paths,
+                    m.paths_a,
+                    m.paths_b,
+                    m.identical_paths,
+                    m.verdict,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (
+                    "ads.com",
+                    "/",
+                    "mirror.net",
+                    "/pub/origin/",
+                    8,
+                    8,
+                    8,
+                    0,
+                    Verdict::Mirror
+                ),
+                (
+                    "ads.com",
+                    "/",
+                    "origin.org",
+                    "/",
+                    8,
+                    8,
+                    13,
+                    0,
+                    Verdict::Mirror
+                ),
+                (
+                    "mirror.net",
+                    "/pub/origin/",
+                    "origin.org",
+                    "/",
+                    8,
+                    8,
+                    13,
+                    8,
+                    Verdict::Mirror
+                ),
+                (
+                    "origin.org",
+                    "/",
+                    "part.io",
+                    "/",
+                    5,
+                    13,
+                    7,
+                    5,
+                    Verdict::Partial
+                ),
+            ]
+        );
+        let hosts: Vec<(String, u64)> = [
+            ("ads.com", 8),
+            ("mirror.net", 8),
+            ("origin.org", 13),
+            ("part.io", 7),
+        ]
+        .iter()
+        .map(|(h, n)| (h.to_string(), *n))
+        .collect();
+        let groups = mirror_groups(&hosts, &mirrors);
+        let canon: Vec<(&str, &str, u64)> = groups
+            .iter()
+            .map(|g| (g.host.as_str(), g.canonical_host.as_str(), g.group_size))
+            .collect();
+        assert_eq!(
+            canon,
+            [
+                ("ads.com", "origin.org", 3),
+                ("mirror.net", "origin.org", 3),
+                ("origin.org", "origin.org", 3),
+                ("part.io", "part.io", 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn boilerplate_does_not_make_mirrors() {
+        // 100 unrelated hosts share robots.txt, a 404 page and a parked template, and each
+        // has pages of its own.
+        let mut pages = Vec::new();
+        for h in 0..100u64 {
+            let host = format!("site{h}.com");
+            pages.push(Page::new(&host, "/robots.txt", 1, 1));
+            pages.push(Page::new(&host, "/", 2, 2));
+            pages.push(Page::new(&host, &format!("/missing-{h}"), 3, 3));
+            for i in 0..5 {
+                pages.push(Page::new(
+                    &host,
+                    &format!("/p{i}"),
+                    1000 + h * 10 + i,
+                    (1000 + h * 10 + i) as u128,
+                ));
+            }
+        }
+        assert!(find_mirrors(&pages, &MirrorParams::default()).is_empty());
+        // Among few hosts the shared boilerplate is below min_paths.
+        assert!(find_mirrors(&pages[..24], &MirrorParams::default()).is_empty());
+        // With loose thresholds, a few hosts do pair on robots.txt and "/" (2 of 8 paths);
+        // a hundred are skipped by the host cap whatever the thresholds.
+        let loose = MirrorParams {
+            min_paths: 1,
+            min_share: 0.1,
+            ..Default::default()
+        };
+        let few = find_mirrors(&pages[..24], &loose);
+        assert_eq!(few.len(), 3, "{few:?}");
+        assert!(few.iter().all(|m| m.shared_paths == 2 && m.paths_a == 8));
+        assert!(find_mirrors(&pages, &loose).is_empty());
+        assert!(cluster_links(
+            &pages
+                .iter()
+                .filter(|p| p.cluster == 1)
+                .cloned()
+                .collect::<Vec<_>>(),
+            DEFAULT_MAX_CLUSTER_HOSTS
+        )
+        .is_none());
+    }
+
+    /// The oracle: every pair of pages of all pages, compared directly, no grouping by
+    /// cluster; prefixes by reversing segment lists; paths under a prefix by scanning.
+    fn oracle(pages: &[Page], params: &MirrorParams) -> Vec<Mirror> {
+        let hosts_of = |cluster: u64| {
+            pages
+                .iter()
+                .filter(|p| p.cluster == cluster)
+                .map(|p| p.host.clone())
+                .collect::<BTreeSet<_>>()
+                .len()
+        };
+        let mut support: BTreeMap<(String, String, String, String), BTreeMap<String, bool>> =
+            BTreeMap::new();
+        for p in pages {
+            for q in pages {
+                if p.host >= q.host
+                    || p.cluster != q.cluster
+                    || hosts_of(p.cluster) > params.max_cluster_hosts
+                {
+                    continue;
+                }
+                let mut sa: Vec<&str> = p.path.split('/').skip(1).collect();
+                let mut sb: Vec<&str> = q.path.split('/').skip(1).collect();
+                let mut rel = Vec::new();
+                while let (Some(x), Some(y)) = (sa.last(), sb.last()) {
+                    if x != y {
+                        break;
+                    }
+                    rel.insert(0, *x);
+                    sa.pop();
+                    sb.pop();
+                }
+                if rel.is_empty() {
+                    continue;
+                }
+                let prefix = |s: &[&str]| {
+                    let mut out = String::from("/");
+                    for seg in s {
+                        out.push_str(seg);
+                        out.push('/');
+                    }
+                    out
+                };
+                let key = (p.host.clone(), prefix(&sa), q.host.clone(), prefix(&sb));
+                *support
+                    .entry(key)
+                    .or_default()
+                    .entry(rel.join("/"))
+                    .or_default() |= p.exact == q.exact;
+            }
+        }
+        let count_under = |host: &str, prefix: &str| {
+            pages
+                .iter()
+                .filter(|p| p.host == host && p.path.starts_with(prefix))
+                .map(|p| p.path.clone())
+                .collect::<BTreeSet<_>>()
+                .len() as u64
+        };
+        let mut out = Vec::new();
+        for ((ha, pa, hb, pb), rels) in support {
+            let shared = rels.len() as u64;
+            let identical = rels.values().filter(|&&i| i).count() as u64;
+            let (na, nb) = (count_under(&ha, &pa), count_under(&hb, &pb));
+            let (sa, sb) = (shared as f64 / na as f64, shared as f64 / nb as f64);
+            if shared < params.min_paths {
+                continue;
+            }
+            let verdict = match (sa >= params.min_share, sb >= params.min_share) {
+                (true, true) => Verdict::Mirror,
+                (false, false) => continue,
+                _ => Verdict::Partial,
+            };
+            out.push(Mirror {
+                host_a: ha,
+                prefix_a: pa,
+                host_b: hb,
+                prefix_b: pb,
+                shared_paths: shared,
+                paths_a: na,
+                paths_b: nb,
+                share_a: sa,
+                share_b: sb,
+                identical_paths: identical,
+                near_paths: shared - identical,
+                verdict,
+            });
+        }
+        out
+    }
+
+    fn page_strategy() -> impl Strategy<Value = Page> {
+        (
+            prop::sample::select(vec!["a.org", "b.org", "c.net", "d.com"]),
+            prop::collection::vec(
+                prop::sample::select(vec!["x", "y", "z", "p.html", ""]),
+                1..4,
+            ),
+            0u64..6,
+            0u128..3,
+        )
+            .prop_map(|(host, segs, cluster, exact)| {
+                Page::new(host, &format!("/{}", segs.join("/")), cluster, exact)
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn find_mirrors_matches_the_brute_force_oracle(
+            pages in prop::collection::vec(page_strategy(), 0..40),
+            min_paths in 1u64..4,
+            min_share in prop::sample::select(vec![0.2, 0.5, 0.9]),
+            max_cluster_hosts in 2usize..5,
+        ) {
+            let params = MirrorParams { min_paths, min_share, max_cluster_hosts };
+            prop_assert_eq!(find_mirrors(&pages, &params), oracle(&pages, &params));
+        }
+    }
+}

@@ -1,0 +1,468 @@
+//! Mirror hosts: from the content clusters and each document's host and path, the host
+//! pairs (and directory prefixes within them) that serve the same paths with the same
+//! content, written to `mirrors/`, and every host with its mirror group in `hosts/`. The
+//! algorithm is [`neardup_core::mirrors`]; this stage runs its pieces where the data is:
+//!
+//! 1. at each document's home, once its cluster assignment is back: every page (a document
+//!    with a URL) goes to its host's worker (`xxh3(host)`), and every clustered page to its
+//!    cluster's worker (`mix64(cluster_id)`);
+//! 2. per cluster: the links its pages support ([`cluster_links`]; clusters over more than
+//!    `max_cluster_hosts` hosts are skipped as boilerplate), sent to the host pair's worker
+//!    (`mix2(xxh3(host_a), xxh3(host_b))`);
+//! 3. per host pair: shared and identical paths per `(host_a, prefix_a, host_b, prefix_b)`
+//!    ([`count_links`]); the keys with at least `min_paths` shared paths ask each host's
+//!    worker how many paths it has under the prefix;
+//! 4. per host: the sorted path list answers ([`paths_under`]);
+//! 5. per host pair again: candidate and answers meet, [`verdict`] decides, `mirrors/` rows
+//!    are written, and `mirror` rows go to worker 0;
+//! 6. worker 0: mirror groups ([`mirror_groups`]) of the hosts in them, sent to each host's
+//!    worker, which writes `hosts/` (one row per host).
+//!
+//! Every route is a stable hash (xxh3 of the host name, splitmix of the cluster id), every
+//! grouping sorts, and each row is decided from all its inputs: the tables are the same at
+//! any number of workers and processes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use neardup_core::mirrors::{
+    cluster_links, count_links, mirror_groups, paths_under, verdict, Link, LinkCount, Mirror,
+    MirrorKey, Page, Verdict,
+};
+use neardup_core::mix::{mix2, mix64};
+use neardup_io::parquet_out::{HostRow, MirrorRow, OutputRow, PartWriter};
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::{Map, Partition};
+use timely::dataflow::StreamVec;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::output::{OutputDirs, Table};
+use crate::records::{Assignment, DocFp};
+use crate::worker::WorkerCtx;
+
+fn host_route(host: &str) -> u64 {
+    xxh3_64(host.as_bytes())
+}
+
+fn pair_route(key: &MirrorKey) -> u64 {
+    mix2(host_route(&key.host_a), host_route(&key.host_b))
+}
+
+/// What a home worker sends on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum HomeMsg {
+    /// A page in a cluster, to its cluster's worker.
+    Clustered(Page),
+    /// A page, to its host's worker.
+    Hosted { host: String, path: String },
+}
+
+/// Which side of a key a request or answer is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum Side {
+    A,
+    B,
+}
+
+/// What the host-pair workers and the host workers exchange.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum PairMsg {
+    /// A key with enough shared paths, to be judged.
+    Candidate(MirrorKey, LinkCount),
+    /// How many paths does this side's host have under its prefix?
+    Request(MirrorKey, Side),
+    /// The answer: paths under the prefix, and the host's documents.
+    Answer(MirrorKey, Side, u64, u64),
+}
+
+impl PairMsg {
+    /// Requests go to the host asked about; candidates and answers to the host pair.
+    fn route(&self) -> u64 {
+        match self {
+            PairMsg::Request(key, Side::A) => host_route(&key.host_a),
+            PairMsg::Request(key, Side::B) => host_route(&key.host_b),
+            PairMsg::Candidate(key, _) | PairMsg::Answer(key, _, _, _) => pair_route(key),
+        }
+    }
+}
+
+/// A page at its home: `(doc_id, exact key, (host, path))`.
+type HomePage = (u64, u128, Box<(String, String)>);
+
+/// A host's documents and distinct paths, kept by its worker for `hosts/`.
+type HostInfo = (String, u64, u64);
+
+/// Builds the stage (see the module docs) on the documents at their homes and the cluster
+/// assignments.
+pub fn detect_mirrors<'s>(
+    docs: StreamVec<'s, u64, DocFp>,
+    assignments: StreamVec<'s, u64, Assignment>,
+    ctx: Rc<WorkerCtx>,
+) {
+    let params = ctx.shared.config.mirrors;
+    let home = ctx.home.clone();
+    // 1. Pages at their homes, once their clusters are known.
+    let home_msgs = docs.binary_frontier::<_, CapacityContainerBuilder<Vec<HomeMsg>>, _, _, _, _>(
+        assignments,
+        Pipeline,
+        Exchange::new(ctx.meter("mirrors", move |a: &Assignment| home.route(a.doc_id))),
+        "HomePages",
+        |cap, _| {
+            let mut cap = Some(cap);
+            // (doc_id, exact key, host and path) of the pages at this home.
+            let mut pages: Vec<HomePage> = Vec::new();
+            let mut clusters: HashMap<u64, u64> = HashMap::new();
+            move |(docs, docs_frontier), (assigned, assigned_frontier), output| {
+                docs.for_each(|_, data| {
+                    pages.extend(data.drain(..).filter_map(|d| {
+                        // Without exact keys (--no-exact), the simhash stands in for
+                        // "identical content", marked so the two never meet.
+                        let exact = match d.exact_key {
+                            0 => (1 << 127) | d.simhash as u128,
+                            key => key,
+                        };
+                        d.page.map(|p| (d.doc_id, exact, p))
+                    }))
+                });
+                assigned.for_each(|_, data| {
+                    clusters.extend(data.drain(..).map(|a| (a.doc_id, a.cluster_id)))
+                });
+                if docs_frontier.is_empty() && assigned_frontier.is_empty() {
+                    if let Some(cap) = cap.take() {
+                        let clusters = std::mem::take(&mut clusters);
+                        let mut session = output.session(&cap);
+                        for (doc, exact, page) in std::mem::take(&mut pages) {
+                            let (host, path) = *page;
+                            if let Some(&cluster) = clusters.get(&doc) {
+                                session.give(HomeMsg::Clustered(Page {
+                                    host: host.clone(),
+                                    path: path.clone(),
+                                    cluster,
+                                    exact,
+                                }));
+                            }
+                            session.give(HomeMsg::Hosted { host, path });
+                        }
+                    }
+                }
+            }
+        },
+    );
+    let mut parts = home_msgs.partition(2, |m| match m {
+        HomeMsg::Clustered(_) => (0, m),
+        HomeMsg::Hosted { .. } => (1, m),
+    });
+    let hosted = parts.pop().expect("two parts").flat_map(|m| match m {
+        HomeMsg::Hosted { host, path } => Some((host, path)),
+        HomeMsg::Clustered(_) => None,
+    });
+    let clustered = parts.pop().expect("two parts").flat_map(|m| match m {
+        HomeMsg::Clustered(page) => Some(page),
+        HomeMsg::Hosted { .. } => None,
+    });
+
+    // 2. Links per cluster.
+    let link_ctx = ctx.clone();
+    let links = clustered.unary_frontier(
+        Exchange::new(ctx.meter("mirrors", |p: &Page| mix64(p.cluster))),
+        "ClusterLinks",
+        move |cap, _| {
+            let mut cap = Some(cap);
+            let mut pages: Vec<Page> = Vec::new();
+            move |(input, frontier), output| {
+                input.for_each(|_, data| pages.append(data));
+                if frontier.is_empty() {
+                    if let Some(cap) = cap.take() {
+                        let mut pages = std::mem::take(&mut pages);
+                        // By cluster, then the page's own order: the links are sorted
+                        // anyway, so any order within a cluster gives the same.
+                        pages.sort_unstable_by(|a, b| a.cluster.cmp(&b.cluster).then(a.cmp(b)));
+                        let mut links: Vec<Link> = Vec::new();
+                        let mut skipped = 0u64;
+                        for cluster in pages.chunk_by(|a, b| a.cluster == b.cluster) {
+                            match cluster_links(cluster, params.max_cluster_hosts) {
+                                Some(l) => links.extend(l),
+                                None => skipped += 1,
+                            }
+                        }
+                        link_ctx.report.borrow_mut().mirror_skipped_clusters += skipped;
+                        output.session(&cap).give_iterator(links.into_iter());
+                    }
+                }
+            }
+        },
+    );
+
+    // 3. Counts per host pair; candidates ask both hosts for their paths.
+    let asks = links.unary_frontier(
+        Exchange::new(ctx.meter("mirrors", |l: &Link| pair_route(&l.key))),
+        "CountLinks",
+        move |cap, _| {
+            let mut cap = Some(cap);
+            let mut links: Vec<Link> = Vec::new();
+            move |(input, frontier), output| {
+                input.for_each(|_, data| links.append(data));
+                if frontier.is_empty() {
+                    if let Some(cap) = cap.take() {
+                        let mut session = output.session(&cap);
+                        for (key, count) in count_links(std::mem::take(&mut links)) {
+                            if count.shared_paths < params.min_paths {
+                                continue;
+                            }
+                            session.give(PairMsg::Request(key.clone(), Side::A));
+                            session.give(PairMsg::Request(key.clone(), Side::B));
+                            session.give(PairMsg::Candidate(key, count));
+                        }
+                    }
+                }
+            }
+        },
+    );
+    let mut parts = asks.partition(2, |m| match m {
+        PairMsg::Request(..) => (0, m),
+        _ => (1, m),
+    });
+    let candidates = parts.pop().expect("two parts");
+    let requests = parts.pop().expect("two parts");
+
+    // 4. Host workers: the path lists answer requests; the hosts' own rows wait for groups.
+    let host_out = hosted
+        .binary_frontier::<_, CapacityContainerBuilder<Vec<Result<PairMsg, HostInfo>>>, _, _, _, _>(
+            requests,
+            Exchange::new(ctx.meter("mirrors", |(host, _): &(String, String)| host_route(host))),
+            Exchange::new(ctx.meter("mirrors", PairMsg::route)),
+            "HostPaths",
+            |cap, _| {
+                let mut cap = Some(cap);
+                let mut paths: HashMap<String, Vec<String>> = HashMap::new();
+                let mut requests: Vec<(MirrorKey, Side)> = Vec::new();
+                move |(hosted, hosted_frontier), (asked, asked_frontier), output| {
+                    hosted.for_each(|_, data| {
+                        for (host, path) in data.drain(..) {
+                            paths.entry(host).or_default().push(path);
+                        }
+                    });
+                    asked.for_each(|_, data| {
+                        requests.extend(data.drain(..).filter_map(|m| match m {
+                            PairMsg::Request(key, side) => Some((key, side)),
+                            _ => None,
+                        }))
+                    });
+                    if hosted_frontier.is_empty() && asked_frontier.is_empty() {
+                        if let Some(cap) = cap.take() {
+                            // (distinct sorted paths, documents) per host.
+                            let hosts: BTreeMap<String, (Vec<String>, u64)> =
+                                std::mem::take(&mut paths)
+                                    .into_iter()
+                                    .map(|(host, mut list)| {
+                                        let documents = list.len() as u64;
+                                        list.sort_unstable();
+                                        list.dedup();
+                                        (host, (list, documents))
+                                    })
+                                    .collect();
+                            let mut session = output.session(&cap);
+                            for (key, side) in std::mem::take(&mut requests) {
+                                let (host, prefix) = match side {
+                                    Side::A => (&key.host_a, &key.prefix_a),
+                                    Side::B => (&key.host_b, &key.prefix_b),
+                                };
+                                let (under, documents) =
+                                    hosts.get(host).map_or((0, 0), |(list, docs)| {
+                                        (paths_under(list, prefix), *docs)
+                                    });
+                                session.give(Ok(PairMsg::Answer(key, side, under, documents)));
+                            }
+                            for (host, (list, documents)) in hosts {
+                                session.give(Err((host, documents, list.len() as u64)));
+                            }
+                        }
+                    }
+                }
+            },
+        );
+    let mut parts = host_out.partition(2, |m| match m {
+        Ok(_) => (0, m),
+        Err(_) => (1, m),
+    });
+    let host_infos = parts.pop().expect("two parts").flat_map(|m| m.err());
+    let answers = parts.pop().expect("two parts").flat_map(|m| m.ok());
+
+    // 5. Judge each candidate with its two answers; write mirrors/.
+    let judge_ctx = ctx.clone();
+    let mirrors = candidates
+        .binary_frontier::<_, CapacityContainerBuilder<Vec<(Mirror, u64, u64)>>, _, _, _, _>(
+            answers,
+            Exchange::new(ctx.meter("mirrors", PairMsg::route)),
+            Exchange::new(ctx.meter("mirrors", PairMsg::route)),
+            "JudgeMirrors",
+            move |cap, _| {
+                let mut cap = Some(cap);
+                let mut counts: BTreeMap<MirrorKey, LinkCount> = BTreeMap::new();
+                let mut answered: HashMap<(MirrorKey, bool), (u64, u64)> = HashMap::new();
+                move |(cands, cands_frontier), (answers, answers_frontier), output| {
+                    cands.for_each(|_, data| {
+                        for m in data.drain(..) {
+                            if let PairMsg::Candidate(key, count) = m {
+                                counts.insert(key, count);
+                            }
+                        }
+                    });
+                    answers.for_each(|_, data| {
+                        for m in data.drain(..) {
+                            if let PairMsg::Answer(key, side, under, docs) = m {
+                                answered.insert((key, side == Side::A), (under, docs));
+                            }
+                        }
+                    });
+                    if cands_frontier.is_empty() && answers_frontier.is_empty() {
+                        if let Some(cap) = cap.take() {
+                            let mut rows = Vec::new();
+                            let mut groups = Vec::new();
+                            for (key, count) in std::mem::take(&mut counts) {
+                                let a = answered
+                                    .get(&(key.clone(), true))
+                                    .copied()
+                                    .unwrap_or_default();
+                                let b = answered
+                                    .get(&(key.clone(), false))
+                                    .copied()
+                                    .unwrap_or_default();
+                                let Some(m) = verdict(key, count, a.0, b.0, &params) else {
+                                    continue;
+                                };
+                                rows.push(mirror_row(&m));
+                                if m.verdict == Verdict::Mirror {
+                                    groups.push((m, a.1, b.1));
+                                }
+                            }
+                            answered.clear();
+                            {
+                                let mut report = judge_ctx.report.borrow_mut();
+                                report.mirrors +=
+                                    rows.iter().filter(|r| r.verdict == "mirror").count() as u64;
+                                report.partial_mirrors +=
+                                    rows.iter().filter(|r| r.verdict == "partial").count() as u64;
+                            }
+                            write_part(&judge_ctx, Table::Mirrors, rows);
+                            output.session(&cap).give_iterator(groups.into_iter());
+                        }
+                    }
+                }
+            },
+        );
+
+    // 6. Worker 0: groups; each host's worker writes hosts/.
+    let groups = mirrors.unary_frontier(
+        Exchange::new(ctx.meter("mirrors", |_: &(Mirror, u64, u64)| 0)),
+        "MirrorGroups",
+        move |cap, _| {
+            let mut cap = Some(cap);
+            let mut mirrors: Vec<(Mirror, u64, u64)> = Vec::new();
+            move |(input, frontier), output| {
+                input.for_each(|_, data| mirrors.append(data));
+                if frontier.is_empty() {
+                    if let Some(cap) = cap.take() {
+                        let mirrors = std::mem::take(&mut mirrors);
+                        let hosts: BTreeMap<String, u64> = mirrors
+                            .iter()
+                            .flat_map(|(m, a, b)| [(m.host_a.clone(), *a), (m.host_b.clone(), *b)])
+                            .collect();
+                        let hosts: Vec<(String, u64)> = hosts.into_iter().collect();
+                        let only: Vec<Mirror> = mirrors.into_iter().map(|(m, _, _)| m).collect();
+                        let rows = mirror_groups(&hosts, &only);
+                        output.session(&cap).give_iterator(
+                            rows.into_iter()
+                                .map(|g| (g.host, g.canonical_host, g.group_size)),
+                        );
+                    }
+                }
+            }
+        },
+    );
+    let write_ctx = ctx.clone();
+    host_infos.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
+        groups,
+        Pipeline,
+        Exchange::new(
+            ctx.meter("mirrors", |(host, _, _): &(String, String, u64)| {
+                host_route(host)
+            }),
+        ),
+        "WriteHosts",
+        move |_, _| {
+            let mut infos: Vec<HostInfo> = Vec::new();
+            let mut groups: HashMap<String, (String, u64)> = HashMap::new();
+            let mut done = false;
+            move |(infos_in, infos_frontier), (groups_in, groups_frontier), _output| {
+                infos_in.for_each(|_, data| infos.append(data));
+                groups_in
+                    .for_each(|_, data| groups.extend(data.drain(..).map(|(h, c, n)| (h, (c, n)))));
+                if !done && infos_frontier.is_empty() && groups_frontier.is_empty() {
+                    done = true;
+                    let mut infos = std::mem::take(&mut infos);
+                    infos.sort_unstable();
+                    let rows: Vec<HostRow> = infos
+                        .into_iter()
+                        .map(|(host, documents, paths)| {
+                            let (canonical_host, group_size) = groups
+                                .get(&host)
+                                .cloned()
+                                .unwrap_or_else(|| (host.clone(), 1));
+                            HostRow {
+                                host,
+                                documents,
+                                paths,
+                                canonical_host,
+                                group_size,
+                            }
+                        })
+                        .collect();
+                    write_ctx.report.borrow_mut().hosts += rows.len() as u64;
+                    write_part(&write_ctx, Table::Hosts, rows);
+                    groups.clear();
+                    write_ctx.stage_done("mirrors");
+                }
+            }
+        },
+    );
+}
+
+fn mirror_row(m: &Mirror) -> MirrorRow {
+    MirrorRow {
+        host_a: m.host_a.clone(),
+        prefix_a: m.prefix_a.clone(),
+        host_b: m.host_b.clone(),
+        prefix_b: m.prefix_b.clone(),
+        shared_paths: m.shared_paths,
+        paths_a: m.paths_a,
+        paths_b: m.paths_b,
+        share_a: m.share_a,
+        share_b: m.share_b,
+        identical_paths: m.identical_paths,
+        near_paths: m.near_paths,
+        verdict: m.verdict.as_str().to_owned(),
+    }
+}
+
+/// Writes this worker's part of `table` (possibly empty, like every table's parts).
+fn write_part<R: OutputRow>(ctx: &WorkerCtx, table: Table, rows: Vec<R>) {
+    let config = &ctx.shared.config;
+    let dir = OutputDirs::new(&config.output).table(table);
+    let meta = crate::output::search_meta(config);
+    let written = PartWriter::<R>::create(&dir, ctx.part(), &meta).and_then(|mut w| {
+        rows.into_iter().try_for_each(|r| w.push(r))?;
+        w.commit()
+    });
+    match written {
+        Ok(path) => ctx
+            .report
+            .borrow_mut()
+            .parts
+            .push(path.display().to_string()),
+        Err(e) => ctx.fail(e.to_string()),
+    }
+}

@@ -1,0 +1,569 @@
+//! URL duplicates end to end: documents with the same normalized URL are paired with kind
+//! `url` whatever their content, in each `--url-normalize` mode, from JSONL with a URL field
+//! and from web archives; the kept capture follows `--keep newest`, the default when capture
+//! times are known; cross-host content pairs are counted. The expected groups are written
+//! out by hand per mode (the oracle), and every run is repeated at 1, 2 and 4 workers.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::UInt64Type;
+use common::cli::{count, run_ok};
+use common::corpus::write;
+use common::outputs::{batches, clusters, column, pairs, summary};
+use neardup_io::web::testing::{gzip_members, http, warc};
+use serde_json::json;
+
+/// Texts far apart from each other (no near pairs between them).
+fn text(i: usize) -> String {
+    let words = [
+        "granite", "harbour", "lantern", "meadow", "orchid", "pepper", "quartz", "saddle",
+        "thistle", "umbrella", "velvet", "walnut", "yonder", "zephyr", "anchor", "bramble",
+    ];
+    (0..60)
+        .map(|j| {
+            words[(i * 7 + j * (i + 3) + j * j) % words.len()].to_string()
+                + &format!("{}", (i * 31 + j) % 97)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `(url, seconds since 1970, text)` of each document, in input order (doc_id = index).
+fn corpus() -> Vec<(Option<&'static str>, i64, String)> {
+    vec![
+        (
+            Some("http://www.example.com/page?utm_source=a"),
+            1_600_000_000,
+            text(0),
+        ),
+        (
+            Some("HTTP://www.EXAMPLE.com:80/page#top"),
+            1_700_000_000,
+            text(1),
+        ),
+        (
+            Some("http://www.example.com/./page?fbclid=x"),
+            1_500_000_000,
+            text(2),
+        ),
+        (Some("https://example.com/page"), 1_400_000_000, text(3)),
+        // The same text as document 0 on another host: an exact pair that crosses hosts.
+        (Some("http://other.org/copy"), 1_300_000_000, text(0)),
+        (Some("not a url"), 1_300_000_000, text(5)),
+        (Some("not a url"), 1_300_000_000, text(6)),
+        // Empty captures of one URL are never paired by URL.
+        (
+            Some("http://example.com/empty"),
+            1_300_000_000,
+            String::new(),
+        ),
+        (
+            Some("http://example.com/empty"),
+            1_300_000_000,
+            String::new(),
+        ),
+        (None, 1_300_000_000, text(9)),
+        (
+            Some("http://example.com/b?b=2&a=1"),
+            1_300_000_000,
+            text(10),
+        ),
+        (
+            Some("http://example.com/b?a=1&b=2&sid=77"),
+            1_300_000_000,
+            text(11),
+        ),
+    ]
+}
+
+fn write_jsonl(dir: &Path) -> std::path::PathBuf {
+    let mut lines = Vec::new();
+    for (i, (url, time, text)) in corpus().into_iter().enumerate() {
+        let mut record = json!({"id": format!("d{i}"), "text": text, "time": time});
+        if let Some(url) = url {
+            record["url"] = json!(url);
+        }
+        lines.push(record.to_string());
+    }
+    write(
+        &dir.join("pages.jsonl"),
+        (lines.join("\n") + "\n").as_bytes(),
+    )
+}
+
+/// The `url` pairs the oracle expects per mode: each group's later members paired with its
+/// first (smallest doc_id).
+fn expected_url_pairs(mode: &str) -> BTreeSet<(u64, u64)> {
+    let groups: &[&[u64]] = match mode {
+        "none" => &[&[5, 6]],
+        "standard" => &[&[0, 1, 2], &[10, 11]],
+        "aggressive" => &[&[0, 1, 2, 3], &[10, 11]],
+        _ => unreachable!(),
+    };
+    groups
+        .iter()
+        .flat_map(|g| g[1..].iter().map(move |&d| (g[0], d)))
+        .collect()
+}
+
+fn url_normalized(out: &Path) -> Vec<(u64, Option<String>)> {
+    let mut rows = Vec::new();
+    for batch in batches(&out.join("fingerprints")) {
+        let doc = column(&batch, "doc_id").as_primitive::<UInt64Type>();
+        let url = column(&batch, "url_normalized").as_string::<i32>();
+        for i in 0..batch.num_rows() {
+            rows.push((
+                doc.value(i),
+                url.is_valid(i).then(|| url.value(i).to_owned()),
+            ));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+#[test]
+fn documents_with_one_normalized_url_are_paired_in_every_mode_at_any_worker_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_jsonl(dir.path());
+    for mode in ["none", "standard", "aggressive"] {
+        let mut first = None;
+        for workers in ["1", "2", "4"] {
+            let out = dir.path().join(format!("out-{mode}-{workers}"));
+            run_ok(
+                &out,
+                &[
+                    "-w",
+                    workers,
+                    "--url-field",
+                    "url",
+                    "--time-field",
+                    "time",
+                    "--url-normalize",
+                    mode,
+                ],
+                &[&input],
+            );
+            let rows = pairs(&out);
+            let url: BTreeSet<(u64, u64)> = rows
+                .iter()
+                .filter(|p| p.kind == "url")
+                .map(|p| (p.doc_a, p.doc_b))
+                .collect();
+            assert_eq!(url, expected_url_pairs(mode), "{mode} at -w {workers}");
+            let content: BTreeSet<(u64, u64, String)> = rows
+                .iter()
+                .filter(|p| p.kind != "url")
+                .map(|p| (p.doc_a, p.doc_b, p.kind.clone()))
+                .collect();
+            assert_eq!(
+                content,
+                BTreeSet::from([(0, 4, "exact".to_string())]),
+                "{mode}"
+            );
+            let summary = summary(&out);
+            assert_eq!(count(&summary, "url_pairs"), url.len() as u64);
+            assert_eq!(
+                count(&summary, "cross_host_pairs"),
+                1,
+                "{mode}: 0 and 4 cross hosts"
+            );
+            assert_eq!(count(&summary, "pairs"), rows.len() as u64);
+            // Capture times are known (--time-field): newest is the default.
+            assert_eq!(summary["parameters"]["keep"], "newest");
+            let result = (rows, clusters(&out), url_normalized(&out));
+            match &first {
+                None => first = Some(result),
+                Some(f) => assert_eq!(f, &result, "{mode}: -w {workers} differs from -w 1"),
+            }
+        }
+    }
+}
+
+#[test]
+fn normalized_urls_are_in_fingerprints_and_the_newest_capture_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_jsonl(dir.path());
+    let out = dir.path().join("out");
+    run_ok(
+        &out,
+        &["--url-field", "url", "--time-field", "time"],
+        &[&input],
+    );
+    let urls = url_normalized(&out);
+    let of = |doc: u64| urls[doc as usize].1.clone();
+    assert_eq!(of(0).as_deref(), Some("http://www.example.com/page"));
+    assert_eq!(of(1).as_deref(), Some("http://www.example.com/page"));
+    assert_eq!(of(3).as_deref(), Some("https://example.com/page"));
+    assert_eq!(of(5), None, "not a URL");
+    assert_eq!(of(9), None, "no URL");
+    assert_eq!(of(11).as_deref(), Some("http://example.com/b?a=1&b=2"));
+    // Cluster {0, 1, 2, 4}: document 1 is the newest capture.
+    let kept: Vec<u64> = clusters(&out)
+        .iter()
+        .filter(|c| c.cluster_id >= 0 && c.keep)
+        .map(|c| c.doc_id)
+        .collect();
+    assert!(kept.contains(&1), "{kept:?}");
+    assert!(!kept.contains(&0) && !kept.contains(&2) && !kept.contains(&4));
+    // Without times, the default stays first.
+    let out = dir.path().join("out-untimed");
+    run_ok(&out, &["--url-field", "url"], &[&input]);
+    assert_eq!(summary(&out)["parameters"]["keep"], "first");
+    // An explicit policy wins over the default.
+    let out = dir.path().join("out-longest");
+    run_ok(
+        &out,
+        &[
+            "--url-field",
+            "url",
+            "--time-field",
+            "time",
+            "--keep",
+            "longest",
+        ],
+        &[&input],
+    );
+    assert_eq!(summary(&out)["parameters"]["keep"], "longest");
+}
+
+#[test]
+fn archive_captures_of_one_page_are_url_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = |i: usize| http(200, "text/plain", text(i).as_bytes());
+    let records = vec![
+        warc(
+            "response",
+            Some("http://site.example/a?utm_medium=x"),
+            "application/http; msgtype=response",
+            &page(20),
+        ),
+        warc(
+            "response",
+            Some("http://site.example/b"),
+            "application/http; msgtype=response",
+            &page(21),
+        ),
+        warc(
+            "response",
+            Some("http://SITE.example/a#frag"),
+            "application/http; msgtype=response",
+            &page(22),
+        ),
+        // The page of /b again on a mirror host: an exact pair across hosts.
+        warc(
+            "response",
+            Some("http://mirror.example/b"),
+            "application/http; msgtype=response",
+            &page(21),
+        ),
+    ];
+    let input = write(&dir.path().join("crawl.warc.gz"), &gzip_members(&records));
+    let out = dir.path().join("out");
+    run_ok(&out, &["--html", "none"], &[&input]);
+    let rows = pairs(&out);
+    let url: Vec<(u64, u64)> = rows
+        .iter()
+        .filter(|p| p.kind == "url")
+        .map(|p| (p.doc_a, p.doc_b))
+        .collect();
+    assert_eq!(url, [(0, 2)]);
+    let summary = summary(&out);
+    assert_eq!(count(&summary, "cross_host_pairs"), 1);
+    assert_eq!(
+        summary["parameters"]["keep"], "newest",
+        "archives know their capture times"
+    );
+}
+
+/// A long text, so that an inserted advertisement line leaves it a near duplicate.
+fn long_text(i: usize) -> String {
+    (0..8)
+        .map(|k| text(i * 8 + k + 100))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `(url, text)` of a synthetic crawl: a full mirror under another host and prefix, a near
+/// mirror (an advertisement line inserted in every page), a partial mirror (one subtree),
+/// URL variants of one page, and unrelated hosts sharing only boilerplate pages.
+fn web() -> Vec<(String, String)> {
+    let names = [
+        "a.html", "b.html", "c/d.html", "c/e.html", "f", "g?x=1", "h/", "i.txt",
+    ];
+    let mut docs = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        docs.push((format!("http://origin.org/{n}"), long_text(i)));
+        docs.push((format!("http://mirror.net/pub/origin/{n}"), long_text(i)));
+        let ad = "Advertisement: buy widgets now.";
+        docs.push((
+            format!("http://ads.com/{n}"),
+            format!("{ad}\n{}", long_text(i)),
+        ));
+    }
+    for p in 1..=5 {
+        docs.push((format!("http://origin.org/sub/p{p}"), long_text(20 + p)));
+        docs.push((format!("http://part.io/sub/p{p}"), long_text(20 + p)));
+    }
+    docs.push(("http://part.io/own/1".into(), long_text(30)));
+    docs.push(("http://part.io/own/2".into(), long_text(31)));
+    // URL variants of one page (a recrawl).
+    docs.push((
+        "HTTP://Origin.ORG:80/a.html?utm_source=feed#top".into(),
+        long_text(0),
+    ));
+    for h in 0..6 {
+        let host = format!("http://unrelated{h}.com");
+        docs.push((
+            format!("{host}/robots.txt"),
+            "User-agent: * Disallow: /private".into(),
+        ));
+        docs.push((format!("{host}/"), long_text(40)));
+        docs.push((format!("{host}/missing-{h}"), long_text(41)));
+        for k in 0..3 {
+            docs.push((format!("{host}/own{k}"), long_text(50 + h * 3 + k)));
+        }
+    }
+    docs
+}
+
+type MirrorRows = Vec<(
+    String,
+    String,
+    String,
+    String,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    String,
+)>;
+
+fn mirror_rows(out: &Path) -> MirrorRows {
+    let mut rows = Vec::new();
+    for b in batches(&out.join("mirrors")) {
+        let s = |name: &str, i: usize| column(&b, name).as_string::<i32>().value(i).to_owned();
+        let u = |name: &str, i: usize| column(&b, name).as_primitive::<UInt64Type>().value(i);
+        for i in 0..b.num_rows() {
+            rows.push((
+                s("host_a", i),
+                s("prefix_a", i),
+                s("host_b", i),
+                s("prefix_b", i),
+                u("shared_paths", i),
+                u("paths_a", i),
+                u("paths_b", i),
+                u("identical_paths", i),
+                u("near_paths", i),
+                s("verdict", i),
+            ));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// The brute-force oracle over (host, path, content) sets: every two pages on different
+/// hosts with the same content (the same cluster of the run, or the same document),
+/// prefixes from their common path suffix, paths under a prefix counted by scanning.
+fn oracle(pages: &[(String, String, i64, String)], min_paths: u64, min_share: f64) -> MirrorRows {
+    let mut support: BTreeMap<(String, String, String, String), BTreeMap<String, bool>> =
+        BTreeMap::new();
+    for (ha, pa, ca, ta) in pages {
+        for (hb, pb, cb, tb) in pages {
+            if ha >= hb || ca != cb {
+                continue;
+            }
+            let (mut sa, mut sb): (Vec<&str>, Vec<&str>) = (
+                pa.split('/').skip(1).collect(),
+                pb.split('/').skip(1).collect(),
+            );
+            let mut rel = Vec::new();
+            while let (Some(x), Some(y)) = (sa.last(), sb.last()) {
+                if x != y {
+                    break;
+                }
+                rel.insert(0, *x);
+                sa.pop();
+                sb.pop();
+            }
+            if rel.is_empty() {
+                continue;
+            }
+            let prefix =
+                |s: &[&str]| format!("/{}", s.iter().map(|x| format!("{x}/")).collect::<String>());
+            *support
+                .entry((ha.clone(), prefix(&sa), hb.clone(), prefix(&sb)))
+                .or_default()
+                .entry(rel.join("/"))
+                .or_default() |= ta == tb;
+        }
+    }
+    let under = |host: &str, prefix: &str| {
+        pages
+            .iter()
+            .filter(|(h, p, _, _)| h == host && p.starts_with(prefix))
+            .map(|(_, p, _, _)| p)
+            .collect::<BTreeSet<_>>()
+            .len() as u64
+    };
+    let mut rows = Vec::new();
+    for ((ha, pa, hb, pb), rels) in support {
+        let shared = rels.len() as u64;
+        let identical = rels.values().filter(|&&i| i).count() as u64;
+        let (na, nb) = (under(&ha, &pa), under(&hb, &pb));
+        let (a, b) = (
+            shared as f64 / na as f64 >= min_share,
+            shared as f64 / nb as f64 >= min_share,
+        );
+        if shared < min_paths || !(a || b) {
+            continue;
+        }
+        let verdict = if a && b { "mirror" } else { "partial" };
+        rows.push((
+            ha,
+            pa,
+            hb,
+            pb,
+            shared,
+            na,
+            nb,
+            identical,
+            shared - identical,
+            verdict.to_string(),
+        ));
+    }
+    rows
+}
+
+#[test]
+fn mirror_hosts_match_the_oracle_at_any_worker_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = web();
+    let lines: Vec<String> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, (url, text))| {
+            json!({"id": format!("p{i}"), "text": text, "url": url}).to_string()
+        })
+        .collect();
+    let input = write(
+        &dir.path().join("web.jsonl"),
+        (lines.join("\n") + "\n").as_bytes(),
+    );
+    let mut first = None;
+    for workers in ["1", "2", "4"] {
+        let out = dir.path().join(format!("out-{workers}"));
+        run_ok(&out, &["-w", workers, "--url-field", "url"], &[&input]);
+        let got = mirror_rows(&out);
+        // The oracle's content: the run's clusters (a document in none is its own).
+        let cluster: BTreeMap<u64, i64> = clusters(&out)
+            .iter()
+            .map(|c| (c.doc_id, c.cluster_id))
+            .collect();
+        let urls = url_normalized(&out);
+        let pages: Vec<(String, String, i64, String)> = urls
+            .iter()
+            .map(|(doc, url)| {
+                // Every URL of this corpus normalizes to http://HOST/PATH.
+                let rest = url.as_deref().unwrap().strip_prefix("http://").unwrap();
+                let (host, path) = rest.split_at(rest.find('/').unwrap());
+                let c = match cluster[doc] {
+                    -1 => -1 - *doc as i64,
+                    c => c,
+                };
+                (
+                    host.to_owned(),
+                    path.to_owned(),
+                    c,
+                    docs[*doc as usize].1.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(got, oracle(&pages, 5, 0.5), "-w {workers}");
+        // And what the oracle should find, by hand: no unrelated host is reported.
+        let found: Vec<(&str, &str, &str, &str, u64, u64, &str)> = got
+            .iter()
+            .map(|r| {
+                (
+                    r.0.as_str(),
+                    r.1.as_str(),
+                    r.2.as_str(),
+                    r.3.as_str(),
+                    r.7,
+                    r.8,
+                    r.9.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("ads.com", "/", "mirror.net", "/pub/origin/", 0, 8, "mirror"),
+                ("ads.com", "/", "origin.org", "/", 0, 8, "mirror"),
+                (
+                    "mirror.net",
+                    "/pub/origin/",
+                    "origin.org",
+                    "/",
+                    8,
+                    0,
+                    "mirror"
+                ),
+                ("origin.org", "/", "part.io", "/", 5, 0, "partial"),
+            ],
+            "-w {workers}"
+        );
+        let s = summary(&out);
+        assert_eq!(count(&s, "mirrors"), 3);
+        assert_eq!(count(&s, "partial_mirrors"), 1);
+        assert_eq!(count(&s, "hosts"), 10);
+        let hosts = host_rows(&out);
+        let canonical: BTreeMap<&str, (&str, u64)> = hosts
+            .iter()
+            .map(|h| (h.0.as_str(), (h.3.as_str(), h.4)))
+            .collect();
+        assert_eq!(canonical["ads.com"], ("origin.org", 3));
+        assert_eq!(canonical["mirror.net"], ("origin.org", 3));
+        assert_eq!(canonical["origin.org"], ("origin.org", 3));
+        assert_eq!(canonical["part.io"], ("part.io", 1));
+        assert_eq!(canonical["unrelated0.com"], ("unrelated0.com", 1));
+        // origin.org: 8 pages, 5 in /sub/, and the recrawl of a.html.
+        assert_eq!(
+            (
+                hosts.iter().find(|h| h.0 == "origin.org").unwrap().1,
+                hosts.iter().find(|h| h.0 == "origin.org").unwrap().2
+            ),
+            (14, 13)
+        );
+        let result = (got, hosts);
+        match &first {
+            None => first = Some(result),
+            Some(f) => assert_eq!(f, &result, "-w {workers} differs from -w 1"),
+        }
+    }
+}
+
+fn host_rows(out: &Path) -> Vec<(String, u64, u64, String, u64)> {
+    let mut rows = Vec::new();
+    for b in batches(&out.join("hosts")) {
+        let s = |name: &str, i: usize| column(&b, name).as_string::<i32>().value(i).to_owned();
+        let u = |name: &str, i: usize| column(&b, name).as_primitive::<UInt64Type>().value(i);
+        for i in 0..b.num_rows() {
+            rows.push((
+                s("host", i),
+                u("documents", i),
+                u("paths", i),
+                s("canonical_host", i),
+                u("group_size", i),
+            ));
+        }
+    }
+    rows.sort();
+    rows
+}
