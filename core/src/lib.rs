@@ -42,7 +42,9 @@
 //!   documents are duplicates; [`unionfind`]: connected components;
 //!   [`star`]: star clustering (the chaining guard);
 //! - [`mix`]: well-mixed hashing for routing; [`quality`]: precision, recall, adjusted Rand index;
-//!   [`eval`]: a run scored against a truth file (what `neardup eval` reports).
+//!   [`eval`]: a run scored against a truth file (what `neardup eval` reports);
+//! - [`substrings`]: repeated passages (exact substrings of at least N bytes), their oracle
+//!   and the suffix-array search.
 
 pub mod encoding;
 pub mod eval;
@@ -57,6 +59,7 @@ pub mod search;
 pub mod simhash;
 pub mod similarity;
 pub mod star;
+pub mod substrings;
 pub mod tables;
 #[doc(hidden)]
 pub mod testing;
