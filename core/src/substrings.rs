@@ -413,14 +413,43 @@ pub fn window_key(window: &[u8]) -> u128 {
 }
 
 /// What a block tells the owner of a window's key: the window's first position in the block,
-/// how often it occurs there (saturated at 2, all that matters), and which block (worker)
-/// sent it, for the answer.
+/// whether it occurs there more than once (all that matters of the count), and which block
+/// (worker) sent it, for the answer. 32 bytes, flat: the owner holds one per distinct window
+/// of every block until the search ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowRecord {
     pub key: u128,
-    pub first: Pos,
-    pub count: u8,
-    pub origin: u32,
+    pub first_doc: u64,
+    pub first_offset: u32,
+    /// `origin << 1 | (seen more than once in the block)`.
+    pub origin_repeated: u32,
+}
+
+impl WindowRecord {
+    pub fn new(key: u128, first: Pos, count: usize, origin: u32) -> Self {
+        WindowRecord {
+            key,
+            first_doc: first.doc_id,
+            first_offset: first.offset,
+            origin_repeated: origin << 1 | u32::from(count > 1),
+        }
+    }
+
+    pub fn first(&self) -> Pos {
+        Pos {
+            doc_id: self.first_doc,
+            offset: self.first_offset,
+        }
+    }
+
+    /// 1, or 2 for "two or more".
+    pub fn count(&self) -> u32 {
+        1 + (self.origin_repeated & 1)
+    }
+
+    pub fn origin(&self) -> u32 {
+        self.origin_repeated >> 1
+    }
 }
 
 /// The owner's answer to one record of a window seen at least twice in the corpus: whether
@@ -435,23 +464,23 @@ pub struct Verdict {
 /// Folds the records of every key (in any order; `records` is sorted in place) and calls
 /// `f` with a verdict for every record whose window occurs at least twice in all.
 pub fn resolve(records: &mut [WindowRecord], mut f: impl FnMut(Verdict)) {
-    records.sort_unstable_by_key(|r| (r.key, r.first));
+    records.sort_unstable_by_key(|r| (r.key, r.first()));
     let mut i = 0;
     while i < records.len() {
         let key = records[i].key;
         let mut j = i;
         let mut count = 0u32;
         while j < records.len() && records[j].key == key {
-            count += records[j].count as u32;
+            count += records[j].count();
             j += 1;
         }
         if count >= 2 {
-            let global = records[i].first;
+            let global = records[i].first();
             for r in &records[i..j] {
                 f(Verdict {
-                    first: r.first,
-                    is_global_first: r.first == global,
-                    origin: r.origin,
+                    first: r.first(),
+                    is_global_first: r.first() == global,
+                    origin: r.origin(),
                 });
             }
         }
@@ -490,12 +519,7 @@ impl Collector {
             for &p in &positions[1..] {
                 self.others.push((first, p));
             }
-            send(WindowRecord {
-                key,
-                first,
-                count: positions.len().min(2) as u8,
-                origin,
-            });
+            send(WindowRecord::new(key, first, positions.len(), origin));
         })
     }
 
@@ -565,7 +589,10 @@ pub fn find_repeats(blocks: &[Block], settings: &Settings) -> Result<Vec<Range>,
     for v in verdicts {
         collectors[v.origin as usize].apply(v, settings.occurrences);
     }
-    let mut starts: Vec<Pos> = collectors.iter_mut().flat_map(|c| c.take_starts()).collect();
+    let mut starts: Vec<Pos> = collectors
+        .iter_mut()
+        .flat_map(|c| c.take_starts())
+        .collect();
     starts.sort_unstable();
     let mut docs: Vec<(u64, &[u8])> = blocks.iter().flat_map(|b| b.documents()).collect();
     docs.sort_unstable_by_key(|d| d.0);
@@ -724,10 +751,25 @@ mod tests {
     }
 
     #[test]
+    fn a_record_is_32_bytes_and_round_trips() {
+        assert_eq!(std::mem::size_of::<WindowRecord>(), 32);
+        let first = Pos {
+            doc_id: 1 << 40 | 7,
+            offset: 9,
+        };
+        let r = WindowRecord::new(5, first, 3, 1234);
+        assert_eq!((r.first(), r.count(), r.origin()), (first, 2, 1234));
+        assert_eq!(WindowRecord::new(5, first, 1, 0).count(), 1);
+    }
+
+    #[test]
     fn a_block_keeps_its_documents() {
         let mut block = Block::new();
         block.push(1, b"abc").unwrap();
         assert_eq!(block.len(), 3);
-        assert_eq!(block.documents().collect::<Vec<_>>(), vec![(1, &b"abc"[..])]);
+        assert_eq!(
+            block.documents().collect::<Vec<_>>(),
+            vec![(1, &b"abc"[..])]
+        );
     }
 }

@@ -67,6 +67,8 @@ pub enum Table {
     Clusters,
     /// `neardup extract`'s documents, one part per input file.
     Documents,
+    /// Repeated passages (`neardup substrings`, `run --substrings`): one row per range.
+    Substrings,
 }
 
 /// Every table.
@@ -80,6 +82,7 @@ impl Table {
             Table::Pairs => "pairs",
             Table::Clusters => "clusters",
             Table::Documents => "documents",
+            Table::Substrings => "substrings",
         }
     }
 }
@@ -439,6 +442,7 @@ pub fn own_entries(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
                 true
             } else if TABLES.iter().any(|t| t.dir_name() == name)
                 || name == Table::Documents.dir_name()
+                || name == Table::Substrings.dir_name()
             {
                 let strays = foreign_parts(&path)?;
                 let own = strays.is_empty();
@@ -548,6 +552,7 @@ pub fn remove_temporaries(dir: &Path, parts: Option<std::ops::Range<usize>>) -> 
     for table in TABLES {
         sweep(&dir.join(table.dir_name()), &part);
     }
+    sweep(&dir.join(Table::Substrings.dir_name()), &part);
     removed
 }
 

@@ -35,6 +35,7 @@ use neardup_io::record::FieldSpec;
 mod builder;
 mod keep;
 mod parallelism;
+mod substrings;
 
 pub use builder::{
     validate, ConfigError, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP, DEFAULT_TABLES,
@@ -42,6 +43,7 @@ pub use builder::{
 };
 pub use keep::KeepPolicy;
 pub use parallelism::Parallelism;
+pub use substrings::{SubstringJob, DEFAULT_BLOCK_BYTES};
 
 /// Records a reader hands on per batch (one batch is one timestamp of the dataflow).
 pub const DEFAULT_BATCH_RECORDS: usize = 4096;
@@ -168,6 +170,8 @@ pub struct JobConfig {
     pub batches_in_flight: u64,
     /// The parameters as the user gave them, recorded in summary.json.
     pub command_line: Vec<String>,
+    /// Search repeated passages (`neardup substrings`, `run --substrings`).
+    pub substrings: Option<SubstringJob>,
 }
 
 impl JobConfig {
@@ -204,6 +208,7 @@ impl JobConfig {
             batch_bytes: DEFAULT_BATCH_BYTES,
             batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
             command_line: Vec::new(),
+            substrings: None,
         }
     }
 }
@@ -241,6 +246,7 @@ impl JobConfig {
             ("verify", json!(self.verify)),
             ("cluster", json!(self.cluster)),
             ("table_rounds", json!(self.table_rounds)),
+            ("substrings", json!(self.substrings)),
             ("skip_invalid", json!(self.skip_invalid)),
             ("output", json!(absolute(&self.output))),
             ("workers", json!(self.parallelism.workers)),

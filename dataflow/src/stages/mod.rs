@@ -11,6 +11,7 @@
 //! | verify | [`verify`] | exact Jaccard (or signature) check of candidate pairs |
 //! | pairs | [`pairs`] | write `pairs/` |
 //! | clusters | [`clusters`] | union-find, the kept document, `clusters/` |
+//! | substrings | [`substrings`] | repeated passages: suffix arrays per worker, windows meet by key, `substrings/` |
 
 pub mod clusters;
 pub mod exact;
@@ -19,4 +20,5 @@ pub mod near;
 pub mod pairs;
 pub mod read;
 pub mod revisits;
+pub mod substrings;
 pub mod verify;
