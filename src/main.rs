@@ -70,6 +70,10 @@ enum Command {
     /// Score a run against ground-truth pairs: precision, recall, F1, adjusted Rand index
     #[command(after_help = commands::eval::EVAL_EXAMPLES)]
     Eval(commands::eval::EvalArgs),
+    /// Find repeated passages: every byte range of at least N bytes that occurs more than
+    /// once in the corpus (exact substring deduplication), as Parquet ranges
+    #[command(disable_help_flag = true, after_help = commands::substrings::SUBSTRINGS_EXAMPLES)]
+    Substrings(Box<commands::substrings::SubstringsArgs>),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
         Command::Search(args) => commands::run::search(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Extract(args) => commands::extract::run(args),
+        Command::Substrings(args) => commands::substrings::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

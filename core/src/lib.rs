@@ -44,6 +44,8 @@
 //! - [`mix`]: well-mixed hashing for routing; [`quality`]: precision, recall, adjusted Rand index;
 //!   [`eval`]: a run scored against a truth file (what `neardup eval` reports);
 //! - [`urlnorm`]: URL normalization (URL duplicates); [`mirrors`]: mirror hosts.
+//! - [`substrings`]: repeated passages (exact substrings of at least N bytes), their oracle
+//!   and the suffix-array search.
 
 pub mod encoding;
 pub mod eval;
@@ -59,6 +61,7 @@ pub mod search;
 pub mod simhash;
 pub mod similarity;
 pub mod star;
+pub mod substrings;
 pub mod tables;
 #[doc(hidden)]
 pub mod testing;

@@ -220,6 +220,9 @@ fn protected(config: &JobConfig, for_dedup: bool) -> Vec<output::Protected> {
 }
 
 fn output_tables(config: &JobConfig) -> &'static [output::Table] {
+    if config.substrings.is_some_and(|job| job.only) {
+        return &[output::Table::Substrings];
+    }
     match config.input {
         JobInput::Documents { .. } if config.urls_known() => &[
             output::Table::Fingerprints,
@@ -355,6 +358,16 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
             neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(Arc::new(table)));
         ctx.stage_done("document frequencies");
     }
+    if let Some(job) = shared.config.substrings.filter(|job| job.only) {
+        // `neardup substrings`: read, parse at home, search repeated passages.
+        let parsed = ProbeHandle::new();
+        worker.dataflow::<u64, _, _>(|scope| {
+            let raw = read_units(scope, ctx.clone(), parsed.clone());
+            let docs = crate::stages::substrings::parse_documents(raw, ctx.clone(), &parsed);
+            crate::stages::substrings::find_substrings(docs, ctx.clone(), job);
+        });
+        return finish_worker(worker, &ctx, &shared);
+    }
     let fingerprinted = ProbeHandle::new();
     // What the fingerprint stage hands to verification, at each document's home.
     let sets = ShingleSets::default();
@@ -382,11 +395,20 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         }
         write_clusters(docs, assignments, ctx.clone());
     });
+    finish_worker(worker, &ctx, &shared)
+}
+
+/// Runs the main dataflow to completion, then the report exchange.
+fn finish_worker(
+    worker: &mut Worker,
+    ctx: &Rc<WorkerCtx>,
+    shared: &Arc<Shared>,
+) -> Option<JobSummary> {
     while worker.step_or_park(None) {}
     shared.progress.reach(Stage::Committing);
     let mut report = ctx.report.replace(WorkerReport::default());
     report.add_network(ctx.network.bytes());
-    let verdict = exchange_reports(worker, report, &shared);
+    let verdict = exchange_reports(worker, report, shared);
     shared.progress.reach(Stage::Done);
     verdict
 }

@@ -85,6 +85,51 @@ pub struct WorkerReport {
     /// How the search was planned (the same on every worker).
     pub search_plan: Option<SearchPlan>,
     pub warnings: Vec<String>,
+    /// The search for repeated passages, when the job ran one.
+    pub substrings: Option<SubstringCounts>,
+}
+
+/// What a search for repeated passages found (summary.json's `substrings`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SubstringCounts {
+    /// N, the shortest repeat in bytes.
+    pub min_bytes: u64,
+    /// `all` or `later`.
+    pub occurrences: String,
+    /// `chars` or `words`.
+    pub snap: String,
+    /// Documents searched and their bytes of text.
+    pub documents: u64,
+    pub bytes: u64,
+    /// Rows of `substrings/`.
+    pub ranges: u64,
+    /// Bytes inside the reported ranges.
+    pub repeated_bytes: u64,
+    /// `repeated_bytes / bytes` (0 for an empty corpus).
+    pub repeated_share: f64,
+    /// Documents with at least one reported range.
+    pub documents_touched: u64,
+    /// Suffix arrays built (blocks) and the records exchanged, one per distinct window of
+    /// a block.
+    pub blocks: u64,
+    pub window_records: u64,
+}
+
+impl SubstringCounts {
+    fn merge(&mut self, other: SubstringCounts) {
+        self.documents += other.documents;
+        self.bytes += other.bytes;
+        self.ranges += other.ranges;
+        self.repeated_bytes += other.repeated_bytes;
+        self.documents_touched += other.documents_touched;
+        self.blocks += other.blocks;
+        self.window_records += other.window_records;
+        self.repeated_share = if self.bytes == 0 {
+            0.0
+        } else {
+            self.repeated_bytes as f64 / self.bytes as f64
+        };
+    }
 }
 
 /// The rounds the search chose and the memory it expected to need.
@@ -188,6 +233,11 @@ impl WorkerReport {
         self.parts.sort();
         self.add_network(other.network_bytes);
         self.search_plan = self.search_plan.take().or(other.search_plan);
+        match (&mut self.substrings, other.substrings) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (mine @ None, theirs) => *mine = theirs,
+            (Some(_), None) => {}
+        }
         for warning in other.warnings {
             if !self.warnings.contains(&warning) {
                 self.warnings.push(warning);
@@ -256,6 +306,9 @@ pub struct JobSummary {
     /// What crossed between processes (all zero with one process).
     #[serde(default)]
     pub network: Network,
+    /// Repeated passages (`neardup substrings`, `run --substrings`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub substrings: Option<SubstringCounts>,
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
     pub parts: Vec<String>,
@@ -393,6 +446,7 @@ impl JobSummary {
                     by_stage,
                 }
             },
+            substrings: report.substrings,
             warnings: report.warnings,
             errors: report.errors,
             parts: report.parts,

@@ -958,6 +958,43 @@ impl<R: OutputRow> Drop for PartWriter<R> {
     }
 }
 
+/// One repeated passage of a document (`substrings/`): bytes `[start, end)` of its UTF-8
+/// text, half-open; `id` is the document's id as written, when it has one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SubstringRow {
+    pub doc_id: u64,
+    pub id: Option<String>,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl OutputRow for SubstringRow {
+    const TABLE: &'static str = "substrings";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            field("doc_id", DataType::UInt64, false),
+            field("id", DataType::Utf8, true),
+            field("start", DataType::UInt64, false),
+            field("end", DataType::UInt64, false),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        RecordBatch::try_new(
+            Self::schema(),
+            vec![
+                column::<_, _, UInt64Array>(rows, |r| r.doc_id),
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r.id.as_deref()).collect::<Vec<_>>(),
+                )),
+                column::<_, _, UInt64Array>(rows, |r| r.start),
+                column::<_, _, UInt64Array>(rows, |r| r.end),
+            ],
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,6 +71,8 @@ pub enum Table {
     Mirrors,
     /// One row per host, with its mirror group.
     Hosts,
+    /// Repeated passages (`neardup substrings`, `run --substrings`): one row per range.
+    Substrings,
 }
 
 /// Every table.
@@ -89,6 +91,7 @@ impl Table {
             Table::Documents => "documents",
             Table::Mirrors => "mirrors",
             Table::Hosts => "hosts",
+            Table::Substrings => "substrings",
         }
     }
 }
@@ -451,6 +454,7 @@ pub fn own_entries(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
                 .chain(&WEB_TABLES)
                 .any(|t| t.dir_name() == name)
                 || name == Table::Documents.dir_name()
+                || name == Table::Substrings.dir_name()
             {
                 let strays = foreign_parts(&path)?;
                 let own = strays.is_empty();
@@ -560,6 +564,7 @@ pub fn remove_temporaries(dir: &Path, parts: Option<std::ops::Range<usize>>) -> 
     for table in TABLES.iter().chain(&WEB_TABLES) {
         sweep(&dir.join(table.dir_name()), &part);
     }
+    sweep(&dir.join(Table::Substrings.dir_name()), &part);
     removed
 }
 

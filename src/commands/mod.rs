@@ -5,6 +5,7 @@ pub mod eval;
 pub mod extract;
 pub mod hash;
 pub mod run;
+pub mod substrings;
 pub mod sweep;
 
 use std::io::{self, Write};

@@ -54,6 +54,10 @@ pub enum VerifyMode {
 /// A configuration that cannot run, with the message a user of the command line sees.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error("--min-bytes must be at least 1")]
+    SubstringsMinBytes,
+    #[error("repeated passages are searched in documents, not in fingerprint tables")]
+    SubstringsNeedDocuments,
     #[error("{name} {value} is out of range: it must be between 0 and 1")]
     OutOfRange { name: &'static str, value: f64 },
     #[error("--bands, --rows and --lsh-threshold apply to --method minhash only")]
@@ -253,6 +257,12 @@ impl JobConfigBuilder {
         self
     }
 
+    /// Search repeated passages (`neardup substrings`, `run --substrings`).
+    pub fn substrings(mut self, job: Option<super::SubstringJob>) -> Self {
+        self.config.substrings = job;
+        self
+    }
+
     /// The command line, recorded in summary.json.
     pub fn command_line(mut self, args: Vec<String>) -> Self {
         self.config.command_line = args;
@@ -403,6 +413,14 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
                 rows: banding.rows,
                 permutations: *permutations,
             });
+        }
+    }
+    if let Some(job) = &config.substrings {
+        if job.settings.min_bytes == 0 {
+            return Err(ConfigError::SubstringsMinBytes);
+        }
+        if fingerprints {
+            return Err(ConfigError::SubstringsNeedDocuments);
         }
     }
     if fingerprints && matches!(config.scheme.method, Method::Simhash(Weighting::TfIdf(_))) {

@@ -35,6 +35,7 @@ use neardup_io::record::FieldSpec;
 mod builder;
 mod keep;
 mod parallelism;
+mod substrings;
 
 pub use builder::{
     validate, ConfigError, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP,
@@ -43,6 +44,7 @@ pub use builder::{
 };
 pub use keep::KeepPolicy;
 pub use parallelism::Parallelism;
+pub use substrings::{SubstringJob, DEFAULT_BLOCK_BYTES};
 
 /// Records a reader hands on per batch (one batch is one timestamp of the dataflow).
 pub const DEFAULT_BATCH_RECORDS: usize = 4096;
@@ -174,6 +176,8 @@ pub struct JobConfig {
     pub url_normalize: neardup_core::urlnorm::UrlNormalize,
     /// Mirror detection thresholds (`--mirror-min-paths`, `--mirror-min-share`).
     pub mirrors: neardup_core::mirrors::MirrorParams,
+    /// Search repeated passages (`neardup substrings`, `run --substrings`).
+    pub substrings: Option<SubstringJob>,
 }
 
 impl JobConfig {
@@ -210,6 +214,7 @@ impl JobConfig {
             batch_bytes: DEFAULT_BATCH_BYTES,
             batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
             command_line: Vec::new(),
+            substrings: None,
             url_normalize: neardup_core::urlnorm::UrlNormalize::Standard,
             mirrors: neardup_core::mirrors::MirrorParams::default(),
         }
@@ -289,6 +294,7 @@ impl JobConfig {
             ("verify", json!(self.verify)),
             ("cluster", json!(self.cluster)),
             ("table_rounds", json!(self.table_rounds)),
+            ("substrings", json!(self.substrings)),
             ("skip_invalid", json!(self.skip_invalid)),
             ("output", json!(absolute(&self.output))),
             ("workers", json!(self.parallelism.workers)),

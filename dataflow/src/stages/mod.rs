@@ -13,6 +13,7 @@
 //! | pairs | [`pairs`] | write `pairs/` |
 //! | clusters | [`clusters`] | union-find, the kept document, `clusters/` |
 //! | mirrors | [`mirrors`] | mirror hosts from clusters and URLs: `mirrors/`, `hosts/` |
+//! | substrings | [`substrings`] | repeated passages: suffix arrays per worker, windows meet by key, `substrings/` |
 
 pub mod clusters;
 pub mod exact;
@@ -22,5 +23,6 @@ pub mod near;
 pub mod pairs;
 pub mod read;
 pub mod revisits;
+pub mod substrings;
 pub mod urls;
 pub mod verify;

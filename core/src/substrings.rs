@@ -1,0 +1,775 @@
+//! Repeated passages: every byte range of at least `N` bytes that occurs more than once in
+//! the corpus (exact substring deduplication, Lee et al. 2022).
+//!
+//! # The definition
+//!
+//! Positions are byte offsets into each document's UTF-8 text and ranges are half-open,
+//! `[start, end)`. A *window* is a substring of exactly `N` bytes lying inside one document
+//! (a repeat never spans two documents). A substring of `L >= N` bytes occurs twice exactly
+//! when each of its `L - N + 1` windows does, so:
+//!
+//! - a byte is **repeated** when it lies inside a window whose content occurs at least twice
+//!   in the corpus (in the same or another document, overlapping occurrences count);
+//! - with [`Occurrences::All`] every such window is reported (the reference tool's
+//!   `collect`);
+//! - with [`Occurrences::Later`] (the default) an occurrence of a window is reported unless
+//!   it is the *first* occurrence of that content in corpus order (smallest `doc_id`, then
+//!   smallest offset). Equivalently: a byte is reported when it lies in an occurrence of some
+//!   substring of at least `N` bytes that also occurs earlier in corpus order. Overlapping and
+//!   periodic repeats follow from the window rule: in `"abcabcabc"` with `N = 3`, the windows
+//!   at 0, 1 and 2 (`abc`, `bca`, `cab`) are first occurrences and those at 3 to 6 are later
+//!   ones, so `[3, 9)` is reported and striking it keeps `"abc"`; in `"aaaaa"` with `N = 2`,
+//!   `[1, 5)` is reported and `"a"` is kept.
+//!
+//! The reported windows of a document are then merged into maximal ranges (windows that
+//! overlap or touch form one range), each range's ends snap *inward* to UTF-8 character
+//! boundaries ([`Snap::Chars`], always) or to word boundaries ([`Snap::Words`]), and a range
+//! shorter than `N` after snapping is dropped. Dropping happens last, so a snapped range
+//! never reaches outside the windows that justify it.
+//!
+//! # How they are found
+//!
+//! [`oracle`] is the definition executed literally (every substring of every document against
+//! every position of the corpus): quadratic, for tests only. The real algorithm works on
+//! [`Block`]s, concatenations of whole documents: a suffix array of the block (built with
+//! libsais) lists the suffixes in sorted order, so the occurrences of each distinct window are
+//! adjacent in it, and one scan yields every distinct window with all of its positions in the
+//! block ([`Block::for_each_window`]). Windows crossing a document end are skipped there, which
+//! is why no separator bytes are needed. Blocks of different workers (or of one worker) meet by
+//! a [`WindowRecord`] per distinct window: a 128-bit keyed hash of the window, its first
+//! position and its count in the block. [`resolve`] folds the records of one key and says, for
+//! every record of a window seen at least twice in the corpus, whether the record holds the
+//! window's first occurrence; [`Collector`] turns these verdicts back into window starts and
+//! [`ranges_for_document`] into ranges. [`find_repeats`] runs all of this in memory on a set of
+//! blocks, which is what the distributed stage does across workers.
+//!
+//! # Exactness of the 128-bit key
+//!
+//! Two windows meet when their xxh3-128 keys (seeded by [`KEY_SEED`]) are equal. With `D`
+//! distinct windows in the corpus the chance that any two distinct ones collide is at most
+//! `D^2 / 2^129`: for 10^12 distinct windows (a terabyte of text) below 1.5 * 10^-15. A
+//! collision could only add a falsely repeated window; it can never hide a real one. xxh3 is
+//! not a cryptographic hash, so text crafted to collide is possible in principle; the seed
+//! changes which texts collide.
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_128_with_seed;
+
+/// The default minimum length of a repeat, in bytes (the reference tool's and the issue's).
+pub const DEFAULT_MIN_BYTES: usize = 50;
+
+/// The seed of the 128-bit window keys. Any fixed value works; every process must use the
+/// same one.
+pub const KEY_SEED: u64 = 0x6e65_6172_6475_7031;
+
+/// Which occurrences of a repeated passage are reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Occurrences {
+    /// Every copy (the reference tool's `collect`).
+    All,
+    /// Every copy but the first in corpus order: striking them keeps one copy.
+    #[default]
+    Later,
+}
+
+impl Occurrences {
+    pub fn name(self) -> &'static str {
+        match self {
+            Occurrences::All => "all",
+            Occurrences::Later => "later",
+        }
+    }
+}
+
+/// Where the ends of a reported range may fall.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Snap {
+    /// On UTF-8 character boundaries.
+    #[default]
+    Chars,
+    /// On word boundaries: never between two alphanumeric characters.
+    Words,
+}
+
+impl Snap {
+    pub fn name(self) -> &'static str {
+        match self {
+            Snap::Chars => "chars",
+            Snap::Words => "words",
+        }
+    }
+}
+
+/// What a search for repeats is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// `N`: the shortest repeat, in bytes (at least 1).
+    pub min_bytes: usize,
+    pub occurrences: Occurrences,
+    pub snap: Snap,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            min_bytes: DEFAULT_MIN_BYTES,
+            occurrences: Occurrences::default(),
+            snap: Snap::default(),
+        }
+    }
+}
+
+/// A reported range of one document: bytes `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Range {
+    pub doc_id: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// A position in the corpus; the derived order is corpus order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Pos {
+    pub doc_id: u64,
+    pub offset: u32,
+}
+
+/// Why a search cannot run.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SubstringError {
+    #[error("document {doc_id} has {bytes} bytes; repeated passages are searched in documents of at most {max} bytes")]
+    DocumentTooLong { doc_id: u64, bytes: u64, max: u64 },
+    #[error("the suffix array of a block of {bytes} bytes could not be built: {reason}")]
+    SuffixArray { bytes: u64, reason: String },
+}
+
+/// The longest document (and block) a [`Block`] holds: positions are 32-bit and libsais
+/// builds 32-bit suffix arrays below 2^31 bytes.
+pub const MAX_BLOCK_BYTES: usize = i32::MAX as usize;
+
+/// Whether the ends of `[start, end)` may stay where they are under `snap`.
+fn is_char_boundary(text: &[u8], i: usize) -> bool {
+    i == 0 || i >= text.len() || (text[i] & 0xC0) != 0x80
+}
+
+/// The character that ends just before `i` (`i` on a character boundary).
+fn char_before(text: &[u8], i: usize) -> Option<char> {
+    let mut s = i.checked_sub(1)?;
+    while s > 0 && !is_char_boundary(text, s) {
+        s -= 1;
+    }
+    std::str::from_utf8(&text[s..i]).ok()?.chars().next()
+}
+
+/// The character that starts at `i` (`i` on a character boundary).
+fn char_at(text: &[u8], i: usize) -> Option<char> {
+    if i >= text.len() {
+        return None;
+    }
+    let mut e = i + 1;
+    while e < text.len() && !is_char_boundary(text, e) {
+        e += 1;
+    }
+    std::str::from_utf8(&text[i..e]).ok()?.chars().next()
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric()
+}
+
+/// A word boundary: not between two word characters.
+fn is_word_boundary(text: &[u8], i: usize) -> bool {
+    match (char_before(text, i), char_at(text, i)) {
+        (Some(a), Some(b)) => !(is_word_char(a) && is_word_char(b)),
+        _ => true,
+    }
+}
+
+/// Moves the ends of `[start, end)` inward to boundaries allowed by `snap`; `None` when
+/// nothing is left.
+pub fn snap_range(text: &[u8], start: usize, end: usize, snap: Snap) -> Option<(usize, usize)> {
+    let (mut s, mut e) = (start, end.min(text.len()));
+    while s < e && !is_char_boundary(text, s) {
+        s += 1;
+    }
+    while e > s && !is_char_boundary(text, e) {
+        e -= 1;
+    }
+    if snap == Snap::Words {
+        while s < e && !(is_char_boundary(text, s) && is_word_boundary(text, s)) {
+            s += 1;
+        }
+        while e > s && !(is_char_boundary(text, e) && is_word_boundary(text, e)) {
+            e -= 1;
+        }
+    }
+    (s < e).then_some((s, e))
+}
+
+/// The ranges of one document from the starts of its reported windows (any order, repeats
+/// allowed): merged, snapped, and without those shorter than `N`.
+pub fn ranges_for_document(
+    doc_id: u64,
+    text: &[u8],
+    starts: &mut Vec<u32>,
+    settings: &Settings,
+) -> Vec<Range> {
+    starts.sort_unstable();
+    starts.dedup();
+    let n = settings.min_bytes;
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for &s in starts.iter() {
+        let (s, e) = (s as usize, s as usize + n);
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
+        .into_iter()
+        .filter_map(|(s, e)| snap_range(text, s, e, settings.snap))
+        .filter(|(s, e)| e - s >= n)
+        .map(|(s, e)| Range {
+            doc_id,
+            start: s as u64,
+            end: e as u64,
+        })
+        .collect()
+}
+
+/// The definition, executed literally: for every substring of at least `N` bytes of every
+/// document, every position of the corpus is compared with it. Quadratic and worse; for
+/// tests on corpora of a few hundred bytes. `docs` must be sorted by `doc_id`.
+pub fn oracle(docs: &[(u64, &[u8])], settings: &Settings) -> Vec<Range> {
+    let n = settings.min_bytes.max(1);
+    let mut out = Vec::new();
+    for &(doc_id, text) in docs {
+        let mut marked = vec![false; text.len()];
+        for i in 0..text.len() {
+            for len in n..=text.len() - i {
+                let s = &text[i..i + len];
+                // Every other occurrence of `s`, and whether one comes before (doc_id, i).
+                let mut other = false;
+                let mut earlier = false;
+                for &(d2, t2) in docs {
+                    for j in 0..=t2.len().saturating_sub(len) {
+                        if t2.len() < len || (d2, j) == (doc_id, i) || &t2[j..j + len] != s {
+                            continue;
+                        }
+                        other = true;
+                        earlier |= (d2, j) < (doc_id, i);
+                    }
+                }
+                if !other {
+                    // A longer substring starting here occurs no more often.
+                    break;
+                }
+                let report = match settings.occurrences {
+                    Occurrences::All => true,
+                    Occurrences::Later => earlier,
+                };
+                if report {
+                    marked[i..i + len].iter_mut().for_each(|m| *m = true);
+                }
+            }
+        }
+        // Maximal runs of marked bytes, snapped, long enough.
+        let mut i = 0;
+        while i < marked.len() {
+            if !marked[i] {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < marked.len() && marked[i] {
+                i += 1;
+            }
+            if let Some((s, e)) = snap_range(text, start, i, settings.snap) {
+                if e - s >= n {
+                    out.push(Range {
+                        doc_id,
+                        start: s as u64,
+                        end: e as u64,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whole documents concatenated, the unit a suffix array is built over.
+#[derive(Default, Debug)]
+pub struct Block {
+    text: Vec<u8>,
+    /// `(doc_id, start in text)` in the order pushed.
+    docs: Vec<(u64, usize)>,
+}
+
+impl Block {
+    pub fn new() -> Self {
+        Block::default()
+    }
+
+    /// Appends a document. Fails when it is longer than [`MAX_BLOCK_BYTES`]; the caller
+    /// starts a new block before this one would grow past its own bound.
+    pub fn push(&mut self, doc_id: u64, text: &[u8]) -> Result<(), SubstringError> {
+        if text.len() > MAX_BLOCK_BYTES || self.text.len() + text.len() > MAX_BLOCK_BYTES {
+            return Err(SubstringError::DocumentTooLong {
+                doc_id,
+                bytes: text.len() as u64,
+                max: MAX_BLOCK_BYTES as u64,
+            });
+        }
+        self.docs.push((doc_id, self.text.len()));
+        self.text.extend_from_slice(text);
+        Ok(())
+    }
+
+    /// Bytes of text held.
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// The documents, in the order pushed: `(doc_id, text)`.
+    pub fn documents(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.docs.iter().enumerate().map(|(i, &(doc_id, start))| {
+            let end = self.docs.get(i + 1).map_or(self.text.len(), |d| d.1);
+            (doc_id, &self.text[start..end])
+        })
+    }
+
+    /// Calls `f(key, positions)` once for every distinct window of `n` bytes lying inside one
+    /// document of the block, with all its positions in the block in corpus order. `key` is
+    /// the window's 128-bit key ([`window_key`]).
+    pub fn for_each_window(
+        &self,
+        n: usize,
+        mut f: impl FnMut(u128, &[Pos]),
+    ) -> Result<(), SubstringError> {
+        let n = n.max(1);
+        if self.text.len() < n {
+            return Ok(());
+        }
+        let sa: Vec<i32> = libsais::SuffixArrayConstruction::for_text(&self.text)
+            .in_owned_buffer32()
+            .single_threaded()
+            .run()
+            .map_err(|e| SubstringError::SuffixArray {
+                bytes: self.text.len() as u64,
+                reason: format!("{e:?}"),
+            })?
+            .into_vec();
+        // Document ends, to skip windows that cross one: `ends[i]` is the end of document i.
+        let ends: Vec<usize> = (0..self.docs.len())
+            .map(|i| self.docs.get(i + 1).map_or(self.text.len(), |d| d.1))
+            .collect();
+        let starts: Vec<usize> = self.docs.iter().map(|d| d.1).collect();
+        let locate = |p: usize| -> usize { starts.partition_point(|&s| s <= p) - 1 };
+        let mut group: Vec<Pos> = Vec::new();
+        let mut current: Option<usize> = None;
+        let flush = |group: &mut Vec<Pos>, at: usize, f: &mut dyn FnMut(u128, &[Pos])| {
+            group.sort_unstable();
+            f(window_key(&self.text[at..at + n]), group);
+            group.clear();
+        };
+        for &p in &sa {
+            let p = p as usize;
+            let doc = locate(p);
+            if p + n > ends[doc] {
+                continue;
+            }
+            let pos = Pos {
+                doc_id: self.docs[doc].0,
+                offset: (p - starts[doc]) as u32,
+            };
+            match current {
+                Some(c) if self.text[c..c + n] == self.text[p..p + n] => group.push(pos),
+                _ => {
+                    if let Some(c) = current {
+                        flush(&mut group, c, &mut f);
+                    }
+                    current = Some(p);
+                    group.push(pos);
+                }
+            }
+        }
+        if let Some(c) = current {
+            flush(&mut group, c, &mut f);
+        }
+        Ok(())
+    }
+}
+
+/// The 128-bit key of a window's content.
+pub fn window_key(window: &[u8]) -> u128 {
+    xxh3_128_with_seed(window, KEY_SEED)
+}
+
+/// What a block tells the owner of a window's key: the window's first position in the block,
+/// whether it occurs there more than once (all that matters of the count), and which block
+/// (worker) sent it, for the answer. 32 bytes, flat: the owner holds one per distinct window
+/// of every block until the search ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowRecord {
+    pub key: u128,
+    pub first_doc: u64,
+    pub first_offset: u32,
+    /// `origin << 1 | (seen more than once in the block)`.
+    pub origin_repeated: u32,
+}
+
+impl WindowRecord {
+    pub fn new(key: u128, first: Pos, count: usize, origin: u32) -> Self {
+        WindowRecord {
+            key,
+            first_doc: first.doc_id,
+            first_offset: first.offset,
+            origin_repeated: origin << 1 | u32::from(count > 1),
+        }
+    }
+
+    pub fn first(&self) -> Pos {
+        Pos {
+            doc_id: self.first_doc,
+            offset: self.first_offset,
+        }
+    }
+
+    /// 1, or 2 for "two or more".
+    pub fn count(&self) -> u32 {
+        1 + (self.origin_repeated & 1)
+    }
+
+    pub fn origin(&self) -> u32 {
+        self.origin_repeated >> 1
+    }
+}
+
+/// The owner's answer to one record of a window seen at least twice in the corpus: whether
+/// the record's `first` is the window's first occurrence in the whole corpus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub first: Pos,
+    pub is_global_first: bool,
+    pub origin: u32,
+}
+
+/// Folds the records of every key (in any order; `records` is sorted in place) and calls
+/// `f` with a verdict for every record whose window occurs at least twice in all.
+pub fn resolve(records: &mut [WindowRecord], mut f: impl FnMut(Verdict)) {
+    records.sort_unstable_by_key(|r| (r.key, r.first()));
+    let mut i = 0;
+    while i < records.len() {
+        let key = records[i].key;
+        let mut j = i;
+        let mut count = 0u32;
+        while j < records.len() && records[j].key == key {
+            count += records[j].count();
+            j += 1;
+        }
+        if count >= 2 {
+            let global = records[i].first();
+            for r in &records[i..j] {
+                f(Verdict {
+                    first: r.first(),
+                    is_global_first: r.first() == global,
+                    origin: r.origin(),
+                });
+            }
+        }
+        i = j;
+    }
+}
+
+/// One block's (or worker's) side of the search: the records it sends, what it keeps to
+/// answer verdicts, and the window starts the verdicts report.
+#[derive(Default, Debug)]
+pub struct Collector {
+    /// Windows seen more than once in this collector: `(first, position)` for every
+    /// position but the first, sorted by `first` before verdicts are applied.
+    others: Vec<(Pos, Pos)>,
+    sorted: bool,
+    /// Reported window starts.
+    starts: Vec<Pos>,
+}
+
+impl Collector {
+    pub fn new() -> Self {
+        Collector::default()
+    }
+
+    /// Scans a block and returns through `send` the record of each of its distinct windows.
+    pub fn scan(
+        &mut self,
+        block: &Block,
+        n: usize,
+        origin: u32,
+        mut send: impl FnMut(WindowRecord),
+    ) -> Result<(), SubstringError> {
+        self.sorted = false;
+        block.for_each_window(n, |key, positions| {
+            let first = positions[0];
+            for &p in &positions[1..] {
+                self.others.push((first, p));
+            }
+            send(WindowRecord::new(key, first, positions.len(), origin));
+        })
+    }
+
+    /// Applies one verdict about a record this collector sent.
+    pub fn apply(&mut self, verdict: Verdict, occurrences: Occurrences) {
+        if !self.sorted {
+            self.others.sort_unstable();
+            self.sorted = true;
+        }
+        if !(occurrences == Occurrences::Later && verdict.is_global_first) {
+            self.starts.push(verdict.first);
+        }
+        let from = self.others.partition_point(|o| o.0 < verdict.first);
+        for o in self.others[from..]
+            .iter()
+            .take_while(|o| o.0 == verdict.first)
+        {
+            self.starts.push(o.1);
+        }
+    }
+
+    /// Every reported window start, sorted (the collector is emptied).
+    pub fn take_starts(&mut self) -> Vec<Pos> {
+        let mut starts = std::mem::take(&mut self.starts);
+        starts.sort_unstable();
+        starts.dedup();
+        self.others = Vec::new();
+        starts
+    }
+}
+
+/// The ranges of `docs` (sorted by `doc_id`) given every reported window start, sorted.
+pub fn ranges_from_starts<'a>(
+    docs: impl IntoIterator<Item = (u64, &'a [u8])>,
+    starts: &[Pos],
+    settings: &Settings,
+) -> Vec<Range> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for (doc_id, text) in docs {
+        let from = starts.partition_point(|p| p.doc_id < doc_id);
+        buf.clear();
+        buf.extend(
+            starts[from..]
+                .iter()
+                .take_while(|p| p.doc_id == doc_id)
+                .map(|p| p.offset),
+        );
+        if !buf.is_empty() {
+            out.extend(ranges_for_document(doc_id, text, &mut buf, settings));
+        }
+    }
+    out
+}
+
+/// The whole search in memory over `blocks` (each one as a worker would hold it): every block
+/// is scanned, the records are resolved together, and the verdicts go back to their blocks.
+/// The result does not depend on how the documents are split into blocks.
+pub fn find_repeats(blocks: &[Block], settings: &Settings) -> Result<Vec<Range>, SubstringError> {
+    let mut collectors: Vec<Collector> = blocks.iter().map(|_| Collector::new()).collect();
+    let mut records = Vec::new();
+    for (i, (block, collector)) in blocks.iter().zip(&mut collectors).enumerate() {
+        collector.scan(block, settings.min_bytes, i as u32, |r| records.push(r))?;
+    }
+    let mut verdicts = Vec::new();
+    resolve(&mut records, |v| verdicts.push(v));
+    for v in verdicts {
+        collectors[v.origin as usize].apply(v, settings.occurrences);
+    }
+    let mut starts: Vec<Pos> = collectors
+        .iter_mut()
+        .flat_map(|c| c.take_starts())
+        .collect();
+    starts.sort_unstable();
+    let mut docs: Vec<(u64, &[u8])> = blocks.iter().flat_map(|b| b.documents()).collect();
+    docs.sort_unstable_by_key(|d| d.0);
+    Ok(ranges_from_starts(docs, &starts, settings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(n: usize, occurrences: Occurrences, snap: Snap) -> Settings {
+        Settings {
+            min_bytes: n,
+            occurrences,
+            snap,
+        }
+    }
+
+    fn ranges(v: &[Range]) -> Vec<(u64, u64, u64)> {
+        v.iter().map(|r| (r.doc_id, r.start, r.end)).collect()
+    }
+
+    /// Splits `docs` into `parts` blocks round-robin (so a block's documents are not
+    /// contiguous in corpus order) and runs the search.
+    fn blocked(docs: &[(u64, &[u8])], parts: usize, s: &Settings) -> Vec<Range> {
+        let mut blocks: Vec<Block> = (0..parts).map(|_| Block::new()).collect();
+        for (i, (id, t)) in docs.iter().enumerate() {
+            blocks[i % parts].push(*id, t).unwrap();
+        }
+        find_repeats(&blocks, s).unwrap()
+    }
+
+    #[test]
+    fn worked_example_of_the_docs() {
+        let docs: [(u64, &[u8]); 3] = [
+            (0, b"the licence text. Hello"),
+            (1, b"Intro: the licence text."),
+            (2, b"abcabcabc"),
+        ];
+        let later = settings(8, Occurrences::Later, Snap::Chars);
+        assert_eq!(
+            ranges(&oracle(&docs, &later)),
+            vec![(1, 7, 24)],
+            "the first copy (doc 0) is kept; doc 2's period is shorter than N"
+        );
+        let all = settings(8, Occurrences::All, Snap::Chars);
+        assert_eq!(ranges(&oracle(&docs, &all)), vec![(0, 0, 17), (1, 7, 24)]);
+        let periodic = settings(3, Occurrences::Later, Snap::Chars);
+        assert_eq!(
+            ranges(&oracle(&[(2, b"abcabcabc")], &periodic)),
+            vec![(2, 3, 9)]
+        );
+        for s in [later, all, periodic] {
+            assert_eq!(blocked(&docs, 1, &s), oracle(&docs, &s));
+            assert_eq!(blocked(&docs, 2, &s), oracle(&docs, &s));
+        }
+    }
+
+    #[test]
+    fn snapping_moves_inward() {
+        let text = "añb word".as_bytes(); // ñ is 2 bytes at 1..3
+        assert_eq!(snap_range(text, 2, 4, Snap::Chars), Some((3, 4)));
+        assert_eq!(snap_range(text, 0, 2, Snap::Chars), Some((0, 1)));
+        assert_eq!(snap_range(text, 2, 3, Snap::Chars), None);
+        // "añb word": words at 0..4 and 5..9; a range from inside the first word to inside
+        // the second keeps only the space.
+        assert_eq!(snap_range(text, 1, 7, Snap::Words), Some((4, 5)));
+        assert_eq!(snap_range(text, 0, 9, Snap::Words), Some((0, 9)));
+    }
+
+    #[test]
+    fn occurrences_later_of_a_run() {
+        let s = settings(2, Occurrences::Later, Snap::Chars);
+        assert_eq!(ranges(&oracle(&[(0, b"aaaaa")], &s)), vec![(0, 1, 5)]);
+        assert_eq!(ranges(&blocked(&[(0, b"aaaaa")], 1, &s)), vec![(0, 1, 5)]);
+    }
+
+    /// A tiny seeded generator (the tests need no crate for it).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// A small random corpus with planted repeats: at document starts and ends, periodic
+    /// runs, copies inside one document, and multi-byte characters.
+    fn corpus(rng: &mut Rng) -> Vec<(u64, Vec<u8>)> {
+        let alphabet: [&str; 8] = ["a", "b", "c", " ", "é", "€", "x", "y"];
+        let docs = 1 + rng.below(5);
+        let passage: String = (0..3 + rng.below(8))
+            .map(|_| alphabet[rng.below(alphabet.len())])
+            .collect();
+        let mut out = Vec::new();
+        for d in 0..docs {
+            let mut s = String::new();
+            match rng.below(5) {
+                0 => s.push_str(&passage),
+                1 => s.push_str(&"abc".repeat(1 + rng.below(4))),
+                _ => {}
+            }
+            for _ in 0..rng.below(14) {
+                s.push_str(alphabet[rng.below(alphabet.len())]);
+            }
+            if rng.below(3) == 0 {
+                s.push_str(&passage);
+            }
+            if rng.below(4) == 0 {
+                let copy = s.clone();
+                s.push_str(&copy);
+            }
+            // doc ids with gaps, as several files give
+            out.push(((d as u64) * 3 + (d as u64 % 2) * (1 << 40), s.into_bytes()));
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn random_corpora_match_the_oracle_at_any_split() {
+        let mut rng = Rng(7);
+        let mut found = 0;
+        for round in 0..300 {
+            let docs = corpus(&mut rng);
+            let refs: Vec<(u64, &[u8])> = docs.iter().map(|(i, t)| (*i, t.as_slice())).collect();
+            let longest = refs.iter().map(|d| d.1.len()).max().unwrap_or(0);
+            let n = match round % 4 {
+                0 => 1,
+                1 => longest + 1, // longer than every document
+                _ => 1 + rng.below(8),
+            };
+            for occurrences in [Occurrences::All, Occurrences::Later] {
+                for snap in [Snap::Chars, Snap::Words] {
+                    let s = settings(n, occurrences, snap);
+                    let want = oracle(&refs, &s);
+                    found += usize::from(!want.is_empty());
+                    for parts in [1, 2, 4] {
+                        assert_eq!(
+                            blocked(&refs, parts, &s),
+                            want,
+                            "round {round}, {s:?}, {parts} blocks, corpus {docs:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // The planted repeats are found often enough for the comparison to mean something.
+        assert!(found > 300, "only {found} of 1200 searches found repeats");
+    }
+
+    #[test]
+    fn a_record_is_32_bytes_and_round_trips() {
+        assert_eq!(std::mem::size_of::<WindowRecord>(), 32);
+        let first = Pos {
+            doc_id: 1 << 40 | 7,
+            offset: 9,
+        };
+        let r = WindowRecord::new(5, first, 3, 1234);
+        assert_eq!((r.first(), r.count(), r.origin()), (first, 2, 1234));
+        assert_eq!(WindowRecord::new(5, first, 1, 0).count(), 1);
+    }
+
+    #[test]
+    fn a_block_keeps_its_documents() {
+        let mut block = Block::new();
+        block.push(1, b"abc").unwrap();
+        assert_eq!(block.len(), 3);
+        assert_eq!(
+            block.documents().collect::<Vec<_>>(),
+            vec![(1, &b"abc"[..])]
+        );
+    }
+}

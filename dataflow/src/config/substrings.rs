@@ -1,0 +1,35 @@
+//! The settings of a search for repeated passages (`neardup substrings`, `run --substrings`).
+
+use neardup_core::substrings::Settings;
+
+/// The most text one worker puts under one suffix array (`Block` in
+/// `neardup_core::substrings`). A block costs about 5 bytes of memory per byte of text while its
+/// suffix array exists (the text, 4 bytes of suffix array per byte); 64 MiB keeps that
+/// near 320 MiB per worker. Measured on dev-medium text with 2 workers (2-core Xeon): blocks of
+/// 16, 64 and 256 MiB took within 5% of one another, as libsais is linear and the scans
+/// dominate; smaller blocks only add records, since windows repeated across blocks are
+/// found through the exchange instead of inside the suffix array.
+pub const DEFAULT_BLOCK_BYTES: usize = 64 << 20;
+
+/// A search for repeated passages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SubstringJob {
+    /// What is searched and reported (N, `--occurrences`, `--snap`).
+    pub settings: Settings,
+    /// `neardup substrings`: the search only, over every document; `false` for
+    /// `run --substrings`, after the near-duplicate search, over the kept documents.
+    pub only: bool,
+    /// The most text under one suffix array, per worker (see [`DEFAULT_BLOCK_BYTES`]).
+    pub block_bytes: usize,
+}
+
+impl SubstringJob {
+    /// `neardup substrings` with `settings`.
+    pub fn only(settings: Settings) -> Self {
+        SubstringJob {
+            settings,
+            only: true,
+            block_bytes: DEFAULT_BLOCK_BYTES,
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! Repeated passages across workers: every window of `N` bytes that occurs at least twice in
+//! the corpus, found exactly whatever the number of workers and processes (the semantics are
+//! in `neardup_core::substrings` and docs/substrings.md).
+//!
+//! The idea: each worker holds a share of the documents and finds the distinct windows of its
+//! share with suffix arrays; the windows of all workers then meet by a 128-bit key, and each
+//! meeting decides which copies are reported. Four operators:
+//!
+//! 1. **Parse** (at each document's home, as the fingerprint stage does): a document's text,
+//!    and the reader's backpressure probe.
+//! 2. **Scan** (same worker): documents are packed into blocks of at most
+//!    `block_bytes`; each full block gets a suffix array, one scan of which yields every
+//!    distinct window of the block with all its positions. One [`WindowRecord`] per distinct
+//!    window (key, first position, count up to 2: 32 bytes) goes to the key's owner; the
+//!    other positions of windows repeated inside the block stay here. The block's suffix
+//!    array is freed; its text stays, for snapping.
+//! 3. **Resolve** (at the key's owner, `key mod workers`): once every record has arrived,
+//!    the records of each key are folded; a key seen twice or more in all answers each record
+//!    with a [`Verdict`]: is this record's first position the first in the corpus?
+//! 4. **Report** (back at the record's origin): verdicts become window starts, window starts
+//!    become merged, snapped ranges per document, written to this worker's part of
+//!    `substrings/`, sorted by `(doc_id, start)`.
+//!
+//! Records travel once and verdicts only for repeated windows, so the traffic is one record
+//! per distinct window of each block. A key's records all reach one worker, which sees every
+//! occurrence count and every first position: the result cannot depend on how documents
+//! were spread over workers or blocks (the core tests check splits into 1, 2 and 4 blocks
+//! against the definition; tests/substrings_cli.rs checks 1, 2 and 4 workers and several
+//! processes end to end).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use neardup_core::substrings::{
+    ranges_from_starts, resolve, Block, Collector, Pos, Verdict, WindowRecord,
+};
+use neardup_io::parquet_out::{PartWriter, SubstringRow, TableMeta, NO_SCHEME};
+use neardup_io::record::Record;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::{ProbeHandle, StreamVec};
+
+use crate::config::{JobInput, SubstringJob};
+use crate::output::{OutputDirs, Table};
+use crate::progress::Progress;
+use crate::records::{RawBody, RawDoc};
+use crate::report::SubstringCounts;
+use crate::worker::WorkerCtx;
+
+/// A document's text at its home, with its id as written.
+#[derive(Clone, Debug)]
+pub struct DocText {
+    pub doc_id: u64,
+    pub id: Option<String>,
+    pub text: String,
+}
+
+/// The metadata of `substrings/`: no fingerprint scheme; the search's parameters.
+pub fn substrings_meta(job: &SubstringJob) -> TableMeta {
+    TableMeta {
+        scheme: NO_SCHEME.to_string(),
+        params: serde_json::json!({
+            "substrings": {
+                "min_bytes": job.settings.min_bytes,
+                "occurrences": job.settings.occurrences.name(),
+                "snap": job.settings.snap.name(),
+            }
+        }),
+    }
+}
+
+/// Parses every document at its home; the probe goes on the result (the readers wait on it).
+pub fn parse_documents<'s>(
+    raw: StreamVec<'s, u64, RawDoc>,
+    ctx: Rc<WorkerCtx>,
+    parsed: &ProbeHandle<u64>,
+) -> StreamVec<'s, u64, DocText> {
+    let home = ctx.home.clone();
+    use timely::dataflow::operators::Probe;
+    raw.unary(
+        Exchange::new(ctx.meter("substrings", move |d: &RawDoc| home.route(d.doc_id))),
+        "SubstringParse",
+        move |_, _| {
+            let mut record = Record::default();
+            move |input, output| {
+                input.for_each(|cap, data| {
+                    let mut session = output.session(&cap);
+                    for doc in data.drain(..) {
+                        if let Some(text) = parse(&ctx, doc, &mut record) {
+                            session.give(text);
+                        }
+                    }
+                });
+            }
+        },
+    )
+    .probe_with(parsed)
+}
+
+fn parse(ctx: &WorkerCtx, doc: RawDoc, record: &mut Record) -> Option<DocText> {
+    let shared = &ctx.shared;
+    Progress::add(&shared.progress.docs_fingerprinted, 1);
+    let parsed = match doc.body {
+        RawBody::Raw(line) => {
+            let JobInput::Documents { fields, .. } = &shared.config.input else {
+                // Refused by validation: a search for repeats reads documents.
+                ctx.fail("repeated passages need documents, not fingerprints".into());
+                return None;
+            };
+            let kind = shared.plan.files[doc.file as usize].format.kind();
+            kind.parse_into(&line, fields, record)
+                .map(|()| std::mem::take(record))
+                .map_err(|e| {
+                    kind.record_error(shared.plan.path(doc.file), doc.record, e)
+                        .to_string()
+                })
+        }
+        RawBody::Fields(fields) => Ok(fields),
+        RawBody::Invalid(message) => Err(message),
+        RawBody::Fingerprint { .. } => {
+            Err("repeated passages need documents, not fingerprints".into())
+        }
+    };
+    match parsed {
+        Ok(r) => Some(DocText {
+            doc_id: doc.doc_id,
+            id: r.id,
+            text: r.text,
+        }),
+        Err(message) => {
+            if shared.config.skip_invalid {
+                ctx.report.borrow_mut().skip(doc.file, doc.record, message);
+            } else {
+                ctx.fail(message);
+            }
+            None
+        }
+    }
+}
+
+/// What the scan leaves for the report: the blocks' texts and the collector.
+#[derive(Default)]
+struct Held {
+    blocks: Vec<Block>,
+    /// `(doc_id, id)` of every document held, for the rows.
+    ids: Vec<(u64, Option<String>)>,
+    collector: Collector,
+    counts: SubstringCounts,
+}
+
+/// Finds the repeated passages of `docs` and writes this worker's part of `substrings/`.
+pub fn find_substrings<'s>(
+    docs: StreamVec<'s, u64, DocText>,
+    ctx: Rc<WorkerCtx>,
+    job: SubstringJob,
+) {
+    let held = Rc::new(RefCell::new(Held::default()));
+    let n = job.settings.min_bytes;
+    let origin = ctx.index as u32;
+    // 2. Scan: blocks, suffix arrays, one record per distinct window.
+    let scan_held = held.clone();
+    let scan_ctx = ctx.clone();
+    let records = docs.unary_frontier(Pipeline, "SubstringScan", move |cap, _| {
+        let mut cap = Some(cap);
+        let mut block = Block::new();
+        let ctx = scan_ctx;
+        let held = scan_held;
+        move |(input, frontier), output| {
+            let Some(c) = cap.as_ref() else {
+                input.for_each(|_, _| {});
+                return;
+            };
+            let mut out = Vec::new();
+            input.for_each(|_, data| {
+                for doc in data.drain(..) {
+                    let bytes = doc.text.len();
+                    if !block.is_empty() && block.len() + bytes > job.block_bytes {
+                        let full = std::mem::take(&mut block);
+                        scan(&ctx, &held, full, n, origin, &mut out);
+                    }
+                    if let Err(e) = block.push(doc.doc_id, doc.text.as_bytes()) {
+                        ctx.fail(e.to_string());
+                        continue;
+                    }
+                    let mut h = held.borrow_mut();
+                    h.ids.push((doc.doc_id, doc.id));
+                    h.counts.documents += 1;
+                    h.counts.bytes += bytes as u64;
+                }
+            });
+            if frontier.is_empty() {
+                let last = std::mem::take(&mut block);
+                if !last.is_empty() {
+                    scan(&ctx, &held, last, n, origin, &mut out);
+                }
+            }
+            if !out.is_empty() {
+                output.session(c).give_iterator(out.into_iter());
+            }
+            if frontier.is_empty() {
+                ctx.stage_done("substrings scan");
+                cap = None;
+            }
+        }
+    });
+    // 3. Resolve: every record of a key meets at its owner.
+    let verdicts = records.unary_frontier(
+        Exchange::new(ctx.meter("substrings", |r: &WindowRecord| {
+            ((r.key >> 64) as u64) ^ (r.key as u64)
+        })),
+        "SubstringResolve",
+        |cap, _| {
+            let mut cap = Some(cap);
+            let mut records: Vec<WindowRecord> = Vec::new();
+            move |(input, frontier), output| {
+                input.for_each(|_, data| records.append(data));
+                if frontier.is_empty() {
+                    if let Some(c) = cap.take() {
+                        let mut all = std::mem::take(&mut records);
+                        let mut verdicts = Vec::new();
+                        resolve(&mut all, |v| verdicts.push(v));
+                        drop(all);
+                        output.session(&c).give_iterator(verdicts.into_iter());
+                    }
+                }
+            }
+        },
+    );
+    // 4. Report: verdicts to window starts to ranges, at the origin.
+    let mut done = false;
+    verdicts.sink(
+        Exchange::new(ctx.meter("substrings", |v: &Verdict| v.origin as u64)),
+        "SubstringReport",
+        move |(input, frontier)| {
+            input.for_each(|_, data| {
+                let mut h = held.borrow_mut();
+                for v in data.drain(..) {
+                    h.collector.apply(v, job.settings.occurrences);
+                }
+            });
+            if frontier.is_empty() && !done {
+                done = true;
+                let taken = std::mem::take(&mut *held.borrow_mut());
+                report(&ctx, taken, &job);
+            }
+        },
+    );
+}
+
+/// Scans one block: its records go to `out`, its text to `held`.
+fn scan(
+    ctx: &WorkerCtx,
+    held: &Rc<RefCell<Held>>,
+    block: Block,
+    n: usize,
+    origin: u32,
+    out: &mut Vec<WindowRecord>,
+) {
+    let mut h = held.borrow_mut();
+    let before = out.len();
+    if let Err(e) = h.collector.scan(&block, n, origin, |r| out.push(r)) {
+        ctx.fail(e.to_string());
+    }
+    h.counts.blocks += 1;
+    h.counts.window_records += (out.len() - before) as u64;
+    h.blocks.push(block);
+}
+
+/// Turns this worker's window starts into ranges and writes its part.
+fn report(ctx: &WorkerCtx, mut held: Held, job: &SubstringJob) {
+    let starts: Vec<Pos> = held.collector.take_starts();
+    let mut docs: Vec<(u64, &[u8])> = held.blocks.iter().flat_map(|b| b.documents()).collect();
+    docs.sort_unstable_by_key(|d| d.0);
+    let ranges = ranges_from_starts(docs.iter().copied(), &starts, &job.settings);
+    held.ids.sort_unstable_by_key(|d| d.0);
+    let mut counts = std::mem::take(&mut held.counts);
+    counts.min_bytes = job.settings.min_bytes as u64;
+    counts.occurrences = job.settings.occurrences.name().to_string();
+    counts.snap = job.settings.snap.name().to_string();
+    counts.ranges = ranges.len() as u64;
+    counts.repeated_bytes = ranges.iter().map(|r| r.end - r.start).sum();
+    counts.documents_touched = {
+        let mut touched: Vec<u64> = ranges.iter().map(|r| r.doc_id).collect();
+        touched.dedup();
+        touched.len() as u64
+    };
+    counts.repeated_share = if counts.bytes == 0 {
+        0.0
+    } else {
+        counts.repeated_bytes as f64 / counts.bytes as f64
+    };
+    let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Substrings);
+    let written = PartWriter::<SubstringRow>::create(&dir, ctx.part(), &substrings_meta(job))
+        .and_then(|mut w| {
+            for r in &ranges {
+                let at = held.ids.partition_point(|d| d.0 < r.doc_id);
+                let id = held.ids.get(at).and_then(|d| d.1.clone());
+                w.push(SubstringRow {
+                    doc_id: r.doc_id,
+                    id,
+                    start: r.start,
+                    end: r.end,
+                })?;
+            }
+            w.commit()
+        });
+    let mut report = ctx.report.borrow_mut();
+    match written {
+        Ok(path) => report.parts.push(path.display().to_string()),
+        Err(e) => report.errors.push(e.to_string()),
+    }
+    report.documents += counts.documents;
+    report.bytes += counts.bytes;
+    report.substrings = Some(counts);
+    drop(report);
+    ctx.stage_done("substrings");
+}

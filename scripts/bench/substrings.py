@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Benchmark `neardup substrings` against the reference tool (google-research/
+deduplicate-text-datasets: `make` + `self-similar` + `collect`) on the same text, in the same
+run, and check that `--occurrences all` gives the same ranges as the reference's output.
+
+    python3 scripts/bench/substrings.py [--corpus ../shared/corpora/dev-medium/corpus.jsonl.zst]
+        [--min-bytes 50] [--repeats 3] [--work /tmp/substrings-bench]
+
+Needs release builds: `cargo build --release --bin neardup` (the script finds the binary
+under $CARGO_TARGET_DIR or ./target), and the reference built from a scratch copy of
+../shared/peers/deduplicate-text-datasets (the script copies and builds it with
+`cargo build --release` when --reference is not given). Prints one line per run and the
+medians: wall seconds, CPU seconds (user + system: "per core"), peak RSS (GNU time -v).
+
+The reference sees the documents as its own loader writes them (`scripts/load_dataset.py`):
+each document is preceded by b"\\xff\\xff" and its 4-byte little-endian number. Its byte
+ranges over that file are cut at the documents, then merged, snapped inward to UTF-8
+characters and dropped below N exactly as neardup's ranges are (docs/substrings.md), and
+compared with neardup's rows.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def read_texts(corpus):
+    """Every document's text (JSONL, optionally zstd), in line order: doc_id = line."""
+    if corpus.endswith(".zst"):
+        data = subprocess.run(["zstd", "-dc", corpus], check=True, capture_output=True).stdout
+    else:
+        data = open(corpus, "rb").read()
+    texts = []
+    for line in data.splitlines():
+        if line.strip():
+            texts.append(json.loads(line)["text"].encode("utf-8"))
+        else:
+            texts.append(None)  # a blank line keeps its number
+    return texts
+
+
+def timed(cmd, stdout=None):
+    """Runs cmd under GNU time -v: (wall s, cpu s, peak KiB)."""
+    res = subprocess.run(["/usr/bin/time", "-v"] + cmd, stdout=stdout, stderr=subprocess.PIPE, text=True)
+    if res.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{res.stderr[-3000:]}")
+    err = res.stderr
+
+    def field(name):
+        m = re.search(re.escape(name) + r":\s*([^\n]+)", err)
+        return m.group(1).strip()
+
+    wall = field("Elapsed (wall clock) time (h:mm:ss or m:ss)")
+    parts = [float(p) for p in wall.split(":")]
+    secs = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+    cpu = float(field("User time (seconds)")) + float(field("System time (seconds)"))
+    return secs, cpu, int(field("Maximum resident set size (kbytes)"))
+
+
+def is_boundary(text, i):
+    return i <= 0 or i >= len(text) or (text[i] & 0xC0) != 0x80
+
+
+def finish(text, spans, n):
+    """Merged, snapped inward to characters, at least n bytes."""
+    out = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    done = []
+    for s, e in out:
+        while s < e and not is_boundary(text, s):
+            s += 1
+        while e > s and not is_boundary(text, e):
+            e -= 1
+        if e - s >= n:
+            done.append((s, e))
+    return done
+
+
+def reference_ranges(byterange_file, starts, texts, n):
+    """The reference's ranges, cut at the documents: {doc_id: [(start, end)]}."""
+    import bisect
+
+    spans = {}
+    lines = open(byterange_file).read().split("\n")
+    body = lines[lines.index("out") + 1:] if "out" in lines else lines
+    for line in body:
+        if not line.strip():
+            continue
+        a, b = map(int, line.split())
+        k = max(bisect.bisect_right(starts, a) - 1, 0)
+        while k < len(starts) and starts[k] < b:
+            s, e = starts[k], starts[k] + len(texts[k] or b"")
+            lo, hi = max(a, s), min(b, e)
+            if lo < hi:
+                spans.setdefault(k, []).append((lo - s, hi - s))
+            k += 1
+    return {k: finish(texts[k], v, n) for k, v in spans.items() if finish(texts[k], v, n)}
+
+
+def neardup_ranges(out):
+    import pyarrow.parquet as pq  # the project's Python clients install pyarrow
+
+    got = {}
+    table = pq.read_table(os.path.join(out, "substrings"))
+    for d, s, e in zip(*(table.column(c).to_pylist() for c in ("doc_id", "start", "end"))):
+        got.setdefault(d, []).append((s, e))
+    return {k: sorted(v) for k, v in got.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", default=os.path.join(ROOT, "..", "shared", "corpora", "dev-medium", "corpus.jsonl.zst"))
+    ap.add_argument("--min-bytes", type=int, default=50)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--work", default="/tmp/substrings-bench")
+    ap.add_argument("--neardup")
+    ap.add_argument("--reference")
+    args = ap.parse_args()
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    neardup = args.neardup or os.path.join(target, "release", "neardup")
+    os.makedirs(args.work, exist_ok=True)
+    reference = args.reference
+    if reference is None:
+        src = os.path.join(args.work, "peer-dtd")
+        if not os.path.isdir(src):
+            shutil.copytree(os.path.join(ROOT, "..", "shared", "peers", "deduplicate-text-datasets"), src)
+        subprocess.run(["cargo", "build", "--release"], cwd=src, check=True)
+        reference = os.path.join(target, "release", "dedup_dataset")
+
+    texts = read_texts(args.corpus)
+    # The reference's input: separator + 4-byte number + text per document.
+    data_file = os.path.join(args.work, "data.bin")
+    starts = []
+    with open(data_file, "wb") as f:
+        pos = 0
+        for i, t in enumerate(texts):
+            sep = b"\xff\xff" + struct.pack("<I", i)
+            f.write(sep)
+            pos += len(sep)
+            starts.append(pos)
+            t = t or b""
+            f.write(t)
+            pos += len(t)
+    text_bytes = sum(len(t or b"") for t in texts)
+    print(f"corpus {args.corpus}: {len(texts)} documents, {text_bytes / 1e6:.1f} MB of text; N = {args.min_bytes}")
+    print(f"machine: {os.cpu_count()} cores; " + open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].strip(": \t"))
+
+    results = {}
+    n = str(args.min_bytes)
+    byteranges = os.path.join(args.work, "reference.byterange")
+    for r in range(args.repeats):
+        cache = os.path.join(args.work, "cache")
+        shutil.rmtree(cache, ignore_errors=True)
+        os.makedirs(cache)
+        for name in os.listdir(args.work):
+            if name.startswith("data.bin.") and name != "data.bin":
+                os.remove(os.path.join(args.work, name))
+        steps = [
+            timed([reference, "make", "--data-file", data_file]),
+            timed([reference, "self-similar", "--data-file", data_file, "--length-threshold", n,
+                   "--cache-dir", cache, "--num-threads", "1"]),
+            timed([reference, "collect", "--data-file", data_file, "--cache-dir", cache,
+                   "--length-threshold", n], stdout=open(byteranges, "w")),
+        ]
+        ref = (sum(s[0] for s in steps), sum(s[1] for s in steps), max(s[2] for s in steps))
+        results.setdefault("reference (1 thread)", []).append(ref)
+        print(f"run {r}: reference wall {ref[0]:.1f}s cpu {ref[1]:.1f}s peak {ref[2] / 1024:.0f} MiB", flush=True)
+        for w in args.workers.split(","):
+            out = os.path.join(args.work, f"out-w{w}")
+            res = timed([neardup, "substrings", "-q", "-w", w, "--min-bytes", n, "--occurrences", "all",
+                         "--no-id", "--overwrite", "--output", out, args.corpus])
+            results.setdefault(f"neardup -w {w}", []).append(res)
+            print(f"run {r}: neardup -w {w} wall {res[0]:.1f}s cpu {res[1]:.1f}s peak {res[2] / 1024:.0f} MiB", flush=True)
+
+    want = reference_ranges(byteranges, starts, texts, args.min_bytes)
+    for w in args.workers.split(","):
+        got = neardup_ranges(os.path.join(args.work, f"out-w{w}"))
+        same = got == want
+        print(f"neardup -w {w} --occurrences all: {sum(map(len, got.values()))} ranges in {len(got)} documents; "
+              f"reference: {sum(map(len, want.values()))} in {len(want)}; identical: {same}")
+        if not same:
+            diff = sorted(set(got) ^ set(want))[:5] or [k for k in got if got[k] != want.get(k)][:5]
+            for k in diff:
+                print(f"  doc {k}: neardup {got.get(k)} reference {want.get(k)}")
+    print("medians (wall s, cpu s = per-core time, peak MiB):")
+    for name, runs in results.items():
+        print(f"  {name}: {statistics.median(r[0] for r in runs):.1f} s, "
+              f"{statistics.median(r[1] for r in runs):.1f} cpu s, "
+              f"{statistics.median(r[2] for r in runs) / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
