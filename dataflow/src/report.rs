@@ -307,7 +307,9 @@ pub struct JobSummary {
     #[serde(default)]
     pub network: Network,
     /// Repeated passages (`neardup substrings`, `run --substrings`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Never `skip_serializing_if`: the summary also travels between processes as bincode,
+    // which is not self-describing (a skipped field breaks its reading).
+    #[serde(default)]
     pub substrings: Option<SubstringCounts>,
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
@@ -455,5 +457,43 @@ impl JobSummary {
 
     pub fn succeeded(&self) -> bool {
         self.errors.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reports and summaries travel between processes as bincode (timely's serialization):
+    /// whatever serde attributes they carry must round-trip there, not only in JSON.
+    #[test]
+    fn reports_and_summaries_round_trip_through_bincode() {
+        let mut report = WorkerReport {
+            documents: 3,
+            ..Default::default()
+        };
+        report.add_network([("exact".to_string(), 60)].into());
+        let back: WorkerReport = bincode::deserialize(&bincode::serialize(&report).unwrap()).unwrap();
+        assert_eq!(back.documents, 3);
+        let parameters = Parameters {
+            scheme: "simhash-doc".into(),
+            k: 3,
+            tables: "manku16".into(),
+            keep: "first".into(),
+            exact: true,
+            skip_invalid: false,
+            inputs: vec!["a.jsonl".into()],
+            workers_per_process: 1,
+            processes: 2,
+            command_line: Vec::new(),
+        };
+        let summary = JobSummary::from_report(report, parameters);
+        let bytes = bincode::serialize(&summary).unwrap();
+        let back: JobSummary = bincode::deserialize(&bytes).unwrap();
+        assert_eq!(back.network, summary.network);
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&summary).unwrap()
+        );
     }
 }
