@@ -63,6 +63,7 @@ EXPECTED = {
         ("fetched_at", "Timestamp(Microsecond, UTC)", "TIMESTAMP WITH TIME ZONE", "Datetime(time_unit='us', time_zone='UTC')", True),
         ("offset", "UInt64", "UBIGINT", "UInt64", True),
         ("length", "UInt64", "UBIGINT", "UInt64", True),
+        ("url_normalized", "Utf8", "VARCHAR", "String", True),
     ],
     "pairs": [
         ("doc_a", "UInt64", "UBIGINT", "UInt64", False),

@@ -567,3 +567,178 @@ fn host_rows(out: &Path) -> Vec<(String, u64, u64, String, u64)> {
     rows.sort();
     rows
 }
+
+/// The same situations built from real pages: the texts of the archive samples'
+/// documents (`neardup extract`), served again by made-up hosts in a WARC built here.
+#[test]
+fn mirrors_of_real_pages_in_an_archive() {
+    let Some(samples) = common::shared::shared_corpus("web-archive-samples") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sample = samples.join("sample-input__topic-1__topic-1--20201003083220753-00000.warc.gz");
+    let extracted = dir.path().join("extracted");
+    let output = common::cli::neardup()
+        .args([
+            "extract",
+            "--output",
+            common::s(&extracted),
+            common::s(&sample),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Distinct real texts of some length, in file order.
+    let mut texts: Vec<String> = Vec::new();
+    for b in batches(&extracted.join("documents")) {
+        let text = column(&b, "text").as_string::<i32>();
+        for i in 0..b.num_rows() {
+            let t = text.value(i);
+            // Long enough that one inserted line keeps a page within k = 3 bits.
+            if t.len() > 4000 && !texts.iter().any(|x| x == t) {
+                texts.push(t.to_owned());
+            }
+        }
+    }
+    assert!(texts.len() >= 16, "only {} real pages", texts.len());
+    let mut pages: Vec<(String, String)> = Vec::new();
+    for (k, t) in texts[..12].iter().enumerate() {
+        pages.push((format!("http://origin.example/p{k}.html"), t.clone()));
+        pages.push((
+            format!("http://copy.example/mirror/origin/p{k}.html"),
+            t.clone(),
+        ));
+        let ad = "Advertisement: buy widgets now.";
+        pages.push((
+            format!("http://ads.example/p{k}.html"),
+            format!("{ad}\n{t}"),
+        ));
+        if k < 5 {
+            pages.push((format!("http://part.example/p{k}.html"), t.clone()));
+        }
+    }
+    pages.push((
+        "HTTP://ORIGIN.example:80/p0.html?utm_source=x".into(),
+        texts[0].clone(),
+    ));
+    for h in 0..4 {
+        let host = format!("http://parked{h}.example");
+        pages.push((
+            format!("{host}/robots.txt"),
+            "User-agent: *\nDisallow: /".into(),
+        ));
+        pages.push((format!("{host}/"), texts[12].clone()));
+        pages.push((
+            format!("{host}/own.html"),
+            texts[13 + h % 3].clone() + &format!(" {h}"),
+        ));
+    }
+    let records: Vec<Vec<u8>> = pages
+        .iter()
+        .map(|(url, text)| {
+            warc(
+                "response",
+                Some(url),
+                "application/http; msgtype=response",
+                &http(200, "text/plain; charset=utf-8", text.as_bytes()),
+            )
+        })
+        .collect();
+    let input = write(&dir.path().join("web.warc.gz"), &gzip_members(&records));
+    let mut first = None;
+    for workers in ["1", "2", "4"] {
+        let out = dir.path().join(format!("out-{workers}"));
+        // MinHash: one inserted line in a real page moves its simhash by about 4 of 64
+        // bits (too many for k = 3 half the time), its shingle Jaccard by 1%.
+        let args = [
+            "-w",
+            workers,
+            "--html",
+            "none",
+            "--method",
+            "minhash",
+            "--threshold",
+            "0.8",
+        ];
+        run_ok(&out, &args, &[&input]);
+        let got = mirror_rows(&out);
+        let cluster: BTreeMap<u64, i64> = clusters(&out)
+            .iter()
+            .map(|c| (c.doc_id, c.cluster_id))
+            .collect();
+        let oracle_pages: Vec<(String, String, i64, String)> = url_normalized(&out)
+            .iter()
+            .map(|(doc, url)| {
+                let rest = url.as_deref().unwrap().strip_prefix("http://").unwrap();
+                let (host, path) = rest.split_at(rest.find('/').unwrap());
+                let c = match cluster[doc] {
+                    -1 => -1 - *doc as i64,
+                    c => c,
+                };
+                (
+                    host.to_owned(),
+                    path.to_owned(),
+                    c,
+                    pages[(*doc & ((1 << 40) - 1)) as usize].1.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(got, oracle(&oracle_pages, 5, 0.5), "-w {workers}");
+        let relations: Vec<(&str, &str, &str, &str, &str)> = got
+            .iter()
+            .map(|r| {
+                (
+                    r.0.as_str(),
+                    r.1.as_str(),
+                    r.2.as_str(),
+                    r.3.as_str(),
+                    r.9.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            relations,
+            [
+                (
+                    "ads.example",
+                    "/",
+                    "copy.example",
+                    "/mirror/origin/",
+                    "mirror"
+                ),
+                ("ads.example", "/", "origin.example", "/", "mirror"),
+                ("ads.example", "/", "part.example", "/", "partial"),
+                (
+                    "copy.example",
+                    "/mirror/origin/",
+                    "origin.example",
+                    "/",
+                    "mirror"
+                ),
+                // part.example copies pages that copy.example copies too.
+                (
+                    "copy.example",
+                    "/mirror/origin/",
+                    "part.example",
+                    "/",
+                    "partial"
+                ),
+                ("origin.example", "/", "part.example", "/", "partial"),
+            ],
+            "-w {workers}"
+        );
+        // The advertisement line makes the ads.example copies near, not identical.
+        assert!(got
+            .iter()
+            .filter(|r| r.0 == "ads.example")
+            .all(|r| r.7 == 0 && r.8 >= 5));
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert_eq!(f, &got, "-w {workers} differs from -w 1"),
+        }
+    }
+}
