@@ -70,6 +70,10 @@ enum Command {
     /// Score a run against ground-truth pairs: precision, recall, F1, adjusted Rand index
     #[command(after_help = commands::eval::EVAL_EXAMPLES)]
     Eval(commands::eval::EvalArgs),
+    /// Find the indexed documents near each query document (an index made by run --index)
+    Query(commands::query::QueryArgs),
+    /// Maintain a saved index: compact its generations, show its manifest
+    Index(commands::index::IndexArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +90,8 @@ fn main() -> ExitCode {
         Command::Search(args) => commands::run::search(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Extract(args) => commands::extract::run(args),
+        Command::Query(args) => commands::query::run(args),
+        Command::Index(args) => commands::index::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -35,8 +35,17 @@ pub struct RunDocuments {
     pub files: u64,
 }
 
-/// Reads the run at `dir` (refused without `_SUCCESS`).
+/// Reads the run at `dir` (refused without `_SUCCESS`): its documents from its own
+/// `fingerprints/` table.
 pub fn read_run_documents(dir: &Path) -> Result<RunDocuments, IoError> {
+    let parts = committed_parts(&RunDir::new(dir).table(Table::Fingerprints))?;
+    read_documents(dir, &parts)
+}
+
+/// Reads the run at `dir` (refused without `_SUCCESS`) with its documents from the
+/// fingerprint tables `fingerprints` (a `neardup search` over them): `doc_id` and `simhash`
+/// are needed; `id`, `source`, `url` and `empty` are read where the tables have them.
+pub fn read_documents(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result<RunDocuments, IoError> {
     let run = RunDir::new(dir);
     if !run.success().exists() {
         return Err(IoError::BadTable {
@@ -64,7 +73,8 @@ pub fn read_run_documents(dir: &Path) -> Result<RunDocuments, IoError> {
             Ok(())
         })?;
     }
-    for path in committed_parts(&run.table(Table::Fingerprints))? {
+    for path in fingerprints {
+        let path = path.clone();
         each_batch(&path, "fingerprints", |tag, b| {
             if let Some(tag) = tag {
                 out.scheme = tag.meta.scheme.clone();
@@ -72,26 +82,23 @@ pub fn read_run_documents(dir: &Path) -> Result<RunDocuments, IoError> {
             }
             let docs = column_u64(b, "doc_id", &path)?;
             let simhashes = column_u64(b, "simhash", &path)?;
-            let string = |name: &str| {
-                b.column_by_name(name)
-                    .and_then(|c| c.as_string_opt::<i32>())
-                    .ok_or_else(|| bad(&path, &format!("no string column {name:?}")))
+            let string = |name: &str| b.column_by_name(name).and_then(|c| c.as_string_opt::<i32>());
+            let text = |column: Option<&arrow::array::StringArray>, i: usize| {
+                column.and_then(|c| c.is_valid(i).then(|| c.value(i).to_string()))
             };
-            let (ids, sources, urls) = (string("id")?, string("source")?, string("url")?);
-            let empty = b
-                .column_by_name("empty")
-                .and_then(|c| c.as_boolean_opt())
-                .ok_or_else(|| bad(&path, "no Boolean column \"empty\""))?;
+            let (ids, sources, urls) = (string("id"), string("source"), string("url"));
+            let empty = b.column_by_name("empty").and_then(|c| c.as_boolean_opt());
+            let source = path.display().to_string();
             for i in 0..b.num_rows() {
                 let doc_id = docs.value(i);
                 out.files = out.files.max((doc_id >> FILE_SHIFT) + 1);
                 out.docs.push(DocEntry {
                     doc_id,
-                    id: ids.is_valid(i).then(|| ids.value(i).to_string()),
-                    source: sources.value(i).to_string(),
-                    url: urls.is_valid(i).then(|| urls.value(i).to_string()),
+                    id: text(ids, i),
+                    source: text(sources, i).unwrap_or_else(|| source.clone()),
+                    url: text(urls, i),
                     simhash: simhashes.value(i),
-                    empty: empty.value(i),
+                    empty: empty.is_some_and(|e| e.value(i)),
                     cluster_id: clusters.get(&doc_id).copied(),
                 });
             }
