@@ -43,7 +43,10 @@ fn query(args: &[&str]) -> BTreeMap<(String, u64), (u64, Value)> {
     let mut out = BTreeMap::new();
     for line in String::from_utf8(output.stdout).unwrap().lines() {
         let v: Value = serde_json::from_str(line).unwrap();
-        let key = (v["query"].as_str().unwrap().to_string(), v["doc_id"].as_u64().unwrap());
+        let key = (
+            v["query"].as_str().unwrap().to_string(),
+            v["doc_id"].as_u64().unwrap(),
+        );
         let value = (v["hamming"].as_u64().unwrap(), v["cluster_id"].clone());
         assert!(out.insert(key, value).is_none(), "a match twice: {line}");
     }
@@ -75,17 +78,22 @@ fn a_query_of_every_document_answers_its_brute_force_neighbours() {
             .collect();
         for k in [3u32, 1] {
             let k_text = k.to_string();
-            let answer = query(&["--index", s(&index), "-k", &k_text, "-w", workers, s(&input)]);
+            let answer = query(&[
+                "--index",
+                s(&index),
+                "-k",
+                &k_text,
+                "-w",
+                workers,
+                s(&input),
+            ]);
             let mut expected = BTreeMap::new();
             for q in fps.iter().filter(|q| !q.empty) {
                 for d in fps.iter().filter(|d| !d.empty) {
                     let h = hamming(q.simhash, d.simhash);
                     if h <= k {
                         let cluster = clusters.get(&d.doc_id).map_or(Value::Null, |&c| c.into());
-                        expected.insert(
-                            (q.id.clone().unwrap(), d.doc_id),
-                            (u64::from(h), cluster),
-                        );
+                        expected.insert((q.id.clone().unwrap(), d.doc_id), (u64::from(h), cluster));
                     }
                 }
             }
@@ -117,7 +125,14 @@ fn queries_are_written_as_parquet_with_output() {
     let json = query(&["--index", s(&index), s(&input)]);
     let file = dir.path().join("matches.parquet");
     let output = neardup()
-        .args(["query", "--index", s(&index), "--output", s(&file), s(&input)])
+        .args([
+            "query",
+            "--index",
+            s(&index),
+            "--output",
+            s(&file),
+            s(&input),
+        ])
         .output()
         .unwrap();
     assert!(output.status.success());
@@ -139,7 +154,10 @@ fn queries_are_written_as_parquet_with_output() {
 #[test]
 fn what_does_not_fit_the_index_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&corpus(5, 10, "d")));
+    let input = write(
+        &dir.path().join("corpus.jsonl"),
+        &jsonl(&corpus(5, 10, "d")),
+    );
     let index = dir.path().join("index");
     run_ok(&dir.path().join("out"), &["--index", s(&index)], &[&input]);
 
@@ -150,13 +168,23 @@ fn what_does_not_fit_the_index_is_refused() {
     );
     // Another scheme's index cannot be made, nor one over an existing index.
     assert_refused(
-        neardup().args(["run", "--scheme", "minhash", "--index", s(&dir.path().join("mh"))])
+        neardup()
+            .args([
+                "run",
+                "--scheme",
+                "minhash",
+                "--index",
+                s(&dir.path().join("mh")),
+            ])
             .args(["--output", s(&dir.path().join("out-mh")), s(&input)]),
         &["MinHash indexes are not supported yet"],
     );
     assert_refused(
-        neardup().args(["run", "--index", s(&index)])
-            .args(["--output", s(&dir.path().join("out-2")), s(&input)]),
+        neardup().args(["run", "--index", s(&index)]).args([
+            "--output",
+            s(&dir.path().join("out-2")),
+            s(&input),
+        ]),
         &["an index exists there already"],
     );
     assert!(!dir.path().join("out-2").exists(), "refused before the run");
@@ -175,7 +203,14 @@ fn what_does_not_fit_the_index_is_refused() {
     // A truncated one.
     std::fs::write(&table, &bytes[..bytes.len() / 2]).unwrap();
     assert_refused(
-        neardup().args(["query", "--index", s(&index), "--no-verify", "--text", "a b c"]),
+        neardup().args([
+            "query",
+            "--index",
+            s(&index),
+            "--no-verify",
+            "--text",
+            "a b c",
+        ]),
         &["table-007.bin: damaged index: truncated"],
     );
     std::fs::write(&table, &bytes).unwrap();
@@ -235,7 +270,7 @@ fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_u
     let docs = corpus(23, 150, "d");
     // Families spread over three batches (file names sort in batch order, so a run over
     // their union numbers the documents as the index does).
-    let mut batches = vec![Vec::new(), Vec::new(), Vec::new()];
+    let mut batches = [Vec::new(), Vec::new(), Vec::new()];
     let mut rng = SeededRng::new(4);
     for d in docs {
         batches[rng.below(3) as usize].push(d);
@@ -258,21 +293,43 @@ fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_u
 
         let index = dir.path().join(format!("index-{workers}"));
         let first = dir.path().join(format!("b0-{workers}"));
-        run_ok(&first, &["--no-exact", "-w", workers, "--index", s(&index)], &[&files[0]]);
+        run_ok(
+            &first,
+            &["--no-exact", "-w", workers, "--index", s(&index)],
+            &[&files[0]],
+        );
         let mut found = near_set(&pairs(&first));
         for (i, file) in files.iter().enumerate().skip(1) {
             let out = dir.path().join(format!("b{i}-{workers}"));
-            let against = ["--no-exact", "-w", workers, "--against", s(&index), "--update-index"];
+            let against = [
+                "--no-exact",
+                "-w",
+                workers,
+                "--against",
+                s(&index),
+                "--update-index",
+            ];
             run_ok(&out, &against, &[file]);
             found.extend(pair_file(&out.join("against-pairs.parquet")));
         }
         assert!(expected_pairs.len() > 50);
         assert_eq!(found, expected_pairs, "{workers} workers");
-        assert_eq!(index_clusters(&index, &all), expected_clusters, "{workers} workers");
+        assert_eq!(
+            index_clusters(&index, &all),
+            expected_clusters,
+            "{workers} workers"
+        );
 
         // Compaction changes nothing a query sees.
-        let output = neardup().args(["index", "compact", s(&index)]).output().unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let output = neardup()
+            .args(["index", "compact", s(&index)])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         assert_eq!(index_files(&index).as_array().unwrap().len(), 1);
         assert_eq!(index_clusters(&index, &all), expected_clusters);
     }
@@ -285,7 +342,10 @@ fn a_failed_batch_leaves_the_index_as_it_was_and_other_schemes_are_refused() {
     let index = dir.path().join("index");
     run_ok(&dir.path().join("out"), &["--index", s(&index)], &[&input]);
     let before = snapshot(&index);
-    let bad = write(&dir.path().join("b.jsonl"), b"{\"id\": 1, \"text\": \"fine words\"}\nnot json\n");
+    let bad = write(
+        &dir.path().join("b.jsonl"),
+        b"{\"id\": 1, \"text\": \"fine words\"}\nnot json\n",
+    );
     assert_refused(
         neardup()
             .args(["run", "--against", s(&index), "--update-index"])
@@ -301,7 +361,13 @@ fn a_failed_batch_leaves_the_index_as_it_was_and_other_schemes_are_refused() {
     );
     assert_refused(
         neardup()
-            .args(["run", "--scheme", "simhash-shingles", "--against", s(&index)])
+            .args([
+                "run",
+                "--scheme",
+                "simhash-shingles",
+                "--against",
+                s(&index),
+            ])
             .args(["--output", s(&dir.path().join("out-d")), s(&input)]),
         &["the index holds simhash-doc fingerprints"],
     );

@@ -75,7 +75,11 @@ impl Permutation {
 
 /// The permutations of every table of a design, in table order.
 pub fn permutations(design: &TableDesign) -> Vec<Permutation> {
-    design.masks().iter().map(|&m| Permutation::new(m)).collect()
+    design
+        .masks()
+        .iter()
+        .map(|&m| Permutation::new(m))
+        .collect()
 }
 
 /// The positions in `sorted` (ascending permuted fingerprints) of the run sharing `fp`'s key.
@@ -107,7 +111,11 @@ pub fn query(
     k: u32,
     mut found: impl FnMut(TableMatch),
 ) {
-    debug_assert!(k <= design.k(), "a query within {k} of a k = {} design", design.k());
+    debug_assert!(
+        k <= design.k(),
+        "a query within {k} of a k = {} design",
+        design.k()
+    );
     debug_assert_eq!(tables.len(), design.tables());
     for (t, (permutation, table)) in permutations.iter().zip(tables).enumerate() {
         let query = permutation.permute(fp);

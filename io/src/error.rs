@@ -340,7 +340,10 @@ pub enum IoError {
     NotAnIndex { path: PathBuf },
 
     /// An index file whose size, header, checksum or content is not what the manifest says.
-    #[error("{}: damaged index: {reason} (rebuild the index with neardup run --index, or restore it)", shown(path))]
+    #[error(
+        "{}: damaged index: {reason} (rebuild the index with neardup run --index, or restore it)",
+        shown(path)
+    )]
     IndexCorrupt { path: PathBuf, reason: String },
 
     /// An index of another layout version than this neardup reads.

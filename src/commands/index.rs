@@ -96,7 +96,11 @@ pub fn create(dir: &Path, scheme: &Scheme, design: &TableDesign) -> Result<Index
 /// Creates the index at `dir` for `neardup search` over fingerprint tables: the scheme
 /// their metadata names (`unknown` for tables without it: such an index answers
 /// fingerprint queries only).
-pub fn create_for_tables(dir: &Path, tables: &[PathBuf], design: &TableDesign) -> Result<IndexWriter> {
+pub fn create_for_tables(
+    dir: &Path,
+    tables: &[PathBuf],
+    design: &TableDesign,
+) -> Result<IndexWriter> {
     use neardup_io::parquet_out::{TableTag, PARAM_FINGERPRINT, UNKNOWN_SCHEME};
     let tag = tables
         .iter()
@@ -150,7 +154,12 @@ pub const AGAINST_CLUSTERS: &str = "against-clusters.parquet";
 pub const AGAINST_MERGES: &str = "against-merges.parquet";
 
 /// Refuses, before the job, a run whose fingerprints or tables differ from the index's.
-pub fn check_against(manifest: &Manifest, dir: &Path, scheme: &Scheme, design: &TableDesign) -> Result<()> {
+pub fn check_against(
+    manifest: &Manifest,
+    dir: &Path,
+    scheme: &Scheme,
+    design: &TableDesign,
+) -> Result<()> {
     check_indexable(scheme)?;
     if design.k() != manifest.k || design.name() != manifest.tables {
         bail!(

@@ -362,7 +362,10 @@ impl Sink {
 /// recorded ones.
 pub fn index_scheme(manifest: &Manifest) -> Result<Scheme> {
     let Some(name) = SchemeName::parse(&manifest.scheme) else {
-        bail!("the index's scheme {:?} is not one this neardup knows", manifest.scheme);
+        bail!(
+            "the index's scheme {:?} is not one this neardup knows",
+            manifest.scheme
+        );
     };
     let p = &manifest.fingerprint;
     let mut scheme = Scheme::named(name);

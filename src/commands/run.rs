@@ -143,7 +143,12 @@ pub struct RunArgs {
     /// Deduplicate this batch against the index in DIR: the pairs between new and indexed
     /// documents and the clusters they join or merge go to against-*.parquet in the output
     /// (indexed documents are kept before new copies)
-    #[arg(long, value_name = "DIR", conflicts_with = "index", help_heading = "Index")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "index",
+        help_heading = "Index"
+    )]
     pub against: Option<PathBuf>,
     /// With --against: add the batch to the index as a new generation (atomically: a
     /// failed or interrupted run leaves the index as it was)

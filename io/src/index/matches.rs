@@ -37,8 +37,16 @@ impl OutputRow for MatchRow {
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(rows.iter().map(|r| Some(r.query.as_str())).collect::<StringArray>()),
-            Arc::new(rows.iter().map(|r| r.id.as_deref()).collect::<StringArray>()),
+            Arc::new(
+                rows.iter()
+                    .map(|r| Some(r.query.as_str()))
+                    .collect::<StringArray>(),
+            ),
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.id.as_deref())
+                    .collect::<StringArray>(),
+            ),
             Arc::new(rows.iter().map(|r| r.doc_id).collect::<UInt64Array>()),
             Arc::new(rows.iter().map(|r| r.hamming).collect::<UInt8Array>()),
             Arc::new(rows.iter().map(|r| r.cluster_id).collect::<Int64Array>()),
@@ -68,7 +76,11 @@ impl OutputRow for MergeRow {
     fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
         let columns: Vec<ArrayRef> = vec![
             Arc::new(rows.iter().map(|r| r.cluster_id).collect::<Int64Array>()),
-            Arc::new(rows.iter().map(|r| r.into_cluster_id).collect::<Int64Array>()),
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.into_cluster_id)
+                    .collect::<Int64Array>(),
+            ),
         ];
         RecordBatch::try_new(Self::schema(), columns)
     }

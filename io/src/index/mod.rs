@@ -154,7 +154,8 @@ impl Manifest {
         self.masks
             .iter()
             .map(|m| {
-                u64::from_str_radix(m, 16).map_err(|_| corrupt(path, format!("mask {m:?} is not hex")))
+                u64::from_str_radix(m, 16)
+                    .map_err(|_| corrupt(path, format!("mask {m:?} is not hex")))
             })
             .collect()
     }
@@ -173,8 +174,8 @@ impl Manifest {
             Err(cause) => return Err(IoError::Open { path, cause }),
         };
         // The format first, so that a newer layout is named as such, not as damage.
-        let value: Value = serde_json::from_slice(&text)
-            .map_err(|e| corrupt(&path, format!("not JSON: {e}")))?;
+        let value: Value =
+            serde_json::from_slice(&text).map_err(|e| corrupt(&path, format!("not JSON: {e}")))?;
         let format = value.get("format").and_then(Value::as_u64);
         match format {
             Some(f) if f == u64::from(INDEX_FORMAT) => {}

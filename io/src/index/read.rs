@@ -93,7 +93,10 @@ impl Index {
     /// truncated or damaged file, naming it.
     pub fn open(dir: &Path, verify: Verify) -> Result<Index, IoError> {
         #[cfg(target_endian = "big")]
-        return Err(corrupt(dir, "index files are little-endian; this machine is not".into()));
+        return Err(corrupt(
+            dir,
+            "index files are little-endian; this machine is not".into(),
+        ));
         let manifest = Manifest::load(dir)?;
         let design = design_of(&manifest, &dir.join(MANIFEST))?;
         let mut generations = Vec::with_capacity(manifest.generations.len());
@@ -251,7 +254,12 @@ fn map_checked(
         .checksums
         .iter()
         .find(|s| s.name == name)
-        .ok_or_else(|| corrupt(&dir.join(MANIFEST), format!("no checksum of {}/{name}", entry.dir)))?;
+        .ok_or_else(|| {
+            corrupt(
+                &dir.join(MANIFEST),
+                format!("no checksum of {}/{name}", entry.dir),
+            )
+        })?;
     let file = File::open(&path).map_err(|cause| IoError::Open {
         path: path.clone(),
         cause,
@@ -264,7 +272,11 @@ fn map_checked(
         })?
         .len();
     if size != sum.bytes {
-        let what = if size < sum.bytes { "truncated" } else { "too long" };
+        let what = if size < sum.bytes {
+            "truncated"
+        } else {
+            "too long"
+        };
         return Err(corrupt(
             &path,
             format!("{what}: {size} bytes, the manifest says {}", sum.bytes),
@@ -291,7 +303,10 @@ fn map_checked(
 /// Checks a binary file's header; returns its count and extra word.
 fn header(bytes: &[u8], path: &Path, kind: u32) -> Result<(u64, u64), IoError> {
     if bytes.len() < HEADER_BYTES {
-        return Err(corrupt(path, format!("{} bytes, shorter than a header", bytes.len())));
+        return Err(corrupt(
+            path,
+            format!("{} bytes, shorter than a header", bytes.len()),
+        ));
     }
     if bytes[0..8] != MAGIC {
         return Err(corrupt(path, "not a neardup index file (bad magic)".into()));
@@ -306,7 +321,10 @@ fn header(bytes: &[u8], path: &Path, kind: u32) -> Result<(u64, u64), IoError> {
         });
     }
     if word32(12) != kind {
-        return Err(corrupt(path, format!("file kind {}, expected {kind}", word32(12))));
+        return Err(corrupt(
+            path,
+            format!("file kind {}, expected {kind}", word32(12)),
+        ));
     }
     Ok((word64(16), word64(24)))
 }
@@ -315,5 +333,8 @@ fn expect(path: &Path, what: &str, found: u64, expected: u64) -> Result<(), IoEr
     if found == expected {
         return Ok(());
     }
-    Err(corrupt(path, format!("{found} {what}, expected {expected}")))
+    Err(corrupt(
+        path,
+        format!("{found} {what}, expected {expected}"),
+    ))
 }

@@ -45,7 +45,10 @@ pub fn read_run_documents(dir: &Path) -> Result<RunDocuments, IoError> {
 /// Reads the run at `dir` (refused without `_SUCCESS`) with its documents from the
 /// fingerprint tables `fingerprints` (a `neardup search` over them): `doc_id` and `simhash`
 /// are needed; `id`, `source`, `url` and `empty` are read where the tables have them.
-pub fn read_documents(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result<RunDocuments, IoError> {
+pub fn read_documents(
+    dir: &Path,
+    fingerprints: &[std::path::PathBuf],
+) -> Result<RunDocuments, IoError> {
     let run = RunDir::new(dir);
     if !run.success().exists() {
         return Err(IoError::BadTable {
@@ -82,7 +85,10 @@ pub fn read_documents(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result
             }
             let docs = column_u64(b, "doc_id", &path)?;
             let simhashes = column_u64(b, "simhash", &path)?;
-            let string = |name: &str| b.column_by_name(name).and_then(|c| c.as_string_opt::<i32>());
+            let string = |name: &str| {
+                b.column_by_name(name)
+                    .and_then(|c| c.as_string_opt::<i32>())
+            };
             let text = |column: Option<&arrow::array::StringArray>, i: usize| {
                 column.and_then(|c| c.is_valid(i).then(|| c.value(i).to_string()))
             };
@@ -141,7 +147,10 @@ fn each_batch(
         cause,
     };
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet)?;
-    let tag = TableTag::from_key_values(path, builder.metadata().file_metadata().key_value_metadata())?;
+    let tag = TableTag::from_key_values(
+        path,
+        builder.metadata().file_metadata().key_value_metadata(),
+    )?;
     if let Some(tag) = &tag {
         tag.expect_table(path, table)?;
     }

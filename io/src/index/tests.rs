@@ -51,7 +51,10 @@ fn batch(rng: &mut SeededRng, file: u64, n: u64) -> NewGeneration {
 fn answers(index: &Index, fp: u64, k: u32) -> BTreeSet<(u64, u32)> {
     let mut out = BTreeSet::new();
     index.query(fp, k, |m| {
-        assert!(out.insert((index.doc(m.generation, m.row).doc_id, m.hamming)), "a match twice");
+        assert!(
+            out.insert((index.doc(m.generation, m.row).doc_id, m.hamming)),
+            "a match twice"
+        );
     });
     out
 }
@@ -89,7 +92,11 @@ fn generations_answer_as_brute_force_before_and_after_compaction() {
     let check = |index: &Index| {
         assert_eq!(index.manifest().documents, all.len() as u64);
         for (i, doc) in all.iter().enumerate().step_by(3) {
-            let fp = if i % 2 == 0 { doc.simhash } else { doc.simhash ^ 0b101 };
+            let fp = if i % 2 == 0 {
+                doc.simhash
+            } else {
+                doc.simhash ^ 0b101
+            };
             for k in [0, 2, 3] {
                 assert_eq!(answers(index, fp, k), brute(&all, fp, k));
             }
@@ -100,7 +107,11 @@ fn generations_answer_as_brute_force_before_and_after_compaction() {
             assert_eq!(view.doc_id, doc.doc_id);
             assert_eq!(view.id, doc.id.as_deref());
             assert_eq!(view.empty, doc.empty);
-            let cluster = if doc.doc_id == moved { Some(42) } else { doc.cluster_id };
+            let cluster = if doc.doc_id == moved {
+                Some(42)
+            } else {
+                doc.cluster_id
+            };
             assert_eq!(view.cluster_id, cluster, "{}", doc.doc_id);
         }
     };
@@ -189,10 +200,16 @@ fn one_writer_at_a_time_and_no_index_over_another() {
     assert!(Index::open(&path, Verify::Checksums).is_ok());
     drop(writer);
     assert!(IndexWriter::open(&path).is_ok());
-    let e = IndexWriter::create(&path, &spec()).err().unwrap().to_string();
+    let e = IndexWriter::create(&path, &spec())
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("an index exists there already"), "{e}");
     std::fs::write(dir.path().join("mine.txt"), "x").unwrap();
-    let e = IndexWriter::create(dir.path(), &spec()).err().unwrap().to_string();
+    let e = IndexWriter::create(dir.path(), &spec())
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("holds index, mine.txt"), "{e}");
 }
 

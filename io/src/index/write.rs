@@ -179,7 +179,10 @@ impl IndexWriter {
         batch.docs.sort_unstable_by_key(|d| d.doc_id);
         for pair in batch.docs.windows(2) {
             if pair[0].doc_id == pair[1].doc_id {
-                return Err(invalid(&self.dir, format!("doc number {} is given twice", pair[0].doc_id)));
+                return Err(invalid(
+                    &self.dir,
+                    format!("doc number {} is given twice", pair[0].doc_id),
+                ));
             }
         }
         if let Some(bad) = batch
@@ -590,16 +593,28 @@ impl OutputRow for IndexDocumentRow<'_> {
     fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
         let columns: Vec<ArrayRef> = vec![
             Arc::new(rows.iter().map(|r| r.0.doc_id).collect::<UInt64Array>()),
-            Arc::new(rows.iter().map(|r| r.0.id.as_deref()).collect::<StringArray>()),
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.0.id.as_deref())
+                    .collect::<StringArray>(),
+            ),
             Arc::new(
                 rows.iter()
                     .map(|r| Some(r.0.source.as_str()))
                     .collect::<StringArray>(),
             ),
-            Arc::new(rows.iter().map(|r| r.0.url.as_deref()).collect::<StringArray>()),
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.0.url.as_deref())
+                    .collect::<StringArray>(),
+            ),
             Arc::new(rows.iter().map(|r| r.0.cluster_id).collect::<Int64Array>()),
             Arc::new(rows.iter().map(|r| r.0.simhash).collect::<UInt64Array>()),
-            Arc::new(rows.iter().map(|r| Some(r.0.empty)).collect::<BooleanArray>()),
+            Arc::new(
+                rows.iter()
+                    .map(|r| Some(r.0.empty))
+                    .collect::<BooleanArray>(),
+            ),
         ];
         RecordBatch::try_new(Self::schema(), columns)
     }
