@@ -373,3 +373,43 @@ fn a_failed_batch_leaves_the_index_as_it_was_and_other_schemes_are_refused() {
     );
     assert_eq!(snapshot(&index), before);
 }
+
+#[test]
+fn with_exact_folding_batches_still_give_the_clusters_of_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // Exact copies across batches: every family's base text appears in two batches.
+    let mut docs = corpus(31, 60, "d");
+    let copies: Vec<Doc> = docs
+        .iter()
+        .step_by(3)
+        .map(|d| doc(format!("copy-{}", d.id.as_str().unwrap()), d.text.clone()))
+        .collect();
+    docs.extend(copies);
+    let mut batches = [Vec::new(), Vec::new()];
+    let mut rng = SeededRng::new(9);
+    for d in docs {
+        batches[rng.below(2) as usize].push(d);
+    }
+    let files: Vec<_> = batches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| write(&dir.path().join(format!("b{i}.jsonl")), &jsonl(b)))
+        .collect();
+    let all: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    let union = dir.path().join("union");
+    run_ok(&union, &[], &all);
+    let expected: BTreeMap<u64, i64> = clusters(&union)
+        .iter()
+        .filter(|c| c.cluster_id >= 0)
+        .map(|c| (c.doc_id, c.cluster_id))
+        .collect();
+    let index = dir.path().join("index");
+    run_ok(&dir.path().join("b0"), &["--index", s(&index)], &[&files[0]]);
+    run_ok(
+        &dir.path().join("b1"),
+        &["--against", s(&index), "--update-index"],
+        &[&files[1]],
+    );
+    assert!(expected.len() > 40);
+    assert_eq!(index_clusters(&index, &all), expected);
+}
