@@ -404,7 +404,11 @@ fn with_exact_folding_batches_still_give_the_clusters_of_one_run() {
         .map(|c| (c.doc_id, c.cluster_id))
         .collect();
     let index = dir.path().join("index");
-    run_ok(&dir.path().join("b0"), &["--index", s(&index)], &[&files[0]]);
+    run_ok(
+        &dir.path().join("b0"),
+        &["--index", s(&index)],
+        &[&files[0]],
+    );
     run_ok(
         &dir.path().join("b1"),
         &["--against", s(&index), "--update-index"],
