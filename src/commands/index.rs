@@ -366,6 +366,9 @@ fn bench(dir: &Path, queries: usize) -> Result<()> {
     let start = Instant::now();
     drop(Index::open(dir, Verify::Checksums)?);
     let open_checksums = start.elapsed().as_secs_f64();
+    if index.generations() == 0 || index.generation_documents(0) == 0 {
+        bail!("{}: the index holds no documents to measure", dir.display());
+    }
     let k = index.k();
     let mut rng = SeededRng::new(7);
     let documents = index.generation_documents(0).max(1);
