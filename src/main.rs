@@ -74,6 +74,10 @@ enum Command {
     /// once in the corpus (exact substring deduplication), as Parquet ranges
     #[command(disable_help_flag = true, after_help = commands::substrings::SUBSTRINGS_EXAMPLES)]
     Substrings(Box<commands::substrings::SubstringsArgs>),
+    /// Find the indexed documents near each query document (an index made by run --index)
+    Query(commands::query::QueryArgs),
+    /// Maintain a saved index: compact its generations, show its manifest
+    Index(commands::index::IndexArgs),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +95,8 @@ fn main() -> ExitCode {
         Command::Eval(args) => commands::eval::run(args),
         Command::Extract(args) => commands::extract::run(args),
         Command::Substrings(args) => commands::substrings::run(args),
+        Command::Query(args) => commands::query::run(args),
+        Command::Index(args) => commands::index::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

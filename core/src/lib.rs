@@ -37,7 +37,8 @@
 //!   [`Fingerprinter`] that applies them;
 //! - [`exact`]: 128-bit exact-duplicate keys;
 //! - [`encoding`]: hex and base32 text forms;
-//! - [`tables`]: permutation-table designs; [`search`]: exact bucket search;
+//! - [`tables`]: permutation-table designs; [`search`]: exact bucket search; [`query`]:
+//!   probing saved tables for the neighbours of one fingerprint (the index);
 //! - [`similarity`]: Jaccard and containment; [`verdict`]: the rule deciding whether two
 //!   documents are duplicates; [`unionfind`]: connected components;
 //!   [`star`]: star clustering (the chaining guard);
@@ -56,6 +57,7 @@ pub mod minhash;
 pub mod mirrors;
 pub mod mix;
 pub mod quality;
+pub mod query;
 pub mod scheme;
 pub mod search;
 pub mod simhash;

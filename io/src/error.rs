@@ -353,6 +353,42 @@ pub enum IoError {
         first_row: u64,
     },
 
+    /// A directory given as an index that has no manifest.
+    #[error("{}: not a neardup index (no manifest.json; make one with neardup run --index)", path.display())]
+    NotAnIndex { path: PathBuf },
+
+    /// An index file whose size, header, checksum or content is not what the manifest says.
+    #[error(
+        "{}: damaged index: {reason} (rebuild the index with neardup run --index, or restore it)",
+        shown(path)
+    )]
+    IndexCorrupt { path: PathBuf, reason: String },
+
+    /// An index of another layout version than this neardup reads.
+    #[error(
+        "{}: index format {found}, but this neardup ({}) reads format {}; use the neardup that wrote it, or rebuild the index",
+        shown(path),
+        env!("CARGO_PKG_VERSION"),
+        crate::index::INDEX_FORMAT
+    )]
+    IndexFormat { path: PathBuf, found: String },
+
+    /// A new index asked for where one exists already.
+    #[error("{}: an index exists there already; add a batch with neardup run --against {} --update-index, or choose another directory", path.display(), path.display())]
+    IndexExists { path: PathBuf },
+
+    /// A new index asked for in a directory holding other files.
+    #[error("{}: cannot create an index in a directory that holds {}; choose an empty or new directory", path.display(), entries.join(", "))]
+    NotEmptyIndex { path: PathBuf, entries: Vec<String> },
+
+    /// More input files than doc numbers can tell apart.
+    #[error("{}: the index would number {files} input files, more than the 2^24 doc numbers allow; compact it into a new index", path.display())]
+    IndexFull { path: PathBuf, files: u64 },
+
+    /// A batch that cannot be written into an index as given (a caller's mistake).
+    #[error("{}: cannot add to the index: {reason}", path.display())]
+    IndexInput { path: PathBuf, reason: String },
+
     /// The Parquet writer failed.
     #[error("{}: cannot write Parquet: {cause}", shown(path))]
     ParquetWrite { path: PathBuf, cause: ParquetError },

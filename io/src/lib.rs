@@ -60,6 +60,8 @@
 //! * [`run_dir`] owns the layout of a run's output directory: table and part
 //!   names, `summary.json`, `_SUCCESS`, preparing and committing it, and
 //!   reading a finished run back.
+//! * [`index`] is a saved index: the sorted permutation tables of runs, memory-mapped for
+//!   queries, with generations added atomically (docs/index.md).
 //! * [`lock`] takes the exclusive lock a run holds on every directory it writes.
 //! * [`dedup_out`] writes a deduplicated corpus, each file in its own format.
 //! * [`html`] turns web payloads into text: bytes to UTF-8 by the WHATWG charset rules,
@@ -76,6 +78,7 @@ pub mod dedup_out;
 pub mod error;
 pub mod file;
 pub mod html;
+pub mod index;
 pub mod input;
 pub mod lock;
 pub mod parquet_out;

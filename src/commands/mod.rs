@@ -4,6 +4,8 @@ pub mod compare;
 pub mod eval;
 pub mod extract;
 pub mod hash;
+pub mod index;
+pub mod query;
 pub mod run;
 pub mod substrings;
 pub mod sweep;

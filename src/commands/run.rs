@@ -137,6 +137,24 @@ pub struct RunArgs {
     /// format, and removed.parquet (which document each removed one duplicates)
     #[arg(long, value_name = "DIR")]
     pub write_dedup: Option<PathBuf>,
+    /// Also save an index of the corpus in DIR (new or empty; written by process 0 from the
+    /// finished run): query it with `neardup query`, see docs/index.md
+    #[arg(long, value_name = "DIR", help_heading = "Index")]
+    pub index: Option<PathBuf>,
+    /// Deduplicate this batch against the index in DIR: the pairs between new and indexed
+    /// documents and the clusters they join or merge go to against-*.parquet in the output
+    /// (indexed documents are kept before new copies)
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "index",
+        help_heading = "Index"
+    )]
+    pub against: Option<PathBuf>,
+    /// With --against: add the batch to the index as a new generation (atomically: a
+    /// failed or interrupted run leaves the index as it was)
+    #[arg(long, requires = "against", help_heading = "Index")]
+    pub update_index: bool,
     #[command(flatten)]
     pub quality: QualityArgs,
     #[command(flatten)]
@@ -252,6 +270,10 @@ impl QualityArgs {
 pub struct SearchArgs {
     #[command(flatten)]
     pub job: JobArgs,
+    /// Also save an index of the fingerprints in DIR (new or empty): query it with `neardup
+    /// query`, see docs/index.md
+    #[arg(long, value_name = "DIR", help_heading = "Index")]
+    pub index: Option<PathBuf>,
     /// Fingerprint tables (Parquet with doc_id and simhash columns): files, directories, globs
     #[arg(required = true, value_name = "FINGERPRINTS")]
     pub inputs: Vec<String>,
@@ -306,7 +328,57 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .job
         .configure(args.quality.configure(builder))?
         .build()?;
-    execute(config, &args.job)
+    // The index is created (and locked) before the job, so that a directory it cannot go
+    // into is refused before the work; process 0 writes it once the run is committed.
+    let mut index = match &args.index {
+        Some(dir) if args.job.cluster.process == 0 => Some((
+            dir,
+            super::index::create(dir, &config.scheme, &config.design)?,
+        )),
+        Some(_) => {
+            super::index::check_indexable(&config.scheme)?;
+            None
+        }
+        None => None,
+    };
+    // Against an index: the run must make the index's fingerprints and tables; with
+    // --update-index the index is locked from now on.
+    let mut update = None;
+    if let Some(dir) = &args.against {
+        let manifest = neardup_io::index::Manifest::load(dir)?;
+        super::index::check_against(&manifest, dir, &config.scheme, &config.design)?;
+        if config.keep.describe() != DEFAULT_KEEP {
+            bail!("--against keeps the indexed document of each cluster (the smallest doc number); --keep {} is not supported with it", args.job.keep);
+        }
+        if args.update_index && args.job.cluster.process == 0 {
+            update = Some(neardup_io::index::IndexWriter::open(dir)?);
+        }
+    }
+    let k = config.design.k();
+    let output = config.output.clone();
+    execute(config, &args.job)?;
+    if let (Some(dir), 0) = (&args.against, args.job.cluster.process) {
+        let found = super::index::against(dir, &output, k, update.as_mut())?;
+        if !args.job.quiet {
+            eprintln!(
+                "  against {}: {} new documents, {} pairs among them, {} with indexed documents, {} indexed clusters joined, {} merged{}",
+                dir.display(),
+                found.new_documents,
+                found.batch_pairs,
+                found.indexed_pairs,
+                found.joined,
+                found.merges,
+                if update.is_some() { "; added to the index" } else { "" }
+            );
+        }
+    }
+    if let Some((dir, writer)) = &mut index {
+        let documents = super::index::add_run(writer, &output, None)?;
+        if !args.job.quiet {
+            eprintln!("  index: {} ({documents} documents)", dir.display());
+        }
+    }
+    Ok(())
 }
 
 pub fn search(args: &SearchArgs) -> Result<()> {
@@ -318,10 +390,26 @@ pub fn search(args: &SearchArgs) -> Result<()> {
     // Tables neardup wrote say which scheme made them: only simhash fingerprints, all made
     // alike, can be searched (tables of other tools have no such metadata and are taken).
     neardup_io::source::fingerprints::check_tables(&files)?;
+    let tables = files.clone();
     let builder =
         JobConfig::builder(JobInput::Fingerprints { files }, args.job.output.clone()).exact(false);
     let config = args.job.configure(builder)?.build()?;
-    execute(config, &args.job)
+    let mut index = match &args.index {
+        Some(dir) if args.job.cluster.process == 0 => Some((
+            dir,
+            super::index::create_for_tables(dir, &tables, &config.design)?,
+        )),
+        _ => None,
+    };
+    let output = config.output.clone();
+    execute(config, &args.job)?;
+    if let Some((dir, writer)) = &mut index {
+        let documents = super::index::add_run(writer, &output, Some(&tables))?;
+        if !args.job.quiet {
+            eprintln!("  index: {} ({documents} documents)", dir.display());
+        }
+    }
+    Ok(())
 }
 
 /// The input files, with a notice for each kind of thing left out (see

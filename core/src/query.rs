@@ -1,0 +1,357 @@
+//! Querying saved permutation tables: every stored fingerprint within `k` bits of one
+//! query fingerprint, by probing each table at the query's key (Manku, Jain and Das Sarma,
+//! WWW 2007, section 3.1).
+//!
+//! A table of a [`TableDesign`] keeps every fingerprint *permuted*: the bits under the
+//! table's mask moved to the top (in order) and the other bits below them (in order). Sorted
+//! by the permuted value, the fingerprints that share the table's key with a query are one
+//! contiguous run, found by two binary searches for the range `[key << free, (key << free) |
+//! (2^free - 1)]`. A permutation of bits keeps Hamming distances, so the run's members are
+//! compared with the permuted query directly, never unpermuted.
+//!
+//! A stored fingerprint within `k` of the query shares its key in at least one table (the
+//! design's pigeonhole guarantee), and it is reported only from the first table in which it
+//! does ([`TableDesign::first_shared_table`]), so each match comes exactly once without a
+//! set of seen matches. A query may ask for a `k` smaller than the design's (the answer is
+//! then the subset within that `k`), never a larger one: the tables do not guarantee it.
+//!
+//! The simple version compares the query with every stored fingerprint; [`brute_force`]
+//! does exactly that and is the oracle of the tests.
+
+use std::ops::Range;
+
+use crate::simhash::hamming;
+use crate::tables::{KeyPacker, TableDesign};
+
+/// One table's permutation: key bits first, the free bits after them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permutation {
+    mask: u64,
+    key: KeyPacker,
+    free: KeyPacker,
+}
+
+impl Permutation {
+    pub fn new(mask: u64) -> Self {
+        Permutation {
+            mask,
+            key: KeyPacker::new(mask),
+            free: KeyPacker::new(!mask),
+        }
+    }
+
+    /// The table's key mask.
+    pub fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// The number of bits below the key in a permuted fingerprint.
+    pub fn free_bits(&self) -> u32 {
+        self.free.bits()
+    }
+
+    /// `fp` with the key bits on top.
+    #[inline]
+    pub fn permute(&self, fp: u64) -> u64 {
+        let free = self.free.bits();
+        let key = self.key.pack(fp);
+        let high = if free == 64 { 0 } else { key << free };
+        high | self.free.pack(fp)
+    }
+
+    /// The inclusive range of permuted values that share `fp`'s key.
+    #[inline]
+    pub fn key_range(&self, fp: u64) -> (u64, u64) {
+        let free = self.free.bits();
+        let low_mask = if free == 64 {
+            u64::MAX
+        } else {
+            (1u64 << free) - 1
+        };
+        let lo = self.permute(fp) & !low_mask;
+        (lo, lo | low_mask)
+    }
+}
+
+/// The permutations of every table of a design, in table order.
+pub fn permutations(design: &TableDesign) -> Vec<Permutation> {
+    design
+        .masks()
+        .iter()
+        .map(|&m| Permutation::new(m))
+        .collect()
+}
+
+/// The positions in `sorted` (ascending permuted fingerprints) of the run sharing `fp`'s key.
+///
+/// The simple version is two binary searches; each takes about `log2(n)` steps, and on a
+/// memory-mapped table of millions of keys nearly every step is a cache (and TLB) miss. The
+/// keys of a table are close to uniform (permuted fingerprints), so the run's start is first
+/// guessed by interpolation (`n * lo / 2^64`) and then found by galloping from the guess,
+/// which takes a few steps near the guess and never more than twice a binary search's; the
+/// end is found by galloping from the start (runs are short).
+#[inline]
+pub fn probe(permutation: &Permutation, sorted: &[u64], fp: u64) -> Range<usize> {
+    let (lo, hi) = permutation.key_range(fp);
+    let guess = ((u128::from(lo) * sorted.len() as u128) >> 64) as usize;
+    let start = lower_bound_from(sorted, lo, guess);
+    let end = match hi.checked_add(1) {
+        Some(after) => lower_bound_from(sorted, after, start),
+        None => sorted.len(),
+    };
+    start..end
+}
+
+/// The first position of `sorted` whose value is at least `target` (as
+/// `partition_point(|&v| v < target)`), searched by galloping outwards from `guess`.
+pub fn lower_bound_from(sorted: &[u64], target: u64, guess: usize) -> usize {
+    let n = sorted.len();
+    if n == 0 {
+        return 0;
+    }
+    let g = guess.min(n - 1);
+    let (lo, hi) = if sorted[g] < target {
+        // The answer is after g: double the step until a value reaches the target.
+        let (mut lo, mut hi, mut step) = (g + 1, g + 1, 1usize);
+        while hi < n && sorted[hi] < target {
+            lo = hi + 1;
+            hi = lo.saturating_add(step);
+            step = step.saturating_mul(2);
+        }
+        (lo, hi.min(n))
+    } else {
+        // The answer is at or before g.
+        let (mut hi, mut step) = (g, 1usize);
+        loop {
+            if hi == 0 {
+                return 0;
+            }
+            let next = hi.saturating_sub(step);
+            if sorted[next] >= target {
+                hi = next;
+                step = step.saturating_mul(2);
+            } else {
+                break (next + 1, hi);
+            }
+        }
+    };
+    lo + sorted[lo..hi].partition_point(|&v| v < target)
+}
+
+/// A stored fingerprint within `k` of a query: its table and position there, and the
+/// distance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableMatch {
+    pub table: usize,
+    pub position: usize,
+    pub hamming: u32,
+}
+
+/// Calls `found` once for every stored fingerprint within `k` bits of `fp`. `tables[t]` is
+/// table `t` of `design`, sorted ascending by permuted fingerprint (see the module docs);
+/// `k` must not exceed the design's.
+pub fn query(
+    design: &TableDesign,
+    permutations: &[Permutation],
+    tables: &[&[u64]],
+    fp: u64,
+    k: u32,
+    mut found: impl FnMut(TableMatch),
+) {
+    debug_assert!(
+        k <= design.k(),
+        "a query within {k} of a k = {} design",
+        design.k()
+    );
+    debug_assert_eq!(tables.len(), design.tables());
+    for (t, (permutation, table)) in permutations.iter().zip(tables).enumerate() {
+        let query = permutation.permute(fp);
+        for position in probe(permutation, table, fp) {
+            let stored = table[position];
+            let distance = hamming(stored, query);
+            if distance > k {
+                continue;
+            }
+            // The first table where the two share a key reports them; the key bits of a
+            // table are the same bits in permuted and plain form, so the plain difference
+            // is what `first_shared_table` needs: it is recovered from the permuted one.
+            let other = fp ^ unpermute_difference(permutation, stored ^ query);
+            if design.first_shared_table(fp, other) == Some(t) {
+                found(TableMatch {
+                    table: t,
+                    position,
+                    hamming: distance,
+                });
+            }
+        }
+    }
+}
+
+/// The plain bit difference whose permutation is `diff`.
+#[inline]
+fn unpermute_difference(permutation: &Permutation, diff: u64) -> u64 {
+    let free = permutation.free_bits();
+    let (key_part, free_part) = if free == 64 {
+        (0, diff)
+    } else {
+        (diff >> free, diff & ((1u64 << free) - 1))
+    };
+    deposit(key_part, permutation.mask) | deposit(free_part, !permutation.mask)
+}
+
+/// Spreads the low bits of `bits` over the set bits of `mask`, lowest first (the inverse of
+/// [`KeyPacker::pack`]).
+#[inline]
+fn deposit(mut bits: u64, mask: u64) -> u64 {
+    let mut out = 0;
+    let mut rest = mask;
+    while rest != 0 && bits != 0 {
+        let low = rest & rest.wrapping_neg();
+        if bits & 1 == 1 {
+            out |= low;
+        }
+        bits >>= 1;
+        rest &= rest - 1;
+    }
+    out
+}
+
+/// Every `(index, distance)` of `stored` within `k` bits of `fp`: the oracle.
+pub fn brute_force(stored: &[u64], fp: u64, k: u32) -> Vec<(usize, u32)> {
+    stored
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| (i, hamming(s, fp)))
+        .filter(|&(_, d)| d <= k)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::SeededRng;
+
+    /// Stored fingerprints with many near neighbours: random centres and copies with a few
+    /// bits flipped.
+    fn corpus(rng: &mut SeededRng, n: usize, spread: u32) -> Vec<u64> {
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let centre = rng.next_u64();
+            out.push(centre);
+            for _ in 0..rng.below(4) {
+                let mut v = centre;
+                for _ in 0..rng.below(u64::from(spread) + 1) {
+                    v ^= 1 << rng.below(64);
+                }
+                out.push(v);
+            }
+        }
+        out.truncate(n);
+        out
+    }
+
+    /// The tables of a design over `stored`, as an index holds them: (permuted, index) sorted.
+    fn build(design: &TableDesign, stored: &[u64]) -> Vec<Vec<(u64, usize)>> {
+        permutations(design)
+            .iter()
+            .map(|p| {
+                let mut table: Vec<(u64, usize)> = stored
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &fp)| (p.permute(fp), i))
+                    .collect();
+                table.sort_unstable();
+                table
+            })
+            .collect()
+    }
+
+    fn answer(
+        design: &TableDesign,
+        built: &[Vec<(u64, usize)>],
+        fp: u64,
+        k: u32,
+    ) -> Vec<(usize, u32)> {
+        let keys: Vec<Vec<u64>> = built
+            .iter()
+            .map(|t| t.iter().map(|e| e.0).collect())
+            .collect();
+        let slices: Vec<&[u64]> = keys.iter().map(Vec::as_slice).collect();
+        let mut out = Vec::new();
+        query(design, &permutations(design), &slices, fp, k, |m| {
+            out.push((built[m.table][m.position].1, m.hamming))
+        });
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn permutations_are_bijections_that_keep_distances() {
+        let mut rng = SeededRng::new(3);
+        for design in [
+            TableDesign::manku16(),
+            TableDesign::blocks(5, 3).unwrap(),
+            TableDesign::for_k(0).unwrap(),
+        ] {
+            for p in permutations(&design) {
+                for _ in 0..200 {
+                    let (a, b) = (rng.next_u64(), rng.next_u64());
+                    assert_eq!(hamming(p.permute(a), p.permute(b)), hamming(a, b));
+                    assert_eq!(unpermute_difference(&p, p.permute(a ^ b)), a ^ b);
+                    let (lo, hi) = p.key_range(a);
+                    let shares = a & p.mask() == b & p.mask();
+                    assert_eq!((lo..=hi).contains(&p.permute(b)), shares);
+                    assert!((lo..=hi).contains(&p.permute(a)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn queries_find_exactly_the_brute_force_neighbours_once() {
+        let mut rng = SeededRng::new(17);
+        for (design, spread) in [
+            (TableDesign::manku16(), 5),
+            (TableDesign::blocks(6, 3).unwrap(), 5),
+            (TableDesign::for_k(5).unwrap(), 8),
+            (TableDesign::for_k(0).unwrap(), 1),
+        ] {
+            let stored = corpus(&mut rng, 3000, spread);
+            let built = build(&design, &stored);
+            for i in 0..400 {
+                // Stored fingerprints (their copies are neighbours) and fresh ones nearby.
+                let fp = if i % 2 == 0 {
+                    stored[rng.below(stored.len() as u64) as usize]
+                } else {
+                    stored[rng.below(stored.len() as u64) as usize] ^ (1 << rng.below(64))
+                };
+                for k in 0..=design.k() {
+                    let mut expected = brute_force(&stored, fp, k);
+                    expected.sort_unstable();
+                    assert_eq!(answer(&design, &built, fp, k), expected, "{design} k {k}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn galloping_finds_what_a_binary_search_finds() {
+        let mut rng = SeededRng::new(29);
+        for n in [0usize, 1, 2, 3, 10, 100, 1000] {
+            let mut sorted: Vec<u64> = (0..n).map(|_| rng.below(50) * 1000).collect();
+            sorted.sort_unstable();
+            for target in (0..52_000).step_by(500) {
+                let expected = sorted.partition_point(|&v| v < target);
+                for guess in [0, 1, n / 2, n.saturating_sub(1), n + 5] {
+                    assert_eq!(lower_bound_from(&sorted, target, guess), expected);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn probing_an_empty_table_finds_nothing() {
+        let p = Permutation::new(TableDesign::manku16().masks()[0]);
+        assert_eq!(probe(&p, &[], 42), 0..0);
+    }
+}

@@ -1,0 +1,208 @@
+//! A saved index: the permutation tables of a run kept on disk, sorted, so that one
+//! fingerprint's neighbours are found by probing each table at its key
+//! ([`neardup_core::query`]), and later batches can be added as generations.
+//!
+//! ```text
+//! INDEX/
+//!   manifest.json              the commit point: format, scheme, k, tables, generations, checksums
+//!   gen-00000/
+//!     docs.bin                 the generation's documents, sorted by doc number (memory-mapped)
+//!     table-000.bin ...        one file per table: permuted fingerprints, sorted, with their rows
+//!     clusters.bin             cluster changes of earlier generations' documents
+//!     documents.parquet        doc_id, id, source, url, cluster_id, simhash (for other programs)
+//!   gen-00001/ ...
+//!   .neardup-index.lock        while a writer holds it (crate::lock)
+//! ```
+//!
+//! The idea: the tables of a search are the same for every query, so they are built once,
+//! written sorted, and mapped into memory by every later reader; opening an index reads the
+//! manifest and maps the files, nothing more (checksums are read on request, [`Verify`]).
+//!
+//! **Writing is atomic.** A generation is written into a hidden directory
+//! (`.gen-00001.tmp`), synced and renamed; then the new manifest replaces the old one
+//! ([`crate::atomic::write_atomically`]). Readers only look at the generations the manifest
+//! names, so a writer that dies at any point leaves the index as it was (the next writer
+//! removes its leftovers). One writer at a time: a writer holds [`INDEX_LOCK`] for as long
+//! as it exists ([`crate::lock::DirLock`]).
+//!
+//! **Document numbers** stay unique across generations: a generation's documents keep the
+//! numbers of the run that made them (`file << 40 | record`) shifted by the files indexed
+//! before it (`file_offset` in the manifest), as if every batch had been one run over all the
+//! files in batch order.
+//!
+//! **Clusters** follow the runs' rule, the smallest doc number of a component is its id, so
+//! a cluster that only grows keeps its id and two that merge take the smaller. A later
+//! generation records the new cluster of every earlier document whose cluster changed in its
+//! `clusters.bin`; a reader takes the latest.
+//!
+//! The byte layout of every file is in docs/index.md; [`write`] and [`read`] follow it.
+
+pub mod matches;
+pub mod read;
+pub mod run;
+pub mod write;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::IoError;
+
+pub use matches::{MatchRow, MergeRow};
+pub use read::{DocView, Index, Match, Verify};
+pub use write::{DocEntry, Generation as NewGeneration, IndexSpec, IndexWriter};
+
+/// The index layout version written into the manifest and every binary file's header. A
+/// reader refuses any other (a newer neardup's index is never misread).
+pub const INDEX_FORMAT: u32 = 1;
+
+/// The manifest's file name.
+pub const MANIFEST: &str = "manifest.json";
+
+/// The lock a writer holds inside the index directory.
+pub const INDEX_LOCK: &str = ".neardup-index.lock";
+
+/// The first 8 bytes of every binary file of an index.
+pub const MAGIC: [u8; 8] = *b"NDINDEX\0";
+
+/// The size of every binary file's header (see docs/index.md): magic, format, kind, count,
+/// an extra word, zero padding to a cache line.
+pub const HEADER_BYTES: usize = 64;
+
+/// File kinds, the header's `kind` word.
+pub const KIND_DOCS: u32 = 1;
+pub const KIND_TABLE: u32 = 2;
+pub const KIND_CLUSTERS: u32 = 3;
+
+/// The bits of a doc number below the file number (as a run numbers its documents).
+pub const FILE_SHIFT: u32 = 40;
+
+/// The most input files an index numbers (the file number's 24 bits).
+pub const MAX_FILES: u64 = 1 << 24;
+
+/// A generation's directory name.
+pub fn generation_dir(number: u32) -> String {
+    format!("gen-{number:05}")
+}
+
+/// A table file's name.
+pub fn table_file(table: usize) -> String {
+    format!("table-{table:03}.bin")
+}
+
+pub const DOCS_FILE: &str = "docs.bin";
+pub const CLUSTERS_FILE: &str = "clusters.bin";
+pub const DOCUMENTS_PARQUET: &str = "documents.parquet";
+
+/// The manifest: everything a reader needs to know before it maps a file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`INDEX_FORMAT`].
+    pub format: u32,
+    /// The neardup version that wrote it (for people; never checked).
+    pub neardup_version: String,
+    /// The fingerprint scheme's name (`simhash-doc`, ...), as tables record it.
+    pub scheme: String,
+    /// What defines a fingerprint: the `fingerprint` parameters every neardup table records.
+    pub fingerprint: Value,
+    /// The design's k: queries may ask for less, never more.
+    pub k: u32,
+    /// The table design's name (`manku16`, `blocks:5`).
+    pub tables: String,
+    /// Each table's key mask, as 16 hex digits.
+    pub masks: Vec<String>,
+    /// Documents in all generations, and those in the tables (not empty).
+    pub documents: u64,
+    pub indexed: u64,
+    /// Input files numbered so far: the next generation's `file_offset`.
+    pub files: u64,
+    /// The number the next generation gets.
+    pub next_generation: u32,
+    pub generations: Vec<GenerationEntry>,
+}
+
+/// One generation in the manifest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GenerationEntry {
+    pub number: u32,
+    /// Its directory, relative to the index.
+    pub dir: String,
+    /// Added to the file number of the run's doc numbers (see the module docs).
+    pub file_offset: u64,
+    pub files: u64,
+    pub documents: u64,
+    pub indexed: u64,
+    /// Earlier documents whose cluster this generation changed.
+    pub cluster_changes: u64,
+    /// Every file of the generation, with its size and xxh3-64.
+    pub checksums: Vec<FileSum>,
+}
+
+/// A file's size and checksum.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSum {
+    pub name: String,
+    pub bytes: u64,
+    /// xxh3-64 of the whole file, 16 hex digits.
+    pub xxh3: String,
+}
+
+impl Manifest {
+    /// The table masks as numbers.
+    pub fn mask_values(&self, path: &Path) -> Result<Vec<u64>, IoError> {
+        self.masks
+            .iter()
+            .map(|m| {
+                u64::from_str_radix(m, 16)
+                    .map_err(|_| corrupt(path, format!("mask {m:?} is not hex")))
+            })
+            .collect()
+    }
+
+    /// Reads `dir`'s manifest: refuses a directory without one, a damaged one, and one of
+    /// another [`INDEX_FORMAT`].
+    pub fn load(dir: &Path) -> Result<Manifest, IoError> {
+        let path = dir.join(MANIFEST);
+        let text = match std::fs::read(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(IoError::NotAnIndex {
+                    path: dir.to_path_buf(),
+                })
+            }
+            Err(cause) => return Err(IoError::Open { path, cause }),
+        };
+        // The format first, so that a newer layout is named as such, not as damage.
+        let value: Value =
+            serde_json::from_slice(&text).map_err(|e| corrupt(&path, format!("not JSON: {e}")))?;
+        let format = value.get("format").and_then(Value::as_u64);
+        match format {
+            Some(f) if f == u64::from(INDEX_FORMAT) => {}
+            Some(f) => {
+                return Err(IoError::IndexFormat {
+                    path,
+                    found: f.to_string(),
+                })
+            }
+            None => return Err(corrupt(&path, "no format".into())),
+        }
+        serde_json::from_value(value).map_err(|e| corrupt(&path, e.to_string()))
+    }
+}
+
+/// A damaged index file.
+pub(crate) fn corrupt(path: &Path, reason: String) -> IoError {
+    IoError::IndexCorrupt {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// The path of a file of generation `entry` in the index at `dir`.
+pub(crate) fn generation_file(dir: &Path, entry: &GenerationEntry, name: &str) -> PathBuf {
+    dir.join(&entry.dir).join(name)
+}
+
+#[cfg(test)]
+mod tests;

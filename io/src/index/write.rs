@@ -1,0 +1,707 @@
+//! Writing an index: creating one, adding a generation, compacting generations into one.
+//!
+//! Every write follows one protocol (see the module docs of [`crate::index`]): take the lock,
+//! write the generation's files into a hidden directory while hashing them, sync, rename the
+//! directory into place, then replace the manifest. The manifest is the commit point.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, Int64Array, StringArray, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+use neardup_core::query::permutations;
+use neardup_core::TableDesign;
+use serde_json::{json, Value};
+use xxhash_rust::xxh3::Xxh3;
+
+use super::{
+    generation_dir, table_file, FileSum, GenerationEntry, Manifest, CLUSTERS_FILE, DOCS_FILE,
+    DOCUMENTS_PARQUET, FILE_SHIFT, HEADER_BYTES, INDEX_FORMAT, INDEX_LOCK, KIND_CLUSTERS,
+    KIND_DOCS, KIND_TABLE, MAGIC, MANIFEST, MAX_FILES,
+};
+use crate::atomic::{sync_parent, write_atomically};
+use crate::error::IoError;
+use crate::lock::DirLock;
+use crate::parquet_out::{OutputRow, PartWriter, TableMeta, PARAM_FINGERPRINT};
+
+/// One document of a new generation. `doc_id` and `cluster_id` are index numbers (the run's
+/// numbers shifted by [`IndexWriter::file_offset`]); `cluster_id` is `None` for a document
+/// in no cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocEntry {
+    pub doc_id: u64,
+    pub id: Option<String>,
+    pub source: String,
+    pub url: Option<String>,
+    pub simhash: u64,
+    pub empty: bool,
+    pub cluster_id: Option<i64>,
+}
+
+/// A batch to add as a generation.
+#[derive(Clone, Debug, Default)]
+pub struct Generation {
+    /// Input files the batch numbered (its doc numbers' file parts are below this).
+    pub files: u64,
+    /// Its documents, in any order.
+    pub docs: Vec<DocEntry>,
+    /// `(doc number, new cluster id)` of earlier generations' documents whose cluster the
+    /// batch changed (joined or merged).
+    pub cluster_changes: Vec<(u64, i64)>,
+}
+
+/// What an index is made of, fixed when it is created.
+#[derive(Clone, Debug)]
+pub struct IndexSpec {
+    pub scheme: String,
+    /// The `fingerprint` parameters of the run's tables.
+    pub fingerprint: Value,
+    pub design: TableDesign,
+}
+
+/// The one writer of an index: holds its lock while it lives.
+pub struct IndexWriter {
+    dir: PathBuf,
+    manifest: Manifest,
+    _lock: DirLock,
+}
+
+impl IndexWriter {
+    /// Creates a new index at `dir`, which must not exist or be empty (an index that is there
+    /// already is added to with [`IndexWriter::open`], never replaced). Nothing but the lock
+    /// is written until the first [`IndexWriter::add`].
+    pub fn create(dir: &Path, spec: &IndexSpec) -> Result<IndexWriter, IoError> {
+        if dir.join(MANIFEST).exists() {
+            return Err(IoError::IndexExists {
+                path: dir.to_path_buf(),
+            });
+        }
+        if dir.exists() && !dir.is_dir() {
+            return Err(IoError::NotADirectory {
+                path: dir.to_path_buf(),
+            });
+        }
+        fs::create_dir_all(dir).map_err(|cause| IoError::Prepare {
+            action: "cannot create the index directory",
+            path: dir.to_path_buf(),
+            cause,
+        })?;
+        let lock = DirLock::acquire(dir, INDEX_LOCK, "index directory")?;
+        // Only what an interrupted writer of ours leaves (the lock, hidden temporaries, a
+        // generation the manifest never named) may be there.
+        let foreign: Vec<String> = entries(dir)?
+            .into_iter()
+            .filter(|name| !is_ours(name))
+            .collect();
+        if !foreign.is_empty() {
+            return Err(IoError::NotEmptyIndex {
+                path: dir.to_path_buf(),
+                entries: foreign,
+            });
+        }
+        if dir.join(MANIFEST).exists() {
+            return Err(IoError::IndexExists {
+                path: dir.to_path_buf(),
+            });
+        }
+        let manifest = Manifest {
+            format: INDEX_FORMAT,
+            neardup_version: env!("CARGO_PKG_VERSION").to_string(),
+            scheme: spec.scheme.clone(),
+            fingerprint: spec.fingerprint.clone(),
+            k: spec.design.k(),
+            tables: spec.design.name().to_string(),
+            masks: spec
+                .design
+                .masks()
+                .iter()
+                .map(|m| format!("{m:016x}"))
+                .collect(),
+            documents: 0,
+            indexed: 0,
+            files: 0,
+            next_generation: 0,
+            generations: Vec::new(),
+        };
+        let writer = IndexWriter {
+            dir: dir.to_path_buf(),
+            manifest,
+            _lock: lock,
+        };
+        writer.remove_leftovers()?;
+        Ok(writer)
+    }
+
+    /// Opens the existing index at `dir` for adding to it: takes the lock (refused while
+    /// another writer holds it), reads the manifest, removes what an interrupted writer left.
+    pub fn open(dir: &Path) -> Result<IndexWriter, IoError> {
+        // The manifest first: a directory that is no index gets no lock file.
+        Manifest::load(dir)?;
+        let lock = DirLock::acquire(dir, INDEX_LOCK, "index directory")?;
+        let manifest = Manifest::load(dir)?;
+        let writer = IndexWriter {
+            dir: dir.to_path_buf(),
+            manifest,
+            _lock: lock,
+        };
+        writer.remove_leftovers()?;
+        Ok(writer)
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file offset the next generation's doc numbers get: its run's doc number `d`
+    /// becomes `d + (file_offset << 40)`.
+    pub fn file_offset(&self) -> u64 {
+        self.manifest.files
+    }
+
+    /// Writes `batch` as a new generation and commits it (see the module docs).
+    pub fn add(&mut self, mut batch: Generation) -> Result<(), IoError> {
+        let offset = self.manifest.files;
+        let end = offset + batch.files;
+        if end > MAX_FILES {
+            return Err(IoError::IndexFull {
+                path: self.dir.clone(),
+                files: end,
+            });
+        }
+        batch.docs.sort_unstable_by_key(|d| d.doc_id);
+        for pair in batch.docs.windows(2) {
+            if pair[0].doc_id == pair[1].doc_id {
+                return Err(invalid(
+                    &self.dir,
+                    format!("doc number {} is given twice", pair[0].doc_id),
+                ));
+            }
+        }
+        if let Some(bad) = batch
+            .docs
+            .iter()
+            .find(|d| !(offset..end).contains(&(d.doc_id >> FILE_SHIFT)))
+        {
+            return Err(invalid(
+                &self.dir,
+                format!(
+                    "doc number {} is outside the generation's files {offset}..{end}",
+                    bad.doc_id
+                ),
+            ));
+        }
+        let number = self.manifest.next_generation;
+        let design = design_of(&self.manifest, &self.dir.join(MANIFEST))?;
+        let entry = write_generation(&self.dir, number, &self.manifest, &design, &batch, offset)?;
+        let mut next = self.manifest.clone();
+        next.documents += entry.documents;
+        next.indexed += entry.indexed;
+        next.files = end;
+        next.next_generation = number + 1;
+        next.generations.push(entry);
+        self.commit(next)
+    }
+
+    /// Replaces every generation by one holding all their documents, with the latest cluster
+    /// of each, so that a query probes each table once. Doc numbers and clusters do not
+    /// change. The old generations are removed once the new manifest is in place.
+    pub fn compact(&mut self) -> Result<(), IoError> {
+        if self.manifest.generations.len() <= 1 {
+            return Ok(());
+        }
+        let index = super::read::Index::open(&self.dir, super::read::Verify::Checksums)?;
+        let mut docs = Vec::with_capacity(self.manifest.documents as usize);
+        for g in 0..index.generations() {
+            for row in 0..index.generation_documents(g) {
+                let view = index.doc(g, row as u32);
+                docs.push(DocEntry {
+                    doc_id: view.doc_id,
+                    id: view.id.map(str::to_string),
+                    source: String::new(),
+                    url: None,
+                    simhash: view.simhash,
+                    empty: view.empty,
+                    cluster_id: view.cluster_id,
+                });
+            }
+        }
+        // Sources and urls live in the Parquet tables only: carried over from there.
+        let origins = read_origins(&self.dir, &self.manifest)?;
+        for doc in &mut docs {
+            if let Some((source, url)) = origins.get(&doc.doc_id) {
+                doc.source = source.clone();
+                doc.url = url.clone();
+            }
+        }
+        drop(index);
+        let number = self.manifest.next_generation;
+        let design = design_of(&self.manifest, &self.dir.join(MANIFEST))?;
+        let batch = Generation {
+            files: self.manifest.files,
+            docs,
+            cluster_changes: Vec::new(),
+        };
+        let mut batch = batch;
+        batch.docs.sort_unstable_by_key(|d| d.doc_id);
+        let entry = write_generation(&self.dir, number, &self.manifest, &design, &batch, 0)?;
+        let old: Vec<String> = self
+            .manifest
+            .generations
+            .iter()
+            .map(|g| g.dir.clone())
+            .collect();
+        let mut next = self.manifest.clone();
+        next.next_generation = number + 1;
+        next.generations = vec![entry];
+        self.commit(next)?;
+        for dir in old {
+            let _ = fs::remove_dir_all(self.dir.join(dir));
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, next: Manifest) -> Result<(), IoError> {
+        let mut text = serde_json::to_vec_pretty(&next).map_err(|e| IoError::Write {
+            path: self.dir.join(MANIFEST),
+            cause: std::io::Error::other(e),
+        })?;
+        text.push(b'\n');
+        write_atomically(&self.dir.join(MANIFEST), &text)?;
+        self.manifest = next;
+        Ok(())
+    }
+
+    /// Removes hidden temporaries and generation directories the manifest does not name:
+    /// what a writer that died left. Only names of the index's own kinds are touched.
+    fn remove_leftovers(&self) -> Result<(), IoError> {
+        let named: Vec<&str> = self
+            .manifest
+            .generations
+            .iter()
+            .map(|g| g.dir.as_str())
+            .collect();
+        for name in entries(&self.dir)? {
+            let leftover = (name.starts_with(".gen-") && name.ends_with(".tmp"))
+                || (name.starts_with(&format!(".{MANIFEST}.")) && name.ends_with(".tmp"))
+                || (is_generation_dir(&name) && !named.contains(&name.as_str()));
+            if leftover {
+                let path = self.dir.join(&name);
+                let _ = if path.is_dir() {
+                    fs::remove_dir_all(&path)
+                } else {
+                    fs::remove_file(&path)
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The design a manifest describes: its name and k, whose masks must be the recorded ones.
+pub(crate) fn design_of(manifest: &Manifest, path: &Path) -> Result<TableDesign, IoError> {
+    let design = TableDesign::parse(&manifest.tables, manifest.k)
+        .map_err(|e| super::corrupt(path, format!("table design: {e}")))?;
+    if design.masks() != manifest.mask_values(path)? {
+        return Err(super::corrupt(
+            path,
+            format!("the masks are not those of {}", manifest.tables),
+        ));
+    }
+    Ok(design)
+}
+
+fn is_generation_dir(name: &str) -> bool {
+    name.strip_prefix("gen-")
+        .is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Names an index writer may leave behind in a directory that has no manifest yet.
+fn is_ours(name: &str) -> bool {
+    name == INDEX_LOCK
+        || is_generation_dir(name)
+        || (name.starts_with('.') && name.ends_with(".tmp"))
+}
+
+fn entries(dir: &Path) -> Result<Vec<String>, IoError> {
+    let listing = fs::read_dir(dir).map_err(|cause| IoError::Open {
+        path: dir.to_path_buf(),
+        cause,
+    })?;
+    let mut names: Vec<String> = listing
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+fn invalid(dir: &Path, reason: String) -> IoError {
+    IoError::IndexInput {
+        path: dir.to_path_buf(),
+        reason,
+    }
+}
+
+/// Writes generation `number` (sorted docs) into a hidden directory, renames it into place,
+/// and returns its manifest entry.
+fn write_generation(
+    dir: &Path,
+    number: u32,
+    manifest: &Manifest,
+    design: &TableDesign,
+    batch: &Generation,
+    file_offset: u64,
+) -> Result<GenerationEntry, IoError> {
+    let name = generation_dir(number);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp).map_err(|cause| IoError::Write {
+            path: tmp.clone(),
+            cause,
+        })?;
+    }
+    fs::create_dir_all(&tmp).map_err(|cause| IoError::Write {
+        path: tmp.clone(),
+        cause,
+    })?;
+    let result = (|| {
+        let mut checksums = vec![write_docs(&tmp.join(DOCS_FILE), &batch.docs)?];
+        let indexed: Vec<(u64, u32)> = batch
+            .docs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !d.empty)
+            .map(|(row, d)| (d.simhash, row as u32))
+            .collect();
+        for (t, permutation) in permutations(design).iter().enumerate() {
+            let mut entries: Vec<(u64, u32)> = indexed
+                .iter()
+                .map(|&(fp, row)| (permutation.permute(fp), row))
+                .collect();
+            entries.sort_unstable();
+            checksums.push(write_table(
+                &tmp.join(table_file(t)),
+                permutation.mask(),
+                &entries,
+            )?);
+        }
+        let mut changes = batch.cluster_changes.clone();
+        changes.sort_unstable();
+        changes.dedup_by_key(|c| c.0);
+        checksums.push(write_clusters(&tmp.join(CLUSTERS_FILE), &changes)?);
+        checksums.push(write_documents_parquet(
+            &tmp.join(DOCUMENTS_PARQUET),
+            manifest,
+            &batch.docs,
+        )?);
+        Ok(GenerationEntry {
+            number,
+            dir: name.clone(),
+            file_offset,
+            files: batch.files,
+            documents: batch.docs.len() as u64,
+            indexed: indexed.len() as u64,
+            cluster_changes: changes.len() as u64,
+            checksums,
+        })
+    })();
+    let entry = match result {
+        Ok(entry) => entry,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    };
+    let target = dir.join(&name);
+    if target.exists() {
+        // A generation of this number the manifest never named (see remove_leftovers).
+        let _ = fs::remove_dir_all(&target);
+    }
+    fs::rename(&tmp, &target).map_err(|cause| IoError::Write {
+        path: target.clone(),
+        cause,
+    })?;
+    sync_parent(&target);
+    Ok(entry)
+}
+
+/// A file being written: buffered, hashed as it goes, synced at the end.
+struct HashedFile {
+    path: PathBuf,
+    out: BufWriter<File>,
+    hash: Xxh3,
+    bytes: u64,
+}
+
+impl HashedFile {
+    fn create(path: &Path) -> Result<HashedFile, IoError> {
+        let file = File::create(path).map_err(|cause| IoError::Write {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+        Ok(HashedFile {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, file),
+            hash: Xxh3::new(),
+            bytes: 0,
+        })
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<(), IoError> {
+        self.hash.update(bytes);
+        self.bytes += bytes.len() as u64;
+        self.out.write_all(bytes).map_err(|cause| IoError::Write {
+            path: self.path.clone(),
+            cause,
+        })
+    }
+
+    fn header(&mut self, kind: u32, count: u64, extra: u64) -> Result<(), IoError> {
+        let mut header = [0u8; HEADER_BYTES];
+        header[0..8].copy_from_slice(&MAGIC);
+        header[8..12].copy_from_slice(&INDEX_FORMAT.to_le_bytes());
+        header[12..16].copy_from_slice(&kind.to_le_bytes());
+        header[16..24].copy_from_slice(&count.to_le_bytes());
+        header[24..32].copy_from_slice(&extra.to_le_bytes());
+        self.put(&header)
+    }
+
+    fn words(&mut self, values: impl Iterator<Item = u64>) -> Result<(), IoError> {
+        let mut chunk = Vec::with_capacity(8 * 4096);
+        for v in values {
+            chunk.extend_from_slice(&v.to_le_bytes());
+            if chunk.len() == chunk.capacity() {
+                self.put(&chunk)?;
+                chunk.clear();
+            }
+        }
+        self.put(&chunk)
+    }
+
+    /// Zero bytes up to the next multiple of 8.
+    fn align(&mut self) -> Result<(), IoError> {
+        let pad = (8 - (self.bytes % 8) as usize) % 8;
+        self.put(&[0u8; 8][..pad])
+    }
+
+    fn finish(mut self) -> Result<FileSum, IoError> {
+        let err = |cause| IoError::Write {
+            path: self.path.clone(),
+            cause,
+        };
+        self.out.flush().map_err(err)?;
+        self.out.get_ref().sync_all().map_err(err)?;
+        Ok(FileSum {
+            name: file_name(&self.path),
+            bytes: self.bytes,
+            xxh3: format!("{:016x}", self.hash.digest()),
+        })
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The flags byte of a document in `docs.bin`.
+pub(crate) const FLAG_HAS_ID: u8 = 1;
+pub(crate) const FLAG_EMPTY: u8 = 2;
+
+fn write_docs(path: &Path, docs: &[DocEntry]) -> Result<FileSum, IoError> {
+    let id_bytes: u64 = docs
+        .iter()
+        .map(|d| d.id.as_ref().map_or(0, |id| id.len() as u64))
+        .sum();
+    let mut f = HashedFile::create(path)?;
+    f.header(KIND_DOCS, docs.len() as u64, id_bytes)?;
+    f.words(docs.iter().map(|d| d.doc_id))?;
+    f.words(docs.iter().map(|d| d.simhash))?;
+    f.words(docs.iter().map(|d| d.cluster_id.unwrap_or(-1) as u64))?;
+    let mut end = 0u64;
+    f.words(docs.iter().map(|d| {
+        end += d.id.as_ref().map_or(0, |id| id.len() as u64);
+        end
+    }))?;
+    let flags: Vec<u8> = docs
+        .iter()
+        .map(|d| {
+            (if d.id.is_some() { FLAG_HAS_ID } else { 0 }) | (if d.empty { FLAG_EMPTY } else { 0 })
+        })
+        .collect();
+    f.put(&flags)?;
+    f.align()?;
+    for d in docs {
+        if let Some(id) = &d.id {
+            f.put(id.as_bytes())?;
+        }
+    }
+    f.finish()
+}
+
+fn write_table(path: &Path, mask: u64, entries: &[(u64, u32)]) -> Result<FileSum, IoError> {
+    let mut f = HashedFile::create(path)?;
+    f.header(KIND_TABLE, entries.len() as u64, mask)?;
+    f.words(entries.iter().map(|e| e.0))?;
+    let mut rows = Vec::with_capacity(4 * 8192);
+    for chunk in entries.chunks(8192) {
+        rows.clear();
+        for e in chunk {
+            rows.extend_from_slice(&e.1.to_le_bytes());
+        }
+        f.put(&rows)?;
+    }
+    f.align()?;
+    f.finish()
+}
+
+fn write_clusters(path: &Path, changes: &[(u64, i64)]) -> Result<FileSum, IoError> {
+    let mut f = HashedFile::create(path)?;
+    f.header(KIND_CLUSTERS, changes.len() as u64, 0)?;
+    f.words(changes.iter().map(|c| c.0))?;
+    f.words(changes.iter().map(|c| c.1 as u64))?;
+    f.finish()
+}
+
+/// One row of a generation's `documents.parquet`.
+pub struct IndexDocumentRow<'a>(&'a DocEntry);
+
+impl OutputRow for IndexDocumentRow<'_> {
+    const TABLE: &'static str = "index-documents";
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("doc_id", DataType::UInt64, false),
+            Field::new("id", DataType::Utf8, true),
+            Field::new("source", DataType::Utf8, false),
+            Field::new("url", DataType::Utf8, true),
+            Field::new("cluster_id", DataType::Int64, true),
+            Field::new("simhash", DataType::UInt64, false),
+            Field::new("empty", DataType::Boolean, false),
+        ]))
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(rows.iter().map(|r| r.0.doc_id).collect::<UInt64Array>()),
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.0.id.as_deref())
+                    .collect::<StringArray>(),
+            ),
+            Arc::new(
+                rows.iter()
+                    .map(|r| Some(r.0.source.as_str()))
+                    .collect::<StringArray>(),
+            ),
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.0.url.as_deref())
+                    .collect::<StringArray>(),
+            ),
+            Arc::new(rows.iter().map(|r| r.0.cluster_id).collect::<Int64Array>()),
+            Arc::new(rows.iter().map(|r| r.0.simhash).collect::<UInt64Array>()),
+            Arc::new(
+                rows.iter()
+                    .map(|r| Some(r.0.empty))
+                    .collect::<BooleanArray>(),
+            ),
+        ];
+        RecordBatch::try_new(Self::schema(), columns)
+    }
+}
+
+fn write_documents_parquet(
+    path: &Path,
+    manifest: &Manifest,
+    docs: &[DocEntry],
+) -> Result<FileSum, IoError> {
+    let meta = TableMeta {
+        scheme: manifest.scheme.clone(),
+        params: json!({
+            PARAM_FINGERPRINT: manifest.fingerprint,
+            "index": {"k": manifest.k, "tables": manifest.tables},
+        }),
+    };
+    let mut writer = PartWriter::<IndexDocumentRow>::create_file(path, &meta)?;
+    for doc in docs {
+        writer.push(IndexDocumentRow(doc))?;
+    }
+    writer.commit()?;
+    let bytes = fs::read(path).map_err(|cause| IoError::Open {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    Ok(FileSum {
+        name: file_name(path),
+        bytes: bytes.len() as u64,
+        xxh3: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)),
+    })
+}
+
+/// doc number -> (source, url), from every generation's `documents.parquet`.
+fn read_origins(
+    dir: &Path,
+    manifest: &Manifest,
+) -> Result<std::collections::HashMap<u64, (String, Option<String>)>, IoError> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::UInt64Type;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let mut out = std::collections::HashMap::new();
+    for g in &manifest.generations {
+        let path = super::generation_file(dir, g, DOCUMENTS_PARQUET);
+        let file = File::open(&path).map_err(|cause| IoError::Open {
+            path: path.clone(),
+            cause,
+        })?;
+        let parquet = |cause| IoError::Parquet {
+            path: path.clone(),
+            cause,
+        };
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(parquet)?
+            .build()
+            .map_err(parquet)?;
+        for batch in reader {
+            let batch = batch.map_err(|e| IoError::BadTable {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            let bad = || IoError::BadTable {
+                path: path.clone(),
+                reason: "not an index documents table".into(),
+            };
+            let docs = batch
+                .column_by_name("doc_id")
+                .and_then(|c| c.as_primitive_opt::<UInt64Type>())
+                .ok_or_else(bad)?;
+            let sources = batch
+                .column_by_name("source")
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(bad)?;
+            let urls = batch
+                .column_by_name("url")
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(bad)?;
+            for i in 0..batch.num_rows() {
+                out.insert(
+                    docs.value(i),
+                    (
+                        sources.value(i).to_string(),
+                        urls.is_valid(i).then(|| urls.value(i).to_string()),
+                    ),
+                );
+            }
+        }
+    }
+    Ok(out)
+}

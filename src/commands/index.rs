@@ -1,0 +1,441 @@
+//! `neardup index`: maintenance of a saved index (`compact`, `info`), and the step `neardup
+//! run --index` takes after its job: the committed run read back and written as a
+//! generation (docs/index.md).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use neardup_core::{Method, Scheme, TableDesign, Weighting};
+use neardup_io::index::run::read_run_documents;
+use neardup_io::index::{IndexSpec, IndexWriter, Manifest, NewGeneration, FILE_SHIFT};
+
+/// Flags of `neardup index`.
+#[derive(Args, Debug)]
+pub struct IndexArgs {
+    #[command(subcommand)]
+    pub command: IndexCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum IndexCommand {
+    /// Merge every generation into one, so that a query probes each table once (doc numbers
+    /// and clusters stay as they are)
+    Compact {
+        /// The index directory
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Print the manifest: scheme, k, tables, generations, document counts
+    Info {
+        /// The index directory
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Measure the index (a benchmark, not a check): open time, single-query latency
+    /// percentiles, a text query's latency, one-thread batch throughput; JSON on stdout
+    Bench {
+        /// The index directory
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Queries per measurement
+        #[arg(long, default_value_t = 100_000)]
+        queries: usize,
+    },
+}
+
+pub fn run(args: &IndexArgs) -> Result<()> {
+    match &args.command {
+        IndexCommand::Compact { dir } => {
+            let mut writer = IndexWriter::open(dir)?;
+            let before = writer.manifest().generations.len();
+            writer.compact()?;
+            eprintln!(
+                "neardup: {} generations compacted into one ({} documents)",
+                before,
+                writer.manifest().documents
+            );
+            Ok(())
+        }
+        IndexCommand::Bench { dir, queries } => bench(dir, *queries),
+        IndexCommand::Info { dir } => {
+            let manifest = Manifest::load(dir)?;
+            super::write_stdout(&(serde_json::to_string_pretty(&manifest)? + "\n"))?;
+            Ok(())
+        }
+    }
+}
+
+/// Refuses, before any work, a scheme an index cannot hold: queries must be able to
+/// fingerprint text exactly as the run did.
+pub fn check_indexable(scheme: &Scheme) -> Result<()> {
+    match &scheme.method {
+        Method::MinHash { .. } => {
+            bail!("--index holds simhash fingerprints only; MinHash indexes are not supported yet")
+        }
+        Method::Simhash(Weighting::TfIdf(_)) => bail!(
+            "--index cannot hold tf-idf fingerprints: their weights come from the corpus, so a query could not be fingerprinted alike; use --weights set or tf"
+        ),
+        Method::Simhash(_) => Ok(()),
+    }
+}
+
+/// Creates the index at `dir` for a run of `scheme` and `design` (locked from now on).
+pub fn create(dir: &Path, scheme: &Scheme, design: &TableDesign) -> Result<IndexWriter> {
+    check_indexable(scheme)?;
+    Ok(IndexWriter::create(
+        dir,
+        &IndexSpec {
+            scheme: scheme.name.as_str().to_string(),
+            fingerprint: neardup_dataflow::output::fingerprint_params(scheme),
+            design: design.clone(),
+        },
+    )?)
+}
+
+/// Creates the index at `dir` for `neardup search` over fingerprint tables: the scheme
+/// their metadata names (`unknown` for tables without it: such an index answers
+/// fingerprint queries only).
+pub fn create_for_tables(
+    dir: &Path,
+    tables: &[PathBuf],
+    design: &TableDesign,
+) -> Result<IndexWriter> {
+    use neardup_io::parquet_out::{TableTag, PARAM_FINGERPRINT, UNKNOWN_SCHEME};
+    let tag = tables
+        .iter()
+        .find_map(|path| TableTag::of_file(path).ok().flatten());
+    let (scheme, fingerprint) = match tag {
+        Some(tag) => (tag.meta.scheme, tag.meta.params[PARAM_FINGERPRINT].clone()),
+        None => (UNKNOWN_SCHEME.to_string(), serde_json::Value::Null),
+    };
+    Ok(IndexWriter::create(
+        dir,
+        &IndexSpec {
+            scheme,
+            fingerprint,
+            design: design.clone(),
+        },
+    )?)
+}
+
+/// Adds the committed run at `run` to the index as a new generation; returns its document
+/// count. Its documents are those of its `fingerprints/` table, or of `tables` (a search).
+pub fn add_run(writer: &mut IndexWriter, run: &Path, tables: Option<&[PathBuf]>) -> Result<u64> {
+    let read = match tables {
+        Some(tables) => neardup_io::index::run::read_documents(run, tables)?,
+        None => read_run_documents(run)?,
+    };
+    if !read.fingerprint.is_null() && read.fingerprint != writer.manifest().fingerprint {
+        bail!(
+            "{}: the run's fingerprints were made with other parameters than the index's",
+            run.display()
+        );
+    }
+    let shift = writer.file_offset() << FILE_SHIFT;
+    let mut docs = read.docs;
+    for doc in &mut docs {
+        doc.doc_id += shift;
+        doc.cluster_id = doc.cluster_id.map(|c| c + shift as i64);
+    }
+    let n = docs.len() as u64;
+    writer.add(NewGeneration {
+        files: read.files,
+        docs,
+        cluster_changes: Vec::new(),
+    })?;
+    Ok(n)
+}
+
+/// The files an incremental run adds to its output directory (listed in its marker, so
+/// that `--overwrite` removes them with the rest).
+pub const AGAINST_PAIRS: &str = "against-pairs.parquet";
+pub const AGAINST_CLUSTERS: &str = "against-clusters.parquet";
+pub const AGAINST_MERGES: &str = "against-merges.parquet";
+
+/// Refuses, before the job, a run whose fingerprints or tables differ from the index's.
+pub fn check_against(
+    manifest: &Manifest,
+    dir: &Path,
+    scheme: &Scheme,
+    design: &TableDesign,
+) -> Result<()> {
+    check_indexable(scheme)?;
+    if design.k() != manifest.k || design.name() != manifest.tables {
+        bail!(
+            "{}: the index was made with k = {} ({}); this run asks for k = {} ({}): run with the index's -k and --tables",
+            dir.display(),
+            manifest.k,
+            manifest.tables,
+            design.k(),
+            design.name()
+        );
+    }
+    let params = neardup_dataflow::output::fingerprint_params(scheme);
+    if scheme.name.as_str() != manifest.scheme || params != manifest.fingerprint {
+        bail!(
+            "{}: the index holds {} fingerprints made with {}; this run would make {} fingerprints with {}: run with the index's scheme flags",
+            dir.display(),
+            manifest.scheme,
+            manifest.fingerprint,
+            scheme.name.as_str(),
+            params
+        );
+    }
+    Ok(())
+}
+
+/// What an incremental run found.
+#[derive(Debug, Default)]
+pub struct AgainstSummary {
+    pub new_documents: u64,
+    pub batch_pairs: u64,
+    pub indexed_pairs: u64,
+    /// Indexed clusters (or documents) the batch's documents joined.
+    pub joined: u64,
+    pub merges: u64,
+}
+
+/// The incremental step of `neardup run --against DIR`: the committed batch run at `run`
+/// (numbered as the index's next generation) against the index at `dir`: pairs between new
+/// and indexed documents, the clusters they form with the batch's own pairs, written to the
+/// run directory; with `writer`, the batch is added to the index as a generation.
+///
+/// Clusters follow the run's rule, the smallest doc number is the id: the batch's numbers
+/// come after every indexed one, so a cluster that only grows keeps its id, a merge takes the
+/// smaller, and the kept document (the smallest) is an indexed one wherever there is one.
+pub fn against(
+    dir: &Path,
+    run: &Path,
+    k: u32,
+    writer: Option<&mut IndexWriter>,
+) -> Result<AgainstSummary> {
+    use std::collections::{BTreeMap, HashMap, HashSet};
+
+    use neardup_core::unionfind::UnionFind;
+    use neardup_io::index::{Index, MergeRow, Verify};
+    use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow, PartWriter};
+
+    let index = Index::open(dir, Verify::Checksums)?;
+    let manifest = index.manifest().clone();
+    if let Some(w) = &writer {
+        if w.manifest() != &manifest {
+            bail!("{}: the index changed while it was read", dir.display());
+        }
+    }
+    let shift = manifest.files << FILE_SHIFT;
+    let read = read_run_documents(run)?;
+    let outputs = neardup_io::run_dir::read_run(run)?;
+    let mut docs = read.docs;
+    let simhash: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
+    let mut pairs: Vec<PairRow> = Vec::new();
+    let mut uf = UnionFind::new();
+    for (a, b, kind) in &outputs.pairs {
+        let h = neardup_core::hamming(simhash[a], simhash[b]);
+        pairs.push(PairRow {
+            doc_a: a + shift,
+            doc_b: b + shift,
+            hamming: h as u8,
+            kind: if kind == "exact" {
+                PairKind::Exact
+            } else {
+                PairKind::Near
+            },
+            jaccard: outputs.jaccard.get(&(*a, *b)).copied(),
+        });
+        uf.union(a + shift, b + shift);
+    }
+    let mut summary = AgainstSummary {
+        new_documents: docs.len() as u64,
+        batch_pairs: pairs.len() as u64,
+        ..Default::default()
+    };
+    // Each indexed document stands in the union-find by its cluster (itself when alone).
+    let node = |cluster: Option<i64>, doc: u64| cluster.map_or(doc, |c| c as u64);
+    let mut joined: HashSet<u64> = HashSet::new();
+    for doc in &mut docs {
+        doc.doc_id += shift;
+        if doc.empty {
+            continue;
+        }
+        index.query(doc.simhash, k, |m| {
+            let old = index.doc(m.generation, m.row);
+            pairs.push(PairRow {
+                doc_a: old.doc_id,
+                doc_b: doc.doc_id,
+                hamming: m.hamming as u8,
+                kind: PairKind::Near,
+                jaccard: None,
+            });
+            summary.indexed_pairs += 1;
+            let n = node(old.cluster_id, old.doc_id);
+            joined.insert(n);
+            uf.union(n, doc.doc_id);
+        });
+    }
+    summary.joined = joined.len() as u64;
+    let label: HashMap<u64, u64> = uf.components_by_min().into_iter().collect();
+    // The indexed members of every component the batch touched, and the clusters that merged.
+    let mut members: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut changes = Vec::new();
+    let mut merges = BTreeMap::new();
+    for old in index.docs() {
+        let n = node(old.cluster_id, old.doc_id);
+        let Some(&l) = label.get(&n) else { continue };
+        members.entry(l).or_default().push(old.doc_id);
+        if old.cluster_id != Some(l as i64) {
+            changes.push((old.doc_id, l as i64));
+        }
+        if let Some(c) = old.cluster_id {
+            if c as u64 != l {
+                merges.insert(c, l as i64);
+            }
+        }
+    }
+    for doc in &mut docs {
+        if let Some(&l) = label.get(&doc.doc_id) {
+            doc.cluster_id = Some(l as i64);
+            members.entry(l).or_default().push(doc.doc_id);
+        } else {
+            doc.cluster_id = None;
+        }
+    }
+    summary.merges = merges.len() as u64;
+
+    let meta = neardup_io::parquet_out::TableMeta {
+        scheme: manifest.scheme.clone(),
+        params: serde_json::json!({
+            neardup_io::parquet_out::PARAM_FINGERPRINT: manifest.fingerprint,
+            "index": {"k": manifest.k, "tables": manifest.tables, "against": dir},
+        }),
+    };
+    let names = [AGAINST_PAIRS, AGAINST_CLUSTERS, AGAINST_MERGES].map(String::from);
+    neardup_io::run_dir::record_written(run, &names)?;
+    pairs.sort_unstable_by_key(|p| (p.doc_a, p.doc_b));
+    let mut w = PartWriter::<PairRow>::create_file(&run.join(AGAINST_PAIRS), &meta)?;
+    for p in pairs {
+        w.push(p)?;
+    }
+    w.commit()?;
+    let mut w = PartWriter::<ClusterRow>::create_file(&run.join(AGAINST_CLUSTERS), &meta)?;
+    for (l, mut docs) in members {
+        docs.sort_unstable();
+        for &d in &docs {
+            w.push(ClusterRow {
+                doc_id: d,
+                cluster_id: l as i64,
+                cluster_size: docs.len() as u32,
+                keep: d == l,
+            })?;
+        }
+    }
+    w.commit()?;
+    let mut w = PartWriter::<MergeRow>::create_file(&run.join(AGAINST_MERGES), &meta)?;
+    for (c, into) in merges {
+        w.push(MergeRow {
+            cluster_id: c,
+            into_cluster_id: into,
+        })?;
+    }
+    w.commit()?;
+
+    if let Some(writer) = writer {
+        drop(index);
+        writer.add(NewGeneration {
+            files: read.files,
+            docs,
+            cluster_changes: changes,
+        })?;
+    }
+    Ok(summary)
+}
+
+/// Words of a synthetic 5 KB query text (`index bench`).
+const BENCH_TEXT_BYTES: usize = 5_000;
+
+/// `neardup index bench`: the figures of docs/performance.md ("The saved index").
+fn bench(dir: &Path, queries: usize) -> Result<()> {
+    use std::time::Instant;
+
+    use neardup_core::testing::SeededRng;
+    use neardup_io::index::{Index, Verify};
+
+    let start = Instant::now();
+    let index = Index::open(dir, Verify::Sizes)?;
+    let open_sizes = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    drop(Index::open(dir, Verify::Checksums)?);
+    let open_checksums = start.elapsed().as_secs_f64();
+    if index.generations() == 0 || index.generation_documents(0) == 0 {
+        bail!("{}: the index holds no documents to measure", dir.display());
+    }
+    let k = index.k();
+    let mut rng = SeededRng::new(7);
+    let documents = index.generation_documents(0).max(1);
+    // Half the queries are indexed fingerprints with a bit or two flipped (they have
+    // matches), half random ones (they mostly have none).
+    let fps: Vec<u64> = (0..queries)
+        .map(|i| {
+            if i % 2 == 0 {
+                let doc = index.doc(0, rng.below(documents as u64) as u32);
+                doc.simhash ^ (1 << rng.below(64)) ^ (1 << rng.below(64))
+            } else {
+                rng.next_u64()
+            }
+        })
+        .collect();
+    let mut latencies = Vec::with_capacity(queries);
+    let mut matches = 0u64;
+    for &fp in &fps {
+        let t = Instant::now();
+        index.query(fp, k, |_| matches += 1);
+        latencies.push(t.elapsed().as_nanos() as u64);
+    }
+    latencies.sort_unstable();
+    let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize] as f64 / 1e3;
+    let start = Instant::now();
+    let mut batch_matches = 0u64;
+    for &fp in &fps {
+        index.query(fp, k, |_| batch_matches += 1);
+    }
+    let batch = start.elapsed().as_secs_f64();
+    // An index of fingerprints without a scheme (a search over bare tables) is timed with
+    // the default scheme: the figure is the cost of fingerprinting plus the query.
+    let scheme = crate::commands::query::index_scheme(index.manifest())
+        .unwrap_or_else(|_| Scheme::simhash_doc());
+    let text_p50 = Some(scheme).map(|scheme| {
+        let mut fingerprinter = neardup_core::Fingerprinter::new(scheme);
+        fingerprinter.set_sort_feature_set(false);
+        let mut times: Vec<u64> = (0..1000.min(queries))
+            .map(|_| {
+                let mut text = String::with_capacity(BENCH_TEXT_BYTES + 16);
+                while text.len() < BENCH_TEXT_BYTES {
+                    text.push_str(&rng.word());
+                    text.push(' ');
+                }
+                let t = Instant::now();
+                let fp = fingerprinter.fingerprint(&text);
+                index.query(fp.simhash, k, |_| {});
+                t.elapsed().as_nanos() as u64
+            })
+            .collect();
+        times.sort_unstable();
+        times[times.len() / 2] as f64 / 1e3
+    });
+    let report = serde_json::json!({
+        "documents": index.manifest().documents,
+        "tables": index.manifest().tables,
+        "k": k,
+        "generations": index.generations(),
+        "open_seconds": open_sizes,
+        "open_with_checksums_seconds": open_checksums,
+        "queries": queries,
+        "matches": matches,
+        "query_p50_us": pct(0.5),
+        "query_p99_us": pct(0.99),
+        "text_5kb_query_p50_us": text_p50,
+        "batch_queries_per_second_one_thread": queries as f64 / batch,
+    });
+    super::write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+    Ok(())
+}

@@ -1,0 +1,402 @@
+//! `neardup query`: the indexed documents within `k` bits of each query document, text or
+//! fingerprint, from a saved index (`neardup run --index`).
+//!
+//! Every query is fingerprinted with the index's own scheme, rebuilt from its manifest (the
+//! same recipe `neardup hash` applies, checked against the recorded parameters), so a query
+//! can never be compared with fingerprints of another kind. Queries are answered in batches
+//! across `-w` threads; the answers come out in query order whatever the thread count.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use neardup_core::features::{FeatureKind, StopWords};
+use neardup_core::{encoding, Fingerprinter, Method, Scheme, SchemeName, Weighting};
+use neardup_io::index::{Index, Manifest, MatchRow, Verify};
+use neardup_io::parquet_out::{PartWriter, TableMeta, PARAM_FINGERPRINT};
+use neardup_io::record::{FieldSpec, Record, RecordError, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
+use neardup_io::source::{Payload, SourceRecord};
+use serde_json::json;
+
+use crate::commands::stdout_error;
+
+const EXAMPLES: &str = "\
+Examples:
+  Make an index while deduplicating a corpus, then ask it about new documents:
+    neardup run --index idx --output out corpus.jsonl
+    neardup query --index idx new.jsonl
+  One text, or one fingerprint (16 hex digits), with a smaller k than the index's:
+    neardup query --index idx --text 'the quick brown fox'
+    neardup query --index idx -k 1 --fingerprint 83052266e2554591
+  Many queries across 2 threads, the answers as Parquet:
+    neardup query --index idx -w 2 --output matches.parquet 'batch/*.jsonl'
+
+Output: one JSON line per match: {\"query\": ..., \"id\": ..., \"doc_id\": ..., \"hamming\": ...,
+\"cluster_id\": ...} (query: the query document's id, FILE:LINE without one, text:N for the
+N-th --text, the hex of a --fingerprint; cluster_id: null for a document in no cluster).";
+
+/// Queries answered per batch (the unit of work spread over the threads).
+const QUERY_BATCH: usize = 4096;
+
+/// Flags of `neardup query`.
+#[derive(Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct QueryArgs {
+    /// The index (made by neardup run --index)
+    #[arg(long, value_name = "DIR")]
+    pub index: PathBuf,
+    /// Report matches within K bits (at most the index's k; default: the index's k)
+    #[arg(short = 'k', long, value_name = "K")]
+    pub k: Option<u32>,
+    /// A query text (repeatable)
+    #[arg(long = "text", value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// A query fingerprint, 16 hex digits (repeatable)
+    #[arg(long = "fingerprint", value_name = "HEX")]
+    pub fingerprints: Vec<String>,
+    /// Write the matches as Parquet to FILE instead of JSON lines to stdout
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Worker threads answering queries
+    #[arg(short = 'w', long, default_value_t = 1, value_name = "N")]
+    pub workers: usize,
+    /// Check only the index files' sizes and headers, not their checksums (faster to open
+    /// a large index; a damaged byte then goes unnoticed)
+    #[arg(long)]
+    pub no_verify: bool,
+    /// The JSON field (or Parquet column) holding the text
+    #[arg(long, default_value = DEFAULT_TEXT_FIELD, value_name = "FIELD", help_heading = "Input")]
+    pub text_field: String,
+    /// The JSON field (or Parquet column) holding the query's id
+    #[arg(long, default_value = DEFAULT_ID_FIELD, value_name = "FIELD", help_heading = "Input")]
+    pub id_field: String,
+    /// The records have no id: use FILE:LINE instead
+    #[arg(long, conflicts_with = "id_field", help_heading = "Input")]
+    pub no_id: bool,
+    /// Read each input file whole as one document whose id is its path
+    #[arg(long, help_heading = "Input")]
+    pub plain: bool,
+    /// Skip records that cannot be read instead of stopping
+    #[arg(long, help_heading = "Input")]
+    pub skip_invalid: bool,
+    /// No summary line on stderr
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Query documents: files, directories or globs; `-` reads stdin
+    #[arg(value_name = "INPUT")]
+    pub inputs: Vec<String>,
+}
+
+/// One query: its name and what to fingerprint.
+enum Query {
+    Text { name: String, text: String },
+    Fingerprint { name: String, fp: u64 },
+}
+
+pub fn run(args: &QueryArgs) -> Result<()> {
+    if args.inputs.is_empty() && args.texts.is_empty() && args.fingerprints.is_empty() {
+        bail!("nothing to query: give INPUT files, --text or --fingerprint");
+    }
+    if args.workers == 0 {
+        bail!("-w must be at least 1");
+    }
+    let verify = if args.no_verify {
+        Verify::Sizes
+    } else {
+        Verify::Checksums
+    };
+    let index = Index::open(&args.index, verify)?;
+    let k = match args.k {
+        None => index.k(),
+        Some(k) if k > index.k() => bail!(
+            "-k {k} is larger than the index's k = {}: its tables find only matches within {} bits (rebuild the index with -k {k})",
+            index.k(),
+            index.k()
+        ),
+        Some(k) => k,
+    };
+    // Texts need the index's scheme; fingerprints are looked up as they are.
+    let scheme = if args.texts.is_empty() && args.inputs.is_empty() {
+        Scheme::simhash_doc()
+    } else {
+        index_scheme(index.manifest())
+            .with_context(|| format!("{}: cannot fingerprint text queries", args.index.display()))?
+    };
+    let mut queries: Vec<Query> = Vec::new();
+    for (i, text) in args.texts.iter().enumerate() {
+        queries.push(Query::Text {
+            name: format!("text:{}", i + 1),
+            text: text.clone(),
+        });
+    }
+    for hex in &args.fingerprints {
+        let fp = encoding::from_hex(hex)
+            .with_context(|| format!("--fingerprint {hex:?}: expected 16 hex digits"))?;
+        queries.push(Query::Fingerprint {
+            name: hex.clone(),
+            fp,
+        });
+    }
+    let mut sink = Sink::new(args, &index)?;
+    let mut answerer = Answerer {
+        index: &index,
+        scheme,
+        k,
+        workers: args.workers,
+        queries: 0,
+        matches: 0,
+        skipped: 0,
+    };
+    answerer.answer(&queries, &mut sink)?;
+    if !args.inputs.is_empty() {
+        let files = super::scan_quietly(&args.inputs, args.plain, args.quiet)?;
+        let spec = FieldSpec {
+            text_field: args.text_field.clone(),
+            id_field: (!args.no_id).then(|| args.id_field.clone()),
+            extra_field: None,
+            ..Default::default()
+        };
+        let mut batch = Vec::with_capacity(QUERY_BATCH);
+        let mut skipped = 0;
+        for file in &files {
+            read_queries(file, &spec, args.skip_invalid, &mut skipped, |q| {
+                batch.push(q);
+                if batch.len() == QUERY_BATCH {
+                    answerer.answer(&batch, &mut sink)?;
+                    batch.clear();
+                }
+                Ok(())
+            })?;
+        }
+        answerer.answer(&batch, &mut sink)?;
+        answerer.skipped = skipped;
+    }
+    sink.finish()?;
+    if !args.quiet {
+        eprintln!(
+            "neardup: {} queries, {} matches within k = {k}{}",
+            answerer.queries,
+            answerer.matches,
+            if answerer.skipped > 0 {
+                format!(", {} invalid records skipped", answerer.skipped)
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(())
+}
+
+/// Answers batches of queries across threads.
+struct Answerer<'a> {
+    index: &'a Index,
+    scheme: Scheme,
+    k: u32,
+    workers: usize,
+    queries: u64,
+    matches: u64,
+    skipped: u64,
+}
+
+impl Answerer<'_> {
+    fn answer(&mut self, queries: &[Query], sink: &mut Sink) -> Result<()> {
+        if queries.is_empty() {
+            return Ok(());
+        }
+        let chunk = queries.len().div_ceil(self.workers);
+        let (index, scheme, k) = (self.index, &self.scheme, self.k);
+        let answers: Vec<Vec<MatchRow>> = std::thread::scope(|s| {
+            let handles: Vec<_> = queries
+                .chunks(chunk)
+                .map(|part| s.spawn(move || answer_part(index, scheme, k, part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a query thread panicked"))
+                .collect()
+        });
+        self.queries += queries.len() as u64;
+        for rows in answers {
+            self.matches += rows.len() as u64;
+            for row in rows {
+                sink.push(row)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The matches of `queries`, in order (each query's sorted by doc number).
+fn answer_part(index: &Index, scheme: &Scheme, k: u32, queries: &[Query]) -> Vec<MatchRow> {
+    let mut fingerprinter = Fingerprinter::new(scheme.clone());
+    fingerprinter.set_sort_feature_set(false);
+    let mut out = Vec::new();
+    for query in queries {
+        let (name, fp) = match query {
+            Query::Text { name, text } => {
+                let fp = fingerprinter.fingerprint(text);
+                if fp.is_empty() {
+                    // An empty document is never matched, as in a run.
+                    continue;
+                }
+                (name, fp.simhash)
+            }
+            Query::Fingerprint { name, fp } => (name, *fp),
+        };
+        let start = out.len();
+        index.query(fp, k, |m| {
+            let doc = index.doc(m.generation, m.row);
+            out.push(MatchRow {
+                query: name.clone(),
+                doc_id: doc.doc_id,
+                id: doc.id.map(str::to_string),
+                hamming: m.hamming as u8,
+                cluster_id: doc.cluster_id,
+            });
+        });
+        out[start..].sort_unstable_by_key(|r| r.doc_id);
+    }
+    out
+}
+
+/// Reads every record of `file` as a query.
+fn read_queries(
+    file: &neardup_io::input::InputFile,
+    spec: &FieldSpec,
+    skip_invalid: bool,
+    skipped: &mut u64,
+    mut each: impl FnMut(Query) -> Result<()>,
+) -> Result<()> {
+    let kind = file.format.kind();
+    let mut next = SourceRecord::default();
+    let mut record = Record::default();
+    for unit in kind.units(file)? {
+        let mut reader = kind.open(file, &unit, spec)?;
+        while reader.next_into(&mut next)? {
+            let parsed = match &mut next.payload {
+                Payload::Raw(raw) => kind.parse_into(raw, spec, &mut record),
+                Payload::Blank(_) => Err(RecordError::EmptyLine),
+                Payload::Fields(fields) => {
+                    std::mem::swap(&mut record, fields);
+                    Ok(())
+                }
+                Payload::Invalid(e) => Err(e.clone()),
+                Payload::Fingerprint(_) | Payload::Skipped(_) => continue,
+            };
+            if let Err(e) = parsed {
+                let err = kind.record_error(&file.path, next.record, e);
+                if skip_invalid {
+                    *skipped += 1;
+                    continue;
+                }
+                return Err(err.into());
+            }
+            let name = match &record.id {
+                Some(id) => id.clone(),
+                None => {
+                    let mut name = String::new();
+                    kind.record_name(file, next.record, &mut name);
+                    name
+                }
+            };
+            each(Query::Text {
+                name,
+                text: std::mem::take(&mut record.text),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Where matches go: JSON lines on stdout, or a Parquet file.
+enum Sink {
+    Json(BufWriter<io::Stdout>, Vec<u8>),
+    Parquet(Box<PartWriter<MatchRow>>),
+}
+
+impl Sink {
+    fn new(args: &QueryArgs, index: &Index) -> Result<Sink> {
+        Ok(match &args.output {
+            None => Sink::Json(BufWriter::with_capacity(1 << 16, io::stdout()), Vec::new()),
+            Some(path) => {
+                let m = index.manifest();
+                let meta = TableMeta {
+                    scheme: m.scheme.clone(),
+                    params: json!({
+                        PARAM_FINGERPRINT: m.fingerprint,
+                        "index": {"k": m.k, "tables": m.tables, "query_k": args.k.unwrap_or(m.k)},
+                    }),
+                };
+                Sink::Parquet(Box::new(PartWriter::create_file(path, &meta)?))
+            }
+        })
+    }
+
+    fn push(&mut self, row: MatchRow) -> Result<()> {
+        match self {
+            Sink::Json(out, line) => {
+                line.clear();
+                serde_json::to_writer(&mut *line, &row)?;
+                line.push(b'\n');
+                out.write_all(line).map_err(stdout_error)?;
+            }
+            Sink::Parquet(writer) => writer.push(row)?,
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        match self {
+            Sink::Json(mut out, _) => out.flush().map_err(stdout_error)?,
+            Sink::Parquet(writer) => {
+                writer.commit()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The scheme an index was made with, rebuilt from its manifest and checked: its
+/// [`fingerprint_params`](neardup_dataflow::output::fingerprint_params) must be exactly the
+/// recorded ones.
+pub fn index_scheme(manifest: &Manifest) -> Result<Scheme> {
+    let Some(name) = SchemeName::parse(&manifest.scheme) else {
+        bail!(
+            "the index's scheme {:?} is not one this neardup knows",
+            manifest.scheme
+        );
+    };
+    let p = &manifest.fingerprint;
+    let mut scheme = Scheme::named(name);
+    let shingle = p["shingle"].as_u64().map(|n| n as usize);
+    scheme.features.kind = match (p["features"].as_str(), shingle) {
+        (Some("words"), _) => FeatureKind::Words,
+        (Some("word-shingles"), Some(n)) => FeatureKind::WordShingles(n),
+        (Some("char-ngrams"), Some(n)) => FeatureKind::CharNgrams(n),
+        (other, _) => bail!("the index's features {other:?} are not ones this neardup knows"),
+    };
+    scheme.features.nfkc = p["nfkc"].as_bool().unwrap_or(false);
+    scheme.features.numbers = p["numbers"].as_bool().unwrap_or(scheme.features.numbers);
+    match &mut scheme.method {
+        Method::Simhash(weighting) => {
+            *weighting = match p["weights"].as_str() {
+                Some("set") => Weighting::Set,
+                Some("tf") => Weighting::Tf,
+                other => bail!("the index's weights {other:?} cannot be applied to a query"),
+            }
+        }
+        Method::MinHash { .. } => bail!("MinHash indexes are not supported yet"),
+    }
+    if !p["stop_words"].is_null() {
+        // The built-in list is the one a manifest can name by its checksum.
+        scheme = scheme.with_stop_words(StopWords::english());
+    }
+    let rebuilt = neardup_dataflow::output::fingerprint_params(&scheme);
+    if rebuilt != *p {
+        bail!(
+            "its fingerprint parameters {p} cannot be rebuilt (a stop-word list other than the built-in english one?); this neardup would make {rebuilt}"
+        );
+    }
+    Ok(scheme)
+}

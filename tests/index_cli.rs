@@ -1,0 +1,419 @@
+//! `neardup run --index`, `neardup query` and `neardup index`, end to end: a query of every
+//! document of a corpus answers exactly the brute-force neighbours within k, the index does
+//! not depend on the number of workers, and what does not fit an index is refused.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use common::*;
+use neardup_core::hamming;
+use serde_json::Value;
+
+/// A corpus with near-duplicate families: a base text of random words and copies with a
+/// word or two changed, some exact copies, an empty document.
+fn corpus(seed: u64, families: usize, prefix: &str) -> Vec<Doc> {
+    let mut rng = SeededRng::new(seed);
+    let mut docs = Vec::new();
+    for f in 0..families {
+        let len = 40 + rng.below(30) as usize;
+        let base: Vec<String> = rng.words(len);
+        for copy in 0..1 + rng.below(4) {
+            let mut words = base.clone();
+            for _ in 0..copy {
+                let at = rng.below(words.len() as u64) as usize;
+                words[at] = rng.word();
+            }
+            docs.push(doc(format!("{prefix}{f}-{copy}"), words.join(" ")));
+        }
+    }
+    docs.push(doc(format!("{prefix}empty"), "123 456"));
+    docs
+}
+
+/// The answer of `neardup query ARGS`: (query, doc_id) -> (hamming, cluster_id).
+fn query(args: &[&str]) -> BTreeMap<(String, u64), (u64, Value)> {
+    let output = neardup().arg("query").args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "neardup query {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut out = BTreeMap::new();
+    for line in String::from_utf8(output.stdout).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let key = (
+            v["query"].as_str().unwrap().to_string(),
+            v["doc_id"].as_u64().unwrap(),
+        );
+        let value = (v["hamming"].as_u64().unwrap(), v["cluster_id"].clone());
+        assert!(out.insert(key, value).is_none(), "a match twice: {line}");
+    }
+    out
+}
+
+fn index_files(index: &Path) -> Value {
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(index.join("manifest.json")).unwrap()).unwrap();
+    manifest["generations"].clone()
+}
+
+#[test]
+fn a_query_of_every_document_answers_its_brute_force_neighbours() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus(11, 120, "d");
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&docs));
+    let mut generations = Vec::new();
+    for workers in ["1", "2"] {
+        let out = dir.path().join(format!("out-{workers}"));
+        let index = dir.path().join(format!("index-{workers}"));
+        run_ok(&out, &["-w", workers, "--index", s(&index)], &[&input]);
+        generations.push(index_files(&index));
+        let fps = fingerprints(&out);
+        let clusters: BTreeMap<u64, i64> = clusters(&out)
+            .iter()
+            .filter(|c| c.cluster_id >= 0)
+            .map(|c| (c.doc_id, c.cluster_id))
+            .collect();
+        for k in [3u32, 1] {
+            let k_text = k.to_string();
+            let answer = query(&[
+                "--index",
+                s(&index),
+                "-k",
+                &k_text,
+                "-w",
+                workers,
+                s(&input),
+            ]);
+            let mut expected = BTreeMap::new();
+            for q in fps.iter().filter(|q| !q.empty) {
+                for d in fps.iter().filter(|d| !d.empty) {
+                    let h = hamming(q.simhash, d.simhash);
+                    if h <= k {
+                        let cluster = clusters.get(&d.doc_id).map_or(Value::Null, |&c| c.into());
+                        expected.insert((q.id.clone().unwrap(), d.doc_id), (u64::from(h), cluster));
+                    }
+                }
+            }
+            assert!(expected.len() > fps.len(), "the corpus has near duplicates");
+            assert_eq!(answer, expected, "k = {k}, {workers} workers");
+        }
+        // A fingerprint query answers as the text it came from.
+        let first = &fps[0];
+        let hex = format!("{:016x}", first.simhash);
+        let by_fp = query(&["--index", s(&index), "--fingerprint", &hex]);
+        let by_text = query(&["--index", s(&index), "--text", &docs[0].text]);
+        let strip = |m: &BTreeMap<(String, u64), (u64, Value)>| -> BTreeSet<u64> {
+            m.keys().map(|k| k.1).collect()
+        };
+        assert_eq!(strip(&by_fp), strip(&by_text));
+        assert!(strip(&by_fp).contains(&first.doc_id));
+    }
+    // The index's files do not depend on the number of workers.
+    assert_eq!(generations[0], generations[1]);
+}
+
+#[test]
+fn queries_are_written_as_parquet_with_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus(3, 20, "d");
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&docs));
+    let index = dir.path().join("index");
+    run_ok(&dir.path().join("out"), &["--index", s(&index)], &[&input]);
+    let json = query(&["--index", s(&index), s(&input)]);
+    let file = dir.path().join("matches.parquet");
+    let output = neardup()
+        .args([
+            "query",
+            "--index",
+            s(&index),
+            "--output",
+            s(&file),
+            s(&input),
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let mut rows = 0;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(&file).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    for batch in reader {
+        let batch = batch.unwrap();
+        rows += batch.num_rows();
+        assert!(batch.column_by_name("cluster_id").is_some());
+    }
+    assert_eq!(rows, json.len());
+}
+
+#[test]
+fn what_does_not_fit_the_index_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(
+        &dir.path().join("corpus.jsonl"),
+        &jsonl(&corpus(5, 10, "d")),
+    );
+    let index = dir.path().join("index");
+    run_ok(&dir.path().join("out"), &["--index", s(&index)], &[&input]);
+
+    // A larger k than the index's.
+    assert_refused(
+        neardup().args(["query", "--index", s(&index), "-k", "4", "--text", "a b c"]),
+        &["-k 4 is larger than the index's k = 3"],
+    );
+    // Another scheme's index cannot be made, nor one over an existing index.
+    assert_refused(
+        neardup()
+            .args([
+                "run",
+                "--scheme",
+                "minhash",
+                "--index",
+                s(&dir.path().join("mh")),
+            ])
+            .args(["--output", s(&dir.path().join("out-mh")), s(&input)]),
+        &["MinHash indexes are not supported yet"],
+    );
+    assert_refused(
+        neardup().args(["run", "--index", s(&index)]).args([
+            "--output",
+            s(&dir.path().join("out-2")),
+            s(&input),
+        ]),
+        &["an index exists there already"],
+    );
+    assert!(!dir.path().join("out-2").exists(), "refused before the run");
+    // A corrupt table: refused naming the file (and accepted without checksums, whose
+    // sizes still agree).
+    let table = index.join("gen-00000").join("table-007.bin");
+    let bytes = std::fs::read(&table).unwrap();
+    let mut damaged = bytes.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0x40;
+    std::fs::write(&table, &damaged).unwrap();
+    assert_refused(
+        neardup().args(["query", "--index", s(&index), "--text", "a b c"]),
+        &["table-007.bin: damaged index: checksum"],
+    );
+    // A truncated one.
+    std::fs::write(&table, &bytes[..bytes.len() / 2]).unwrap();
+    assert_refused(
+        neardup().args([
+            "query",
+            "--index",
+            s(&index),
+            "--no-verify",
+            "--text",
+            "a b c",
+        ]),
+        &["table-007.bin: damaged index: truncated"],
+    );
+    std::fs::write(&table, &bytes).unwrap();
+    // A newer format.
+    let manifest = index.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("\"format\": 1", "\"format\": 9")).unwrap();
+    assert_refused(
+        neardup().args(["query", "--index", s(&index), "--text", "a b c"]),
+        &["index format 9, but this neardup"],
+    );
+    std::fs::write(&manifest, &text).unwrap();
+    assert!(neardup()
+        .args(["query", "--index", s(&index), "--text", "a b c"])
+        .output()
+        .unwrap()
+        .status
+        .success());
+}
+
+/// `(doc_a, doc_b)` of a Parquet pairs file or table directory.
+fn pair_file(path: &Path) -> BTreeSet<(u64, u64)> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::UInt64Type;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut out = BTreeSet::new();
+    for b in reader {
+        let b = b.unwrap();
+        let a = column(&b, "doc_a").as_primitive::<UInt64Type>();
+        let c = column(&b, "doc_b").as_primitive::<UInt64Type>();
+        for i in 0..b.num_rows() {
+            out.insert((a.value(i).min(c.value(i)), a.value(i).max(c.value(i))));
+        }
+    }
+    out
+}
+
+/// doc_id -> cluster_id of every clustered document the index holds, from a query of
+/// every document (each non-empty document matches itself).
+fn index_clusters(index: &Path, inputs: &[&Path]) -> BTreeMap<u64, i64> {
+    let mut args = vec!["--index", s(index)];
+    args.extend(inputs.iter().map(|p| s(p)));
+    query(&args)
+        .into_iter()
+        .filter_map(|((_, doc), (_, cluster))| cluster.as_i64().map(|c| (doc, c)))
+        .collect()
+}
+
+#[test]
+fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_union() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus(23, 150, "d");
+    // Families spread over three batches (file names sort in batch order, so a run over
+    // their union numbers the documents as the index does).
+    let mut batches = [Vec::new(), Vec::new(), Vec::new()];
+    let mut rng = SeededRng::new(4);
+    for d in docs {
+        batches[rng.below(3) as usize].push(d);
+    }
+    let files: Vec<_> = batches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| write(&dir.path().join(format!("b{i}.jsonl")), &jsonl(b)))
+        .collect();
+    let all: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    for workers in ["1", "2"] {
+        let union = dir.path().join(format!("union-{workers}"));
+        run_ok(&union, &["--no-exact", "-w", workers], &all);
+        let expected_pairs = near_set(&pairs(&union));
+        let expected_clusters: BTreeMap<u64, i64> = clusters(&union)
+            .iter()
+            .filter(|c| c.cluster_id >= 0)
+            .map(|c| (c.doc_id, c.cluster_id))
+            .collect();
+
+        let index = dir.path().join(format!("index-{workers}"));
+        let first = dir.path().join(format!("b0-{workers}"));
+        run_ok(
+            &first,
+            &["--no-exact", "-w", workers, "--index", s(&index)],
+            &[&files[0]],
+        );
+        let mut found = near_set(&pairs(&first));
+        for (i, file) in files.iter().enumerate().skip(1) {
+            let out = dir.path().join(format!("b{i}-{workers}"));
+            let against = [
+                "--no-exact",
+                "-w",
+                workers,
+                "--against",
+                s(&index),
+                "--update-index",
+            ];
+            run_ok(&out, &against, &[file]);
+            found.extend(pair_file(&out.join("against-pairs.parquet")));
+        }
+        assert!(expected_pairs.len() > 50);
+        assert_eq!(found, expected_pairs, "{workers} workers");
+        assert_eq!(
+            index_clusters(&index, &all),
+            expected_clusters,
+            "{workers} workers"
+        );
+
+        // Compaction changes nothing a query sees.
+        let output = neardup()
+            .args(["index", "compact", s(&index)])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(index_files(&index).as_array().unwrap().len(), 1);
+        assert_eq!(index_clusters(&index, &all), expected_clusters);
+    }
+}
+
+#[test]
+fn a_failed_batch_leaves_the_index_as_it_was_and_other_schemes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(&dir.path().join("a.jsonl"), &jsonl(&corpus(8, 10, "a")));
+    let index = dir.path().join("index");
+    run_ok(&dir.path().join("out"), &["--index", s(&index)], &[&input]);
+    let before = snapshot(&index);
+    let bad = write(
+        &dir.path().join("b.jsonl"),
+        b"{\"id\": 1, \"text\": \"fine words\"}\nnot json\n",
+    );
+    assert_refused(
+        neardup()
+            .args(["run", "--against", s(&index), "--update-index"])
+            .args(["--output", s(&dir.path().join("out-b")), s(&bad)]),
+        &["b.jsonl:2"],
+    );
+    assert_eq!(snapshot(&index), before);
+    assert_refused(
+        neardup()
+            .args(["run", "-k", "4", "--against", s(&index)])
+            .args(["--output", s(&dir.path().join("out-c")), s(&input)]),
+        &["the index was made with k = 3 (manku16); this run asks for k = 4"],
+    );
+    assert_refused(
+        neardup()
+            .args([
+                "run",
+                "--scheme",
+                "simhash-shingles",
+                "--against",
+                s(&index),
+            ])
+            .args(["--output", s(&dir.path().join("out-d")), s(&input)]),
+        &["the index holds simhash-doc fingerprints"],
+    );
+    assert_eq!(snapshot(&index), before);
+}
+
+#[test]
+fn with_exact_folding_batches_still_give_the_clusters_of_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // Exact copies across batches: every family's base text appears in two batches.
+    let mut docs = corpus(31, 60, "d");
+    let copies: Vec<Doc> = docs
+        .iter()
+        .step_by(3)
+        .map(|d| doc(format!("copy-{}", d.id.as_str().unwrap()), d.text.clone()))
+        .collect();
+    docs.extend(copies);
+    let mut batches = [Vec::new(), Vec::new()];
+    let mut rng = SeededRng::new(9);
+    for d in docs {
+        batches[rng.below(2) as usize].push(d);
+    }
+    let files: Vec<_> = batches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| write(&dir.path().join(format!("b{i}.jsonl")), &jsonl(b)))
+        .collect();
+    let all: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    let union = dir.path().join("union");
+    run_ok(&union, &[], &all);
+    let expected: BTreeMap<u64, i64> = clusters(&union)
+        .iter()
+        .filter(|c| c.cluster_id >= 0)
+        .map(|c| (c.doc_id, c.cluster_id))
+        .collect();
+    let index = dir.path().join("index");
+    run_ok(
+        &dir.path().join("b0"),
+        &["--index", s(&index)],
+        &[&files[0]],
+    );
+    run_ok(
+        &dir.path().join("b1"),
+        &["--against", s(&index), "--update-index"],
+        &[&files[1]],
+    );
+    assert!(expected.len() > 40);
+    assert_eq!(index_clusters(&index, &all), expected);
+}
