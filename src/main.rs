@@ -70,6 +70,12 @@ enum Command {
     /// Score a run against ground-truth pairs: precision, recall, F1, adjusted Rand index
     #[command(after_help = commands::eval::EVAL_EXAMPLES)]
     Eval(commands::eval::EvalArgs),
+    /// Write a finished run as plain tables: matches.tsv, clusters.tsv, substring_bytes.tsv
+    #[command(after_help = commands::export::EXPORT_EXAMPLES)]
+    Export(commands::export::ExportArgs),
+    /// Write RUN_DIR/report.html: one offline page with the run's summary, plots and samples
+    #[command(after_help = commands::report::REPORT_EXAMPLES)]
+    Report(commands::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +92,8 @@ fn main() -> ExitCode {
         Command::Search(args) => commands::run::search(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Extract(args) => commands::extract::run(args),
+        Command::Export(args) => commands::export::run(args),
+        Command::Report(args) => commands::report::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,8 +2,10 @@
 
 pub mod compare;
 pub mod eval;
+pub mod export;
 pub mod extract;
 pub mod hash;
+pub mod report;
 pub mod run;
 pub mod sweep;
 

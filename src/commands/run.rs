@@ -136,6 +136,9 @@ pub struct RunArgs {
     /// format, and removed.parquet (which document each removed one duplicates)
     #[arg(long, value_name = "DIR")]
     pub write_dedup: Option<PathBuf>,
+    /// When the run succeeds, also write OUTPUT/report.html (see `neardup report`)
+    #[arg(long)]
+    pub report: bool,
     #[command(flatten)]
     pub quality: QualityArgs,
     #[command(flatten)]
@@ -261,7 +264,18 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .job
         .configure(args.quality.configure(builder))?
         .build()?;
-    execute(config, &args.job)
+    execute(config, &args.job)?;
+    if args.report && args.job.cluster.process == 0 {
+        let path = crate::commands::report::write_report(
+            &args.job.output,
+            None,
+            neardup_core::DEFAULT_JACCARD,
+        )?;
+        if !args.job.quiet {
+            eprintln!("neardup: wrote {}", path.display());
+        }
+    }
+    Ok(())
 }
 
 pub fn search(args: &SearchArgs) -> Result<()> {
