@@ -211,3 +211,85 @@ fn truth_adds_the_scores_eval_gives() {
         assert!(html.contains(&row), "{row}");
     }
 }
+
+#[test]
+fn hosts_with_most_duplicates_and_the_hosts_and_mirrors_tables() {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, StringArray, UInt64Array};
+    use serde_json::json;
+
+    let dir = tempfile::tempdir().unwrap();
+    // Three hosts: b.example copies two of a.example's pages, c.example has its own.
+    let pages = [
+        ("http://a.example/1", BASE),
+        (
+            "http://a.example/2",
+            "goats graze and climb on steep alpine meadows in summer far above",
+        ),
+        ("http://b.example/1", BASE),
+        (
+            "http://b.example/2",
+            "goats graze and climb on steep alpine meadows in summer far above",
+        ),
+        (
+            "http://c.example/1",
+            "an unrelated page about tides and the moon and the sea",
+        ),
+    ];
+    let records: Vec<serde_json::Value> = pages
+        .iter()
+        .enumerate()
+        .map(|(i, (url, text))| json!({"id": format!("p{i}"), "url": url, "text": text}))
+        .collect();
+    let input = write(&dir.path().join("pages.jsonl"), &jsonl_values(&records));
+    let run = dir.path().join("run");
+    run_ok(&run, &["--url-field", "url", "-q"], &[&input]);
+    // hosts/ and mirrors/ as the mirror detection writes them (a part each).
+    std::fs::create_dir(run.join("hosts")).unwrap();
+    std::fs::create_dir(run.join("mirrors")).unwrap();
+    let strings =
+        |v: &[&str]| Arc::new(StringArray::from_iter_values(v.iter().copied())) as ArrayRef;
+    let numbers =
+        |v: &[u64]| Arc::new(UInt64Array::from_iter_values(v.iter().copied())) as ArrayRef;
+    write_parquet(
+        &run.join("hosts/part-00000.parquet"),
+        vec![
+            ("host", strings(&["c.example", "a.example", "b.example"])),
+            ("documents", numbers(&[1, 2, 2])),
+            (
+                "mirror_group",
+                strings(&["c.example", "a.example", "a.example"]),
+            ),
+        ],
+        10,
+    );
+    write_parquet(
+        &run.join("mirrors/part-00000.parquet"),
+        vec![
+            ("host_a", strings(&["a.example"])),
+            ("host_b", strings(&["b.example"])),
+            ("shared_paths", numbers(&[2])),
+        ],
+        10,
+    );
+    let html = report_ok(&run, &["-q"]);
+    // Computed from fingerprints/ and clusters/: b.example's two copies are removed
+    // (--keep first keeps a.example's), a.example and c.example lose none.
+    assert!(
+        html.contains("<tr><td>b.example</td><td class=\"n\">2</td><td class=\"n\">2</td></tr>"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("<tr><td>c.example</td><td class=\"n\">1</td><td class=\"n\">0</td></tr>")
+    );
+    // The tables, largest first by documents / shared_paths.
+    let hosts = &html[html.find("id=\"hosts-table\"").unwrap()..];
+    let (a, c) = (
+        hosts.find("a.example").unwrap(),
+        hosts.find("c.example").unwrap(),
+    );
+    assert!(a < c, "sorted by documents");
+    assert!(html.contains("<td>a.example</td><td>b.example</td><td>2</td>"));
+    assert!(html.contains("1 of 1 rows."));
+}
