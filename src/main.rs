@@ -78,6 +78,12 @@ enum Command {
     Query(commands::query::QueryArgs),
     /// Maintain a saved index: compact its generations, show its manifest
     Index(commands::index::IndexArgs),
+    /// Write a finished run as plain tables: matches.tsv, clusters.tsv, substring_bytes.tsv
+    #[command(after_help = commands::export::EXPORT_EXAMPLES)]
+    Export(commands::export::ExportArgs),
+    /// Write RUN_DIR/report.html: one offline page with the run's summary, plots and samples
+    #[command(after_help = commands::report::REPORT_EXAMPLES)]
+    Report(commands::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -97,6 +103,8 @@ fn main() -> ExitCode {
         Command::Substrings(args) => commands::substrings::run(args),
         Command::Query(args) => commands::query::run(args),
         Command::Index(args) => commands::index::run(args),
+        Command::Export(args) => commands::export::run(args),
+        Command::Report(args) => commands::report::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,10 +2,12 @@
 
 pub mod compare;
 pub mod eval;
+pub mod export;
 pub mod extract;
 pub mod hash;
 pub mod index;
 pub mod query;
+pub mod report;
 pub mod run;
 pub mod substrings;
 pub mod sweep;

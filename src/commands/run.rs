@@ -155,6 +155,9 @@ pub struct RunArgs {
     /// failed or interrupted run leaves the index as it was)
     #[arg(long, requires = "against", help_heading = "Index")]
     pub update_index: bool,
+    /// When the run succeeds, also write OUTPUT/report.html (see `neardup report`)
+    #[arg(long)]
+    pub report: bool,
     #[command(flatten)]
     pub quality: QualityArgs,
     #[command(flatten)]
@@ -376,6 +379,16 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let documents = super::index::add_run(writer, &output, None)?;
         if !args.job.quiet {
             eprintln!("  index: {} ({documents} documents)", dir.display());
+        }
+    }
+    if args.report && args.job.cluster.process == 0 {
+        let path = crate::commands::report::write_report(
+            &args.job.output,
+            None,
+            neardup_core::DEFAULT_JACCARD,
+        )?;
+        if !args.job.quiet {
+            eprintln!("neardup: wrote {}", path.display());
         }
     }
     Ok(())
