@@ -350,8 +350,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if let Some(dir) = &args.against {
         let manifest = neardup_io::index::Manifest::load(dir)?;
         super::index::check_against(&manifest, dir, &config.scheme, &config.design)?;
-        if config.keep.describe() != DEFAULT_KEEP {
-            bail!("--against keeps the indexed document of each cluster (the smallest doc number); --keep {} is not supported with it", args.job.keep);
+        if config.keep.describe() != "first" {
+            bail!("--against keeps the indexed document of each cluster (the smallest doc number); --keep {} is not supported with it", config.keep.describe());
         }
         if args.update_index && args.job.cluster.process == 0 {
             update = Some(neardup_io::index::IndexWriter::open(dir)?);
