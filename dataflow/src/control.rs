@@ -437,7 +437,10 @@ fn read_line(reader: &mut impl BufRead) -> std::io::Result<Option<String>> {
 }
 
 /// The fields in which two fingerprints differ, as `field (ours vs theirs)`.
-fn differences(ours: &BTreeMap<String, Value>, theirs: &BTreeMap<String, Value>) -> Vec<String> {
+pub(crate) fn differences(
+    ours: &BTreeMap<String, Value>,
+    theirs: &BTreeMap<String, Value>,
+) -> Vec<String> {
     let keys: std::collections::BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
     keys.into_iter()
         .filter(|k| ours.get(*k) != theirs.get(*k))

@@ -136,6 +136,12 @@ pub struct RunArgs {
     /// format, and removed.parquet (which document each removed one duplicates)
     #[arg(long, value_name = "DIR")]
     pub write_dedup: Option<PathBuf>,
+    /// Take up a failed run of the same command in --output: its fingerprints are reused,
+    /// so the corpus is not read again. Refused, naming the difference, when an input or a
+    /// parameter changed; a missing or empty --output starts from the beginning (see
+    /// docs/outputs.md)
+    #[arg(long, conflicts_with = "overwrite")]
+    pub resume: bool,
     #[command(flatten)]
     pub quality: QualityArgs,
     #[command(flatten)]
@@ -256,12 +262,41 @@ pub fn run(args: &RunArgs) -> Result<()> {
         ClusterChoice::Components => ClusterMode::Components,
         ClusterChoice::Star => ClusterMode::Star,
     })
-    .cluster_warning(args.cluster_warning);
+    .cluster_warning(args.cluster_warning)
+    .resume(args.resume);
     let config = args
         .job
         .configure(args.quality.configure(builder))?
         .build()?;
+    if args.resume && !args.job.quiet {
+        resume_notice(&config, args.job.log_format);
+    }
     execute(config, &args.job)
+}
+
+/// Says how `--resume` will start (refusals are the job's errors, reported by it).
+fn resume_notice(config: &JobConfig, format: LogFormat) {
+    use neardup_dataflow::config::resume::{examine, Examined};
+    let dir = config.output.display();
+    let notice = match examine(config) {
+        Ok(Examined::Nothing) => format!("--resume: nothing to resume in {dir}: starting from the beginning"),
+        Ok(Examined::Incomplete { committed, expected }) => format!(
+            "--resume: the failed run in {dir} committed the fingerprints of {committed} of {expected} workers: reading the corpus again"
+        ),
+        Ok(Examined::Fingerprints { parts }) => format!(
+            "--resume: reusing the fingerprints of the failed run in {dir} ({} parts): the corpus is not read",
+            parts.len()
+        ),
+        Err(_) => return,
+    };
+    if format == LogFormat::Json {
+        eprintln!(
+            "{}",
+            serde_json::json!({"event": "notice", "notice": notice})
+        );
+    } else {
+        eprintln!("neardup: notice: {notice}");
+    }
 }
 
 pub fn search(args: &SearchArgs) -> Result<()> {

@@ -35,6 +35,7 @@ use neardup_io::record::FieldSpec;
 mod builder;
 mod keep;
 mod parallelism;
+pub mod resume;
 
 pub use builder::{
     validate, ConfigError, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP, DEFAULT_TABLES,
@@ -42,6 +43,7 @@ pub use builder::{
 };
 pub use keep::KeepPolicy;
 pub use parallelism::Parallelism;
+pub use resume::Resume;
 
 /// Records a reader hands on per batch (one batch is one timestamp of the dataflow).
 pub const DEFAULT_BATCH_RECORDS: usize = 4096;
@@ -168,6 +170,8 @@ pub struct JobConfig {
     pub batches_in_flight: u64,
     /// The parameters as the user gave them, recorded in summary.json.
     pub command_line: Vec<String>,
+    /// `--resume`: reuse what a failed run of the same job left (see [`resume`]).
+    pub resume: Resume,
 }
 
 impl JobConfig {
@@ -204,6 +208,7 @@ impl JobConfig {
             batch_bytes: DEFAULT_BATCH_BYTES,
             batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
             command_line: Vec::new(),
+            resume: Resume::Off,
         }
     }
 }
