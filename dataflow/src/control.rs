@@ -881,20 +881,20 @@ fn form_mesh(
         thread::spawn(move || accept_mesh(listener, me, n, &config, deadline))
     });
     let mut links = Vec::new();
-    for to in 1..me {
+    for (to, hostfile_address) in addresses.iter().enumerate().take(me).skip(1) {
         let result = match mesh.get(to).cloned().flatten() {
             Some(address) => connect_mesh(&address, me, to, config, deadline),
             None => Err("it has no mesh address".to_string()),
         };
         match result {
             Ok(joined) => links.push((to, joined)),
-            Err(why) => warn_no_link(me, to, &addresses[to], &why),
+            Err(why) => warn_no_link(me, to, hostfile_address, &why),
         }
     }
     let accepted = acceptor.and_then(|a| a.join().ok()).unwrap_or_default();
-    for from in me + 1..n {
+    for (from, hostfile_address) in addresses.iter().enumerate().skip(me + 1) {
         if !accepted.iter().any(|(i, _)| *i == from) {
-            warn_no_link(me, from, &addresses[from], "it did not connect");
+            warn_no_link(me, from, hostfile_address, "it did not connect");
         }
     }
     links.extend(accepted);

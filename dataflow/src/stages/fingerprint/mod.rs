@@ -289,7 +289,9 @@ impl FingerprintState {
                     .borrow_mut()
                     .warnings
                     .push(format!("{e}: this run cannot be resumed if it fails"));
-                self.resume.take().map(resume::ResumeWriter::discard);
+                if let Some(resume) = self.resume.take() {
+                    resume.discard();
+                }
             }
         }
         Some(doc)

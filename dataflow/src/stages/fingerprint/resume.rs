@@ -46,7 +46,7 @@ const RESUME_BATCH: usize = 4096;
 enum Entry {
     Doc(DocFp),
     /// The last entry: the worker's read and fingerprint counts.
-    End(WorkerReport),
+    End(Box<WorkerReport>),
 }
 
 /// [`Entry`] as written, borrowing: the same variants in the same order, so the same bytes.
@@ -200,7 +200,7 @@ pub fn resumed_docs<'s>(scope: Scope<'s, u64>, ctx: Rc<WorkerCtx>) -> StreamVec<
                         n += 1;
                     }
                     Ok(Entry::End(report)) => {
-                        ctx.report.borrow_mut().merge(report);
+                        ctx.report.borrow_mut().merge(*report);
                         break Ok(true);
                     }
                     Err(e) => break Err(e),
