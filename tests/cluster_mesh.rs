@@ -94,13 +94,16 @@ fn partition_is_detected(with_secret: bool) {
     }
     let took = running.elapsed();
     let log = |i: usize| procs[i].stderr();
-    assert!(
-        log(1).contains("lost process 2 (") && log(1).contains("no heartbeat for 3 s"),
-        "{}",
-        log(1)
-    );
-    assert!(log(2).contains("lost process 1 ("), "{}", log(2));
-    assert!(log(0).contains("lost process"), "{}", log(0));
+    // Whichever end of the cut link notices first, every process names the link: the lost
+    // process (1 or 2) and the silence.
+    for i in 0..3 {
+        let named = log(i).contains("lost process 2 (") || log(i).contains("lost process 1 (");
+        assert!(
+            named && log(i).contains("no heartbeat for 3 s"),
+            "{}",
+            log(i)
+        );
+    }
     for i in 0..3 {
         assert!(!log(i).contains("no heartbeat link"), "{}", log(i));
         assert!(!log(i).contains("ignored a mesh connection"), "{}", log(i));
