@@ -17,6 +17,12 @@
 //!    of silence (a frozen or unreachable one) ends this process with an error naming the
 //!    lost process, after telling the others (process 0 relays it), so every process exits
 //!    non-zero and nobody writes `_SUCCESS`. A finished process says `bye` first.
+//!    The other processes also watch each other directly, on a **mesh** of the same
+//!    heartbeat links between every pair of them ([`form_mesh`]): each binds a port of its
+//!    own (any free one) before its hello, process 0 hands the addresses out with `go`, and
+//!    the links form before timely starts. So a partition between processes 1 and 2, which
+//!    both still reach process 0, is detected by both within `peer_timeout`: each ends
+//!    naming the other, and process 0 stops everyone else.
 //!
 //! 3. **Authentication** (with a secret, [`ControlConfig::secret`], `--secret-file`). Process
 //!    0 opens every connection with a random challenge; the other process answers with its
@@ -45,12 +51,13 @@
 //!   network, a firewall, a Kubernetes NetworkPolicy); timely's
 //!   `initialize_networking_from_sockets` would let us hand it connections authenticated
 //!   here instead, which would close the window.
-//! * **A partition between two processes that are not process 0.** Heartbeats run on a star
-//!   around process 0, so processes 1 and 2 that can each reach process 0 but not each
-//!   other are not seen as lost: timely's connection between them blocks (it sets no
-//!   timeout), and the job hangs without an error until someone stops it. A lost or frozen
-//!   process, and any partition that separates a process from process 0, are detected
-//!   within `peer_timeout`.
+//! * **A mesh link that cannot be made.** The mesh uses one extra port per process, chosen
+//!   by the system; where a firewall lets only the hostfile ports through, the link is not
+//!   made, a warning says which, and a partition between those two processes goes unseen
+//!   (timely's connection between them blocks, with no timeout) until a wall-clock limit
+//!   stops the job. A heartbeat link and timely's connection between the same two
+//!   processes are separate TCP connections: a partition that cuts one and not the other
+//!   (a firewall rule on one port) is not seen either.
 //!
 //! The library never ends the process itself: timely's workers may be blocked on a lost
 //! connection, so only the program can stop them, and it says how through the
@@ -96,6 +103,13 @@ const DATA_LABEL: &[u8] = b"neardup-control/2 data";
 const MAX_DATA_LINE: usize = 512;
 /// The longest hello line accepted.
 const MAX_LINE: u64 = 1 << 20;
+/// How long the mesh links between the other processes may take to form after go (they
+/// connect at once; the margin is for a loaded machine).
+const MESH_TIMEOUT: Duration = Duration::from_secs(10);
+/// A test hook: `I-J` (e.g. `1-2`) silences the heartbeat link between processes I and J
+/// in both directions, as a partition between them would (their timely connection, which a
+/// test cannot cut, stays up). Used by tests/cluster_mesh.rs.
+pub const DROP_LINK_ENV: &str = "NEARDUP_TEST_DROP_LINK";
 
 /// Bytes of the random challenges: 256 bits, so a challenge never repeats.
 const CHALLENGE_BYTES: usize = 32;
@@ -240,6 +254,8 @@ fn challenge() -> Result<Vec<u8>, JobError> {
 const HELLO_LABEL: &[u8] = b"neardup-control/2 hello";
 const REPLY_LABEL: &[u8] = b"neardup-control/2 reply";
 const LINE_LABEL: &[u8] = b"neardup-control/2 heartbeat";
+const MESH_LABEL: &[u8] = b"neardup-control/2 mesh";
+const MESH_REPLY_LABEL: &[u8] = b"neardup-control/2 mesh reply";
 
 /// The MAC line that follows a hello or a reply: `mac HEX`, or `mac none` without a secret.
 fn mac_line(secret: Option<&Secret>, parts: &[&[u8]]) -> String {
@@ -290,10 +306,15 @@ impl LineKey {
 struct Sender {
     stream: TcpStream,
     key: Option<LineKey>,
+    /// Silenced by the test hook [`DROP_LINK_ENV`]: nothing is sent.
+    muted: bool,
 }
 
 impl Sender {
     fn send(&mut self, line: &str) -> std::io::Result<()> {
+        if self.muted {
+            return Ok(());
+        }
         let line = match self.key.as_mut() {
             Some(key) => key.seal(line),
             None => line.to_string(),
@@ -311,6 +332,9 @@ struct Joined {
     reader: BufReader<TcpStream>,
     lead_challenge: Vec<u8>,
     follow_challenge: Vec<u8>,
+    /// Where the process takes the mesh links of higher-numbered processes (process 0's
+    /// view: the address it connected from, and the port of its hello).
+    mesh: Option<SocketAddr>,
 }
 
 /// The program's way to stop the whole process when the control plane finds the job lost:
@@ -347,13 +371,23 @@ struct Hello {
     fingerprint: BTreeMap<String, Value>,
     /// The hello's own challenge (hex), which process 0's reply must be a MAC over.
     challenge: String,
+    /// The port where this process takes mesh links (see [`form_mesh`]), if it has one.
+    #[serde(default)]
+    mesh_port: Option<u16>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]
 #[serde(tag = "type", rename_all = "lowercase")]
 enum Reply {
-    Go,
-    Abort { reason: String },
+    Go {
+        /// Where each process takes mesh links (`None`: process 0, or one without a
+        /// listener); signed with the reply.
+        #[serde(default)]
+        mesh: Vec<Option<String>>,
+    },
+    Abort {
+        reason: String,
+    },
 }
 
 /// The running heartbeat; [`Control::finish`] ends it cleanly.
@@ -447,7 +481,10 @@ fn read_line(reader: &mut impl BufRead) -> std::io::Result<Option<String>> {
 }
 
 /// The fields in which two fingerprints differ, as `field (ours vs theirs)`.
-fn differences(ours: &BTreeMap<String, Value>, theirs: &BTreeMap<String, Value>) -> Vec<String> {
+pub(crate) fn differences(
+    ours: &BTreeMap<String, Value>,
+    theirs: &BTreeMap<String, Value>,
+) -> Vec<String> {
     let keys: std::collections::BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
     keys.into_iter()
         .filter(|k| ours.get(*k) != theirs.get(*k))
@@ -546,7 +583,11 @@ fn lead(
     }
     // The listener stays open: the other processes connect to it again, after go, for the
     // connections timely runs the job over (see `connect_data`).
-    let go = serde_json::to_string(&Reply::Go).expect("serializable");
+    let mesh = peers
+        .iter()
+        .map(|p| p.as_ref().and_then(|j| j.mesh).map(|a| a.to_string()))
+        .collect();
+    let go = serde_json::to_string(&Reply::Go { mesh }).expect("serializable");
     let mut streams = Vec::new();
     for (i, joined) in peers.into_iter().enumerate().skip(1) {
         let mut joined = joined.expect("all arrived");
@@ -669,6 +710,7 @@ fn admit(
         reader,
         lead_challenge,
         follow_challenge,
+        mesh: hello.mesh_port.map(|port| SocketAddr::new(from.ip(), port)),
     };
     match refusal {
         None => Ok(Some((i, joined))),
@@ -743,12 +785,20 @@ fn follow(
         None => return Err(closed()),
     };
     let follow_challenge = challenge()?;
+    // The mesh listener: on this process's hostfile host, any free port.
+    let mesh_listener = resolve(&addresses[process])
+        .ok()
+        .and_then(|a| TcpListener::bind(SocketAddr::new(a.ip(), 0)).ok());
     let hello = Hello {
         protocol: PROTOCOL.into(),
         job_id: config.job_id.clone(),
         process,
         fingerprint,
         challenge: hex(&follow_challenge),
+        mesh_port: mesh_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map(|a| a.port()),
     };
     let line = serde_json::to_string(&hello).expect("serializable");
     let secret = config.secret.as_ref();
@@ -779,14 +829,19 @@ fn follow(
         }
     }
     match serde_json::from_str::<Reply>(&reply) {
-        Ok(Reply::Go) => {
-            let joined = Joined {
-                stream,
-                reader,
-                lead_challenge,
-                follow_challenge,
-            };
-            let control = start_heartbeat(vec![(0, joined)], process, addresses, config, false);
+        Ok(Reply::Go { mesh }) => {
+            let mut links = vec![(
+                0,
+                Joined {
+                    stream,
+                    reader,
+                    lead_challenge,
+                    follow_challenge,
+                    mesh: None,
+                },
+            )];
+            links.extend(form_mesh(process, mesh_listener, &mesh, addresses, config));
+            let control = start_heartbeat(links, process, addresses, config, false);
             with_data_connections(control, listener, addresses, process, config)
         }
         Ok(Reply::Abort { reason }) => Err(JobError::Cluster(format!(
@@ -1027,6 +1082,227 @@ fn read_short_line(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
     }
 }
 
+/// Whether the test hook [`DROP_LINK_ENV`] silences the link between `a` and `b`.
+fn link_dropped(a: usize, b: usize) -> bool {
+    let Ok(spec) = std::env::var(DROP_LINK_ENV) else {
+        return false;
+    };
+    let Some((x, y)) = spec.split_once('-') else {
+        return false;
+    };
+    let (Ok(x), Ok(y)) = (x.trim().parse::<usize>(), y.trim().parse::<usize>()) else {
+        return false;
+    };
+    (x, y) == (a, b) || (x, y) == (b, a)
+}
+
+/// The mesh: heartbeat links between the processes other than process 0, so that a
+/// partition between two of them is seen (the star around process 0 does not see it).
+/// Process `me` connects to every lower-numbered process but 0 at the address process 0's
+/// go gave (`mesh`, signed with the go), and takes the connections of the higher-numbered
+/// ones on `listener`. Each link is opened like the star's: the accepting process sends a
+/// challenge, the connecting one answers `mesh FROM TO CHALLENGE` with a MAC over both under
+/// the secret, and the accepting one says `ok` with a MAC over the other challenge; the
+/// heartbeat lines are then sealed with keys of both challenges, as on the star. A link that
+/// cannot be made within [`MESH_TIMEOUT`] (a firewall closing the extra ports) is reported
+/// as a warning, and the job runs without it: such a partition would go unnoticed, as
+/// before the mesh.
+fn form_mesh(
+    me: usize,
+    listener: Option<TcpListener>,
+    mesh: &[Option<String>],
+    addresses: &[String],
+    config: &ControlConfig,
+) -> Vec<(usize, Joined)> {
+    let n = addresses.len();
+    let deadline = Instant::now() + MESH_TIMEOUT;
+    let acceptor = listener.filter(|_| me + 1 < n).map(|listener| {
+        let config = config.clone();
+        thread::spawn(move || accept_mesh(listener, me, n, &config, deadline))
+    });
+    let mut links = Vec::new();
+    for (to, hostfile_address) in addresses.iter().enumerate().take(me).skip(1) {
+        let result = match mesh.get(to).cloned().flatten() {
+            Some(address) => connect_mesh(&address, me, to, config, deadline),
+            None => Err("it has no mesh address".to_string()),
+        };
+        match result {
+            Ok(joined) => links.push((to, joined)),
+            Err(why) => warn_no_link(me, to, hostfile_address, &why),
+        }
+    }
+    let accepted = acceptor.and_then(|a| a.join().ok()).unwrap_or_default();
+    for (from, hostfile_address) in addresses.iter().enumerate().skip(me + 1) {
+        if !accepted.iter().any(|(i, _)| *i == from) {
+            warn_no_link(me, from, hostfile_address, "it did not connect");
+        }
+    }
+    links.extend(accepted);
+    links
+}
+
+fn warn_no_link(me: usize, other: usize, address: &str, why: &str) {
+    eprintln!(
+        "neardup: warning: no heartbeat link between process {me} and process {other} \
+         ({address}): {why}; a partition between the two would not be detected"
+    );
+}
+
+/// Connects to process `to`'s mesh listener and opens the link (see [`form_mesh`]).
+fn connect_mesh(
+    address: &str,
+    me: usize,
+    to: usize,
+    config: &ControlConfig,
+    deadline: Instant,
+) -> Result<Joined, String> {
+    let target = resolve(address).map_err(|e| e.to_string())?;
+    let stream = loop {
+        match TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(50)),
+            Err(e) => return Err(format!("cannot connect to {address}: {e}")),
+        }
+    };
+    let io = |e: std::io::Error| format!("{address}: {e}");
+    stream.set_read_timeout(Some(HELLO_TIMEOUT)).map_err(io)?;
+    let mut stream = stream;
+    let mut reader = BufReader::new(stream.try_clone().map_err(io)?);
+    let theirs = read_line(&mut reader)
+        .map_err(io)?
+        .and_then(|l| l.strip_prefix("challenge ").and_then(unhex))
+        .ok_or_else(|| format!("{address} sent no challenge"))?;
+    let mine = challenge().map_err(|e| e.to_string())?;
+    let line = format!("mesh {me} {to} {}", hex(&mine));
+    let secret = config.secret.as_ref();
+    send_line(&mut stream, &line).map_err(io)?;
+    send_line(
+        &mut stream,
+        &mac_line(secret, &[MESH_LABEL, &theirs, line.as_bytes()]),
+    )
+    .map_err(io)?;
+    let (Some(reply), Some(mac)) = (
+        read_line(&mut reader).map_err(io)?,
+        read_line(&mut reader).map_err(io)?,
+    ) else {
+        return Err(format!(
+            "{address} closed the link (another job or secret?)"
+        ));
+    };
+    if reply != "ok" {
+        return Err(format!("{address} refused the link: {reply}"));
+    }
+    if let Some(secret) = secret {
+        let tag = mac.strip_prefix("mac ").and_then(unhex);
+        let parts: [&[u8]; 3] = [MESH_REPLY_LABEL, &mine, reply.as_bytes()];
+        if !tag.is_some_and(|tag| secret.verify(&parts, &tag)) {
+            return Err(format!("{address} failed authentication"));
+        }
+    }
+    Ok(Joined {
+        stream,
+        reader,
+        lead_challenge: theirs,
+        follow_challenge: mine,
+        mesh: None,
+    })
+}
+
+/// Takes the mesh links of the processes numbered above `me`, until each has come or the
+/// deadline; connections that do not open a link of this job (see [`form_mesh`]) are
+/// logged and dropped.
+fn accept_mesh(
+    listener: TcpListener,
+    me: usize,
+    n: usize,
+    config: &ControlConfig,
+    deadline: Instant,
+) -> Vec<(usize, Joined)> {
+    let mut links: Vec<(usize, Joined)> = Vec::new();
+    if listener.set_nonblocking(true).is_err() {
+        return links;
+    }
+    while links.len() < n - me - 1 && Instant::now() < deadline {
+        let (stream, from) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            Err(_) => break,
+        };
+        match open_mesh(stream, me, n, config, &links) {
+            Ok(link) => links.push(link),
+            Err(why) => eprintln!("neardup: ignored a mesh connection from {from}: {why}"),
+        }
+    }
+    links
+}
+
+/// The accepting side of one mesh link.
+fn open_mesh(
+    stream: TcpStream,
+    me: usize,
+    n: usize,
+    config: &ControlConfig,
+    links: &[(usize, Joined)],
+) -> Result<(usize, Joined), String> {
+    let io = |e: std::io::Error| e.to_string();
+    stream.set_nonblocking(false).map_err(io)?;
+    stream.set_read_timeout(Some(HELLO_TIMEOUT)).map_err(io)?;
+    stream.set_write_timeout(Some(HELLO_TIMEOUT)).map_err(io)?;
+    let mut stream = stream;
+    let mine = challenge().map_err(|e| e.to_string())?;
+    send_line(&mut stream, &format!("challenge {}", hex(&mine))).map_err(io)?;
+    let mut reader = BufReader::new(stream.try_clone().map_err(io)?);
+    let (Some(line), Some(mac)) = (
+        read_line(&mut reader).map_err(io)?,
+        read_line(&mut reader).map_err(io)?,
+    ) else {
+        return Err("closed without opening a link".into());
+    };
+    let tag = mac.strip_prefix("mac ").unwrap_or("");
+    match (&config.secret, tag) {
+        (Some(_), "none") => return Err("it has no secret".into()),
+        (Some(secret), tag) => {
+            let parts: [&[u8]; 3] = [MESH_LABEL, &mine, line.as_bytes()];
+            if !unhex(tag).is_some_and(|tag| secret.verify(&parts, &tag)) {
+                return Err("failed authentication".into());
+            }
+        }
+        (None, "none") => {}
+        (None, _) => return Err("it has a secret and this process has none".into()),
+    }
+    let fields: Vec<&str> = line.split(' ').collect();
+    let (from, to, theirs) = match fields.as_slice() {
+        ["mesh", from, to, theirs] => (from.parse::<usize>(), to.parse::<usize>(), unhex(theirs)),
+        _ => return Err("not a mesh link of the control protocol".into()),
+    };
+    let (Ok(from), Ok(to), Some(theirs)) = (from, to, theirs) else {
+        return Err("a malformed mesh line".into());
+    };
+    if to != me || from <= me || from >= n || links.iter().any(|(i, _)| *i == from) {
+        return Err(format!("an unexpected link from process {from} to {to}"));
+    }
+    send_line(&mut stream, "ok").map_err(io)?;
+    let secret = config.secret.as_ref();
+    send_line(
+        &mut stream,
+        &mac_line(secret, &[MESH_REPLY_LABEL, &theirs, b"ok"]),
+    )
+    .map_err(io)?;
+    Ok((
+        from,
+        Joined {
+            stream,
+            reader,
+            lead_challenge: mine,
+            follow_challenge: theirs,
+            mesh: None,
+        },
+    ))
+}
+
 /// A heartbeat connection being set up: the peer's index, the sending end, the reading end
 /// and the key that opens the peer's lines.
 type Peer = (
@@ -1060,6 +1336,7 @@ fn start_heartbeat(
         let sender = Sender {
             stream: j.stream,
             key: send_key,
+            muted: link_dropped(me, i),
         };
         peers.push((i, Arc::new(Mutex::new(sender)), j.reader, receive_key));
     }

@@ -13,7 +13,8 @@ use timely::dataflow::operators::{Probe, ToStream};
 use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
-use crate::config::{JobConfig, JobInput};
+use crate::config::resume::Examined;
+use crate::config::{JobConfig, JobInput, Resume};
 use crate::control;
 use crate::output;
 use crate::plan::home::HomeTable;
@@ -23,6 +24,7 @@ use crate::report::{JobSummary, Parameters, WorkerReport};
 use crate::stages::clusters::{count_duplicate_ids, local_forest, merge_forests, write_clusters};
 use crate::stages::exact::fold_exact;
 use crate::stages::fingerprint::fingerprint;
+use crate::stages::fingerprint::resume::resumed_docs;
 use crate::stages::near::search_tables;
 use crate::stages::pairs::write_pairs;
 use crate::stages::read::read_units;
@@ -40,8 +42,17 @@ use crate::JobError;
 /// [`neardup_io::lock`]): the output and `--write-dedup` directories by the process that
 /// prepares them (process 0), each process's spill directory by that process. A job
 /// running in this process can be stopped from outside with [`output::stop::stop`].
-pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
+pub fn run_job(mut config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary, JobError> {
     crate::config::validate(&config)?;
+    if config.resume == Resume::Asked {
+        // What the directory holds decides how the job starts (see crate::config::resume).
+        config.resume = match crate::config::resume::examine(&config)? {
+            Examined::Nothing => Resume::Off,
+            Examined::Incomplete { .. } => Resume::Asked,
+            Examined::Fingerprints { parts } => Resume::From(parts),
+        };
+    }
+    let config = config;
     let lead = config.parallelism.process == 0;
     let mut held = Held::default();
     let prepare = |held: &mut Held| -> Result<(), JobError> {
@@ -62,7 +73,25 @@ pub fn run_job(config: JobConfig, progress: Arc<Progress>) -> Result<JobSummary,
                 what: "--write-dedup directory",
             });
         }
-        held.outputs = Some(output::prepare(&targets, config.overwrite)?);
+        held.outputs = Some(match &config.resume {
+            Resume::From(_) => {
+                // The failed run's fingerprints and resume parts stay; the rest goes.
+                let mut prepared = neardup_io::run_dir::prepare_resume(
+                    &targets[0],
+                    &[output::Table::Fingerprints],
+                )?;
+                if targets.len() > 1 {
+                    prepared.absorb(output::prepare(&targets[1..], true)?);
+                }
+                prepared
+            }
+            // The same job's failed run, fingerprints incomplete: replaced (resume asked).
+            Resume::Asked => output::prepare(&targets, true)?,
+            Resume::Off => output::prepare(&targets, config.overwrite)?,
+        });
+        if !matches!(config.resume, Resume::From(_)) {
+            crate::config::resume::write_record(&config)?;
+        }
         Ok(())
     };
     let dedup = |config: &JobConfig, result: Result<JobSummary, JobError>| match (
@@ -338,7 +367,13 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
     });
     // The scheme the fingerprint stage uses: the job's, with TF-IDF weights filled in.
     let mut scheme = shared.config.scheme.clone();
-    if let neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_)) = scheme.method {
+    let resumed = matches!(shared.config.resume, Resume::From(_));
+    let tf_idf = matches!(
+        scheme.method,
+        neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_))
+    );
+    // A resumed run has its fingerprints: no document frequencies to count.
+    if tf_idf && !resumed {
         // A first pass counts document frequencies; its reader's counters are its own.
         let pass = Rc::new(WorkerCtx {
             shared: shared.clone(),
@@ -372,8 +407,12 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
     // What the fingerprint stage hands to verification, at each document's home.
     let sets = ShingleSets::default();
     worker.dataflow::<u64, _, _>(|scope| {
-        let raw = read_units(scope, ctx.clone(), fingerprinted.clone());
-        let docs = fingerprint(raw, ctx.clone(), scheme, sets.clone()).probe_with(&fingerprinted);
+        let docs = if resumed {
+            resumed_docs(scope, ctx.clone())
+        } else {
+            let raw = read_units(scope, ctx.clone(), fingerprinted.clone());
+            fingerprint(raw, ctx.clone(), scheme, sets.clone()).probe_with(&fingerprinted)
+        };
         count_duplicate_ids(docs.clone(), ctx.clone());
         let (reps, exact_edges) = fold_exact(docs.clone(), ctx.clone());
         let revisit_edges = crate::stages::revisits::link_revisits(docs.clone(), ctx.clone());
@@ -527,6 +566,12 @@ fn finalize(mut report: WorkerReport, shared: &Shared) -> JobSummary {
     let _ = std::fs::remove_dir(config.spill_root());
     if let Err(e) = output::commit(&config.output, &mut summary) {
         summary.errors.push(e.to_string());
+    }
+    if config.output.join(neardup_io::run_dir::SUCCESS).is_file() {
+        // Complete: nothing left to resume.
+        if let Err(e) = neardup_io::run_dir::remove_resume(&config.output) {
+            summary.warnings.push(e.to_string());
+        }
     }
     summary
 }

@@ -473,7 +473,8 @@ mod tests {
             ..Default::default()
         };
         report.add_network([("exact".to_string(), 60)].into());
-        let back: WorkerReport = bincode::deserialize(&bincode::serialize(&report).unwrap()).unwrap();
+        let back: WorkerReport =
+            bincode::deserialize(&bincode::serialize(&report).unwrap()).unwrap();
         assert_eq!(back.documents, 3);
         let parameters = Parameters {
             scheme: "simhash-doc".into(),

@@ -9,7 +9,14 @@
 //!   .neardup                              marker: neardup wrote this directory
 //!   .neardup.lock                         while a run writes it: the lock (crate::lock)
 //!   _SUCCESS                              written last, only when everything is complete
+//!   _resume/job.json                      what the job was (inputs, parameters), for --resume
+//!   _resume/part-00000.bin ...            per worker, once its fingerprints are committed
 //! ```
+//!
+//! `_resume/` is what a failed run leaves for `neardup run --resume` (see
+//! [`prepare_resume`]): the job record, written when the run starts, and each worker's
+//! fingerprinted documents as the later stages need them, committed right after its part
+//! of `fingerprints/`. A run that succeeds removes it ([`remove_resume`]).
 //!
 //! A deduplicated corpus (`--write-dedup DIR`) is a directory of the same
 //! kind: the kept files, [`REMOVED`], [`MARKER`] (which lists the kept files) and [`SUCCESS`].
@@ -58,6 +65,10 @@ pub const MARKER: &str = ".neardup";
 pub const MARKER_TEXT: &str = "neardup output\n";
 /// The default spill directory inside the output directory.
 pub const SPILL: &str = "_spill";
+/// What a failed run leaves for `--resume`: the job record and the resume parts.
+pub const RESUME: &str = "_resume";
+/// The job record's name inside [`RESUME`].
+pub const JOB_RECORD: &str = "job.json";
 
 /// A table of a run: a directory of part files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +112,11 @@ pub fn part_file_name(part: usize) -> String {
     format!("part-{part:05}.parquet")
 }
 
+/// The committed name of worker `part`'s resume part inside [`RESUME`].
+pub fn resume_part_name(part: usize) -> String {
+    format!("part-{part:05}.bin")
+}
+
 /// The paths of one run directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunDir {
@@ -127,6 +143,11 @@ impl RunDir {
     /// The summary.
     pub fn summary(&self) -> PathBuf {
         self.root.join(SUMMARY)
+    }
+
+    /// What a failed run leaves for `--resume`.
+    pub fn resume(&self) -> PathBuf {
+        self.root.join(RESUME)
     }
 }
 
@@ -447,7 +468,7 @@ pub fn own_entries(dir: &Path) -> Result<Vec<PathBuf>, IoError> {
             continue;
         }
         let own = if is_dir {
-            if name == SPILL {
+            if name == SPILL || name == RESUME {
                 true
             } else if TABLES
                 .iter()
@@ -565,7 +586,75 @@ pub fn remove_temporaries(dir: &Path, parts: Option<std::ops::Range<usize>>) -> 
         sweep(&dir.join(table.dir_name()), &part);
     }
     sweep(&dir.join(Table::Substrings.dir_name()), &part);
+    let resume_part = |name: &str| {
+        name.strip_suffix(".bin")
+            .map(|n| format!("{n}.parquet"))
+            .is_some_and(|n| part(&n))
+            || (parts.is_none() && name == JOB_RECORD)
+    };
+    sweep(&dir.join(RESUME), &resume_part);
     removed
+}
+
+/// Makes a failed run's directory `target.dir` ready to be resumed: locks it, then removes
+/// what `--overwrite` would (the directory must be a neardup output holding nothing else,
+/// see [`own_entries`]) except the tables in `keep` and [`RESUME`], whose temporary files
+/// alone go. `_SUCCESS` goes first, as in [`prepare_all`]; the tables are created if
+/// missing and the marker rewritten. The caller has checked that the run is the same job.
+pub fn prepare_resume(target: &Target, keep: &[Table]) -> Result<Prepared, IoError> {
+    let dir = target.dir;
+    if let Some(holder) = DirLock::holder(dir, LOCK) {
+        return Err(IoError::Locked {
+            path: dir.to_path_buf(),
+            what: target.what,
+            holder,
+        });
+    }
+    let mut prepared = Prepared::default();
+    prepared
+        .locks
+        .push(DirLock::acquire(dir, LOCK, target.what)?);
+    check_protected(dir, target.protect)?;
+    let kept: Vec<PathBuf> = keep
+        .iter()
+        .map(|t| dir.join(t.dir_name()))
+        .chain([dir.join(RESUME)])
+        .collect();
+    let doomed: Vec<PathBuf> = own_entries(dir)?
+        .into_iter()
+        .filter(|p| !kept.contains(p))
+        .collect();
+    clear(dir, &doomed)?;
+    let mut removed = Vec::new();
+    for kept in &kept {
+        let Ok(entries) = std::fs::read_dir(kept) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if temporary_of(&entry.file_name().to_string_lossy()).is_some() {
+                removed.push(entry.path());
+            }
+        }
+    }
+    for path in removed {
+        std::fs::remove_file(&path).map_err(prepare_err("cannot remove", &path))?;
+    }
+    for &table in target.tables {
+        let sub = dir.join(table.dir_name());
+        std::fs::create_dir_all(&sub).map_err(prepare_err("cannot create", &sub))?;
+    }
+    write_atomically(&dir.join(MARKER), MARKER_TEXT.as_bytes())?;
+    Ok(prepared)
+}
+
+/// Removes [`RESUME`] from a run directory (a complete run has nothing to resume).
+pub fn remove_resume(dir: &Path) -> Result<(), IoError> {
+    let resume = RunDir::new(dir).resume();
+    match std::fs::remove_dir_all(&resume) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(prepare_err("cannot remove", &resume)(e)),
+    }
 }
 
 /// Writes `summary.json` (the bytes given), then `_SUCCESS` if the run succeeded; each

@@ -158,6 +158,12 @@ pub struct RunArgs {
     /// When the run succeeds, also write OUTPUT/report.html (see `neardup report`)
     #[arg(long)]
     pub report: bool,
+    /// Take up a failed run of the same command in --output: its fingerprints are reused,
+    /// so the corpus is not read again. Refused, naming the difference, when an input or a
+    /// parameter changed; a missing or empty --output starts from the beginning (see
+    /// docs/outputs.md)
+    #[arg(long, conflicts_with = "overwrite")]
+    pub resume: bool,
     #[command(flatten)]
     pub quality: QualityArgs,
     #[command(flatten)]
@@ -326,7 +332,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         min_paths: args.mirror_min_paths,
         min_share: args.mirror_min_share,
         ..Default::default()
-    });
+    })
+    .resume(args.resume);
     let config = args
         .job
         .configure(args.quality.configure(builder))?
@@ -356,6 +363,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
         if args.update_index && args.job.cluster.process == 0 {
             update = Some(neardup_io::index::IndexWriter::open(dir)?);
         }
+    }
+    if args.resume && !args.job.quiet {
+        resume_notice(&config, args.job.log_format);
     }
     let k = config.design.k();
     let output = config.output.clone();
@@ -392,6 +402,31 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Says how `--resume` will start (refusals are the job's errors, reported by it).
+fn resume_notice(config: &JobConfig, format: LogFormat) {
+    use neardup_dataflow::config::resume::{examine, Examined};
+    let dir = config.output.display();
+    let notice = match examine(config) {
+        Ok(Examined::Nothing) => format!("--resume: nothing to resume in {dir}: starting from the beginning"),
+        Ok(Examined::Incomplete { committed, expected }) => format!(
+            "--resume: the failed run in {dir} committed the fingerprints of {committed} of {expected} workers: reading the corpus again"
+        ),
+        Ok(Examined::Fingerprints { parts }) => format!(
+            "--resume: reusing the fingerprints of the failed run in {dir} ({} parts): the corpus is not read",
+            parts.len()
+        ),
+        Err(_) => return,
+    };
+    if format == LogFormat::Json {
+        eprintln!(
+            "{}",
+            serde_json::json!({"event": "notice", "notice": notice})
+        );
+    } else {
+        eprintln!("neardup: notice: {notice}");
+    }
 }
 
 pub fn search(args: &SearchArgs) -> Result<()> {

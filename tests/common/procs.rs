@@ -63,6 +63,35 @@ impl Proc {
         }
     }
 
+    /// [`Proc::spawn`] with a pipe to the child's stdin, handed back: a child reading `-`
+    /// waits for more input until the pipe is dropped.
+    pub fn spawn_with_stdin(
+        name: impl Into<String>,
+        mut cmd: Command,
+    ) -> (Proc, std::process::ChildStdin) {
+        for var in ENV_VARS {
+            cmd.env_remove(var);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let name = name.into();
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({cmd:?}): {e}"));
+        let stdin = child.stdin.take().unwrap();
+        let stdout = collect(child.stdout.take().unwrap());
+        let stderr = collect(child.stderr.take().unwrap());
+        let proc = Proc {
+            name,
+            child,
+            stderr,
+            stdout,
+            status: None,
+        };
+        (proc, stdin)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

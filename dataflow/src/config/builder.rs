@@ -109,6 +109,19 @@ pub enum ConfigError {
     KeepColumnOnFingerprints,
     #[error("no input files")]
     NoInputs,
+    #[error("--resume: {} is a complete run (it has _SUCCESS): nothing to resume; use --overwrite to run it again", dir.display())]
+    ResumeComplete { dir: PathBuf },
+    #[error("--resume: {} has no job record ({}): it cannot be told to be the same job; use --overwrite to replace it", dir.display(), record.display())]
+    ResumeNoRecord { dir: PathBuf, record: PathBuf },
+    #[error("--resume: cannot read the job record {}: {cause}", path.display())]
+    ResumeRecord { path: PathBuf, cause: String },
+    #[error("--resume: {} was written by another job (this run vs that one): {}; run the same command again, or use --overwrite to replace it", dir.display(), differences.join(", "))]
+    ResumeMismatch {
+        dir: PathBuf,
+        differences: Vec<String>,
+    },
+    #[error("--resume: {0}")]
+    ResumeUnsupported(&'static str),
     #[error("{files} input files: at most {max} are supported")]
     TooManyFiles { files: usize, max: usize },
 }
@@ -144,6 +157,17 @@ impl JobConfigBuilder {
             min_jaccard: None,
             verify_shingle: None,
         }
+    }
+
+    /// `--resume`: reuse what a failed run of the same job left in the output directory
+    /// (see [`crate::config::resume`]).
+    pub fn resume(mut self, on: bool) -> Self {
+        self.config.resume = if on {
+            crate::config::Resume::Asked
+        } else {
+            crate::config::Resume::Off
+        };
+        self
     }
 
     /// The fingerprint scheme (default: simhash-doc).
@@ -449,6 +473,9 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
     }
     if fingerprints && config.write_dedup.is_some() {
         return Err(ConfigError::DedupNeedsDocuments);
+    }
+    if config.resume != super::Resume::Off {
+        super::resume::supported(config)?;
     }
     match (config.keep.column(), &config.input) {
         (Some(column), JobInput::Documents { fields, .. })

@@ -35,6 +35,7 @@ use neardup_io::record::FieldSpec;
 mod builder;
 mod keep;
 mod parallelism;
+pub mod resume;
 mod substrings;
 
 pub use builder::{
@@ -44,6 +45,7 @@ pub use builder::{
 };
 pub use keep::KeepPolicy;
 pub use parallelism::Parallelism;
+pub use resume::Resume;
 pub use substrings::{SubstringJob, DEFAULT_BLOCK_BYTES};
 
 /// Records a reader hands on per batch (one batch is one timestamp of the dataflow).
@@ -178,6 +180,8 @@ pub struct JobConfig {
     pub mirrors: neardup_core::mirrors::MirrorParams,
     /// Search repeated passages (`neardup substrings`, `run --substrings`).
     pub substrings: Option<SubstringJob>,
+    /// `--resume`: reuse what a failed run of the same job left (see [`resume`]).
+    pub resume: Resume,
 }
 
 impl JobConfig {
@@ -214,6 +218,7 @@ impl JobConfig {
             batch_bytes: DEFAULT_BATCH_BYTES,
             batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
             command_line: Vec::new(),
+            resume: Resume::Off,
             substrings: None,
             url_normalize: neardup_core::urlnorm::UrlNormalize::Standard,
             mirrors: neardup_core::mirrors::MirrorParams::default(),

@@ -7,6 +7,7 @@
 //! results back to (its clusters row is written by its home).
 
 pub mod idf;
+pub mod resume;
 
 use std::rc::Rc;
 
@@ -67,6 +68,8 @@ struct FingerprintState {
     /// A second fingerprinter for verification shingles, when they differ from the scheme's.
     shingler: Option<Fingerprinter>,
     writer: Option<PartWriter<FingerprintRow>>,
+    /// What `--resume` reads back of this worker's documents (see [`resume`]).
+    resume: Option<resume::ResumeWriter>,
     /// Where the shingle sets for verification go.
     sets: ShingleSets,
     /// The parsed fields of the current JSONL line, reused so that its text buffer is
@@ -103,6 +106,16 @@ impl FingerprintState {
         } else {
             None
         };
+        let resume = match writer {
+            Some(_) => match resume::ResumeWriter::create(&config.output, ctx.part()) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    ctx.fail(e.to_string());
+                    None
+                }
+            },
+            None => None,
+        };
         // Feature sets are kept unsorted: only documents in a candidate pair are ever
         // compared, and verification sorts a set the first time it is needed.
         let mut shingler = shingler_for(&scheme, ctx.shared.config.verify);
@@ -115,6 +128,7 @@ impl FingerprintState {
             fingerprinter,
             shingler,
             writer,
+            resume,
             sets,
             record: Record::default(),
             positions: Vec::new(),
@@ -275,7 +289,7 @@ impl FingerprintState {
         if !fp.is_empty() {
             self.keep_shingles(doc_id, &record.text);
         }
-        Some(DocFp {
+        let doc = DocFp {
             doc_id,
             simhash: fp.simhash,
             exact_key,
@@ -287,7 +301,21 @@ impl FingerprintState {
             url_key,
             host_hash,
             page: page.map(Box::new),
-        })
+        };
+        if let Some(resume) = self.resume.as_mut() {
+            if let Err(e) = resume.push(&doc) {
+                // Resuming is a convenience: the run itself goes on without it.
+                self.ctx
+                    .report
+                    .borrow_mut()
+                    .warnings
+                    .push(format!("{e}: this run cannot be resumed if it fails"));
+                if let Some(resume) = self.resume.take() {
+                    resume.discard();
+                }
+            }
+        }
+        Some(doc)
     }
 
     /// With verification on, keeps the document's shingle set (unsorted) at its home for
@@ -347,6 +375,24 @@ impl FingerprintState {
                     .parts
                     .push(path.display().to_string()),
                 Err(e) => self.ctx.fail(e.to_string()),
+            }
+        }
+        if let Some(resume) = self.resume.take() {
+            let counts = resume::fingerprint_counts(&self.ctx.report.borrow());
+            if !self.ctx.report.borrow().errors.is_empty() {
+                resume.discard();
+            } else if let Err(e) = resume.commit(counts) {
+                self.ctx
+                    .report
+                    .borrow_mut()
+                    .warnings
+                    .push(format!("{e}: this run cannot be resumed if it fails"));
+            } else {
+                let parallelism = &self.ctx.shared.config.parallelism;
+                resume::kill_hook(
+                    &self.ctx.shared.config.output,
+                    parallelism.processes() * parallelism.workers,
+                );
             }
         }
         self.ctx.stage_done("fingerprint");
