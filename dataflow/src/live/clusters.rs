@@ -46,6 +46,9 @@ use timely::communication::allocator::Allocator;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
 use timely::worker::Worker;
 
+/// What the dataflow reported since the last commit: `((doc, label), diff)`.
+type Reported = Rc<RefCell<Vec<((u64, u64), isize)>>>;
+
 /// A label change: the document, its cluster label before and after (`None`: not present).
 pub type LabelChange = (u64, Option<u64>, Option<u64>);
 
@@ -56,7 +59,7 @@ pub struct LiveClusters {
     edges: InputSession<u64, (u64, u64), isize>,
     probe: ProbeHandle<u64>,
     /// What the dataflow reported since the last commit: `((doc, label), diff)`.
-    reported: Rc<RefCell<Vec<((u64, u64), isize)>>>,
+    reported: Reported,
     /// Each present document's label: the smallest document number of its cluster.
     labels: HashMap<u64, u64>,
     /// The members of each label's cluster.
@@ -83,7 +86,7 @@ impl LiveClusters {
         let mut nodes = InputSession::new();
         let mut edges = InputSession::new();
         let probe = ProbeHandle::new();
-        let reported: Rc<RefCell<Vec<((u64, u64), isize)>>> = Rc::default();
+        let reported: Reported = Rc::default();
         let sink = reported.clone();
         let probe_in = probe.clone();
         worker.dataflow::<u64, _, _>(|scope| {
