@@ -24,6 +24,7 @@ use std::rc::Rc;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::Map;
 use timely::dataflow::StreamVec;
 
 use crate::records::{DocFp, Edge, EdgeKind};
@@ -35,19 +36,22 @@ pub fn link_urls<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Edge> {
-    docs.unary_frontier(
-        Exchange::new(ctx.meter("urls", |d: &DocFp| d.url_key.map_or(0, |k| k as u64))),
+    // Only what the grouping needs travels, and only for documents with a URL:
+    // `(normalized URL key, doc_id, rank)`, 32 bytes.
+    docs.flat_map(|d| {
+        d.url_key
+            .filter(|_| !d.empty)
+            .map(|k| (k, d.doc_id, d.rank))
+    })
+    .unary_frontier(
+        Exchange::new(ctx.meter("urls", |&(k, _, _): &(u128, u64, u64)| k as u64)),
         "LinkUrls",
         move |cap, _| {
             let mut cap = Some(cap);
             let mut seen: Vec<(u128, u64, u64)> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each(|_, data| {
-                    seen.extend(
-                        data.drain(..)
-                            .filter(|d| !d.empty)
-                            .filter_map(|d| d.url_key.map(|k| (k, d.doc_id, d.rank))),
-                    );
+                    seen.extend(data.drain(..));
                 });
                 if frontier.is_empty() {
                     if let Some(cap) = cap.take() {
