@@ -129,6 +129,7 @@ def main():
     ap.add_argument("--work", default="/tmp/substrings-bench")
     ap.add_argument("--neardup")
     ap.add_argument("--reference")
+    ap.add_argument("--max-mb", type=float, help="only the first documents, up to this many MB of text")
     args = ap.parse_args()
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     neardup = args.neardup or os.path.join(target, "release", "neardup")
@@ -142,6 +143,20 @@ def main():
         reference = os.path.join(target, "release", "dedup_dataset")
 
     texts = read_texts(args.corpus)
+    corpus = args.corpus
+    if args.max_mb:
+        # A prefix of the corpus, written as JSONL for neardup (same documents, same numbers).
+        kept, total = [], 0
+        for t in texts:
+            if total >= args.max_mb * 1e6:
+                break
+            kept.append(t)
+            total += len(t or b"")
+        texts = kept
+        corpus = os.path.join(args.work, "prefix.jsonl")
+        with open(corpus, "w") as f:
+            for t in texts:
+                f.write(json.dumps({"text": (t or b"").decode("utf-8")}) + "\n")
     # The reference's input: separator + 4-byte number + text per document.
     data_file = os.path.join(args.work, "data.bin")
     starts = []
@@ -156,7 +171,7 @@ def main():
             f.write(t)
             pos += len(t)
     text_bytes = sum(len(t or b"") for t in texts)
-    print(f"corpus {args.corpus}: {len(texts)} documents, {text_bytes / 1e6:.1f} MB of text; N = {args.min_bytes}")
+    print(f"corpus {corpus}: {len(texts)} documents, {text_bytes / 1e6:.1f} MB of text; N = {args.min_bytes}")
     print(f"machine: {os.cpu_count()} cores; " + open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].strip(": \t"))
 
     results = {}
@@ -182,7 +197,7 @@ def main():
         for w in args.workers.split(","):
             out = os.path.join(args.work, f"out-w{w}")
             res = timed([neardup, "substrings", "-q", "-w", w, "--min-bytes", n, "--occurrences", "all",
-                         "--no-id", "--overwrite", "--output", out, args.corpus])
+                         "--no-id", "--overwrite", "--output", out, corpus])
             results.setdefault(f"neardup -w {w}", []).append(res)
             print(f"run {r}: neardup -w {w} wall {res[0]:.1f}s cpu {res[1]:.1f}s peak {res[2] / 1024:.0f} MiB", flush=True)
 

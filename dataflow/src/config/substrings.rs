@@ -4,11 +4,11 @@ use neardup_core::substrings::Settings;
 
 /// The most text one worker puts under one suffix array (`Block` in
 /// `neardup_core::substrings`). A block costs about 5 bytes of memory per byte of text while its
-/// suffix array exists (the text, 4 bytes of suffix array per byte); 64 MiB keeps that
-/// near 320 MiB per worker. Measured on dev-medium text with 2 workers (2-core Xeon): blocks of
-/// 16, 64 and 256 MiB took within 5% of one another, as libsais is linear and the scans
-/// dominate; smaller blocks only add records, since windows repeated across blocks are
-/// found through the exchange instead of inside the suffix array.
+/// suffix array exists (the text, 4 bytes of suffix array per byte), so 64 MiB keeps that near
+/// 320 MiB per worker. Not tuned by measurement: libsais is linear in the block, so the block
+/// size moves memory, not time, except that windows repeated across blocks travel as records
+/// instead of being grouped inside one suffix array (more records at the owners when blocks
+/// are small).
 pub const DEFAULT_BLOCK_BYTES: usize = 64 << 20;
 
 /// A search for repeated passages.
