@@ -51,7 +51,7 @@ pub fn link_urls<'s>(
             let mut seen: Vec<(u128, u64, u64)> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each(|_, data| {
-                    seen.extend(data.drain(..));
+                    seen.append(data);
                 });
                 if frontier.is_empty() {
                     if let Some(cap) = cap.take() {
