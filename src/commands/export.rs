@@ -206,7 +206,7 @@ impl<'a> Names<'a> {
             .and_then(|ids| ids.get(&doc_id))
             .and_then(|i| i.as_deref())
         {
-            Some(id) => write_tsv_field(out, id),
+            Some(id) => crate::commands::hash::write_tsv_field(out, id),
             None => write!(out, "{doc_id}"),
         }
     }
@@ -360,29 +360,9 @@ fn write_substrings(
     Ok(())
 }
 
-/// Writes an id as one TSV field: tab, newline, carriage return and backslash escaped as
-/// `\t`, `\n`, `\r` and `\\` (the rule of `neardup hash`'s TSV).
-fn write_tsv_field(out: &mut impl Write, field: &str) -> std::io::Result<()> {
-    let bytes = field.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escaped: &[u8] = match b {
-            b'\t' => b"\\t",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\\' => b"\\\\",
-            _ => continue,
-        };
-        out.write_all(&bytes[start..i])?;
-        out.write_all(escaped)?;
-        start = i + 1;
-    }
-    out.write_all(&bytes[start..])
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::commands::hash::write_tsv_field;
 
     #[test]
     fn ids_are_escaped_like_hash_does() {

@@ -367,7 +367,7 @@ fn base32_13(v: u64) -> [u8; 13] {
 
 /// Writes an id as one TSV field: tab, newline, carriage return and backslash are escaped
 /// as `\t`, `\n`, `\r` and `\\`, so every document is exactly one line of three fields.
-fn write_tsv_field(out: &mut impl Write, field: &str) -> io::Result<()> {
+pub(crate) fn write_tsv_field(out: &mut impl Write, field: &str) -> io::Result<()> {
     let bytes = field.as_bytes();
     if !bytes
         .iter()

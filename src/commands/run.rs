@@ -521,20 +521,24 @@ fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
                     serde_json::json!({"event": "failed", "errors": summary.errors})
                 );
             }
-            let first = summary.errors.first().cloned().unwrap_or_default();
-            let more = summary.errors.len().saturating_sub(1);
-            let more = if more > 0 {
-                format!(" (and {more} more errors)")
-            } else {
-                String::new()
-            };
-            bail!(
-                "{first}{more}; no _SUCCESS was written in {}",
-                output.display()
-            )
+            Err(failed(&summary, &output))
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The error of a job that ran and failed: its first error, how many more, and that no
+/// `_SUCCESS` was written.
+pub(crate) fn failed(summary: &JobSummary, output: &std::path::Path) -> anyhow::Error {
+    let first = summary.errors.first().cloned().unwrap_or_default();
+    let more = match summary.errors.len().saturating_sub(1) {
+        0 => String::new(),
+        more => format!(" (and {more} more errors)"),
+    };
+    anyhow::anyhow!(
+        "{first}{more}; no _SUCCESS was written in {}",
+        output.display()
+    )
 }
 
 fn report(summary: &JobSummary, near_rule: &str, output: &std::path::Path, format: LogFormat) {

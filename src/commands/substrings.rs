@@ -164,19 +164,7 @@ pub fn run(args: &SubstringsArgs) -> Result<()> {
             }
             Ok(())
         }
-        Err(JobError::Failed(summary)) => {
-            let first = summary.errors.first().cloned().unwrap_or_default();
-            let more = summary.errors.len().saturating_sub(1);
-            let more = if more > 0 {
-                format!(" (and {more} more errors)")
-            } else {
-                String::new()
-            };
-            bail!(
-                "{first}{more}; no _SUCCESS was written in {}",
-                output.display()
-            )
-        }
+        Err(JobError::Failed(summary)) => Err(super::run::failed(&summary, &output)),
         Err(e) => Err(e.into()),
     }
 }
