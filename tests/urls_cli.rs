@@ -742,3 +742,162 @@ fn mirrors_of_real_pages_in_an_archive() {
         }
     }
 }
+
+/// The host of each document's normalized URL (every URL of `web()` has one).
+fn hosts_of(out: &Path) -> BTreeMap<u64, String> {
+    url_normalized(out)
+        .into_iter()
+        .map(|(doc, url)| {
+            let rest = url.unwrap().strip_prefix("http://").unwrap().to_owned();
+            (doc, rest[..rest.find('/').unwrap()].to_owned())
+        })
+        .collect()
+}
+
+/// The kept documents of a run's clusters/ (of clusters of two or more).
+fn kept(out: &Path) -> BTreeSet<u64> {
+    clusters(out)
+        .iter()
+        .filter(|c| c.cluster_id >= 0 && c.keep)
+        .map(|c| c.doc_id)
+        .collect()
+}
+
+/// The oracle of `--keep canonical-host`, recomputed from the run's clusters/, the
+/// documents' hosts and hosts/: in each cluster, the smallest `(on a mirroring host, inner
+/// rank, doc_id)`, a mirroring host being one whose canonical host is another. Returns the
+/// kept documents and how many clusters' kept document differs from the inner policy's.
+fn oracle_keep(out: &Path, inner: impl Fn(u64) -> i64) -> (BTreeSet<u64>, u64) {
+    let hosts = hosts_of(out);
+    let mirroring: BTreeSet<String> = host_rows(out)
+        .into_iter()
+        .filter(|h| h.0 != h.3)
+        .map(|h| h.0)
+        .collect();
+    let mut members: BTreeMap<i64, Vec<u64>> = BTreeMap::new();
+    for c in clusters(out).iter().filter(|c| c.cluster_id >= 0) {
+        members.entry(c.cluster_id).or_default().push(c.doc_id);
+    }
+    let (mut keep, mut moved) = (BTreeSet::new(), 0);
+    for docs in members.values() {
+        let by_inner = *docs.iter().min_by_key(|&&d| (inner(d), d)).unwrap();
+        let best = *docs
+            .iter()
+            .min_by_key(|&&d| (mirroring.contains(&hosts[&d]), inner(d), d))
+            .unwrap();
+        keep.insert(best);
+        moved += u64::from(best != by_inner);
+    }
+    (keep, moved)
+}
+
+#[test]
+fn keep_canonical_host_keeps_the_copy_on_the_mirror_groups_canonical_host() {
+    let dir = tempfile::tempdir().unwrap();
+    // In reverse order, the first copy of every mirrored page is on a mirroring host
+    // (ads.com), except a.html's: its recrawl on origin.org comes first.
+    let docs: Vec<(String, String)> = web().into_iter().rev().collect();
+    let time = |i: u64| 1_600_000_000 + ((i * 7919) % 101) as i64 * 1000;
+    let lines: Vec<String> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, (url, text))| {
+            json!({"id": format!("p{i}"), "text": text, "url": url, "time": time(i as u64)})
+                .to_string()
+        })
+        .collect();
+    let input = write(
+        &dir.path().join("web.jsonl"),
+        (lines.join("\n") + "\n").as_bytes(),
+    );
+    let mut first = None;
+    for workers in ["1", "2", "4"] {
+        // Without capture times the inner policy is first.
+        let out = dir.path().join(format!("out-{workers}"));
+        let args = [
+            "-w",
+            workers,
+            "--url-field",
+            "url",
+            "--keep",
+            "canonical-host",
+        ];
+        run_ok(&out, &args, &[&input]);
+        let s = summary(&out);
+        assert_eq!(s["parameters"]["keep"], "canonical-host:first");
+        let (expected, moved) = oracle_keep(&out, |_| 0);
+        assert_eq!(kept(&out), expected, "-w {workers}");
+        assert_eq!(count(&s, "keep_moved_to_canonical_host"), moved);
+        // By hand: the 8 clusters within the mirror group keep their origin.org copy (7 of
+        // them moved off ads.com); part.io is in no group, so /sub/ keeps its first copies,
+        // there.
+        let hosts = hosts_of(&out);
+        let on = |host: &str| kept(&out).iter().filter(|d| hosts[d] == host).count();
+        assert_eq!(
+            (
+                on("origin.org"),
+                on("ads.com"),
+                on("mirror.net"),
+                on("part.io")
+            ),
+            (8, 0, 0, 5)
+        );
+        assert_eq!(moved, 7);
+        // With capture times, the default inner policy is newest.
+        let timed = dir.path().join(format!("timed-{workers}"));
+        let args = [
+            "-w",
+            workers,
+            "--url-field",
+            "url",
+            "--time-field",
+            "time",
+            "--keep",
+            "canonical-host",
+        ];
+        run_ok(&timed, &args, &[&input]);
+        let s = summary(&timed);
+        assert_eq!(s["parameters"]["keep"], "canonical-host:newest");
+        let (expected, moved) = oracle_keep(&timed, |d| -time(d));
+        assert_eq!(kept(&timed), expected, "newest, -w {workers}");
+        assert_eq!(count(&s, "keep_moved_to_canonical_host"), moved);
+        assert!(moved > 0, "newest picks some mirroring copies");
+        // The clusters themselves are those of any other policy.
+        let ids = |out: &Path| -> Vec<(u64, i64)> {
+            clusters(out)
+                .iter()
+                .map(|c| (c.doc_id, c.cluster_id))
+                .collect()
+        };
+        assert_eq!(ids(&out), ids(&timed));
+        let result = (clusters(&out), clusters(&timed), host_rows(&out));
+        match &first {
+            None => first = Some(result),
+            Some(f) => assert_eq!(f, &result, "-w {workers} differs from -w 1"),
+        }
+    }
+    // The control: under first, 7 clusters keep their ads.com copy.
+    let control = dir.path().join("first");
+    run_ok(
+        &control,
+        &["--url-field", "url", "--keep", "first"],
+        &[&input],
+    );
+    let hosts = hosts_of(&control);
+    let on_ads = kept(&control)
+        .iter()
+        .filter(|d| hosts[d] == "ads.com")
+        .count();
+    assert_eq!(on_ads, 7);
+    assert_eq!(count(&summary(&control), "keep_moved_to_canonical_host"), 0);
+    // Without URLs there are no mirror groups: refused before anything is read.
+    let out = dir.path().join("no-urls");
+    let mut cmd = common::cli::neardup();
+    cmd.args(["run", "--keep", "canonical-host", "--output"])
+        .args([common::s(&out), common::s(&input)]);
+    common::cli::assert_fails(
+        &mut cmd,
+        &out,
+        &["--keep canonical-host:first needs the documents' URLs: web archives, or --url-field for JSONL and Parquet"],
+    );
+}

@@ -24,13 +24,20 @@
 //! key (the same normalized token stream), *near* otherwise (the same near-duplicate cluster:
 //! a mirror that inserts an advertisement line).
 //!
-//! **Boilerplate.** Pages every site has (`robots.txt`, a 404 page, a parked-domain
-//! template) form clusters spread over many hosts, and would pair every two of those hosts.
-//! Two rules keep them out: a cluster whose pages lie on more than
-//! [`MirrorParams::max_cluster_hosts`] distinct hosts is skipped whole (and counted), which
-//! also bounds the work of one cluster to `max_cluster_hosts^2 / 2` host pairs; and a host
-//! pair needs `min_paths` distinct shared paths, more than the handful of boilerplate pages
-//! two unrelated sites share.
+//! **Boilerplate and large mirror networks.** Pages every site has (`robots.txt`, a 404
+//! page, a parked-domain template) form clusters spread over many hosts, and comparing
+//! every two of their copies would cost `h(h-1)/2` host pairs for `h` hosts: half a
+//! trillion for a robots.txt a million hosts share. A mirror network is spread as widely
+//! (the Apache project once listed 281 mirrors), so skipping wide clusters would lose it.
+//! The *star rule*: a cluster whose pages lie on more than [`MirrorParams::max_cluster_hosts`]
+//! distinct hosts links each of its hosts only to its *anchor*, the host with the smallest
+//! name (`h - 1` host pairs instead of `h(h-1)/2`; counted as a star cluster). The pages of
+//! a mirror network all lie on the same hosts, so they all pick the same anchor: every
+//! mirror is reported against the anchor, and the mirror group in `hosts/` (connected
+//! mirrors) is still the whole network. A robots.txt shared by a million hosts costs a
+//! million links, each supporting one shared path between the anchor and one host, which
+//! stays under [`MirrorParams::min_paths`] like the handful of boilerplate pages any two
+//! unrelated sites share.
 //!
 //! The pieces ([`cluster_links`], [`count_links`], [`paths_under`], [`verdict`],
 //! [`mirror_groups`]) are what the dataflow stage runs on different workers (by cluster, by
@@ -60,11 +67,12 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const DEFAULT_MIN_PATHS: u64 = 5;
 /// The share of a prefix's pages that must be shared (`--mirror-min-share`): most of them.
 pub const DEFAULT_MIN_SHARE: f64 = 0.5;
-/// Clusters spread over more hosts than this are boilerplate and skipped. A cluster over
-/// `h` hosts makes `h(h-1)/2` host pairs; 64 hosts (2016 pairs) admits the mirror networks
-/// of large projects that matter to a crawl (tens of mirrors) while a template shared by
-/// thousands of parked domains costs nothing. Not measured on a crawl yet: a bound on work
-/// chosen by that arithmetic.
+/// Clusters spread over more hosts than this follow the star rule (see the module docs):
+/// each host is linked only to the cluster's anchor. A cluster over `h` hosts makes
+/// `h(h-1)/2` host pairs below the limit, at most 2016 for 64 hosts, and `h - 1` above it.
+/// Mirror networks of any size are found either way; below the limit every two mirrors
+/// are also compared directly. Not measured on a crawl yet: a bound on work chosen by that
+/// arithmetic.
 pub const DEFAULT_MAX_CLUSTER_HOSTS: usize = 64;
 
 /// The thresholds of mirror detection.
@@ -199,14 +207,25 @@ fn split_common_suffix<'p>(path: &'p str, other: &str) -> Option<(&'p str, &'p s
     Some((&path[..prefix_len], &path[prefix_len..], prefix_len))
 }
 
-/// The links of one content cluster's pages (see the module docs), or `None` when the
-/// cluster lies on more than `max_hosts` hosts (boilerplate: skipped). Sorted, without
-/// repeats.
-pub fn cluster_links(pages: &[Page], max_hosts: usize) -> Option<Vec<Link>> {
+/// The links of one content cluster's pages (see [`cluster_links`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterLinks {
+    /// Sorted, without repeats.
+    pub links: Vec<Link>,
+    /// The cluster lies on more than `max_hosts` hosts: only links to its anchor (the
+    /// host with the smallest name) were made.
+    pub star: bool,
+}
+
+/// The links of one content cluster's pages (see the module docs): every two pages on
+/// different hosts, or, when the cluster lies on more than `max_hosts` hosts, every page on
+/// the anchor (the smallest host name) with every page elsewhere (the star rule).
+pub fn cluster_links(pages: &[Page], max_hosts: usize) -> ClusterLinks {
     let hosts: BTreeSet<&str> = pages.iter().map(|p| p.host.as_str()).collect();
-    if hosts.len() > max_hosts {
-        return None;
-    }
+    let anchor = match hosts.first() {
+        Some(&first) if hosts.len() > max_hosts => Some(first),
+        _ => None,
+    };
     let mut links = BTreeSet::new();
     for (i, p) in pages.iter().enumerate() {
         for q in &pages[i + 1..] {
@@ -215,6 +234,10 @@ pub fn cluster_links(pages: &[Page], max_hosts: usize) -> Option<Vec<Link>> {
                 std::cmp::Ordering::Greater => (q, p),
                 std::cmp::Ordering::Equal => continue,
             };
+            // The anchor is the smallest host: in a star it is always side a.
+            if anchor.is_some_and(|anchor| a.host != anchor) {
+                continue;
+            }
             let Some((prefix_a, rel, _)) = split_common_suffix(&a.path, &b.path) else {
                 continue;
             };
@@ -231,7 +254,10 @@ pub fn cluster_links(pages: &[Page], max_hosts: usize) -> Option<Vec<Link>> {
             });
         }
     }
-    Some(links.into_iter().collect())
+    ClusterLinks {
+        links: links.into_iter().collect(),
+        star: anchor.is_some(),
+    }
 }
 
 /// Shared and identical paths per key, from every cluster's links (in any order, with
@@ -312,8 +338,7 @@ pub fn find_mirrors(pages: &[Page], params: &MirrorParams) -> Vec<Mirror> {
         .collect();
     let links = clusters
         .values()
-        .filter_map(|c| cluster_links(c, params.max_cluster_hosts))
-        .flatten();
+        .flat_map(|c| cluster_links(c, params.max_cluster_hosts).links);
     count_links(links)
         .into_iter()
         .filter_map(|(key, count)| {
@@ -563,8 +588,9 @@ mod tests {
         assert!(find_mirrors(&pages, &MirrorParams::default()).is_empty());
         // Among few hosts the shared boilerplate is below min_paths.
         assert!(find_mirrors(&pages[..24], &MirrorParams::default()).is_empty());
-        // With loose thresholds, a few hosts do pair on robots.txt and "/" (2 of 8 paths);
-        // a hundred are skipped by the host cap whatever the thresholds.
+        // With loose thresholds, a few hosts (under the host limit) pair on robots.txt and
+        // "/" (2 of 8 paths) every two of them; a hundred follow the star rule, and pair
+        // only with the anchor, site0.com.
         let loose = MirrorParams {
             min_paths: 1,
             min_share: 0.1,
@@ -573,37 +599,122 @@ mod tests {
         let few = find_mirrors(&pages[..24], &loose);
         assert_eq!(few.len(), 3, "{few:?}");
         assert!(few.iter().all(|m| m.shared_paths == 2 && m.paths_a == 8));
-        assert!(find_mirrors(&pages, &loose).is_empty());
-        assert!(cluster_links(
-            &pages
-                .iter()
-                .filter(|p| p.cluster == 1)
-                .cloned()
-                .collect::<Vec<_>>(),
-            DEFAULT_MAX_CLUSTER_HOSTS
-        )
-        .is_none());
+        let many = find_mirrors(&pages, &loose);
+        assert_eq!(many.len(), 99, "{:?}", &many[..3.min(many.len())]);
+        assert!(many
+            .iter()
+            .all(|m| m.host_a == "site0.com" && m.shared_paths == 2 && m.paths_b == 8));
+        let robots: Vec<Page> = pages.iter().filter(|p| p.cluster == 1).cloned().collect();
+        let star = cluster_links(&robots, DEFAULT_MAX_CLUSTER_HOSTS);
+        assert!(star.star);
+        assert_eq!(star.links.len(), 99, "h - 1 links, not h(h-1)/2");
+        let all = cluster_links(&robots, 100);
+        assert!(!all.star);
+        assert_eq!(all.links.len(), 100 * 99 / 2);
+    }
+
+    /// `n` mirrors of www.apache.org under `/pub/apache/`, each holding the 12 pages of the
+    /// origin, which has 3 more of its own.
+    fn apache_network(n: usize) -> (Vec<Page>, Vec<(String, u64)>) {
+        let names: Vec<String> = (0..12).map(|i| format!("dist/p{i}.html")).collect();
+        let mut pages = Vec::new();
+        let mut hosts = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            pages.push(Page::new(
+                "www.apache.org",
+                &format!("/{name}"),
+                i as u64,
+                0,
+            ));
+        }
+        for own in 0..3u64 {
+            pages.push(Page::new(
+                "www.apache.org",
+                &format!("/own{own}"),
+                100 + own,
+                0,
+            ));
+        }
+        hosts.push(("www.apache.org".to_string(), 15));
+        for m in 0..n {
+            let host = format!("apache.mirror{m:03}.net");
+            for (i, name) in names.iter().enumerate() {
+                pages.push(Page::new(
+                    &host,
+                    &format!("/pub/apache/{name}"),
+                    i as u64,
+                    0,
+                ));
+            }
+            hosts.push((host, 12));
+        }
+        hosts.sort();
+        (pages, hosts)
+    }
+
+    #[test]
+    fn a_network_of_281_mirrors_is_one_group() {
+        // The example: 281 hosts (the origin and 280 mirrors), far over the host
+        // limit, so every cluster is a star around the same anchor.
+        let (pages, hosts) = apache_network(280);
+        let mirrors = find_mirrors(&pages, &MirrorParams::default());
+        assert_eq!(mirrors.len(), 280);
+        let anchor = "apache.mirror000.net";
+        assert!(mirrors
+            .iter()
+            .all(|m| m.host_a == anchor && m.verdict == Verdict::Mirror && m.shared_paths == 12));
+        let origin = mirrors
+            .iter()
+            .find(|m| m.host_b == "www.apache.org")
+            .expect("the origin against the anchor");
+        assert_eq!(
+            (origin.prefix_a.as_str(), origin.prefix_b.as_str()),
+            ("/pub/apache/", "/")
+        );
+        assert_eq!((origin.paths_a, origin.paths_b), (12, 15));
+        let groups = mirror_groups(&hosts, &mirrors);
+        assert_eq!(groups.len(), 281);
+        assert!(groups
+            .iter()
+            .all(|g| g.group_size == 281 && g.canonical_host == "www.apache.org"));
+        // Under the limit every two of them are compared: 10 mirrors and the origin give
+        // all 55 pairs, 45 of them between mirrors.
+        let (pages, hosts) = apache_network(10);
+        let mirrors = find_mirrors(&pages, &MirrorParams::default());
+        assert_eq!(mirrors.len(), 55);
+        let between = mirrors
+            .iter()
+            .filter(|m| m.host_b != "www.apache.org")
+            .count();
+        assert_eq!(between, 45);
+        let groups = mirror_groups(&hosts, &mirrors);
+        assert!(groups
+            .iter()
+            .all(|g| g.group_size == 11 && g.canonical_host == "www.apache.org"));
     }
 
     /// The oracle: every pair of pages of all pages, compared directly, no grouping by
-    /// cluster; prefixes by reversing segment lists; paths under a prefix by scanning.
+    /// cluster; prefixes by reversing segment lists; paths under a prefix by scanning. A
+    /// cluster over the host limit links only pairs whose smaller host is the smallest of
+    /// the cluster (the star rule).
     fn oracle(pages: &[Page], params: &MirrorParams) -> Vec<Mirror> {
+        // The hosts of a cluster; over the limit only its smallest (the anchor) links.
         let hosts_of = |cluster: u64| {
             pages
                 .iter()
                 .filter(|p| p.cluster == cluster)
                 .map(|p| p.host.clone())
                 .collect::<BTreeSet<_>>()
-                .len()
+        };
+        let may_link = |p: &Page| {
+            let hosts = hosts_of(p.cluster);
+            hosts.len() <= params.max_cluster_hosts || hosts.first() == Some(&p.host)
         };
         let mut support: BTreeMap<(String, String, String, String), BTreeMap<String, bool>> =
             BTreeMap::new();
         for p in pages {
             for q in pages {
-                if p.host >= q.host
-                    || p.cluster != q.cluster
-                    || hosts_of(p.cluster) > params.max_cluster_hosts
-                {
+                if p.host >= q.host || p.cluster != q.cluster || !may_link(p) {
                     continue;
                 }
                 let mut sa: Vec<&str> = p.path.split('/').skip(1).collect();

@@ -21,7 +21,10 @@ use crate::plan::home::HomeTable;
 use crate::plan::Plan;
 use crate::progress::{Progress, Stage};
 use crate::report::{JobSummary, Parameters, WorkerReport};
-use crate::stages::clusters::{count_duplicate_ids, local_forest, merge_forests, write_clusters};
+use crate::stages::clusters::{
+    count_duplicate_ids, local_forest, merge_forests, prefer_canonical_hosts, write_clusters,
+    KeepRanks,
+};
 use crate::stages::exact::fold_exact;
 use crate::stages::fingerprint::fingerprint;
 use crate::stages::fingerprint::resume::resumed_docs;
@@ -428,9 +431,24 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
             ctx.clone(),
         );
         crate::stages::urls::count_cross_host(docs.clone(), edges.clone(), ctx.clone());
-        let assignments = merge_forests(local_forest(edges, ctx.clone()), ctx.clone());
+        let keep_ranks = KeepRanks::default();
+        let mut assignments = merge_forests(
+            local_forest(edges, ctx.clone()),
+            ctx.clone(),
+            keep_ranks.clone(),
+        );
         if ctx.shared.config.urls_known() {
-            crate::stages::mirrors::detect_mirrors(docs.clone(), assignments.clone(), ctx.clone());
+            let mirroring = crate::stages::mirrors::detect_mirrors(
+                docs.clone(),
+                assignments.clone(),
+                ctx.clone(),
+            );
+            // --keep canonical-host: the kept documents are chosen again, now that the
+            // mirror groups are known.
+            if ctx.shared.config.keep.prefers_canonical_hosts() {
+                assignments =
+                    prefer_canonical_hosts(assignments, mirroring, keep_ranks, ctx.clone());
+            }
         }
         write_clusters(docs, assignments, ctx.clone());
     });

@@ -58,11 +58,13 @@ pub struct WorkerReport {
     pub url_pairs: u64,
     /// Content pairs (exact, near) whose documents' hosts are both known and differ.
     pub cross_host_pairs: u64,
-    /// Rows of mirrors/ by verdict, rows of hosts/, and clusters skipped as boilerplate.
+    /// Rows of mirrors/ by verdict, rows of hosts/, and clusters under the star rule.
     pub mirrors: u64,
     pub partial_mirrors: u64,
     pub hosts: u64,
-    pub mirror_skipped_clusters: u64,
+    pub mirror_star_clusters: u64,
+    /// Clusters whose kept document `--keep canonical-host` moved off a mirroring host.
+    pub keep_moved_to_canonical_host: u64,
     /// Candidate pairs found by the near search (before verification and, in MinHash mode,
     /// before removing pairs found in several bands).
     pub candidates: u64,
@@ -212,7 +214,8 @@ impl WorkerReport {
         self.mirrors += other.mirrors;
         self.partial_mirrors += other.partial_mirrors;
         self.hosts += other.hosts;
-        self.mirror_skipped_clusters += other.mirror_skipped_clusters;
+        self.mirror_star_clusters += other.mirror_star_clusters;
+        self.keep_moved_to_canonical_host += other.keep_moved_to_canonical_host;
         self.candidates += other.candidates;
         self.rejected += other.rejected;
         self.comparisons += other.comparisons;
@@ -368,10 +371,16 @@ pub struct Counts {
     /// Rows of hosts/: distinct hosts of the documents' URLs.
     #[serde(default)]
     pub hosts: u64,
-    /// Content clusters spread over more than the mirror host limit, skipped as
-    /// boilerplate (robots.txt, 404 pages, parked templates).
+    /// Content clusters spread over more than the mirror host limit, whose hosts were
+    /// linked only to the cluster's anchor (the star rule: mirror networks, robots.txt, 404
+    /// pages, parked templates).
     #[serde(default)]
-    pub mirror_skipped_clusters: u64,
+    pub mirror_star_clusters: u64,
+    /// Clusters whose kept document `--keep canonical-host` moved: the inner policy's
+    /// choice was on a mirroring host (in a mirror group, not its canonical host) and
+    /// another copy was not.
+    #[serde(default)]
+    pub keep_moved_to_canonical_host: u64,
     pub candidates: u64,
     pub rejected: u64,
     pub pairs: u64,
@@ -408,7 +417,8 @@ impl JobSummary {
             mirrors: report.mirrors,
             partial_mirrors: report.partial_mirrors,
             hosts: report.hosts,
-            mirror_skipped_clusters: report.mirror_skipped_clusters,
+            mirror_star_clusters: report.mirror_star_clusters,
+            keep_moved_to_canonical_host: report.keep_moved_to_canonical_host,
             candidates: report.candidates,
             rejected: report.rejected,
             pairs: report.exact_pairs + report.near_pairs + report.url_pairs,

@@ -36,6 +36,10 @@ Examples:
   the newest capture of each cluster:
     neardup run --html main --keep newest --output out crawl/*.warc.gz
 
+  The same crawl, keeping each page's copy on the canonical host of its mirror group
+  (hosts/), the newest capture among those:
+    neardup run --html main --keep canonical-host --output out crawl/*.warc.gz
+
   Query the results with DuckDB:
     duckdb -c \"select * from 'out/pairs/*.parquet' limit 10\"
 
@@ -81,8 +85,10 @@ pub struct JobArgs {
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
     /// Which document of a cluster to keep: first, longest, shortest, newest, oldest (by
-    /// fetch time: archives, --time-field), max:COLUMN, min:COLUMN [default: newest when
-    /// capture times are known (archive inputs, --time-field), else first]
+    /// fetch time: archives, --time-field), max:COLUMN, min:COLUMN, or
+    /// canonical-host[:POLICY] (inputs with URLs: a copy off mirroring hosts, then POLICY,
+    /// by default the default below) [default: newest when capture times are known
+    /// (archive inputs, --time-field), else first]
     #[arg(long, value_name = "POLICY")]
     pub keep: Option<String>,
     /// Output directory (refused if it exists and is not empty, unless --overwrite)

@@ -77,8 +77,14 @@ pub enum ConfigError {
         #[source]
         source: DesignError,
     },
-    #[error("--keep {0:?}: expected first, longest, shortest, max:COLUMN or min:COLUMN")]
+    #[error("--keep {0:?}: expected first, longest, shortest, newest, oldest, max:COLUMN, min:COLUMN or canonical-host[:POLICY]")]
     Keep(String),
+    #[error(
+        "--keep {0} needs the documents' URLs: web archives, or --url-field for JSONL and Parquet"
+    )]
+    KeepCanonicalHostNeedsUrls(String),
+    #[error("--keep {0} chooses among a cluster's copies after clustering, while --cluster star builds each cluster around its kept document: use --cluster components")]
+    KeepCanonicalHostWithStar(String),
     #[error("a MinHash scheme needs an LSH banding (--threshold, or --bands and --rows)")]
     MinHashNeedsBanding,
     #[error("--bands, --rows and --threshold apply to --method minhash only")]
@@ -188,8 +194,10 @@ impl JobConfigBuilder {
         self
     }
 
-    /// The keep policy: `first`, `longest`, `shortest`, `max:COLUMN`, `min:COLUMN` (default
-    /// [`DEFAULT_KEEP`]). A column policy also makes the readers extract that column.
+    /// The keep policy: `first`, `longest`, `shortest`, `newest`, `oldest`, `max:COLUMN`,
+    /// `min:COLUMN`, `canonical-host[:POLICY]` (default [`DEFAULT_KEEP`]). A column policy
+    /// also makes the readers extract that column. A bare `canonical-host` ranks the copies
+    /// off mirroring hosts by the default policy.
     pub fn keep(mut self, spec: &str) -> Self {
         self.keep = Some(spec.into());
         self
@@ -402,14 +410,15 @@ impl JobConfigBuilder {
                 k: self.k,
                 source,
             })?;
-        let keep = self.keep.unwrap_or_else(|| {
-            if config.capture_times_known() {
-                DEFAULT_KEEP_WITH_TIMES.into()
-            } else {
-                DEFAULT_KEEP.into()
-            }
-        });
-        config.keep = KeepPolicy::parse(&keep).ok_or(ConfigError::Keep(keep))?;
+        let default = if config.capture_times_known() {
+            DEFAULT_KEEP_WITH_TIMES
+        } else {
+            DEFAULT_KEEP
+        };
+        let keep = self.keep.unwrap_or_else(|| default.into());
+        // A bare canonical-host ranks the other copies by the default policy.
+        config.keep =
+            KeepPolicy::parse_with_default(&keep, default).ok_or(ConfigError::Keep(keep))?;
         if let JobInput::Documents { fields, .. } = &mut config.input {
             fields.extra_field = config.keep.column().map(String::from);
         }
@@ -470,6 +479,16 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
             min_share: mirrors.min_share,
             min_paths: mirrors.min_paths,
         });
+    }
+    if config.keep.prefers_canonical_hosts() && !config.urls_known() {
+        return Err(ConfigError::KeepCanonicalHostNeedsUrls(
+            config.keep.describe(),
+        ));
+    }
+    if config.keep.prefers_canonical_hosts() && config.cluster == ClusterMode::Star {
+        return Err(ConfigError::KeepCanonicalHostWithStar(
+            config.keep.describe(),
+        ));
     }
     if fingerprints && config.write_dedup.is_some() {
         return Err(ConfigError::DedupNeedsDocuments);
@@ -557,6 +576,39 @@ mod tests {
     }
 
     #[test]
+    fn canonical_host_takes_the_default_inner_policy() {
+        let with_urls = |times: bool| {
+            let mut input = documents();
+            if let JobInput::Documents { fields, .. } = &mut input {
+                fields.url_field = Some("url".into());
+                fields.time_field = times.then(|| "time".into());
+            }
+            JobConfig::builder(input, "out".into())
+        };
+        let keep = |b: JobConfigBuilder| b.build().unwrap().keep.describe();
+        assert_eq!(
+            keep(with_urls(true).keep("canonical-host")),
+            "canonical-host:newest"
+        );
+        assert_eq!(
+            keep(with_urls(false).keep("canonical-host")),
+            "canonical-host:first"
+        );
+        assert_eq!(
+            keep(with_urls(true).keep("canonical-host:longest")),
+            "canonical-host:longest"
+        );
+        let column = with_urls(false)
+            .keep("canonical-host:max:score")
+            .build()
+            .unwrap();
+        let JobInput::Documents { fields, .. } = &column.input else {
+            panic!("documents")
+        };
+        assert_eq!(fields.extra_field.as_deref(), Some("score"));
+    }
+
+    #[test]
     fn mistakes_are_refused_with_the_command_line_message() {
         let message = |b: JobConfigBuilder| b.build().unwrap_err().to_string();
         assert_eq!(
@@ -573,7 +625,11 @@ mod tests {
         );
         assert_eq!(
             message(builder().keep("biggest")),
-            "--keep \"biggest\": expected first, longest, shortest, max:COLUMN or min:COLUMN"
+            "--keep \"biggest\": expected first, longest, shortest, newest, oldest, max:COLUMN, min:COLUMN or canonical-host[:POLICY]"
+        );
+        assert_eq!(
+            message(builder().keep("canonical-host")),
+            "--keep canonical-host:first needs the documents' URLs: web archives, or --url-field for JSONL and Parquet"
         );
         assert_eq!(
             message(builder().tables("manku16").k(4)),

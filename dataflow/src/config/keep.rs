@@ -1,4 +1,12 @@
 //! The keep policy: which document of a cluster stays in the deduplicated corpus.
+//!
+//! Every policy but one ranks each document by itself (its bytes, a column, its capture
+//! time) when it is fingerprinted, and worker 0 keeps the smallest `(rank, doc_id)` of each
+//! cluster. `canonical-host[:POLICY]` also needs the mirror groups, which are known only
+//! after clustering: the document's rank is its inner policy's, and a document on a
+//! *mirroring host* (in a mirror group of `hosts/`, not its canonical host) is moved after
+//! every other copy once the groups are known (`stages/clusters.rs`,
+//! `prefer_canonical_hosts`).
 
 /// Which document of a cluster is kept. Ties are broken by the smaller `doc_id`, so the
 /// choice never depends on the number of workers.
@@ -18,10 +26,34 @@ pub enum KeepPolicy {
     Newest,
     /// The earliest fetched.
     Oldest,
+    /// A copy on the canonical host of its mirror group, or on a host in no group, before
+    /// any copy on a mirroring host; among those, the inner policy decides.
+    CanonicalHost(Box<KeepPolicy>),
 }
 
+/// The name of the canonical-host policy on the command line.
+pub const CANONICAL_HOST: &str = "canonical-host";
+
 impl KeepPolicy {
-    /// Parses `first`, `longest`, `shortest`, `newest`, `oldest`, `max:COLUMN`, `min:COLUMN`.
+    /// Parses `first`, `longest`, `shortest`, `newest`, `oldest`, `max:COLUMN`, `min:COLUMN`
+    /// and `canonical-host:POLICY` (any of the others). A bare `canonical-host` takes
+    /// `default` as its inner policy.
+    pub fn parse_with_default(text: &str, default: &str) -> Option<KeepPolicy> {
+        if text == CANONICAL_HOST {
+            return Self::parse_with_default(&format!("{CANONICAL_HOST}:{default}"), default);
+        }
+        if let Some(inner) = text.strip_prefix(CANONICAL_HOST) {
+            let inner = inner.strip_prefix(':')?;
+            return match Self::parse(inner)? {
+                KeepPolicy::CanonicalHost(_) => None,
+                inner => Some(KeepPolicy::CanonicalHost(Box::new(inner))),
+            };
+        }
+        Self::parse(text)
+    }
+
+    /// Parses a policy as [`KeepPolicy::parse_with_default`] does, with `first` the inner
+    /// policy of a bare `canonical-host`.
     pub fn parse(text: &str) -> Option<KeepPolicy> {
         match text {
             "first" => Some(KeepPolicy::First),
@@ -29,6 +61,7 @@ impl KeepPolicy {
             "shortest" => Some(KeepPolicy::Shortest),
             "newest" => Some(KeepPolicy::Newest),
             "oldest" => Some(KeepPolicy::Oldest),
+            _ if text.starts_with(CANONICAL_HOST) => Self::parse_with_default(text, "first"),
             _ => match text.split_once(':') {
                 Some(("max", col)) if !col.is_empty() => Some(KeepPolicy::Max(col.into())),
                 Some(("min", col)) if !col.is_empty() => Some(KeepPolicy::Min(col.into())),
@@ -37,17 +70,32 @@ impl KeepPolicy {
         }
     }
 
+    /// The policy that ranks each document by itself: the inner one of `canonical-host`.
+    pub fn inner(&self) -> &KeepPolicy {
+        match self {
+            KeepPolicy::CanonicalHost(inner) => inner,
+            other => other,
+        }
+    }
+
+    /// True for `canonical-host`: the kept documents are chosen again once the mirror
+    /// groups are known.
+    pub fn prefers_canonical_hosts(&self) -> bool {
+        matches!(self, KeepPolicy::CanonicalHost(_))
+    }
+
     /// The input column the policy reads, if any.
     pub fn column(&self) -> Option<&str> {
-        match self {
+        match self.inner() {
             KeepPolicy::Max(c) | KeepPolicy::Min(c) => Some(c),
             _ => None,
         }
     }
 
     /// The document's rank: the kept document of a cluster has the smallest `(rank, doc_id)`.
+    /// For `canonical-host`, the inner policy's rank (the host counts later).
     pub fn rank(&self, bytes: u64, value: Option<f64>, fetched_at: Option<i64>) -> u64 {
-        match self {
+        match self.inner() {
             // i64 order as u64 order: flip the sign bit. Missing times rank last.
             KeepPolicy::Newest => fetched_at.map_or(u64::MAX, |t| {
                 (u64::MAX - ((t as u64) ^ (1 << 63))).min(u64::MAX - 1)
@@ -61,6 +109,7 @@ impl KeepPolicy {
             // A document without the value ranks last.
             KeepPolicy::Max(_) => value.map_or(u64::MAX, |v| u64::MAX - ordered_bits(v)),
             KeepPolicy::Min(_) => value.map_or(u64::MAX, ordered_bits),
+            KeepPolicy::CanonicalHost(_) => unreachable!("inner() is never canonical-host"),
         }
     }
 
@@ -73,12 +122,13 @@ impl KeepPolicy {
             KeepPolicy::Min(c) => format!("min:{c}"),
             KeepPolicy::Newest => "newest".into(),
             KeepPolicy::Oldest => "oldest".into(),
+            KeepPolicy::CanonicalHost(inner) => format!("{CANONICAL_HOST}:{}", inner.describe()),
         }
     }
 
     /// True if the policy ranks by a value this document lacks (it then ranks last).
     pub fn missing(&self, value: Option<f64>, fetched_at: Option<i64>) -> bool {
-        match self {
+        match self.inner() {
             KeepPolicy::Max(_) | KeepPolicy::Min(_) => value.is_none(),
             KeepPolicy::Newest | KeepPolicy::Oldest => fetched_at.is_none(),
             _ => false,
@@ -114,6 +164,42 @@ mod tests {
         );
         assert_eq!(KeepPolicy::parse("max:"), None);
         assert_eq!(KeepPolicy::parse("biggest"), None);
+    }
+
+    #[test]
+    fn canonical_host_wraps_an_inner_policy() {
+        let wrapped = |inner| Some(KeepPolicy::CanonicalHost(Box::new(inner)));
+        assert_eq!(
+            KeepPolicy::parse_with_default("canonical-host", "newest"),
+            wrapped(KeepPolicy::Newest)
+        );
+        assert_eq!(
+            KeepPolicy::parse_with_default("canonical-host", "first"),
+            wrapped(KeepPolicy::First)
+        );
+        assert_eq!(
+            KeepPolicy::parse_with_default("canonical-host:longest", "newest"),
+            wrapped(KeepPolicy::Longest)
+        );
+        let column = KeepPolicy::parse("canonical-host:max:score").unwrap();
+        assert_eq!(column, wrapped(KeepPolicy::Max("score".into())).unwrap());
+        assert_eq!(column.column(), Some("score"));
+        assert_eq!(column.describe(), "canonical-host:max:score");
+        assert_eq!(
+            column.rank(0, Some(2.0), None),
+            KeepPolicy::Max("score".into()).rank(0, Some(2.0), None)
+        );
+        assert!(column.missing(None, None));
+        assert!(column.prefers_canonical_hosts());
+        assert!(!KeepPolicy::First.prefers_canonical_hosts());
+        for bad in [
+            "canonical-host:",
+            "canonical-host:biggest",
+            "canonical-host:canonical-host",
+            "canonical-hosts",
+        ] {
+            assert_eq!(KeepPolicy::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -8,8 +8,16 @@
 //! labels each component with its smallest `doc_id`, picks the kept document (the smallest
 //! `(rank, doc_id)`), and sends every clustered document's assignment to its home worker,
 //! which writes one `clusters/` row per document it fingerprinted.
+//!
+//! Under `--keep canonical-host` the kept documents are chosen twice, because the mirror
+//! groups they depend on are found from the clusters: worker 0 first picks by the inner
+//! policy (the clusters go to the mirror stage), keeps the ranks, and once the mirror stage
+//! has named the clustered documents on mirroring hosts, [`prefer_canonical_hosts`] moves
+//! each cluster's kept document to the smallest `(on a mirroring host, rank, doc_id)`. The
+//! clusters themselves do not change, and the ranks never leave worker 0.
 
 use fxhash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use neardup_core::unionfind::UnionFind;
@@ -79,11 +87,18 @@ pub fn local_forest<'s>(
     })
 }
 
+/// The keep ranks of the clustered documents, handed inside worker 0 from
+/// [`merge_forests`] to [`prefer_canonical_hosts`] (filled only under `--keep
+/// canonical-host`).
+pub type KeepRanks = Rc<RefCell<HashMap<u64, u64>>>;
+
 /// Worker 0: merges all forests, labels components, picks the kept documents, and sends
-/// each clustered document's assignment to its home.
+/// each clustered document's assignment to its home. Under `--keep canonical-host` it
+/// leaves the ranks in `keep_ranks` for [`prefer_canonical_hosts`].
 pub fn merge_forests<'s>(
     forest: StreamVec<'s, u64, ForestMsg>,
     ctx: Rc<WorkerCtx>,
+    keep_ranks: KeepRanks,
 ) -> StreamVec<'s, u64, Assignment> {
     forest.unary_frontier(
         Exchange::new(ctx.meter("clusters", |_: &ForestMsg| 0)),
@@ -118,7 +133,11 @@ pub fn merge_forests<'s>(
                             }
                         };
                         (exact, near) = (Vec::new(), Vec::new());
-                        let assignments = assign(members, &std::mem::take(&mut ranks), &ctx);
+                        let ranks = std::mem::take(&mut ranks);
+                        let assignments = assign(members, &ranks, &ctx);
+                        if ctx.shared.config.keep.prefers_canonical_hosts() {
+                            *keep_ranks.borrow_mut() = ranks;
+                        }
                         output.session(&cap).give_iterator(assignments.into_iter());
                         ctx.stage_done("cluster");
                     }
@@ -161,6 +180,70 @@ fn assign(members: Vec<(u64, u64)>, ranks: &HashMap<u64, u64>, ctx: &WorkerCtx) 
             keep: best[&cluster].1 == doc,
         })
         .collect()
+}
+
+/// Worker 0, under `--keep canonical-host`: the assignments of [`merge_forests`] (all at
+/// worker 0) and the clustered documents on mirroring hosts (from the mirror stage) give
+/// each cluster's kept document again, the smallest `(on a mirroring host, rank, doc_id)`:
+/// a copy off mirroring hosts if the cluster has one, the inner policy's choice among them.
+/// Counts the clusters whose kept document moved (`keep_moved_to_canonical_host`).
+pub fn prefer_canonical_hosts<'s>(
+    assignments: StreamVec<'s, u64, Assignment>,
+    mirroring: StreamVec<'s, u64, u64>,
+    keep_ranks: KeepRanks,
+    ctx: Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, Assignment> {
+    assignments.binary_frontier::<_, CapacityContainerBuilder<Vec<Assignment>>, _, _, _, _>(
+        mirroring,
+        Pipeline,
+        Exchange::new(ctx.meter("clusters", |_: &u64| 0)),
+        "PreferCanonicalHosts",
+        move |cap, _| {
+            let mut cap = Some(cap);
+            let mut assigned: Vec<Assignment> = Vec::new();
+            let mut mirroring: HashSet<u64> = HashSet::default();
+            move |(input, frontier), (named, named_frontier), output| {
+                input.for_each(|_, data| assigned.append(data));
+                named.for_each(|_, data| mirroring.extend(data.drain(..)));
+                if frontier.is_empty() && named_frontier.is_empty() {
+                    let Some(cap) = cap.take() else {
+                        return;
+                    };
+                    let ranks = std::mem::take(&mut *keep_ranks.borrow_mut());
+                    let mut assigned = std::mem::take(&mut assigned);
+                    let moved = rekeep(&mut assigned, &ranks, &std::mem::take(&mut mirroring));
+                    ctx.report.borrow_mut().keep_moved_to_canonical_host += moved;
+                    output.session(&cap).give_iterator(assigned.into_iter());
+                }
+            }
+        },
+    )
+}
+
+/// Sets `keep` on the smallest `(on a mirroring host, rank, doc_id)` of each cluster;
+/// returns how many clusters' kept document changed.
+fn rekeep(assigned: &mut [Assignment], ranks: &HashMap<u64, u64>, mirroring: &HashSet<u64>) -> u64 {
+    let order = |doc: u64| {
+        (
+            mirroring.contains(&doc),
+            ranks.get(&doc).copied().unwrap_or(u64::MAX),
+            doc,
+        )
+    };
+    let mut best: HashMap<u64, (bool, u64, u64)> = HashMap::default();
+    for a in assigned.iter() {
+        let candidate = order(a.doc_id);
+        best.entry(a.cluster_id)
+            .and_modify(|b| *b = (*b).min(candidate))
+            .or_insert(candidate);
+    }
+    let mut moved = 0;
+    for a in assigned.iter_mut() {
+        let keep = best[&a.cluster_id].2 == a.doc_id;
+        moved += u64::from(a.keep && !keep);
+        a.keep = keep;
+    }
+    moved
 }
 
 /// Each home worker writes one clusters row per document it fingerprinted: the assignment

@@ -6,8 +6,9 @@
 //! 1. at each document's home, once its cluster assignment is back: every page (a document
 //!    with a URL) goes to its host's worker (`xxh3(host)`), and every clustered page to its
 //!    cluster's worker (`mix64(cluster_id)`);
-//! 2. per cluster: the links its pages support ([`cluster_links`]; clusters over more than
-//!    `max_cluster_hosts` hosts are skipped as boilerplate), sent to the host pair's worker
+//! 2. per cluster: the links its pages support ([`cluster_links`]; a cluster over more than
+//!    `max_cluster_hosts` hosts links each host only to its anchor, the star rule), sent to
+//!    the host pair's worker
 //!    (`mix2(xxh3(host_a), xxh3(host_b))`);
 //! 3. per host pair: shared and identical paths per `(host_a, prefix_a, host_b, prefix_b)`
 //!    ([`count_links`]); the keys with at least `min_paths` shared paths ask each host's
@@ -16,7 +17,12 @@
 //! 5. per host pair again: candidate and answers meet, [`verdict`] decides, `mirrors/` rows
 //!    are written, and `mirror` rows go to worker 0;
 //! 6. worker 0: mirror groups ([`mirror_groups`]) of the hosts in them, sent to each host's
-//!    worker, which writes `hosts/` (one row per host).
+//!    worker, which writes `hosts/` (one row per host);
+//! 7. with `--keep canonical-host` only: step 1 also sent each clustered page's doc_id to
+//!    its host's worker, which now names the pages on *mirroring hosts* (in a group, not
+//!    its canonical host) to worker 0; there `prefer_canonical_hosts`
+//!    (`stages/clusters.rs`) chooses the kept documents again. The stage returns that
+//!    stream (empty under other policies).
 //!
 //! Every route is a stable hash (xxh3 of the host name, splitmix of the cluster id), every
 //! grouping sorts, and each row is decided from all its inputs: the tables are the same at
@@ -56,9 +62,17 @@ fn pair_route(key: &MirrorKey) -> u64 {
 enum HomeMsg {
     /// A page in a cluster, to its cluster's worker.
     Clustered(Page),
-    /// A page, to its host's worker.
-    Hosted { host: String, path: String },
+    /// A page, to its host's worker; with its doc_id when it is clustered and the kept
+    /// documents prefer canonical hosts (step 7).
+    Hosted {
+        host: String,
+        path: String,
+        doc: Option<u64>,
+    },
 }
+
+/// What a host's worker learns in step 1: a page, and its doc_id for step 7.
+type HostedPage = (String, String, Option<u64>);
 
 /// Which side of a key a request or answer is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,17 +106,20 @@ impl PairMsg {
 /// A page at its home: `(doc_id, exact key, (host, path))`.
 type HomePage = (u64, u128, Box<(String, String)>);
 
-/// A host's documents and distinct paths, kept by its worker for `hosts/`.
-type HostInfo = (String, u64, u64);
+/// A host's documents and distinct paths, kept by its worker for `hosts/`, and the doc_ids
+/// of its clustered pages (step 7 only).
+type HostInfo = (String, u64, u64, Vec<u64>);
 
 /// Builds the stage (see the module docs) on the documents at their homes and the cluster
-/// assignments.
+/// assignments. Returns the doc_ids of the clustered pages on mirroring hosts, at worker 0,
+/// when the keep policy prefers canonical hosts (otherwise an empty stream).
 pub fn detect_mirrors<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     assignments: StreamVec<'s, u64, Assignment>,
     ctx: Rc<WorkerCtx>,
-) {
+) -> StreamVec<'s, u64, u64> {
     let params = ctx.shared.config.mirrors;
+    let canonical_keep = ctx.shared.config.keep.prefers_canonical_hosts();
     let home = ctx.home.clone();
     // 1. Pages at their homes, once their clusters are known.
     let home_msgs = docs.binary_frontier::<_, CapacityContainerBuilder<Vec<HomeMsg>>, _, _, _, _>(
@@ -136,7 +153,8 @@ pub fn detect_mirrors<'s>(
                         let mut session = output.session(&cap);
                         for (doc, exact, page) in std::mem::take(&mut pages) {
                             let (host, path) = *page;
-                            if let Some(&cluster) = clusters.get(&doc) {
+                            let cluster = clusters.get(&doc).copied();
+                            if let Some(cluster) = cluster {
                                 session.give(HomeMsg::Clustered(Page {
                                     host: host.clone(),
                                     path: path.clone(),
@@ -144,7 +162,8 @@ pub fn detect_mirrors<'s>(
                                     exact,
                                 }));
                             }
-                            session.give(HomeMsg::Hosted { host, path });
+                            let doc = (canonical_keep && cluster.is_some()).then_some(doc);
+                            session.give(HomeMsg::Hosted { host, path, doc });
                         }
                     }
                 }
@@ -156,7 +175,7 @@ pub fn detect_mirrors<'s>(
         HomeMsg::Hosted { .. } => (1, m),
     });
     let hosted = parts.pop().expect("two parts").flat_map(|m| match m {
-        HomeMsg::Hosted { host, path } => Some((host, path)),
+        HomeMsg::Hosted { host, path, doc } => Some((host, path, doc)),
         HomeMsg::Clustered(_) => None,
     });
     let clustered = parts.pop().expect("two parts").flat_map(|m| match m {
@@ -181,14 +200,13 @@ pub fn detect_mirrors<'s>(
                         // anyway, so any order within a cluster gives the same.
                         pages.sort_unstable_by(|a, b| a.cluster.cmp(&b.cluster).then(a.cmp(b)));
                         let mut links: Vec<Link> = Vec::new();
-                        let mut skipped = 0u64;
+                        let mut stars = 0u64;
                         for cluster in pages.chunk_by(|a, b| a.cluster == b.cluster) {
-                            match cluster_links(cluster, params.max_cluster_hosts) {
-                                Some(l) => links.extend(l),
-                                None => skipped += 1,
-                            }
+                            let made = cluster_links(cluster, params.max_cluster_hosts);
+                            stars += u64::from(made.star);
+                            links.extend(made.links);
                         }
-                        link_ctx.report.borrow_mut().mirror_skipped_clusters += skipped;
+                        link_ctx.report.borrow_mut().mirror_star_clusters += stars;
                         output.session(&cap).give_iterator(links.into_iter());
                     }
                 }
@@ -232,17 +250,19 @@ pub fn detect_mirrors<'s>(
     let host_out = hosted
         .binary_frontier::<_, CapacityContainerBuilder<Vec<Result<PairMsg, HostInfo>>>, _, _, _, _>(
             requests,
-            Exchange::new(ctx.meter("mirrors", |(host, _): &(String, String)| host_route(host))),
+            Exchange::new(ctx.meter("mirrors", |(host, _, _): &HostedPage| host_route(host))),
             Exchange::new(ctx.meter("mirrors", PairMsg::route)),
             "HostPaths",
             |cap, _| {
                 let mut cap = Some(cap);
-                let mut paths: HashMap<String, Vec<String>> = HashMap::new();
+                let mut paths: HashMap<String, (Vec<String>, Vec<u64>)> = HashMap::new();
                 let mut requests: Vec<(MirrorKey, Side)> = Vec::new();
                 move |(hosted, hosted_frontier), (asked, asked_frontier), output| {
                     hosted.for_each(|_, data| {
-                        for (host, path) in data.drain(..) {
-                            paths.entry(host).or_default().push(path);
+                        for (host, path, doc) in data.drain(..) {
+                            let (list, docs) = paths.entry(host).or_default();
+                            list.push(path);
+                            docs.extend(doc);
                         }
                     });
                     asked.for_each(|_, data| {
@@ -253,15 +273,15 @@ pub fn detect_mirrors<'s>(
                     });
                     if hosted_frontier.is_empty() && asked_frontier.is_empty() {
                         if let Some(cap) = cap.take() {
-                            // (distinct sorted paths, documents) per host.
-                            let hosts: BTreeMap<String, (Vec<String>, u64)> =
+                            // (distinct sorted paths, documents, clustered doc_ids) per host.
+                            let hosts: BTreeMap<String, (Vec<String>, u64, Vec<u64>)> =
                                 std::mem::take(&mut paths)
                                     .into_iter()
-                                    .map(|(host, mut list)| {
+                                    .map(|(host, (mut list, docs))| {
                                         let documents = list.len() as u64;
                                         list.sort_unstable();
                                         list.dedup();
-                                        (host, (list, documents))
+                                        (host, (list, documents, docs))
                                     })
                                     .collect();
                             let mut session = output.session(&cap);
@@ -271,13 +291,13 @@ pub fn detect_mirrors<'s>(
                                     Side::B => (&key.host_b, &key.prefix_b),
                                 };
                                 let (under, documents) =
-                                    hosts.get(host).map_or((0, 0), |(list, docs)| {
+                                    hosts.get(host).map_or((0, 0), |(list, docs, _)| {
                                         (paths_under(list, prefix), *docs)
                                     });
                                 session.give(Ok(PairMsg::Answer(key, side, under, documents)));
                             }
-                            for (host, (list, documents)) in hosts {
-                                session.give(Err((host, documents, list.len() as u64)));
+                            for (host, (list, documents, docs)) in hosts {
+                                session.give(Err((host, documents, list.len() as u64, docs)));
                             }
                         }
                     }
@@ -384,7 +404,7 @@ pub fn detect_mirrors<'s>(
         },
     );
     let write_ctx = ctx.clone();
-    host_infos.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
+    host_infos.binary_frontier::<_, CapacityContainerBuilder<Vec<u64>>, _, _, _, _>(
         groups,
         Pipeline,
         Exchange::new(
@@ -393,25 +413,33 @@ pub fn detect_mirrors<'s>(
             }),
         ),
         "WriteHosts",
-        move |_, _| {
+        move |cap, _| {
+            let mut cap = Some(cap);
             let mut infos: Vec<HostInfo> = Vec::new();
             let mut groups: HashMap<String, (String, u64)> = HashMap::new();
-            let mut done = false;
-            move |(infos_in, infos_frontier), (groups_in, groups_frontier), _output| {
+            move |(infos_in, infos_frontier), (groups_in, groups_frontier), output| {
                 infos_in.for_each(|_, data| infos.append(data));
                 groups_in
                     .for_each(|_, data| groups.extend(data.drain(..).map(|(h, c, n)| (h, (c, n)))));
-                if !done && infos_frontier.is_empty() && groups_frontier.is_empty() {
-                    done = true;
+                if infos_frontier.is_empty() && groups_frontier.is_empty() {
+                    let Some(cap) = cap.take() else {
+                        return;
+                    };
                     let mut infos = std::mem::take(&mut infos);
                     infos.sort_unstable();
+                    // 7. The clustered pages on mirroring hosts (only collected under
+                    // --keep canonical-host).
+                    let mut mirroring: Vec<u64> = Vec::new();
                     let rows: Vec<HostRow> = infos
                         .into_iter()
-                        .map(|(host, documents, paths)| {
+                        .map(|(host, documents, paths, docs)| {
                             let (canonical_host, group_size) = groups
                                 .get(&host)
                                 .cloned()
                                 .unwrap_or_else(|| (host.clone(), 1));
+                            if canonical_host != host {
+                                mirroring.extend(docs);
+                            }
                             HostRow {
                                 host,
                                 documents,
@@ -424,11 +452,12 @@ pub fn detect_mirrors<'s>(
                     write_ctx.report.borrow_mut().hosts += rows.len() as u64;
                     write_part(&write_ctx, Table::Hosts, rows);
                     groups.clear();
+                    output.session(&cap).give_iterator(mirroring.into_iter());
                     write_ctx.stage_done("mirrors");
                 }
             }
         },
-    );
+    )
 }
 
 fn mirror_row(m: &Mirror) -> MirrorRow {
