@@ -327,3 +327,53 @@ pub fn count_duplicate_ids<'s>(docs: StreamVec<'s, u64, DocFp>, ctx: Rc<WorkerCt
         },
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assignment(doc_id: u64, cluster_id: u64, keep: bool) -> Assignment {
+        Assignment {
+            doc_id,
+            cluster_id,
+            cluster_size: 3,
+            keep,
+        }
+    }
+
+    #[test]
+    fn rekeep_prefers_copies_off_mirroring_hosts_then_the_rank() {
+        // Cluster 1: the inner policy keeps 1 (rank 0), on a mirroring host; of 2 and 3,
+        // off mirroring hosts, 3 has the better rank. Cluster 4: every copy mirrors, the
+        // inner choice stays. Cluster 7: the inner choice is off mirroring hosts already.
+        let mut assigned = vec![
+            assignment(1, 1, true),
+            assignment(2, 1, false),
+            assignment(3, 1, false),
+            assignment(4, 4, false),
+            assignment(5, 4, true),
+            assignment(7, 7, true),
+            assignment(8, 7, false),
+        ];
+        let ranks: HashMap<u64, u64> = [(1, 0), (2, 9), (3, 5), (4, 3), (5, 1), (7, 1), (8, 2)]
+            .into_iter()
+            .collect();
+        let mirroring: HashSet<u64> = [1, 4, 5, 8].into_iter().collect();
+        let moved = rekeep(&mut assigned, &ranks, &mirroring);
+        let kept: Vec<u64> = assigned
+            .iter()
+            .filter(|a| a.keep)
+            .map(|a| a.doc_id)
+            .collect();
+        assert_eq!(kept, [3, 5, 7]);
+        assert_eq!(moved, 1);
+        // Without mirroring hosts the inner choice comes back (cluster 1 moves back).
+        let moved = rekeep(&mut assigned, &ranks, &HashSet::default());
+        let kept: Vec<u64> = assigned
+            .iter()
+            .filter(|a| a.keep)
+            .map(|a| a.doc_id)
+            .collect();
+        assert_eq!((kept, moved), (vec![1, 5, 7], 1));
+    }
+}
