@@ -417,3 +417,34 @@ fn with_exact_folding_batches_still_give_the_clusters_of_one_run() {
     assert!(expected.len() > 40);
     assert_eq!(index_clusters(&index, &all), expected);
 }
+
+#[test]
+fn a_failed_against_step_leaves_no_success_and_the_index_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(&dir.path().join("a.jsonl"), &jsonl(&corpus(5, 20, "a")));
+    let b = write(&dir.path().join("b.jsonl"), &jsonl(&corpus(6, 20, "b")));
+    let index = dir.path().join("index");
+    run_ok(&dir.path().join("out-a"), &["--index", s(&index)], &[&a]);
+    // One damaged byte of a table (its size unchanged): only the against step, which
+    // verifies every checksum, can notice; the job itself succeeds.
+    let table = index.join("gen-00000").join("table-000.bin");
+    let mut bytes = std::fs::read(&table).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    std::fs::write(&table, &bytes).unwrap();
+    let before = snapshot(&index);
+    let out = dir.path().join("out-b");
+    let output = neardup()
+        .args(["run", "--against", s(&index), "--update-index"])
+        .args(["--output", s(&out), s(&b)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("table-000.bin"), "{stderr}");
+    assert!(
+        !out.join("_SUCCESS").exists(),
+        "a run whose against step failed has no _SUCCESS"
+    );
+    assert_eq!(snapshot(&index), before, "the index is as it was");
+}

@@ -196,20 +196,27 @@ pub struct AgainstSummary {
     pub merges: u64,
 }
 
-/// The incremental step of `neardup run --against DIR`: the committed batch run at `run`
-/// (numbered as the index's next generation) against the index at `dir`: pairs between new
-/// and indexed documents, the clusters they form with the batch's own pairs, written to the
-/// run directory; with `writer`, the batch is added to the index as a generation.
+/// What the incremental step found, and the generation it would add to the index.
+#[derive(Debug, Default)]
+pub struct AgainstOutcome {
+    pub summary: AgainstSummary,
+    /// The batch in the index's numbering, with its clusters and the indexed documents whose
+    /// cluster it changed: what `--update-index` adds once the run is committed.
+    pub generation: NewGeneration,
+}
+
+/// The incremental step of `neardup run --against DIR`: the batch run at `run` (numbered as
+/// the index's next generation) against the index at `dir`, which must still be `expected`:
+/// pairs between new and indexed documents, the clusters they form with the batch's own
+/// pairs, written to the run directory. It runs before the run's `_SUCCESS` (see
+/// [`neardup_dataflow::config::BeforeCommit`]): a run with `_SUCCESS` always has its
+/// `against-*` files. The batch is added to the index (with the returned generation) only
+/// after `_SUCCESS`.
 ///
 /// Clusters follow the run's rule, the smallest doc number is the id: the batch's numbers
 /// come after every indexed one, so a cluster that only grows keeps its id, a merge takes the
 /// smaller, and the kept document (the smallest) is an indexed one wherever there is one.
-pub fn against(
-    dir: &Path,
-    run: &Path,
-    k: u32,
-    writer: Option<&mut IndexWriter>,
-) -> Result<AgainstSummary> {
+pub fn against(dir: &Path, run: &Path, k: u32, expected: &Manifest) -> Result<AgainstOutcome> {
     use std::collections::{BTreeMap, HashMap, HashSet};
 
     use neardup_core::unionfind::UnionFind;
@@ -218,14 +225,12 @@ pub fn against(
 
     let index = Index::open(dir, Verify::Checksums)?;
     let manifest = index.manifest().clone();
-    if let Some(w) = &writer {
-        if w.manifest() != &manifest {
-            bail!("{}: the index changed while it was read", dir.display());
-        }
+    if &manifest != expected {
+        bail!("{}: the index changed while the batch ran", dir.display());
     }
     let shift = manifest.files << FILE_SHIFT;
-    let read = read_run_documents(run)?;
-    let outputs = neardup_io::run_dir::read_run(run)?;
+    let read = neardup_io::index::run::read_committed_parts(run)?;
+    let outputs = neardup_io::run_dir::read_run_parts(run)?;
     let mut docs = read.docs;
     let simhash: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
     let mut pairs: Vec<PairRow> = Vec::new();
@@ -338,16 +343,14 @@ pub fn against(
         })?;
     }
     w.commit()?;
-
-    if let Some(writer) = writer {
-        drop(index);
-        writer.add(NewGeneration {
+    Ok(AgainstOutcome {
+        summary,
+        generation: NewGeneration {
             files: read.files,
             docs,
             cluster_changes: changes,
-        })?;
-    }
-    Ok(summary)
+        },
+    })
 }
 
 /// Words of a synthetic 5 KB query text (`index bench`).

@@ -1,12 +1,12 @@
 //! `neardup run`: the whole job over a corpus, and `neardup search`: the search alone over
 //! an existing fingerprint table. Both hand a `JobConfig` to `neardup_dataflow::run_job`.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Result};
 use neardup_dataflow::config::{
-    ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_TABLES,
+    BeforeCommit, ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_TABLES,
 };
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
 use neardup_io::input::scan_inputs;
@@ -334,7 +334,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         ..Default::default()
     })
     .resume(args.resume);
-    let config = args
+    let mut config = args
         .job
         .configure(args.quality.configure(builder))?
         .build()?;
@@ -352,26 +352,41 @@ pub fn run(args: &RunArgs) -> Result<()> {
         None => None,
     };
     // Against an index: the run must make the index's fingerprints and tables; with
-    // --update-index the index is locked from now on.
+    // --update-index the index is locked from now on. Process 0 compares the batch with the
+    // index after the job's parts are committed and before its _SUCCESS (so a run with
+    // _SUCCESS has its against-* files); the batch joins the index after _SUCCESS.
     let mut update = None;
+    let found = Arc::new(Mutex::new(None));
     if let Some(dir) = &args.against {
         let manifest = neardup_io::index::Manifest::load(dir)?;
         super::index::check_against(&manifest, dir, &config.scheme, &config.design)?;
         if config.keep.describe() != "first" {
             bail!("--against keeps the indexed document of each cluster (the smallest doc number); --keep {} is not supported with it", config.keep.describe());
         }
-        if args.update_index && args.job.cluster.process == 0 {
-            update = Some(neardup_io::index::IndexWriter::open(dir)?);
+        if args.job.cluster.process == 0 {
+            if args.update_index {
+                update = Some(neardup_io::index::IndexWriter::open(dir)?);
+            }
+            let (dir, k, slot) = (dir.clone(), config.design.k(), found.clone());
+            config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
+                let outcome = super::index::against(&dir, run, k, &manifest)
+                    .map_err(|e| format!("--against {}: {e:#}", dir.display()))?;
+                *slot.lock().expect("the against slot") = Some(outcome);
+                Ok(())
+            })));
         }
     }
     if args.resume && !args.job.quiet {
         resume_notice(&config, args.job.log_format);
     }
-    let k = config.design.k();
     let output = config.output.clone();
     execute(config, &args.job)?;
-    if let (Some(dir), 0) = (&args.against, args.job.cluster.process) {
-        let found = super::index::against(dir, &output, k, update.as_mut())?;
+    let outcome = found.lock().expect("the against slot").take();
+    if let (Some(dir), Some(outcome)) = (&args.against, outcome) {
+        let found = &outcome.summary;
+        if let Some(writer) = update.as_mut() {
+            writer.add(outcome.generation)?;
+        }
         if !args.job.quiet {
             eprintln!(
                 "  against {}: {} new documents, {} pairs among them, {} with indexed documents, {} indexed clusters joined, {} merged{}",

@@ -56,6 +56,18 @@ pub fn read_documents(
             reason: "no _SUCCESS: the run is incomplete or failed".into(),
         });
     }
+    read_parts(dir, fingerprints)
+}
+
+/// [`read_run_documents`] of a run whose parts are committed but whose `_SUCCESS` is not
+/// written yet (a step that runs before it; see `neardup_dataflow::config::BeforeCommit`).
+pub fn read_committed_parts(dir: &Path) -> Result<RunDocuments, IoError> {
+    let parts = committed_parts(&RunDir::new(dir).table(Table::Fingerprints))?;
+    read_parts(dir, &parts)
+}
+
+fn read_parts(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result<RunDocuments, IoError> {
+    let run = RunDir::new(dir);
     let mut out = RunDocuments::default();
     let mut clusters: HashMap<u64, i64> = HashMap::new();
     for path in committed_parts(&run.table(Table::Clusters))? {
@@ -94,6 +106,7 @@ pub fn read_documents(
             };
             let (ids, sources, urls) = (string("id"), string("source"), string("url"));
             let empty = b.column_by_name("empty").and_then(|c| c.as_boolean_opt());
+
             let source = path.display().to_string();
             for i in 0..b.num_rows() {
                 let doc_id = docs.value(i);
