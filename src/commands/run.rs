@@ -360,22 +360,35 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if let Some(dir) = &args.against {
         let manifest = neardup_io::index::Manifest::load(dir)?;
         super::index::check_against(&manifest, dir, &config.scheme, &config.design)?;
-        if config.keep.describe() != "first" {
-            bail!("--against keeps the indexed document of each cluster (the smallest doc number); --keep {} is not supported with it", config.keep.describe());
-        }
         if args.job.cluster.process == 0 {
             if args.update_index {
                 update = Some(neardup_io::index::IndexWriter::open(dir)?);
             }
             let (dir, k, slot) = (dir.clone(), config.design.k(), found.clone());
+            let keep = super::index::AgainstKeep {
+                policy: config.keep.clone(),
+                given: args.job.keep.is_some(),
+            };
             config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
-                let outcome = super::index::against(&dir, run, k, &manifest)
+                let outcome = super::index::against(&dir, run, k, &manifest, &keep)
                     .map_err(|e| format!("--against {}: {e:#}", dir.display()))?;
                 *slot.lock().expect("the against slot") = Some(outcome);
                 Ok(())
             })));
         }
     }
+    // A new index: the run's documents are read before _SUCCESS (their digests and ranks
+    // are in the resume parts, removed with it) and written after it.
+    let documents = Arc::new(Mutex::new(None));
+    if index.is_some() {
+        let slot = documents.clone();
+        config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
+            let read = super::index::batch_documents(run).map_err(|e| format!("--index: {e:#}"))?;
+            *slot.lock().expect("the documents slot") = Some(read);
+            Ok(())
+        })));
+    }
+    let keep = config.keep.describe();
     if args.resume && !args.job.quiet {
         resume_notice(&config, args.job.log_format);
     }
@@ -388,6 +401,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
             writer.add(outcome.generation)?;
         }
         if !args.job.quiet {
+            if found.unranked > 0 {
+                eprintln!(
+                    "neardup: warning: --keep {}: {} indexed documents of the batch's clusters have no rank under it (their generation was ranked by another policy) and rank last",
+                    keep, found.unranked
+                );
+            }
             eprintln!(
                 "  against {}: {} new documents, {} pairs among them, {} with indexed documents, {} indexed clusters joined, {} merged{}",
                 dir.display(),
@@ -400,8 +419,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
             );
         }
     }
-    if let Some((dir, writer)) = &mut index {
-        let documents = super::index::add_run(writer, &output, None)?;
+    let read = documents.lock().expect("the documents slot").take();
+    if let (Some((dir, writer)), Some(read)) = (&mut index, read) {
+        let documents = super::index::add_documents(writer, &output, read, Some(keep))?;
         if !args.job.quiet {
             eprintln!("  index: {} ({documents} documents)", dir.display());
         }

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::path::Path;
 
 use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{Int64Type, UInt64Type};
+use arrow::datatypes::{Int64Type, TimestampMicrosecondType, UInt64Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
@@ -106,6 +106,12 @@ fn read_parts(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result<RunDocu
             };
             let (ids, sources, urls) = (string("id"), string("source"), string("url"));
             let empty = b.column_by_name("empty").and_then(|c| c.as_boolean_opt());
+            let sizes = b
+                .column_by_name("bytes")
+                .and_then(|c| c.as_primitive_opt::<UInt64Type>());
+            let times = b
+                .column_by_name("fetched_at")
+                .and_then(|c| c.as_primitive_opt::<TimestampMicrosecondType>());
 
             let source = path.display().to_string();
             for i in 0..b.num_rows() {
@@ -119,6 +125,9 @@ fn read_parts(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result<RunDocu
                     simhash: simhashes.value(i),
                     empty: empty.is_some_and(|e| e.value(i)),
                     cluster_id: clusters.get(&doc_id).copied(),
+                    bytes: sizes.and_then(|c| c.is_valid(i).then(|| c.value(i))),
+                    fetched_at: times.and_then(|c| c.is_valid(i).then(|| c.value(i))),
+                    ..Default::default()
                 });
             }
             Ok(())
