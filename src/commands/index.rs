@@ -230,6 +230,10 @@ pub struct AgainstSummary {
     pub unranked: u64,
 }
 
+/// The order in which `neardup run --against` keeps the documents of a cluster (smallest
+/// first): new after indexed (without `--keep`), the rank, the doc number.
+type KeepKey = (bool, u64, u64);
+
 /// How `neardup run --against` picks the document to keep of a cluster.
 #[derive(Clone, Debug)]
 pub struct AgainstKeep {
@@ -369,7 +373,7 @@ pub fn against(
             (new, rank, doc)
         }
     };
-    let mut members: BTreeMap<u64, Vec<(u64, (bool, u64, u64))>> = BTreeMap::new();
+    let mut members: BTreeMap<u64, Vec<(u64, KeepKey)>> = BTreeMap::new();
     let mut changes = Vec::new();
     let mut merges = BTreeMap::new();
     for g in 0..index.generations() {

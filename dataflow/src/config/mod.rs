@@ -193,9 +193,10 @@ pub struct JobConfig {
 /// the summary's `errors` and no `_SUCCESS` is written), so a directory with `_SUCCESS` always
 /// holds what the step writes (`neardup run --against` writes its `against-*` files so).
 #[derive(Clone)]
-pub struct BeforeCommit(
-    pub std::sync::Arc<dyn Fn(&std::path::Path) -> Result<(), String> + Send + Sync>,
-);
+pub struct BeforeCommit(pub std::sync::Arc<BeforeCommitFn>);
+
+/// The function of a [`BeforeCommit`]: the output directory in, an error message out.
+pub type BeforeCommitFn = dyn Fn(&std::path::Path) -> Result<(), String> + Send + Sync;
 
 impl std::fmt::Debug for BeforeCommit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -288,13 +288,8 @@ pub fn document_keys(output: &Path) -> Result<std::collections::HashMap<u64, (u1
     let mut keys = std::collections::HashMap::new();
     for path in parts {
         let mut reader = PartReader::open(path)?;
-        loop {
-            match reader.next()? {
-                Entry::Doc(doc) => {
-                    keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
-                }
-                Entry::End(_) => break,
-            }
+        while let Entry::Doc(doc) = reader.next()? {
+            keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
         }
     }
     Ok(keys)
