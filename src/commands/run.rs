@@ -36,6 +36,11 @@ Examples:
   the newest capture of each cluster:
     neardup run --html main --keep newest --output out crawl/*.warc.gz
 
+  Keep an index of week 1, then deduplicate week 2 against it and add it, keeping the
+  longest of old and new copies (docs/index.md):
+    neardup run --index idx --output week1 week1/
+    neardup run --against idx --update-index --keep longest --output week2 week2/
+
   Query the results with DuckDB:
     duckdb -c \"select * from 'out/pairs/*.parquet' limit 10\"
 
@@ -143,7 +148,8 @@ pub struct RunArgs {
     pub index: Option<PathBuf>,
     /// Deduplicate this batch against the index in DIR: the pairs between new and indexed
     /// documents and the clusters they join or merge go to against-*.parquet in the output
-    /// (indexed documents are kept before new copies)
+    /// (indexed documents are kept before new copies; with --keep, old and new are ranked
+    /// together, ties to the indexed one)
     #[arg(
         long,
         value_name = "DIR",
