@@ -188,6 +188,15 @@ fn what_does_not_fit_the_index_is_refused() {
         &["an index exists there already"],
     );
     assert!(!dir.path().join("out-2").exists(), "refused before the run");
+    // Mirror groups are found within one run: --keep canonical-host does not apply across
+    // an index.
+    assert_refused(
+        neardup()
+            .args(["run", "--against", s(&index), "--keep", "canonical-host:longest"])
+            .args(["--url-field", "id", "--output", s(&dir.path().join("out-3")), s(&input)]),
+        &["--keep canonical-host:longest cannot be used with --against", "--keep longest"],
+    );
+    assert!(!dir.path().join("out-3").exists(), "refused before the run");
     // A corrupt table: refused naming the file (and accepted without checksums, whose
     // sizes still agree).
     let table = index.join("gen-00000").join("table-007.bin");
@@ -217,7 +226,7 @@ fn what_does_not_fit_the_index_is_refused() {
     // A newer format.
     let manifest = index.join("manifest.json");
     let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(&manifest, text.replace("\"format\": 1", "\"format\": 9")).unwrap();
+    std::fs::write(&manifest, text.replace("\"format\": 2", "\"format\": 9")).unwrap();
     assert_refused(
         neardup().args(["query", "--index", s(&index), "--text", "a b c"]),
         &["index format 9, but this neardup"],
@@ -416,4 +425,218 @@ fn with_exact_folding_batches_still_give_the_clusters_of_one_run() {
     );
     assert!(expected.len() > 40);
     assert_eq!(index_clusters(&index, &all), expected);
+}
+
+#[test]
+fn a_failed_against_step_leaves_no_success_and_the_index_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(&dir.path().join("a.jsonl"), &jsonl(&corpus(5, 20, "a")));
+    let b = write(&dir.path().join("b.jsonl"), &jsonl(&corpus(6, 20, "b")));
+    let index = dir.path().join("index");
+    run_ok(&dir.path().join("out-a"), &["--index", s(&index)], &[&a]);
+    // One damaged byte of a table (its size unchanged): only the against step, which
+    // verifies every checksum, can notice; the job itself succeeds.
+    let table = index.join("gen-00000").join("table-000.bin");
+    let mut bytes = std::fs::read(&table).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    std::fs::write(&table, &bytes).unwrap();
+    let before = snapshot(&index);
+    let out = dir.path().join("out-b");
+    let output = neardup()
+        .args(["run", "--against", s(&index), "--update-index"])
+        .args(["--output", s(&out), s(&b)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("table-000.bin"), "{stderr}");
+    assert!(
+        !out.join("_SUCCESS").exists(),
+        "a run whose against step failed has no _SUCCESS"
+    );
+    assert_eq!(snapshot(&index), before, "the index is as it was");
+}
+
+/// Every record batch of one Parquet file.
+fn file_batches(path: &Path) -> Vec<arrow::array::RecordBatch> {
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap()
+    .map(|b| b.unwrap())
+    .collect()
+}
+
+/// `against-clusters.parquet`: doc_id -> (cluster_id, keep).
+fn against_clusters(out: &Path) -> BTreeMap<u64, (i64, bool)> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Int64Type, UInt64Type};
+    let mut rows = BTreeMap::new();
+    for b in file_batches(&out.join("against-clusters.parquet")) {
+        let docs = column(&b, "doc_id").as_primitive::<UInt64Type>();
+        let ids = column(&b, "cluster_id").as_primitive::<Int64Type>();
+        let keep = column(&b, "keep").as_boolean();
+        for i in 0..b.num_rows() {
+            rows.insert(docs.value(i), (ids.value(i), keep.value(i)));
+        }
+    }
+    rows
+}
+
+/// `against-pairs.parquet`: (doc_a, doc_b) -> kind.
+fn against_pairs(out: &Path) -> BTreeMap<(u64, u64), String> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::UInt64Type;
+    let mut rows = BTreeMap::new();
+    for b in file_batches(&out.join("against-pairs.parquet")) {
+        let a = column(&b, "doc_a").as_primitive::<UInt64Type>();
+        let c = column(&b, "doc_b").as_primitive::<UInt64Type>();
+        let kind = column(&b, "kind").as_string::<i32>();
+        for i in 0..b.num_rows() {
+            rows.insert((a.value(i), c.value(i)), kind.value(i).to_string());
+        }
+    }
+    rows
+}
+
+#[test]
+fn every_keep_policy_works_against_an_index_as_in_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus(41, 90, "d");
+    let mut batches = [Vec::new(), Vec::new()];
+    let mut rng = SeededRng::new(13);
+    for d in docs {
+        batches[rng.below(2) as usize].push(d);
+    }
+    let files: Vec<_> = batches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| write(&dir.path().join(format!("b{i}.jsonl")), &jsonl(b)))
+        .collect();
+    let all: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    for policy in ["longest", "shortest"] {
+        let keep = ["--no-exact", "--keep", policy];
+        let union = dir.path().join(format!("union-{policy}"));
+        run_ok(&union, &keep, &all);
+        let expected: BTreeMap<u64, (i64, bool)> = clusters(&union)
+            .iter()
+            .filter(|c| c.cluster_id >= 0)
+            .map(|c| (c.doc_id, (c.cluster_id, c.keep)))
+            .collect();
+        // The index made with the same policy (ranks stored), and with none (ranks made
+        // from the stored bytes): the batch's clusters are those of one run, kept
+        // documents included.
+        for (name, index_keep) in [("same", policy), ("first", "first")] {
+            let index = dir.path().join(format!("index-{policy}-{name}"));
+            run_ok(
+                &dir.path().join(format!("b0-{policy}-{name}")),
+                &["--no-exact", "--keep", index_keep, "--index", s(&index)],
+                &[&files[0]],
+            );
+            let out = dir.path().join(format!("b1-{policy}-{name}"));
+            let mut args = keep.to_vec();
+            args.extend(["--against", s(&index)]);
+            run_ok(&out, &args, &[&files[1]]);
+            let found = against_clusters(&out);
+            assert!(found.len() > 30, "{}", found.len());
+            let wanted: BTreeMap<u64, (i64, bool)> = expected
+                .iter()
+                .filter(|(_, (c, _))| found.values().any(|f| f.0 == *c))
+                .map(|(&d, &v)| (d, v))
+                .collect();
+            assert_eq!(
+                found, wanted,
+                "--keep {policy}, index made with {index_keep}"
+            );
+            // Some kept document is a new one (the policy ranked it before indexed ones).
+            let new = 1u64 << 40;
+            assert!(
+                found
+                    .iter()
+                    .any(|(&d, &(c, keep))| keep && d >= new && (c as u64) < new),
+                "--keep {policy}: no cluster kept a new document over an indexed one"
+            );
+        }
+    }
+    // Without --keep an indexed document is kept wherever its cluster has one.
+    let index = dir.path().join("index-default");
+    run_ok(
+        &dir.path().join("b0-default"),
+        &["--no-exact", "--keep", "longest", "--index", s(&index)],
+        &[&files[0]],
+    );
+    let out = dir.path().join("b1-default");
+    run_ok(&out, &["--no-exact", "--against", s(&index)], &[&files[1]]);
+    let found = against_clusters(&out);
+    let mut by_cluster: BTreeMap<i64, Vec<(u64, bool)>> = BTreeMap::new();
+    for (&d, &(c, keep)) in &found {
+        by_cluster.entry(c).or_default().push((d, keep));
+    }
+    for members in by_cluster.values() {
+        let kept: Vec<u64> = members.iter().filter(|m| m.1).map(|m| m.0).collect();
+        assert_eq!(kept.len(), 1);
+        if members.iter().any(|m| m.0 < 1 << 40) {
+            assert!(kept[0] < 1 << 40, "a new document kept over an indexed one");
+        }
+    }
+}
+
+#[test]
+fn pairs_with_indexed_documents_of_the_same_content_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = corpus(51, 40, "a");
+    // The second batch: exact copies of some of the first's documents, near copies (a word
+    // changed) of others, and new families.
+    let mut rng = SeededRng::new(3);
+    let mut second: Vec<Doc> = Vec::new();
+    for (i, d) in first.iter().enumerate().filter(|(_, d)| d.text.len() > 20) {
+        match i % 3 {
+            0 => second.push(doc(format!("copy-{i}"), d.text.clone())),
+            1 => {
+                let mut words: Vec<&str> = d.text.split(' ').collect();
+                let w = rng.word();
+                words[3] = &w;
+                second.push(doc(format!("near-{i}"), words.join(" ")));
+            }
+            _ => {}
+        }
+    }
+    second.extend(corpus(52, 10, "b"));
+    let a = write(&dir.path().join("a.jsonl"), &jsonl(&first));
+    let b = write(&dir.path().join("b.jsonl"), &jsonl(&second));
+    let index = dir.path().join("index");
+    let out_a = dir.path().join("out-a");
+    run_ok(&out_a, &["--index", s(&index)], &[&a]);
+    let out_b = dir.path().join("out-b");
+    run_ok(&out_b, &["--against", s(&index)], &[&b]);
+    // doc number (the index's) -> text.
+    let text_of = |out: &Path, docs: &[Doc], shift: u64| -> BTreeMap<u64, String> {
+        let by_id: BTreeMap<String, String> = docs
+            .iter()
+            .map(|d| (d.id.as_str().unwrap().to_string(), d.text.clone()))
+            .collect();
+        fingerprints(out)
+            .iter()
+            .map(|f| (f.doc_id + shift, by_id[f.id.as_ref().unwrap()].clone()))
+            .collect()
+    };
+    let mut texts = text_of(&out_a, &first, 0);
+    texts.extend(text_of(&out_b, &second, 1 << 40));
+    let (mut exact, mut near) = (0, 0);
+    for ((a, b), kind) in against_pairs(&out_b) {
+        if a >= 1 << 40 {
+            continue; // a pair of the batch's own
+        }
+        let same = texts[&a] == texts[&b];
+        assert_eq!(kind, if same { "exact" } else { "near" }, "{a} {b}");
+        if same {
+            exact += 1;
+        } else {
+            near += 1;
+        }
+    }
+    assert!(exact >= 5 && near >= 5, "exact {exact}, near {near}");
 }

@@ -582,6 +582,15 @@ fn finalize(mut report: WorkerReport, shared: &Shared) -> JobSummary {
     }
     // Every worker has removed its own spill directory by now; the job's goes too.
     let _ = std::fs::remove_dir(config.spill_root());
+    if let Some(step) = config
+        .before_commit
+        .as_ref()
+        .filter(|_| summary.succeeded())
+    {
+        if let Err(e) = (step.0)(&config.output) {
+            summary.errors.push(e);
+        }
+    }
     if let Err(e) = output::commit(&config.output, &mut summary) {
         summary.errors.push(e.to_string());
     }

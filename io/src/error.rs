@@ -366,9 +366,10 @@ pub enum IoError {
 
     /// An index of another layout version than this neardup reads.
     #[error(
-        "{}: index format {found}, but this neardup ({}) reads format {}; use the neardup that wrote it, or rebuild the index",
+        "{}: index format {found}, but this neardup ({}) reads formats {} to {}; use the neardup that wrote it, or rebuild the index",
         shown(path),
         env!("CARGO_PKG_VERSION"),
+        crate::index::OLDEST_INDEX_FORMAT,
         crate::index::INDEX_FORMAT
     )]
     IndexFormat { path: PathBuf, found: String },

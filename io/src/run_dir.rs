@@ -807,6 +807,13 @@ pub fn read_run(dir: &Path) -> Result<RunOutputs, IoError> {
             reason: "no _SUCCESS: the run is incomplete or failed".into(),
         });
     }
+    read_run_parts(dir)
+}
+
+/// [`read_run`] without the check for `_SUCCESS`: for a step that runs between the last
+/// committed part and `_SUCCESS` (every part is committed then, `_SUCCESS` not yet written).
+pub fn read_run_parts(dir: &Path) -> Result<RunOutputs, IoError> {
+    let run = RunDir::new(dir);
     let mut out = RunOutputs::default();
     let mut origin = Origin::default();
     for path in committed_parts(&run.table(Table::Fingerprints))? {

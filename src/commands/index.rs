@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use neardup_core::{Method, Scheme, TableDesign, Weighting};
-use neardup_io::index::run::read_run_documents;
+use neardup_dataflow::config::KeepPolicy;
+use neardup_io::index::run::{read_run_documents, RunDocuments};
+use neardup_io::index::DocView;
 use neardup_io::index::{IndexSpec, IndexWriter, Manifest, NewGeneration, FILE_SHIFT};
 
 /// Flags of `neardup index`.
@@ -121,11 +123,39 @@ pub fn create_for_tables(
 
 /// Adds the committed run at `run` to the index as a new generation; returns its document
 /// count. Its documents are those of its `fingerprints/` table, or of `tables` (a search).
+/// Such a generation has no keep ranks (see [`batch_documents`] for a run's).
 pub fn add_run(writer: &mut IndexWriter, run: &Path, tables: Option<&[PathBuf]>) -> Result<u64> {
     let read = match tables {
         Some(tables) => neardup_io::index::run::read_documents(run, tables)?,
         None => read_run_documents(run)?,
     };
+    add_documents(writer, run, read, None)
+}
+
+/// The documents of the run at `run`, whose parts are committed and whose `_SUCCESS` is not
+/// written yet (a [`neardup_dataflow::config::BeforeCommit`] step), with what only its
+/// resume parts hold: each document's content digest and keep rank.
+pub fn batch_documents(run: &Path) -> Result<RunDocuments> {
+    let mut read = neardup_io::index::run::read_committed_parts(run)?;
+    let keys = neardup_dataflow::stages::fingerprint::resume::document_keys(run)
+        .map_err(anyhow::Error::msg)?;
+    for doc in &mut read.docs {
+        if let Some(&(digest, rank)) = keys.get(&doc.doc_id) {
+            doc.digest = (digest != 0).then_some(digest);
+            doc.rank = Some(rank);
+        }
+    }
+    Ok(read)
+}
+
+/// Adds a run's documents (`read`, in the run's numbering) to the index as a new
+/// generation whose ranks follow `keep`; returns its document count.
+pub fn add_documents(
+    writer: &mut IndexWriter,
+    run: &Path,
+    read: RunDocuments,
+    keep: Option<String>,
+) -> Result<u64> {
     if !read.fingerprint.is_null() && read.fingerprint != writer.manifest().fingerprint {
         bail!(
             "{}: the run's fingerprints were made with other parameters than the index's",
@@ -143,6 +173,7 @@ pub fn add_run(writer: &mut IndexWriter, run: &Path, tables: Option<&[PathBuf]>)
         files: read.files,
         docs,
         cluster_changes: Vec::new(),
+        keep,
     })?;
     Ok(n)
 }
@@ -194,12 +225,65 @@ pub struct AgainstSummary {
     /// Indexed clusters (or documents) the batch's documents joined.
     pub joined: u64,
     pub merges: u64,
+    /// Indexed documents of the batch's clusters without a rank under the keep policy
+    /// (ranked last): a policy by a column their generation was not ranked by.
+    pub unranked: u64,
 }
 
-/// The incremental step of `neardup run --against DIR`: the committed batch run at `run`
-/// (numbered as the index's next generation) against the index at `dir`: pairs between new
-/// and indexed documents, the clusters they form with the batch's own pairs, written to the
-/// run directory; with `writer`, the batch is added to the index as a generation.
+/// The order in which `neardup run --against` keeps the documents of a cluster (smallest
+/// first): new after indexed (without `--keep`), the rank, the doc number.
+type KeepKey = (bool, u64, u64);
+
+/// How `neardup run --against` picks the document to keep of a cluster.
+#[derive(Clone, Debug)]
+pub struct AgainstKeep {
+    /// The run's policy (given, or its default).
+    pub policy: KeepPolicy,
+    /// Whether `--keep` was given: then indexed and new documents are ranked together (ties
+    /// to the indexed one); without it an indexed document is kept wherever the cluster has
+    /// one, and the policy decides among indexed, or among new, documents.
+    pub given: bool,
+}
+
+/// An indexed document's rank under `policy`: the stored one if its generation ranked by
+/// the same policy, else made from its bytes or capture time where the policy ranks by
+/// those; `None` for a column the index does not hold (or a format 1 generation).
+pub fn indexed_rank(
+    policy: &KeepPolicy,
+    generation_keep: Option<&str>,
+    doc: &DocView,
+) -> Option<u64> {
+    if generation_keep == Some(policy.describe().as_str()) && doc.rank.is_some() {
+        return doc.rank;
+    }
+    match policy {
+        KeepPolicy::First => Some(0),
+        KeepPolicy::Longest | KeepPolicy::Shortest => doc.bytes.map(|b| policy.rank(b, None, None)),
+        KeepPolicy::Newest | KeepPolicy::Oldest => {
+            doc.bytes.map(|_| policy.rank(0, None, doc.fetched_at))
+        }
+        KeepPolicy::Max(_) | KeepPolicy::Min(_) => None,
+        // Refused with --against before the job starts (src/commands/run.rs).
+        KeepPolicy::CanonicalHost(_) => None,
+    }
+}
+
+/// What the incremental step found, and the generation it would add to the index.
+#[derive(Debug, Default)]
+pub struct AgainstOutcome {
+    pub summary: AgainstSummary,
+    /// The batch in the index's numbering, with its clusters and the indexed documents whose
+    /// cluster it changed: what `--update-index` adds once the run is committed.
+    pub generation: NewGeneration,
+}
+
+/// The incremental step of `neardup run --against DIR`: the batch run at `run` (numbered as
+/// the index's next generation) against the index at `dir`, which must still be `expected`:
+/// pairs between new and indexed documents, the clusters they form with the batch's own
+/// pairs, written to the run directory. It runs before the run's `_SUCCESS` (see
+/// [`neardup_dataflow::config::BeforeCommit`]): a run with `_SUCCESS` always has its
+/// `against-*` files. The batch is added to the index (with the returned generation) only
+/// after `_SUCCESS`.
 ///
 /// Clusters follow the run's rule, the smallest doc number is the id: the batch's numbers
 /// come after every indexed one, so a cluster that only grows keeps its id, a merge takes the
@@ -208,8 +292,9 @@ pub fn against(
     dir: &Path,
     run: &Path,
     k: u32,
-    writer: Option<&mut IndexWriter>,
-) -> Result<AgainstSummary> {
+    expected: &Manifest,
+    keep: &AgainstKeep,
+) -> Result<AgainstOutcome> {
     use std::collections::{BTreeMap, HashMap, HashSet};
 
     use neardup_core::unionfind::UnionFind;
@@ -218,14 +303,12 @@ pub fn against(
 
     let index = Index::open(dir, Verify::Checksums)?;
     let manifest = index.manifest().clone();
-    if let Some(w) = &writer {
-        if w.manifest() != &manifest {
-            bail!("{}: the index changed while it was read", dir.display());
-        }
+    if &manifest != expected {
+        bail!("{}: the index changed while the batch ran", dir.display());
     }
     let shift = manifest.files << FILE_SHIFT;
-    let read = read_run_documents(run)?;
-    let outputs = neardup_io::run_dir::read_run(run)?;
+    let read = batch_documents(run)?;
+    let outputs = neardup_io::run_dir::read_run_parts(run)?;
     let mut docs = read.docs;
     let simhash: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
     let mut pairs: Vec<PairRow> = Vec::new();
@@ -255,47 +338,75 @@ pub fn against(
     let mut joined: HashSet<u64> = HashSet::new();
     for doc in &mut docs {
         doc.doc_id += shift;
-        if doc.empty {
-            continue;
-        }
-        index.query(doc.simhash, k, |m| {
-            let old = index.doc(m.generation, m.row);
-            pairs.push(PairRow {
-                doc_a: old.doc_id,
-                doc_b: doc.doc_id,
-                hamming: m.hamming as u8,
-                kind: PairKind::Near,
-                jaccard: None,
-            });
-            summary.indexed_pairs += 1;
-            let n = node(old.cluster_id, old.doc_id);
-            joined.insert(n);
-            uf.union(n, doc.doc_id);
-        });
     }
+    // Every non-empty new document probes the index, all of them as one batch.
+    let probes: Vec<usize> = (0..docs.len()).filter(|&i| !docs[i].empty).collect();
+    let fps: Vec<u64> = probes.iter().map(|&i| docs[i].simhash).collect();
+    index.query_batch(&fps, k, |q, m| {
+        let doc = &docs[probes[q]];
+        let old = index.doc(m.generation, m.row);
+        // The same content digest (the exact-duplicate key of both runs) is an exact pair.
+        let exact = doc.digest.is_some() && old.digest == doc.digest;
+        pairs.push(PairRow {
+            doc_a: old.doc_id,
+            doc_b: doc.doc_id,
+            hamming: m.hamming as u8,
+            kind: if exact {
+                PairKind::Exact
+            } else {
+                PairKind::Near
+            },
+            jaccard: None,
+        });
+        summary.indexed_pairs += 1;
+        let n = node(old.cluster_id, old.doc_id);
+        joined.insert(n);
+        uf.union(n, doc.doc_id);
+    });
     summary.joined = joined.len() as u64;
     let label: HashMap<u64, u64> = uf.components_by_min().into_iter().collect();
     // The indexed members of every component the batch touched, and the clusters that merged.
-    let mut members: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    // Each member with its keep key: the smallest is kept.
+    let key = |new: bool, rank: Option<u64>, doc: u64| {
+        let rank = rank.unwrap_or(u64::MAX);
+        if keep.given {
+            (false, rank, doc)
+        } else {
+            (new, rank, doc)
+        }
+    };
+    let mut members: BTreeMap<u64, Vec<(u64, KeepKey)>> = BTreeMap::new();
     let mut changes = Vec::new();
     let mut merges = BTreeMap::new();
-    for old in index.docs() {
-        let n = node(old.cluster_id, old.doc_id);
-        let Some(&l) = label.get(&n) else { continue };
-        members.entry(l).or_default().push(old.doc_id);
-        if old.cluster_id != Some(l as i64) {
-            changes.push((old.doc_id, l as i64));
-        }
-        if let Some(c) = old.cluster_id {
-            if c as u64 != l {
-                merges.insert(c, l as i64);
+    for g in 0..index.generations() {
+        let policy = index.generation_keep(g);
+        for row in 0..index.generation_documents(g) {
+            let old = index.doc(g, row as u32);
+            let n = node(old.cluster_id, old.doc_id);
+            let Some(&l) = label.get(&n) else { continue };
+            let rank = indexed_rank(&keep.policy, policy, &old);
+            summary.unranked += u64::from(rank.is_none());
+            members
+                .entry(l)
+                .or_default()
+                .push((old.doc_id, key(false, rank, old.doc_id)));
+            if old.cluster_id != Some(l as i64) {
+                changes.push((old.doc_id, l as i64));
+            }
+            if let Some(c) = old.cluster_id {
+                if c as u64 != l {
+                    merges.insert(c, l as i64);
+                }
             }
         }
     }
     for doc in &mut docs {
         if let Some(&l) = label.get(&doc.doc_id) {
             doc.cluster_id = Some(l as i64);
-            members.entry(l).or_default().push(doc.doc_id);
+            members
+                .entry(l)
+                .or_default()
+                .push((doc.doc_id, key(true, doc.rank, doc.doc_id)));
         } else {
             doc.cluster_id = None;
         }
@@ -320,12 +431,17 @@ pub fn against(
     let mut w = PartWriter::<ClusterRow>::create_file(&run.join(AGAINST_CLUSTERS), &meta)?;
     for (l, mut docs) in members {
         docs.sort_unstable();
-        for &d in &docs {
+        let kept = docs
+            .iter()
+            .min_by_key(|d| d.1)
+            .expect("a cluster has members")
+            .0;
+        for &(d, _) in &docs {
             w.push(ClusterRow {
                 doc_id: d,
                 cluster_id: l as i64,
                 cluster_size: docs.len() as u32,
-                keep: d == l,
+                keep: d == kept,
             })?;
         }
     }
@@ -338,17 +454,19 @@ pub fn against(
         })?;
     }
     w.commit()?;
-
-    if let Some(writer) = writer {
-        drop(index);
-        writer.add(NewGeneration {
+    Ok(AgainstOutcome {
+        summary,
+        generation: NewGeneration {
             files: read.files,
             docs,
             cluster_changes: changes,
-        })?;
-    }
-    Ok(summary)
+            keep: Some(keep.policy.describe()),
+        },
+    })
 }
+
+/// Queries per `Index::query_batch` call in `index bench`.
+const BENCH_BATCH: usize = 65_536;
 
 /// Words of a synthetic 5 KB query text (`index bench`).
 const BENCH_TEXT_BYTES: usize = 5_000;
@@ -399,6 +517,16 @@ fn bench(dir: &Path, queries: usize) -> Result<()> {
         index.query(fp, k, |_| batch_matches += 1);
     }
     let batch = start.elapsed().as_secs_f64();
+    // The same queries as batches (Index::query_batch: each table walked once per batch).
+    let start = Instant::now();
+    let mut batched_matches = 0u64;
+    for chunk in fps.chunks(BENCH_BATCH) {
+        index.query_batch(chunk, k, |_, _| batched_matches += 1);
+    }
+    let batched = start.elapsed().as_secs_f64();
+    if batched_matches != batch_matches {
+        bail!("query_batch found {batched_matches} matches, single queries {batch_matches}");
+    }
     // An index of fingerprints without a scheme (a search over bare tables) is timed with
     // the default scheme: the figure is the cost of fingerprinting plus the query.
     let scheme = crate::commands::query::index_scheme(index.manifest())
@@ -435,6 +563,8 @@ fn bench(dir: &Path, queries: usize) -> Result<()> {
         "query_p99_us": pct(0.99),
         "text_5kb_query_p50_us": text_p50,
         "batch_queries_per_second_one_thread": queries as f64 / batch,
+        "query_batch_size": BENCH_BATCH,
+        "query_batch_queries_per_second_one_thread": queries as f64 / batched,
     });
     super::write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     Ok(())

@@ -227,34 +227,48 @@ impl Answerer<'_> {
     }
 }
 
+/// From this many queries on, a thread answers its share as one batch
+/// ([`Index::query_batch`]: each table walked once) instead of one query at a time.
+const BATCH_QUERY_MIN: usize = 64;
+
 /// The matches of `queries`, in order (each query's sorted by doc number).
 fn answer_part(index: &Index, scheme: &Scheme, k: u32, queries: &[Query]) -> Vec<MatchRow> {
     let mut fingerprinter = Fingerprinter::new(scheme.clone());
     fingerprinter.set_sort_feature_set(false);
-    let mut out = Vec::new();
-    for query in queries {
-        let (name, fp) = match query {
+    // (name, fingerprint) of every query with one; an empty document is never matched, as
+    // in a run.
+    let asked: Vec<(&String, u64)> = queries
+        .iter()
+        .filter_map(|query| match query {
             Query::Text { name, text } => {
                 let fp = fingerprinter.fingerprint(text);
-                if fp.is_empty() {
-                    // An empty document is never matched, as in a run.
-                    continue;
-                }
-                (name, fp.simhash)
+                (!fp.is_empty()).then_some((name, fp.simhash))
             }
-            Query::Fingerprint { name, fp } => (name, *fp),
-        };
+            Query::Fingerprint { name, fp } => Some((name, *fp)),
+        })
+        .collect();
+    let row = |name: &String, m: neardup_io::index::Match| {
+        let doc = index.doc(m.generation, m.row);
+        MatchRow {
+            query: name.clone(),
+            doc_id: doc.doc_id,
+            id: doc.id.map(str::to_string),
+            hamming: m.hamming as u8,
+            cluster_id: doc.cluster_id,
+        }
+    };
+    let mut out = Vec::new();
+    if asked.len() >= BATCH_QUERY_MIN {
+        let fps: Vec<u64> = asked.iter().map(|a| a.1).collect();
+        let mut found: Vec<(usize, MatchRow)> = Vec::new();
+        index.query_batch(&fps, k, |i, m| found.push((i, row(asked[i].0, m))));
+        found.sort_unstable_by_key(|(i, r)| (*i, r.doc_id));
+        out.extend(found.into_iter().map(|(_, r)| r));
+        return out;
+    }
+    for (name, fp) in asked {
         let start = out.len();
-        index.query(fp, k, |m| {
-            let doc = index.doc(m.generation, m.row);
-            out.push(MatchRow {
-                query: name.clone(),
-                doc_id: doc.doc_id,
-                id: doc.id.map(str::to_string),
-                hamming: m.hamming as u8,
-                cluster_id: doc.cluster_id,
-            });
-        });
+        index.query(fp, k, |m| out.push(row(name, m)));
         out[start..].sort_unstable_by_key(|r| r.doc_id);
     }
     out

@@ -1,12 +1,12 @@
 //! `neardup run`: the whole job over a corpus, and `neardup search`: the search alone over
 //! an existing fingerprint table. Both hand a `JobConfig` to `neardup_dataflow::run_job`.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Result};
 use neardup_dataflow::config::{
-    ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_TABLES,
+    BeforeCommit, ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_TABLES,
 };
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
 use neardup_io::input::scan_inputs;
@@ -39,6 +39,11 @@ Examples:
   The same crawl, keeping each page's copy on the canonical host of its mirror group
   (hosts/), the newest capture among those:
     neardup run --html main --keep canonical-host --output out crawl/*.warc.gz
+
+  Keep an index of week 1, then deduplicate week 2 against it and add it, keeping the
+  longest of old and new copies (docs/index.md):
+    neardup run --index idx --output week1 week1/
+    neardup run --against idx --update-index --keep longest --output week2 week2/
 
   Query the results with DuckDB:
     duckdb -c \"select * from 'out/pairs/*.parquet' limit 10\"
@@ -149,7 +154,8 @@ pub struct RunArgs {
     pub index: Option<PathBuf>,
     /// Deduplicate this batch against the index in DIR: the pairs between new and indexed
     /// documents and the clusters they join or merge go to against-*.parquet in the output
-    /// (indexed documents are kept before new copies)
+    /// (indexed documents are kept before new copies; with --keep, old and new are ranked
+    /// together, ties to the indexed one)
     #[arg(
         long,
         value_name = "DIR",
@@ -340,7 +346,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         ..Default::default()
     })
     .resume(args.resume);
-    let config = args
+    let mut config = args
         .job
         .configure(args.quality.configure(builder))?
         .build()?;
@@ -358,27 +364,69 @@ pub fn run(args: &RunArgs) -> Result<()> {
         None => None,
     };
     // Against an index: the run must make the index's fingerprints and tables; with
-    // --update-index the index is locked from now on.
+    // --update-index the index is locked from now on. Process 0 compares the batch with the
+    // index after the job's parts are committed and before its _SUCCESS (so a run with
+    // _SUCCESS has its against-* files); the batch joins the index after _SUCCESS.
     let mut update = None;
+    let found = Arc::new(Mutex::new(None));
     if let Some(dir) = &args.against {
+        if config.keep.prefers_canonical_hosts() {
+            bail!(
+                "--keep {} cannot be used with --against: mirror groups are found within one \
+                 run, not across the index (use the inner policy, e.g. --keep {})",
+                config.keep.describe(),
+                config.keep.inner().describe()
+            );
+        }
         let manifest = neardup_io::index::Manifest::load(dir)?;
         super::index::check_against(&manifest, dir, &config.scheme, &config.design)?;
-        if config.keep.describe() != "first" {
-            bail!("--against keeps the indexed document of each cluster (the smallest doc number); --keep {} is not supported with it", config.keep.describe());
-        }
-        if args.update_index && args.job.cluster.process == 0 {
-            update = Some(neardup_io::index::IndexWriter::open(dir)?);
+        if args.job.cluster.process == 0 {
+            if args.update_index {
+                update = Some(neardup_io::index::IndexWriter::open(dir)?);
+            }
+            let (dir, k, slot) = (dir.clone(), config.design.k(), found.clone());
+            let keep = super::index::AgainstKeep {
+                policy: config.keep.clone(),
+                given: args.job.keep.is_some(),
+            };
+            config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
+                let outcome = super::index::against(&dir, run, k, &manifest, &keep)
+                    .map_err(|e| format!("--against {}: {e:#}", dir.display()))?;
+                *slot.lock().expect("the against slot") = Some(outcome);
+                Ok(())
+            })));
         }
     }
+    // A new index: the run's documents are read before _SUCCESS (their digests and ranks
+    // are in the resume parts, removed with it) and written after it.
+    let documents = Arc::new(Mutex::new(None));
+    if index.is_some() {
+        let slot = documents.clone();
+        config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
+            let read = super::index::batch_documents(run).map_err(|e| format!("--index: {e:#}"))?;
+            *slot.lock().expect("the documents slot") = Some(read);
+            Ok(())
+        })));
+    }
+    let keep = config.keep.describe();
     if args.resume && !args.job.quiet {
         resume_notice(&config, args.job.log_format);
     }
-    let k = config.design.k();
     let output = config.output.clone();
     execute(config, &args.job)?;
-    if let (Some(dir), 0) = (&args.against, args.job.cluster.process) {
-        let found = super::index::against(dir, &output, k, update.as_mut())?;
+    let outcome = found.lock().expect("the against slot").take();
+    if let (Some(dir), Some(outcome)) = (&args.against, outcome) {
+        let found = &outcome.summary;
+        if let Some(writer) = update.as_mut() {
+            writer.add(outcome.generation)?;
+        }
         if !args.job.quiet {
+            if found.unranked > 0 {
+                eprintln!(
+                    "neardup: warning: --keep {}: {} indexed documents of the batch's clusters have no rank under it (their generation was ranked by another policy) and rank last",
+                    keep, found.unranked
+                );
+            }
             eprintln!(
                 "  against {}: {} new documents, {} pairs among them, {} with indexed documents, {} indexed clusters joined, {} merged{}",
                 dir.display(),
@@ -391,8 +439,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
             );
         }
     }
-    if let Some((dir, writer)) = &mut index {
-        let documents = super::index::add_run(writer, &output, None)?;
+    let read = documents.lock().expect("the documents slot").take();
+    if let (Some((dir, writer)), Some(read)) = (&mut index, read) {
+        let documents = super::index::add_documents(writer, &output, read, Some(keep))?;
         if !args.job.quiet {
             eprintln!("  index: {} ({documents} documents)", dir.display());
         }

@@ -54,8 +54,14 @@ pub use read::{DocView, Index, Match, Verify};
 pub use write::{DocEntry, Generation as NewGeneration, IndexSpec, IndexWriter};
 
 /// The index layout version written into the manifest and every binary file's header. A
-/// reader refuses any other (a newer neardup's index is never misread).
-pub const INDEX_FORMAT: u32 = 1;
+/// reader refuses a newer one (a newer neardup's index is never misread) and reads every
+/// format from [`OLDEST_INDEX_FORMAT`] on. Format 2 added each document's content digest,
+/// keep rank, bytes and capture time to `docs.bin`, and each generation's format and keep
+/// policy to the manifest.
+pub const INDEX_FORMAT: u32 = 2;
+
+/// The oldest format this neardup reads.
+pub const OLDEST_INDEX_FORMAT: u32 = 1;
 
 /// The manifest's file name.
 pub const MANIFEST: &str = "manifest.json";
@@ -137,6 +143,19 @@ pub struct GenerationEntry {
     pub cluster_changes: u64,
     /// Every file of the generation, with its size and xxh3-64.
     pub checksums: Vec<FileSum>,
+    /// The layout of the generation's files (absent in format 1 manifests: 1). An index
+    /// may hold generations of several formats: a generation is never rewritten in place.
+    #[serde(default = "format_one")]
+    pub format: u32,
+    /// The keep policy (`first`, `longest`, `max:score`, ...) whose ranks `docs.bin` holds;
+    /// `None`: no ranks (format 1, a search over fingerprint tables, or compacted
+    /// generations of several policies).
+    #[serde(default)]
+    pub keep: Option<String>,
+}
+
+fn format_one() -> u32 {
+    1
 }
 
 /// A file's size and checksum.
@@ -178,7 +197,7 @@ impl Manifest {
             serde_json::from_slice(&text).map_err(|e| corrupt(&path, format!("not JSON: {e}")))?;
         let format = value.get("format").and_then(Value::as_u64);
         match format {
-            Some(f) if f == u64::from(INDEX_FORMAT) => {}
+            Some(f) if (u64::from(OLDEST_INDEX_FORMAT)..=u64::from(INDEX_FORMAT)).contains(&f) => {}
             Some(f) => {
                 return Err(IoError::IndexFormat {
                     path,
@@ -187,7 +206,19 @@ impl Manifest {
             }
             None => return Err(corrupt(&path, "no format".into())),
         }
-        serde_json::from_value(value).map_err(|e| corrupt(&path, e.to_string()))
+        let manifest: Manifest =
+            serde_json::from_value(value).map_err(|e| corrupt(&path, e.to_string()))?;
+        if let Some(g) = manifest
+            .generations
+            .iter()
+            .find(|g| !(OLDEST_INDEX_FORMAT..=INDEX_FORMAT).contains(&g.format))
+        {
+            return Err(IoError::IndexFormat {
+                path: dir.join(&g.dir),
+                found: g.format.to_string(),
+            });
+        }
+        Ok(manifest)
     }
 }
 

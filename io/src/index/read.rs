@@ -12,11 +12,12 @@ use memmap2::Mmap;
 use neardup_core::query::{self, permutations, Permutation};
 use neardup_core::TableDesign;
 
-use super::write::{design_of, FLAG_EMPTY, FLAG_HAS_ID};
+use super::write::{
+    design_of, FLAG_BYTES, FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK,
+};
 use super::{
     corrupt, generation_file, table_file, GenerationEntry, Manifest, CLUSTERS_FILE, DOCS_FILE,
-    DOCUMENTS_PARQUET, HEADER_BYTES, INDEX_FORMAT, KIND_CLUSTERS, KIND_DOCS, KIND_TABLE, MAGIC,
-    MANIFEST,
+    DOCUMENTS_PARQUET, HEADER_BYTES, KIND_CLUSTERS, KIND_DOCS, KIND_TABLE, MAGIC, MANIFEST,
 };
 use crate::error::IoError;
 
@@ -46,6 +47,18 @@ struct GenerationMap {
     count: usize,
     tables: Vec<Mmap>,
     indexed: usize,
+    /// The layout of its files (docs/index.md): 1 or 2.
+    format: u32,
+}
+
+/// Words per document before `docs.bin`'s flags: doc number, simhash, cluster, id end; and
+/// from format 2 the digest (two words), rank, bytes and capture time.
+fn doc_words(format: u32) -> usize {
+    if format >= 2 {
+        9
+    } else {
+        4
+    }
 }
 
 /// A stored document within `k` of a query: where it is, and how far.
@@ -64,6 +77,13 @@ pub struct DocView<'a> {
     pub simhash: u64,
     pub empty: bool,
     pub cluster_id: Option<i64>,
+    /// From format 2, where the run made them (see [`super::DocEntry`]): the content
+    /// digest, the keep rank under its generation's policy ([`Index::generation_keep`]),
+    /// the text bytes and the capture time.
+    pub digest: Option<u128>,
+    pub rank: Option<u64>,
+    pub bytes: Option<u64>,
+    pub fetched_at: Option<i64>,
 }
 
 /// `n` little-endian words of `bytes` from byte `at` (8-aligned in a page-aligned map).
@@ -102,19 +122,21 @@ impl Index {
         let mut generations = Vec::with_capacity(manifest.generations.len());
         let mut changes = HashMap::new();
         for entry in &manifest.generations {
+            let format = entry.format;
             let docs = map_checked(dir, entry, DOCS_FILE, verify)?;
             let path = generation_file(dir, entry, DOCS_FILE);
-            let (count, id_bytes) = header(&docs, &path, KIND_DOCS)?;
+            let (count, id_bytes) = header(&docs, &path, KIND_DOCS, format)?;
             expect(&path, "documents", count, entry.documents)?;
             let count = count as usize;
-            let size = HEADER_BYTES + 32 * count + padded8(count) + id_bytes as usize;
+            let size =
+                HEADER_BYTES + 8 * doc_words(format) * count + padded8(count) + id_bytes as usize;
             expect(&path, "bytes", docs.len() as u64, size as u64)?;
             let mut tables = Vec::with_capacity(design.tables());
             for (t, mask) in design.masks().iter().enumerate() {
                 let name = table_file(t);
                 let map = map_checked(dir, entry, &name, verify)?;
                 let path = generation_file(dir, entry, &name);
-                let (n, recorded_mask) = header(&map, &path, KIND_TABLE)?;
+                let (n, recorded_mask) = header(&map, &path, KIND_TABLE, format)?;
                 expect(&path, "entries", n, entry.indexed)?;
                 if recorded_mask != *mask {
                     return Err(corrupt(
@@ -128,7 +150,7 @@ impl Index {
             }
             let clusters = map_checked(dir, entry, CLUSTERS_FILE, verify)?;
             let path = generation_file(dir, entry, CLUSTERS_FILE);
-            let (n, _) = header(&clusters, &path, KIND_CLUSTERS)?;
+            let (n, _) = header(&clusters, &path, KIND_CLUSTERS, format)?;
             expect(&path, "changes", n, entry.cluster_changes)?;
             expect(
                 &path,
@@ -149,6 +171,7 @@ impl Index {
                 count,
                 tables,
                 indexed: entry.indexed as usize,
+                format,
             });
         }
         Ok(Index {
@@ -186,6 +209,12 @@ impl Index {
         self.generations[generation].count
     }
 
+    /// The keep policy whose ranks generation `generation`'s documents carry (`None`: no
+    /// ranks stored).
+    pub fn generation_keep(&self, generation: usize) -> Option<&str> {
+        self.manifest.generations[generation].keep.as_deref()
+    }
+
     /// Calls `found` once for every indexed document within `k` bits of `fp` (`k` at most
     /// [`Index::k`]; the caller checks), generation by generation.
     pub fn query(&self, fp: u64, k: u32, mut found: impl FnMut(Match)) {
@@ -206,17 +235,44 @@ impl Index {
         }
     }
 
+    /// [`Index::query`] for a batch of fingerprints: calls `found(i, m)` once for every
+    /// indexed document `m` within `k` of `fps[i]`, in no particular order. Each table of
+    /// each generation is walked once, left to right, for the whole batch
+    /// ([`query::query_batch`]): for large batches much cheaper than one query at a time.
+    pub fn query_batch(&self, fps: &[u64], k: u32, mut found: impl FnMut(usize, Match)) {
+        let k = k.min(self.design.k());
+        let mut keys: Vec<&[u64]> = Vec::with_capacity(self.design.tables());
+        for (g, generation) in self.generations.iter().enumerate() {
+            let n = generation.indexed;
+            keys.clear();
+            keys.extend(generation.tables.iter().map(|m| words(m, HEADER_BYTES, n)));
+            query::query_batch(&self.design, &self.permutations, &keys, fps, k, |m| {
+                let rows = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n);
+                found(
+                    m.query,
+                    Match {
+                        generation: g,
+                        row: rows[m.position],
+                        hamming: m.hamming,
+                    },
+                )
+            });
+        }
+    }
+
     /// The document at `row` of generation `generation`.
     pub fn doc(&self, generation: usize, row: u32) -> DocView<'_> {
         let g = &self.generations[generation];
         let (n, r) = (g.count, row as usize);
         let bytes = &g.docs[..];
-        let doc_id = words(bytes, HEADER_BYTES, n)[r];
-        let simhash = words(bytes, HEADER_BYTES + 8 * n, n)[r];
-        let stored = words(bytes, HEADER_BYTES + 16 * n, n)[r] as i64;
-        let ends = words(bytes, HEADER_BYTES + 24 * n, n);
-        let flags = bytes[HEADER_BYTES + 32 * n + r];
-        let ids_at = HEADER_BYTES + 32 * n + padded8(n);
+        let column = |i: usize| words(bytes, HEADER_BYTES + 8 * i * n, n);
+        let doc_id = column(0)[r];
+        let simhash = column(1)[r];
+        let stored = column(2)[r] as i64;
+        let ends = column(3);
+        let flags_at = HEADER_BYTES + 8 * doc_words(g.format) * n;
+        let flags = bytes[flags_at + r];
+        let ids_at = flags_at + padded8(n);
         let start = if r == 0 { 0 } else { ends[r - 1] as usize };
         let id = (flags & FLAG_HAS_ID != 0).then(|| {
             std::str::from_utf8(&bytes[ids_at + start..ids_at + ends[r] as usize])
@@ -226,12 +282,26 @@ impl Index {
             Some(&c) => Some(c),
             None => (stored >= 0).then_some(stored),
         };
+        let (mut digest, mut rank, mut size, mut fetched_at) = (None, None, None, None);
+        if g.format >= 2 {
+            let digests = words(bytes, HEADER_BYTES + 32 * n, 2 * n);
+            let has = |bit: u8| flags & bit != 0;
+            digest = has(FLAG_DIGEST)
+                .then(|| u128::from(digests[2 * r]) | u128::from(digests[2 * r + 1]) << 64);
+            rank = has(FLAG_RANK).then(|| column(6)[r]);
+            size = has(FLAG_BYTES).then(|| column(7)[r]);
+            fetched_at = has(FLAG_FETCHED_AT).then(|| column(8)[r] as i64);
+        }
         DocView {
             doc_id,
             id,
             simhash,
             empty: flags & FLAG_EMPTY != 0,
             cluster_id,
+            digest,
+            rank,
+            bytes: size,
+            fetched_at,
         }
     }
 
@@ -300,8 +370,9 @@ fn map_checked(
     Ok(map)
 }
 
-/// Checks a binary file's header; returns its count and extra word.
-fn header(bytes: &[u8], path: &Path, kind: u32) -> Result<(u64, u64), IoError> {
+/// Checks a binary file's header (its kind, and the format its generation has); returns
+/// its count and extra word.
+fn header(bytes: &[u8], path: &Path, kind: u32, format: u32) -> Result<(u64, u64), IoError> {
     if bytes.len() < HEADER_BYTES {
         return Err(corrupt(
             path,
@@ -313,12 +384,18 @@ fn header(bytes: &[u8], path: &Path, kind: u32) -> Result<(u64, u64), IoError> {
     }
     let word32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     let word64 = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let format = word32(8);
-    if format != INDEX_FORMAT {
+    let found = word32(8);
+    if found > super::INDEX_FORMAT {
         return Err(IoError::IndexFormat {
             path: path.to_path_buf(),
-            found: format.to_string(),
+            found: found.to_string(),
         });
+    }
+    if found != format {
+        return Err(corrupt(
+            path,
+            format!("file format {found}, but the manifest says {format}"),
+        ));
     }
     if word32(12) != kind {
         return Err(corrupt(

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::path::Path;
 
 use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{Int64Type, UInt64Type};
+use arrow::datatypes::{Int64Type, TimestampMicrosecondType, UInt64Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
@@ -56,6 +56,18 @@ pub fn read_documents(
             reason: "no _SUCCESS: the run is incomplete or failed".into(),
         });
     }
+    read_parts(dir, fingerprints)
+}
+
+/// [`read_run_documents`] of a run whose parts are committed but whose `_SUCCESS` is not
+/// written yet (a step that runs before it; see `neardup_dataflow::config::BeforeCommit`).
+pub fn read_committed_parts(dir: &Path) -> Result<RunDocuments, IoError> {
+    let parts = committed_parts(&RunDir::new(dir).table(Table::Fingerprints))?;
+    read_parts(dir, &parts)
+}
+
+fn read_parts(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result<RunDocuments, IoError> {
+    let run = RunDir::new(dir);
     let mut out = RunDocuments::default();
     let mut clusters: HashMap<u64, i64> = HashMap::new();
     for path in committed_parts(&run.table(Table::Clusters))? {
@@ -94,6 +106,13 @@ pub fn read_documents(
             };
             let (ids, sources, urls) = (string("id"), string("source"), string("url"));
             let empty = b.column_by_name("empty").and_then(|c| c.as_boolean_opt());
+            let sizes = b
+                .column_by_name("bytes")
+                .and_then(|c| c.as_primitive_opt::<UInt64Type>());
+            let times = b
+                .column_by_name("fetched_at")
+                .and_then(|c| c.as_primitive_opt::<TimestampMicrosecondType>());
+
             let source = path.display().to_string();
             for i in 0..b.num_rows() {
                 let doc_id = docs.value(i);
@@ -106,6 +125,9 @@ pub fn read_documents(
                     simhash: simhashes.value(i),
                     empty: empty.is_some_and(|e| e.value(i)),
                     cluster_id: clusters.get(&doc_id).copied(),
+                    bytes: sizes.and_then(|c| c.is_valid(i).then(|| c.value(i))),
+                    fetched_at: times.and_then(|c| c.is_valid(i).then(|| c.value(i))),
+                    ..Default::default()
                 });
             }
             Ok(())

@@ -39,12 +39,17 @@ fn batch(rng: &mut SeededRng, file: u64, n: u64) -> NewGeneration {
             simhash: fp,
             empty: record % 10 == 9,
             cluster_id: (record % 5 == 0).then_some(doc_id as i64),
+            digest: (record % 3 != 0).then(|| u128::from(fp) << 40 | u128::from(record)),
+            rank: (record % 4 != 1).then_some(record * 7 % 13),
+            bytes: (record % 6 != 2).then_some(100 + record),
+            fetched_at: (record % 5 != 4).then_some(-(record as i64) * 1000),
         });
     }
     NewGeneration {
         files: 1,
         docs,
         cluster_changes: Vec::new(),
+        keep: Some("longest".into()),
     }
 }
 
@@ -113,6 +118,12 @@ fn generations_answer_as_brute_force_before_and_after_compaction() {
                 doc.cluster_id
             };
             assert_eq!(view.cluster_id, cluster, "{}", doc.doc_id);
+            assert_eq!(
+                (view.digest, view.rank, view.bytes, view.fetched_at),
+                (doc.digest, doc.rank, doc.bytes, doc.fetched_at),
+                "{}",
+                doc.doc_id
+            );
         }
     };
     let index = Index::open(&path, Verify::Checksums).unwrap();
@@ -180,9 +191,19 @@ fn newer_formats_are_refused() {
     small_index(&path);
     let manifest = path.join(MANIFEST);
     let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(&manifest, text.replace("\"format\": 1", "\"format\": 2")).unwrap();
+    std::fs::write(&manifest, text.replace("\"format\": 2", "\"format\": 3")).unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
-    assert!(e.contains("index format 2, but this neardup"), "{e}");
+    assert!(e.contains("index format 3, but this neardup"), "{e}");
+    assert!(e.contains("reads formats 1 to 2"), "{e}");
+    // A generation of a newer format in a manifest this neardup reads.
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["generations"][0]["format"] = json!(3);
+    std::fs::write(&manifest, value.to_string()).unwrap();
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(
+        e.contains("gen-00000: index format 3, but this neardup"),
+        "{e}"
+    );
     std::fs::write(&manifest, "{\"format\": 1").unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
     assert!(e.contains("manifest.json: damaged index: not JSON"), "{e}");
@@ -234,4 +255,165 @@ fn an_interrupted_write_leaves_the_index_as_it_was() {
     let e = writer.add(bad).err().unwrap().to_string();
     assert!(e.contains("outside the generation's files 1..2"), "{e}");
     assert_eq!(std::fs::read(path.join(MANIFEST)).unwrap(), before);
+}
+
+/// Rewrites every generation of the index at `path` as format 1 wrote it: `docs.bin`
+/// without digests, ranks, bytes and capture times, every header saying format 1, and a
+/// manifest of format 1 without the generations' `format` and `keep`.
+fn downgrade_to_format_1(path: &std::path::Path) {
+    let manifest_path = path.join(MANIFEST);
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    manifest["format"] = json!(1);
+    for g in manifest["generations"].as_array_mut().unwrap() {
+        let dir = path.join(g["dir"].as_str().unwrap());
+        g.as_object_mut().unwrap().remove("format");
+        g.as_object_mut().unwrap().remove("keep");
+        for sum in g["checksums"].as_array_mut().unwrap() {
+            let file = dir.join(sum["name"].as_str().unwrap());
+            let mut bytes = std::fs::read(&file).unwrap();
+            if file.extension().is_some_and(|e| e == "bin") {
+                let n = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+                if file.ends_with(DOCS_FILE) {
+                    let h = HEADER_BYTES;
+                    let flags_at = h + 72 * n;
+                    let ids = bytes[flags_at + n.div_ceil(8) * 8..].to_vec();
+                    let mut v1 = bytes[..h + 32 * n].to_vec();
+                    v1.extend(bytes[flags_at..flags_at + n].iter().map(|f| f & 3));
+                    v1.resize(h + 32 * n + n.div_ceil(8) * 8, 0);
+                    v1.extend(ids);
+                    bytes = v1;
+                }
+                bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+                std::fs::write(&file, &bytes).unwrap();
+            }
+            sum["bytes"] = json!(bytes.len());
+            sum["xxh3"] = json!(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)));
+        }
+    }
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+}
+
+#[test]
+fn format_1_indexes_are_read_added_to_and_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let mut rng = SeededRng::new(12);
+    let mut all = Vec::new();
+    {
+        let mut writer = IndexWriter::create(&path, &spec()).unwrap();
+        for file in 0..2 {
+            let b = batch(&mut rng, file, 300);
+            all.extend(b.docs.clone());
+            writer.add(b).unwrap();
+        }
+    }
+    downgrade_to_format_1(&path);
+    // What format 1 knew of a document: no digest, rank, bytes or capture time.
+    for doc in &mut all {
+        (doc.digest, doc.rank, doc.bytes, doc.fetched_at) = (None, None, None, None);
+    }
+    let check = |index: &Index, all: &[DocEntry]| {
+        for doc in all.iter().step_by(5) {
+            for k in [1, 3] {
+                assert_eq!(
+                    answers(index, doc.simhash ^ 2, k),
+                    brute(all, doc.simhash ^ 2, k)
+                );
+            }
+        }
+        let views: Vec<DocView> = index.docs().collect();
+        assert_eq!(views.len(), all.len());
+        for (view, doc) in views.iter().zip(all) {
+            assert_eq!(
+                (
+                    view.doc_id,
+                    view.id,
+                    view.simhash,
+                    view.empty,
+                    view.cluster_id
+                ),
+                (
+                    doc.doc_id,
+                    doc.id.as_deref(),
+                    doc.simhash,
+                    doc.empty,
+                    doc.cluster_id
+                )
+            );
+            assert_eq!(
+                (view.digest, view.rank, view.bytes, view.fetched_at),
+                (doc.digest, doc.rank, doc.bytes, doc.fetched_at),
+            );
+        }
+    };
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    assert_eq!(index.manifest().format, 1);
+    assert_eq!(index.manifest().generations[0].format, 1);
+    check(&index, &all);
+    drop(index);
+    // A new generation is written in format 2 beside the format 1 ones.
+    let mut writer = IndexWriter::open(&path).unwrap();
+    let b = batch(&mut rng, 2, 300);
+    all.extend(b.docs.clone());
+    writer.add(b).unwrap();
+    drop(writer);
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    assert_eq!(index.manifest().format, INDEX_FORMAT);
+    let formats: Vec<u32> = index
+        .manifest()
+        .generations
+        .iter()
+        .map(|g| g.format)
+        .collect();
+    assert_eq!(formats, [1, 1, 2]);
+    assert_eq!(index.generation_keep(2), Some("longest"));
+    check(&index, &all);
+    drop(index);
+    // Compacted: one format 2 generation; the ranks of two policies (none, longest) go.
+    IndexWriter::open(&path).unwrap().compact().unwrap();
+    for doc in &mut all {
+        doc.rank = None;
+    }
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    assert_eq!(index.manifest().generations[0].format, 2);
+    assert_eq!(index.generation_keep(0), None);
+    check(&index, &all);
+}
+
+#[test]
+fn a_batch_query_answers_as_its_queries_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let mut rng = SeededRng::new(77);
+    let mut all = Vec::new();
+    {
+        let mut writer = IndexWriter::create(&path, &spec()).unwrap();
+        for file in 0..2 {
+            let b = batch(&mut rng, file, 1500);
+            all.extend(b.docs.clone());
+            writer.add(b).unwrap();
+        }
+    }
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    let fps: Vec<u64> = (0..2000)
+        .map(|i| match i % 3 {
+            0 => all[rng.below(all.len() as u64) as usize].simhash,
+            1 => all[rng.below(all.len() as u64) as usize].simhash ^ (1 << rng.below(64)),
+            _ => rng.next_u64(),
+        })
+        .collect();
+    for k in [0, 3] {
+        let mut batch = BTreeSet::new();
+        index.query_batch(&fps, k, |i, m| {
+            let doc = index.doc(m.generation, m.row).doc_id;
+            assert!(batch.insert((i, doc, m.hamming)), "a match twice");
+        });
+        let mut one = BTreeSet::new();
+        for (i, &fp) in fps.iter().enumerate() {
+            one.extend(answers(&index, fp, k).into_iter().map(|(d, h)| (i, d, h)));
+        }
+        assert!(one.len() > 500, "{}", one.len());
+        assert_eq!(batch, one, "k {k}");
+    }
 }

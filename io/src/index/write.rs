@@ -31,7 +31,7 @@ use crate::parquet_out::{OutputRow, PartWriter, TableMeta, PARAM_FINGERPRINT};
 /// One document of a new generation. `doc_id` and `cluster_id` are index numbers (the run's
 /// numbers shifted by [`IndexWriter::file_offset`]); `cluster_id` is `None` for a document
 /// in no cluster.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DocEntry {
     pub doc_id: u64,
     pub id: Option<String>,
@@ -40,6 +40,15 @@ pub struct DocEntry {
     pub simhash: u64,
     pub empty: bool,
     pub cluster_id: Option<i64>,
+    /// The content digest (the run's exact-duplicate key: xxh3-128 of the normalized token
+    /// stream); `None` when the run did not make one (`--no-exact`, fingerprint tables).
+    pub digest: Option<u128>,
+    /// The keep rank under the generation's [`Generation::keep`] policy (smaller is kept).
+    pub rank: Option<u64>,
+    /// The document's text bytes, and its capture time (microseconds since the Unix epoch),
+    /// where known: what `--keep longest|shortest|newest|oldest` ranks by.
+    pub bytes: Option<u64>,
+    pub fetched_at: Option<i64>,
 }
 
 /// A batch to add as a generation.
@@ -52,6 +61,9 @@ pub struct Generation {
     /// `(doc number, new cluster id)` of earlier generations' documents whose cluster the
     /// batch changed (joined or merged).
     pub cluster_changes: Vec<(u64, i64)>,
+    /// The keep policy the documents' ranks follow (`None`: their ranks are unknown and not
+    /// stored).
+    pub keep: Option<String>,
 }
 
 /// What an index is made of, fixed when it is created.
@@ -202,6 +214,7 @@ impl IndexWriter {
         let design = design_of(&self.manifest, &self.dir.join(MANIFEST))?;
         let entry = write_generation(&self.dir, number, &self.manifest, &design, &batch, offset)?;
         let mut next = self.manifest.clone();
+        next.format = INDEX_FORMAT;
         next.documents += entry.documents;
         next.indexed += entry.indexed;
         next.files = end;
@@ -230,9 +243,29 @@ impl IndexWriter {
                     simhash: view.simhash,
                     empty: view.empty,
                     cluster_id: view.cluster_id,
+                    digest: view.digest,
+                    rank: view.rank,
+                    bytes: view.bytes,
+                    fetched_at: view.fetched_at,
                 });
             }
         }
+        // Ranks stay only when every generation ranked by the same policy.
+        let policies: std::collections::BTreeSet<Option<&String>> = self
+            .manifest
+            .generations
+            .iter()
+            .map(|g| g.keep.as_ref())
+            .collect();
+        let keep = match policies.into_iter().collect::<Vec<_>>()[..] {
+            [Some(policy)] => Some(policy.clone()),
+            _ => {
+                for doc in &mut docs {
+                    doc.rank = None;
+                }
+                None
+            }
+        };
         // Sources and urls live in the Parquet tables only: carried over from there.
         let origins = read_origins(&self.dir, &self.manifest)?;
         for doc in &mut docs {
@@ -248,6 +281,7 @@ impl IndexWriter {
             files: self.manifest.files,
             docs,
             cluster_changes: Vec::new(),
+            keep,
         };
         let mut batch = batch;
         batch.docs.sort_unstable_by_key(|d| d.doc_id);
@@ -259,6 +293,7 @@ impl IndexWriter {
             .map(|g| g.dir.clone())
             .collect();
         let mut next = self.manifest.clone();
+        next.format = INDEX_FORMAT;
         next.next_generation = number + 1;
         next.generations = vec![entry];
         self.commit(next)?;
@@ -373,7 +408,11 @@ fn write_generation(
         cause,
     })?;
     let result = (|| {
-        let mut checksums = vec![write_docs(&tmp.join(DOCS_FILE), &batch.docs)?];
+        let mut checksums = vec![write_docs(
+            &tmp.join(DOCS_FILE),
+            &batch.docs,
+            batch.keep.is_some(),
+        )?];
         let indexed: Vec<(u64, u32)> = batch
             .docs
             .iter()
@@ -411,6 +450,8 @@ fn write_generation(
             indexed: indexed.len() as u64,
             cluster_changes: changes.len() as u64,
             checksums,
+            format: INDEX_FORMAT,
+            keep: batch.keep.clone(),
         })
     })();
     let entry = match result {
@@ -513,11 +554,19 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The flags byte of a document in `docs.bin`.
+/// The flags byte of a document in `docs.bin`: which of its optional fields are there.
 pub(crate) const FLAG_HAS_ID: u8 = 1;
 pub(crate) const FLAG_EMPTY: u8 = 2;
+pub(crate) const FLAG_DIGEST: u8 = 4;
+pub(crate) const FLAG_RANK: u8 = 8;
+pub(crate) const FLAG_BYTES: u8 = 16;
+pub(crate) const FLAG_FETCHED_AT: u8 = 32;
 
-fn write_docs(path: &Path, docs: &[DocEntry]) -> Result<FileSum, IoError> {
+/// `docs.bin` (format 2, docs/index.md): eight words per document (doc number, simhash,
+/// cluster, id end, digest in two words, rank, bytes, capture time), a flags byte each,
+/// then the id bytes. `ranks`: whether the generation has a keep policy (else no rank is
+/// stored).
+fn write_docs(path: &Path, docs: &[DocEntry], ranks: bool) -> Result<FileSum, IoError> {
     let id_bytes: u64 = docs
         .iter()
         .map(|d| d.id.as_ref().map_or(0, |id| id.len() as u64))
@@ -532,10 +581,25 @@ fn write_docs(path: &Path, docs: &[DocEntry]) -> Result<FileSum, IoError> {
         end += d.id.as_ref().map_or(0, |id| id.len() as u64);
         end
     }))?;
+    // The digest as a little-endian u128: its low word first.
+    f.words(docs.iter().flat_map(|d| {
+        let digest = d.digest.unwrap_or(0);
+        [digest as u64, (digest >> 64) as u64]
+    }))?;
+    let rank = |d: &DocEntry| d.rank.filter(|_| ranks);
+    f.words(docs.iter().map(|d| rank(d).unwrap_or(u64::MAX)))?;
+    f.words(docs.iter().map(|d| d.bytes.unwrap_or(0)))?;
+    f.words(docs.iter().map(|d| d.fetched_at.unwrap_or(i64::MIN) as u64))?;
+    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
     let flags: Vec<u8> = docs
         .iter()
         .map(|d| {
-            (if d.id.is_some() { FLAG_HAS_ID } else { 0 }) | (if d.empty { FLAG_EMPTY } else { 0 })
+            flag(d.id.is_some(), FLAG_HAS_ID)
+                | flag(d.empty, FLAG_EMPTY)
+                | flag(d.digest.is_some(), FLAG_DIGEST)
+                | flag(rank(d).is_some(), FLAG_RANK)
+                | flag(d.bytes.is_some(), FLAG_BYTES)
+                | flag(d.fetched_at.is_some(), FLAG_FETCHED_AT)
         })
         .collect();
     f.put(&flags)?;

@@ -267,3 +267,30 @@ impl PartReader {
         })
     }
 }
+
+/// What a step that runs before `_SUCCESS` (see [`crate::config::BeforeCommit`]) learns
+/// from the committed resume parts of `output` about every fingerprinted document, by doc
+/// number: its exact-duplicate key (0: none made) and keep rank. These are in no output
+/// table; `neardup run --index|--against` store them in the index.
+pub fn document_keys(output: &Path) -> Result<std::collections::HashMap<u64, (u128, u64)>, String> {
+    let dir = RunDir::new(output).resume();
+    let listing = std::fs::read_dir(&dir)
+        .map_err(|e| format!("cannot list the resume parts in {}: {e}", dir.display()))?;
+    let mut parts: Vec<PathBuf> = listing
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("part-") && n.ends_with(".bin"))
+        })
+        .collect();
+    parts.sort();
+    let mut keys = std::collections::HashMap::new();
+    for path in parts {
+        let mut reader = PartReader::open(path)?;
+        while let Entry::Doc(doc) = reader.next()? {
+            keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
+        }
+    }
+    Ok(keys)
+}
