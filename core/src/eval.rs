@@ -446,6 +446,9 @@ fn jaccard_bands() -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The band index of a pair, given the Jaccard measured for it; `None`: unmeasured.
+type BandOf<'a> = dyn Fn((u64, u64), Option<f64>) -> Option<usize> + 'a;
+
 /// Precision and recall by the similarity the run measures: every reported pair (exact
 /// groups expanded, as [`reported_pairs`] does) and every positive is put in one band by its
 /// similarity under `run.similarity`, and each band counts its reported pairs, its
@@ -466,8 +469,7 @@ pub fn score_by_similarity(truth: &Truth, min_jaccard: f64, run: &RunResult) -> 
         .collect();
     let reported = reported_pairs_measured(run.exact, run.near, run.similarity);
     let labels: Vec<String>;
-    // The band index of a pair: `None` is unmeasured.
-    let band_of: Box<dyn Fn((u64, u64), Option<f64>) -> Option<usize>>;
+    let band_of: Box<BandOf<'_>>;
     match run.similarity {
         Similarity::Hamming { simhashes, k } => {
             let bands = hamming_bands(k);
