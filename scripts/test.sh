@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: Rust unit, property, oracle and end-to-end tests, including the
-# analytics-client test that opens every output table with DuckDB and pyarrow.
+# analytics-client test that opens every output table with DuckDB and pyarrow; then the
+# Python package (python/), built into .venv-test, and its pytest tests.
 #
 # The Python clients are installed into .venv-test (once; reused afterwards) and handed to
 # the tests through NEARDUP_PYTHON.
@@ -8,10 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=.venv-test
-if ! "$venv/bin/python" -c 'import duckdb, pyarrow, polars, warcio' 2>/dev/null; then
-  echo "installing duckdb, pyarrow, polars and warcio into $venv (first run only)" >&2
+if ! "$venv/bin/python" -c 'import duckdb, pyarrow, polars, warcio, pytest, maturin' 2>/dev/null; then
+  echo "installing duckdb, pyarrow, polars, warcio, pytest and maturin into $venv (first run only)" >&2
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow polars warcio
+  "$venv/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow polars warcio pytest maturin
 fi
 export NEARDUP_PYTHON="$PWD/$venv/bin/python"
 
@@ -23,5 +24,24 @@ if [ ! -x /usr/bin/chromium ]; then
     echo "warning: chromium could not be installed; the browser test will skip (or fail under NEARDUP_REQUIRE_SHARED=1)" >&2
 fi
 
+# One target directory for the workspace and the Python package (its own Cargo workspace):
+# the package's dev build then reuses the dependencies the test build compiled.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+
 cargo test --workspace --all-targets "$@"
 cargo test --workspace --doc
+
+# The Python package, built with the dev profile (as the tests' build) by maturin, the
+# build backend installed above, and installed into the venv; then its tests, against the
+# binary the Rust tests built.
+echo "building the Python package (python/) into $venv" >&2
+PATH="$PWD/$venv/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" install --quiet --disable-pip-version-check \
+  --no-build-isolation --force-reinstall --no-deps ./python
+export NEARDUP_BIN="$CARGO_TARGET_DIR/debug/neardup"
+status=0
+"$venv/bin/python" -m pytest -q python/tests || status=$?
+if [ "$status" -eq 5 ]; then
+  echo "error: pytest collected no tests in python/tests" >&2
+  exit 1
+fi
+exit "$status"

@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
-use neardup_core::eval::{parse_truth, score, RunResult, Scores, TruthError};
-use neardup_io::run_dir::read_run;
+use neardup_core::eval::{parse_truth, score, RunResult, Scores, Similarity, TruthError};
+use neardup_io::parquet_out::PARAM_SEARCH;
+use neardup_io::run_dir::{read_run, RunOutputs};
 
 /// Scores the run in `run_dir` against the truth file `truth_path`; truth pairs with Jaccard
 /// at least `min_jaccard` are the positives. With `skip_unknown` (a sweep over a sample),
@@ -45,8 +46,33 @@ pub fn score_run(
         exact: &exact,
         near: &near,
         clusters: &outputs.clusters,
+        similarity: similarity(&outputs),
     };
     Ok(score(&truth, min_jaccard, &run))
+}
+
+/// How the run measured its pairs, from the search parameters its tables record: simhash
+/// runs by the Hamming distance at their `k`, MinHash runs by the verified Jaccard, or
+/// nothing (MinHash without verification, or tables that do not say).
+fn similarity(outputs: &RunOutputs) -> Similarity<'_> {
+    let Some(meta) = &outputs.meta else {
+        return Similarity::Unmeasured;
+    };
+    let search = &meta.params[PARAM_SEARCH];
+    match (
+        search["lsh"].is_null(),
+        search["verify"].is_null(),
+        search["k"].as_u64(),
+    ) {
+        (true, _, Some(k)) => Similarity::Hamming {
+            simhashes: &outputs.simhashes,
+            k: k as u32,
+        },
+        (false, false, _) => Similarity::Jaccard {
+            measured: &outputs.jaccard,
+        },
+        _ => Similarity::Unmeasured,
+    }
 }
 
 /// `PATH: message` or `PATH:LINE: message`; an unknown id also names the run.

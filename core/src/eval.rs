@@ -1,19 +1,27 @@
 //! Scoring a run against ground truth, as `neardup eval` reports it: the truth file's
 //! format, the pairs a run reports (exact groups expanded), precision, recall and F1 of
 //! reported pairs and of pairs within clusters, the adjusted Rand index against true
-//! families, and recall by similarity band and by label.
+//! families, recall by truth-similarity band and by label, and precision and recall by the
+//! similarity the run measures ([`score_by_similarity`]): how both fall off as pairs get
+//! less alike, which says whether a threshold is too tight or too loose.
 //!
 //! No I/O: the truth file is given as text, the run as its pairs and clusters.
 //!
 //! ```
 //! use std::collections::HashMap;
-//! use neardup_core::eval::{parse_truth, score, RunResult};
+//! use neardup_core::eval::{parse_truth, score, RunResult, Similarity};
 //!
 //! let text = "id1\tid2\tjaccard\na\tb\t0.9\nb\tc\t0.5\n";
 //! let doc = |id: &str| match id { "a" => Some(0), "b" => Some(1), "c" => Some(2), _ => None };
 //! let truth = parse_truth(text, doc, false).unwrap();
 //! let clusters: HashMap<u64, u64> = [(0, 0), (1, 0)].into();
-//! let run = RunResult { documents: 3, exact: &[], near: &[(0, 1)], clusters: &clusters };
+//! let run = RunResult {
+//!     documents: 3,
+//!     exact: &[],
+//!     near: &[(0, 1)],
+//!     clusters: &clusters,
+//!     similarity: Similarity::Unmeasured,
+//! };
 //! let scores = score(&truth, 0.8, &run);
 //! assert_eq!(scores.positives, 1);
 //! assert_eq!(scores.pairs.recall, 1.0);
@@ -200,27 +208,9 @@ pub fn label_kind(value: &str) -> String {
 ///
 /// `exact` are the run's exact pairs (representative, member); `near` every other pair.
 pub fn reported_pairs(exact: &[(u64, u64)], near: &[(u64, u64)]) -> HashSet<(u64, u64)> {
-    let mut group: HashMap<u64, Vec<u64>> = HashMap::new();
-    for &(a, b) in exact {
-        group.entry(a).or_insert_with(|| vec![a]).push(b);
-    }
-    let members = |d: u64| group.get(&d).cloned().unwrap_or_else(|| vec![d]);
-    let mut out = HashSet::new();
-    for g in group.values() {
-        for (i, &a) in g.iter().enumerate() {
-            for &b in &g[i + 1..] {
-                out.insert(pair(a, b));
-            }
-        }
-    }
-    for &(a, b) in near {
-        for x in members(a) {
-            for y in members(b) {
-                out.insert(pair(x, y));
-            }
-        }
-    }
-    out
+    reported_pairs_measured(exact, near, Similarity::Unmeasured)
+        .into_keys()
+        .collect()
 }
 
 /// The bands of truth Jaccard similarity recall is broken down by, `[lo, hi)`.
@@ -249,6 +239,8 @@ pub struct RunResult<'a> {
     pub near: &'a [(u64, u64)],
     /// Cluster label of every document in a cluster.
     pub clusters: &'a HashMap<u64, u64>,
+    /// How the run measures a pair's similarity (for [`Scores::by_similarity`]).
+    pub similarity: Similarity<'a>,
 }
 
 /// Recall of one slice of the truth pairs.
@@ -282,6 +274,11 @@ pub struct Scores {
     /// Recall of the positives by `column=kind` of each label column (see [`label_kind`]);
     /// only labels some positive has.
     pub by_label: BTreeMap<String, Recall>,
+    /// Precision and recall of reported pairs by the similarity the run measures (see
+    /// [`score_by_similarity`]).
+    pub by_similarity: Vec<BandScores>,
+    /// What [`Scores::by_similarity`] is by: `hamming`, `jaccard` or [`UNMEASURED`].
+    pub similarity_measure: &'static str,
 }
 
 /// Scores `run` against `truth`; truth pairs with Jaccard at least `min_jaccard` are the
@@ -362,7 +359,221 @@ pub fn score(truth: &Truth, min_jaccard: f64, run: &RunResult) -> Scores {
         adjusted_rand_index: ari,
         by_band,
         by_label,
+        by_similarity: score_by_similarity(truth, min_jaccard, run),
+        similarity_measure: run.similarity.measure(),
     }
+}
+
+/// How a run measures the similarity of a pair, for [`score_by_similarity`].
+#[derive(Clone, Copy, Debug)]
+pub enum Similarity<'a> {
+    /// Simhash: the Hamming distance of the two documents' simhashes (every document's,
+    /// from the run's fingerprints), in the bands of [`hamming_bands`] for the run's `k`.
+    Hamming {
+        simhashes: &'a HashMap<u64, u64>,
+        k: u32,
+    },
+    /// MinHash with verification: the exact Jaccard the run measured, keyed by the pair as
+    /// the run wrote it (`(doc_a, doc_b)`), in tenths. Pairs within an exact group measure
+    /// 1.0; a near pair between representatives stands for their members' pairs.
+    Jaccard {
+        measured: &'a HashMap<(u64, u64), f32>,
+    },
+    /// Nothing measured (MinHash without verification): one band, [`UNMEASURED`].
+    Unmeasured,
+}
+
+impl Similarity<'_> {
+    /// `hamming`, `jaccard` or [`UNMEASURED`].
+    pub fn measure(&self) -> &'static str {
+        match self {
+            Similarity::Hamming { .. } => "hamming",
+            Similarity::Jaccard { .. } => "jaccard",
+            Similarity::Unmeasured => UNMEASURED,
+        }
+    }
+}
+
+/// The band of pairs whose similarity nobody measured.
+pub const UNMEASURED: &str = "unmeasured";
+
+/// Precision and recall of the reported pairs within one similarity band.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct BandScores {
+    /// `0`, `1`, ..., `4..6`, `7+` (Hamming distances), `[0.8, 0.9)` (Jaccard) or
+    /// [`UNMEASURED`].
+    pub band: String,
+    /// Reported pairs (exact groups expanded) in the band.
+    pub predicted: u64,
+    /// Positives (truth pairs at or above the minimum Jaccard) in the band.
+    pub positives: u64,
+    /// Reported pairs that are positives.
+    pub true_positives: u64,
+    /// `true_positives / predicted`; `None` when nothing was reported in the band.
+    pub precision: Option<f64>,
+    /// `true_positives / positives`; `None` when the band holds no positive.
+    pub recall: Option<f64>,
+}
+
+/// The Hamming-distance bands for a run at `k`: one per distance 0 to k, then k + 1 to 2k
+/// (the pairs a slightly looser k would add), then everything beyond. Each is
+/// `(label, lowest, highest)`, inclusive.
+pub fn hamming_bands(k: u32) -> Vec<(String, u32, u32)> {
+    let mut bands: Vec<(String, u32, u32)> = (0..=k).map(|d| (d.to_string(), d, d)).collect();
+    if k >= 1 {
+        let (lo, hi) = (k + 1, 2 * k);
+        let label = if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}..{hi}")
+        };
+        bands.push((label, lo, hi));
+    }
+    let beyond = 2 * k + 1;
+    bands.push((format!("{beyond}+"), beyond, u32::MAX));
+    bands
+}
+
+/// The Jaccard bands: tenths, `[0.0, 0.1)` to `[0.9, 1.0]`.
+fn jaccard_bands() -> Vec<(f64, f64)> {
+    (0..10)
+        .map(|i| {
+            (
+                i as f64 / 10.0,
+                if i == 9 { 1.01 } else { (i + 1) as f64 / 10.0 },
+            )
+        })
+        .collect()
+}
+
+/// The band index of a pair, given the Jaccard measured for it; `None`: unmeasured.
+type BandOf<'a> = dyn Fn((u64, u64), Option<f64>) -> Option<usize> + 'a;
+
+/// Precision and recall by the similarity the run measures: every reported pair (exact
+/// groups expanded, as [`reported_pairs`] does) and every positive is put in one band by its
+/// similarity under `run.similarity`, and each band counts its reported pairs, its
+/// positives and the reported pairs that are positives.
+///
+/// With [`Similarity::Hamming`] every pair has a distance, so recall falls in the bands
+/// beyond `k` (positives the run could not report) and precision in the bands near `k`.
+/// With [`Similarity::Jaccard`] a positive the run did not report has no measured Jaccard:
+/// it is placed by the truth file's Jaccard; a reported pair without a measurement (a `url`
+/// pair) goes to [`UNMEASURED`]. Bands are listed in their order (Hamming distance 0 first,
+/// Jaccard [0.0, 0.1) first), [`UNMEASURED`] last and only when it holds a pair.
+pub fn score_by_similarity(truth: &Truth, min_jaccard: f64, run: &RunResult) -> Vec<BandScores> {
+    let positives: HashMap<(u64, u64), f64> = truth
+        .pairs
+        .iter()
+        .filter(|t| t.jaccard >= min_jaccard)
+        .map(|t| (t.pair, t.jaccard))
+        .collect();
+    let reported = reported_pairs_measured(run.exact, run.near, run.similarity);
+    let labels: Vec<String>;
+    let band_of: Box<BandOf<'_>>;
+    match run.similarity {
+        Similarity::Hamming { simhashes, k } => {
+            let bands = hamming_bands(k);
+            labels = bands.iter().map(|b| b.0.clone()).collect();
+            band_of = Box::new(move |(a, b), _| {
+                let d = crate::hamming(*simhashes.get(&a)?, *simhashes.get(&b)?);
+                bands.iter().position(|&(_, lo, hi)| lo <= d && d <= hi)
+            });
+        }
+        Similarity::Jaccard { .. } => {
+            let bands = jaccard_bands();
+            labels = bands.iter().map(|&b| band_label(b)).collect();
+            band_of = Box::new(move |_, j| {
+                let j = j?;
+                bands.iter().position(|&(lo, hi)| lo <= j && j < hi)
+            });
+        }
+        Similarity::Unmeasured => {
+            labels = Vec::new();
+            band_of = Box::new(|_, _| None);
+        }
+    }
+    let n = labels.len();
+    // predicted, positives, true positives per band; index n is unmeasured.
+    let mut counts = vec![[0u64; 3]; n + 1];
+    for (&p, &measured) in &reported {
+        let band = band_of(p, measured).unwrap_or(n);
+        counts[band][0] += 1;
+        if positives.contains_key(&p) {
+            counts[band][2] += 1;
+        }
+    }
+    for (&p, &truth_jaccard) in &positives {
+        // A reported positive is placed as it was reported; a missed one by the truth's
+        // Jaccard (only the Jaccard bands use it: Hamming distances are always known).
+        let measured = match reported.get(&p) {
+            Some(&m) => m,
+            None => Some(truth_jaccard),
+        };
+        counts[band_of(p, measured).unwrap_or(n)][1] += 1;
+    }
+    let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+    labels
+        .into_iter()
+        .chain(std::iter::once(UNMEASURED.to_string()))
+        .zip(counts)
+        .enumerate()
+        .filter(|&(i, (_, [predicted, positives, _]))| i < n || predicted + positives > 0)
+        .map(
+            |(_, (band, [predicted, positives, true_positives]))| BandScores {
+                band,
+                predicted,
+                positives,
+                true_positives,
+                precision: ratio(true_positives, predicted),
+                recall: ratio(true_positives, positives),
+            },
+        )
+        .collect()
+}
+
+/// [`reported_pairs`] with the Jaccard the run measured for each (with
+/// [`Similarity::Jaccard`]; `None` otherwise and for pairs without a measurement).
+fn reported_pairs_measured(
+    exact: &[(u64, u64)],
+    near: &[(u64, u64)],
+    similarity: Similarity,
+) -> HashMap<(u64, u64), Option<f64>> {
+    let measured = |a: u64, b: u64| -> Option<f64> {
+        match similarity {
+            Similarity::Jaccard { measured } => measured
+                .get(&(a, b))
+                .or_else(|| measured.get(&(b, a)))
+                .map(|&j| j as f64),
+            _ => None,
+        }
+    };
+    let exact_measure = match similarity {
+        Similarity::Jaccard { .. } => Some(1.0),
+        _ => None,
+    };
+    let mut group: HashMap<u64, Vec<u64>> = HashMap::new();
+    for &(a, b) in exact {
+        group.entry(a).or_insert_with(|| vec![a]).push(b);
+    }
+    let members = |d: u64| group.get(&d).cloned().unwrap_or_else(|| vec![d]);
+    let mut out = HashMap::new();
+    for g in group.values() {
+        for (i, &a) in g.iter().enumerate() {
+            for &b in &g[i + 1..] {
+                out.insert(pair(a, b), exact_measure);
+            }
+        }
+    }
+    for &(a, b) in near {
+        let m = measured(a, b);
+        for x in members(a) {
+            // A near pair between a representative and its own member is no new pair.
+            for y in members(b).into_iter().filter(|&y| y != x) {
+                out.entry(pair(x, y)).or_insert(m);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -501,6 +712,8 @@ mod tests {
         }
         want.insert((3, 9));
         assert_eq!(got, want);
+        // A near pair between a representative and its own member adds no self pair.
+        assert_eq!(reported_pairs(&exact, &[(1, 2)]).len(), 4);
         assert!(reported_pairs(&[], &[]).is_empty());
     }
 
@@ -532,6 +745,7 @@ mod tests {
             exact: &[(0, 1)],
             near: &[(0, 2)],
             clusters: &clusters,
+            similarity: Similarity::Unmeasured,
         };
         let s = score(&truth, 0.8, &run);
         // Positives: a-b, a-c, d-e. Reported: a-b, a-c and (expanded) b-c.
@@ -583,6 +797,7 @@ mod tests {
             exact: &[],
             near: &[],
             clusters: &clusters,
+            similarity: Similarity::Unmeasured,
         };
         let s = score(&truth, 0.8, &run);
         assert_eq!(s.adjusted_rand_index, None);
@@ -594,5 +809,240 @@ mod tests {
         // No predicted pairs: the lenient precision divides by 1, not 0.
         assert_eq!(s.pairs_precision_any_truth, 0.0);
         assert!(s.by_label.is_empty());
+    }
+
+    #[test]
+    fn hamming_bands_one_per_distance_then_up_to_2k_then_beyond() {
+        let labels = |k| -> Vec<String> { hamming_bands(k).into_iter().map(|b| b.0).collect() };
+        assert_eq!(labels(3), ["0", "1", "2", "3", "4..6", "7+"]);
+        assert_eq!(labels(1), ["0", "1", "2", "3+"]);
+        assert_eq!(labels(0), ["0", "1+"]);
+        // The bands cover every distance exactly once.
+        for k in 0..8 {
+            let bands = hamming_bands(k);
+            for d in 0..=64 {
+                let n = bands
+                    .iter()
+                    .filter(|&&(_, lo, hi)| lo <= d && d <= hi)
+                    .count();
+                assert_eq!(n, 1, "k {k} distance {d}");
+            }
+        }
+    }
+
+    /// The hand-counted case by Hamming distance: a-b exact (distance 0), a-c near at 2
+    /// (reported, positive), b-c expanded (2, truth at 0.5: not a positive), d-e at 9
+    /// (missed positive, beyond 2k = 6).
+    #[test]
+    fn bands_by_hamming_counted_by_hand() {
+        let truth = parse_truth(TRUTH, ids, false).unwrap();
+        let clusters: HashMap<u64, u64> = [(0, 0), (1, 0), (2, 0)].into();
+        let simhashes: HashMap<u64, u64> = [(0, 0), (1, 0), (2, 0b11), (3, 0), (4, 0x1ff)].into();
+        let run = RunResult {
+            documents: 5,
+            exact: &[(0, 1)],
+            near: &[(0, 2)],
+            clusters: &clusters,
+            similarity: Similarity::Hamming {
+                simhashes: &simhashes,
+                k: 3,
+            },
+        };
+        let bands = score(&truth, 0.8, &run).by_similarity;
+        let row = |label: &str| bands.iter().find(|b| b.band == label).unwrap().clone();
+        assert_eq!(bands.len(), 6);
+        assert_eq!(
+            (
+                row("0").predicted,
+                row("0").positives,
+                row("0").true_positives
+            ),
+            (1, 1, 1)
+        );
+        assert_eq!(
+            (
+                row("2").predicted,
+                row("2").positives,
+                row("2").true_positives
+            ),
+            (2, 1, 1)
+        );
+        assert_eq!(row("2").precision, Some(0.5));
+        assert_eq!(row("2").recall, Some(1.0));
+        assert_eq!(
+            (row("7+").predicted, row("7+").positives, row("7+").recall),
+            (0, 1, Some(0.0))
+        );
+        assert_eq!(row("7+").precision, None);
+        assert_eq!(row("1").recall, None);
+    }
+
+    /// Random runs against random truth, every band checked against a count over all
+    /// document pairs: for each pair, whether it is reported (by the rule of
+    /// [`reported_pairs`], written out again), whether it is a positive, and its band.
+    #[test]
+    fn bands_equal_a_count_over_all_document_pairs() {
+        use crate::testing::SeededRng;
+        for seed in 0..40u64 {
+            let mut rng = SeededRng::new(seed);
+            let docs = 6 + rng.below(20);
+            let k = rng.below(5) as u32;
+            let base = rng.next_u64();
+            let simhashes: HashMap<u64, u64> = (0..docs)
+                .map(|d| {
+                    let mut h = base;
+                    for _ in 0..rng.below(12) {
+                        h ^= 1 << rng.below(64);
+                    }
+                    (d, h)
+                })
+                .collect();
+            // Disjoint exact groups: a representative and its members.
+            let mut group_of: HashMap<u64, u64> = HashMap::new();
+            let mut exact = Vec::new();
+            let mut d = 0;
+            while d < docs {
+                let size = 1 + rng.below(3);
+                for m in d + 1..(d + size).min(docs) {
+                    exact.push((d, m));
+                    group_of.insert(m, d);
+                }
+                group_of.insert(d, d);
+                d += size;
+            }
+            let reps: HashSet<u64> = exact.iter().map(|e| e.0).collect();
+            let near: Vec<(u64, u64)> = (0..rng.below(3 * docs))
+                .map(|_| (rng.below(docs), rng.below(docs)))
+                .filter(|(a, b)| a != b)
+                .collect();
+            let measured: HashMap<(u64, u64), f32> = near
+                .iter()
+                .map(|&p| (p, rng.below(101) as f32 / 100.0))
+                .collect();
+            let mut text = String::from("id1\tid2\tjaccard\n");
+            for a in 0..docs {
+                for b in a + 1..docs {
+                    if rng.below(3) == 0 {
+                        text += &format!("{a}\t{b}\t{}\n", rng.below(101) as f64 / 100.0);
+                    }
+                }
+            }
+            text += &format!("0\t{}\t1\n", docs - 1);
+            let truth = parse_truth(&text, |id| id.parse().ok(), false).unwrap();
+            let truth_of: HashMap<(u64, u64), f64> =
+                truth.pairs.iter().map(|t| (t.pair, t.jaccard)).collect();
+            let min_jaccard = 0.6;
+            let clusters = HashMap::new();
+            // A near row (a, b) stands for x when x is a or a member of a's group with a as
+            // its representative.
+            let covers = |x: u64, a: u64| x == a || (reps.contains(&a) && group_of[&x] == a);
+            for verified in [false, true] {
+                let similarity = if verified {
+                    Similarity::Jaccard {
+                        measured: &measured,
+                    }
+                } else {
+                    Similarity::Hamming {
+                        simhashes: &simhashes,
+                        k,
+                    }
+                };
+                let run = RunResult {
+                    documents: docs,
+                    exact: &exact,
+                    near: &near,
+                    clusters: &clusters,
+                    similarity,
+                };
+                let got = score_by_similarity(&truth, min_jaccard, &run);
+                let labels: Vec<String> = if verified {
+                    (0..10)
+                        .map(|i| {
+                            band_label((
+                                i as f64 / 10.0,
+                                (i + 1) as f64 / 10.0 + if i == 9 { 0.01 } else { 0.0 },
+                            ))
+                        })
+                        .collect()
+                } else {
+                    hamming_bands(k).into_iter().map(|b| b.0).collect()
+                };
+                let mut want = vec![[0u64; 3]; labels.len()];
+                for x in 0..docs {
+                    for y in x + 1..docs {
+                        let same_group = group_of[&x] == group_of[&y];
+                        let row = near.iter().find(|&&(a, b)| {
+                            (covers(x, a) && covers(y, b)) || (covers(x, b) && covers(y, a))
+                        });
+                        let reported = same_group || row.is_some();
+                        let positive = truth_of.get(&(x, y)).is_some_and(|&j| j >= min_jaccard);
+                        if !reported && !positive {
+                            continue;
+                        }
+                        let band = if verified {
+                            let j = if same_group {
+                                1.0
+                            } else if let Some(row) = row {
+                                measured[row] as f64
+                            } else {
+                                truth_of[&(x, y)]
+                            };
+                            ((j * 10.0).floor() as usize).min(9)
+                        } else {
+                            let dist = (simhashes[&x] ^ simhashes[&y]).count_ones();
+                            if dist <= k {
+                                dist as usize
+                            } else if k > 0 && dist <= 2 * k {
+                                k as usize + 1
+                            } else {
+                                labels.len() - 1
+                            }
+                        };
+                        want[band][0] += reported as u64;
+                        want[band][1] += positive as u64;
+                        want[band][2] += (reported && positive) as u64;
+                    }
+                }
+                assert_eq!(got.len(), labels.len(), "seed {seed}: no unmeasured band");
+                for ((b, label), w) in got.iter().zip(&labels).zip(&want) {
+                    assert_eq!(&b.band, label);
+                    assert_eq!(
+                        [b.predicted, b.positives, b.true_positives],
+                        *w,
+                        "seed {seed} verified {verified} band {label}"
+                    );
+                    let ratio = |a: u64, n: u64| (n > 0).then(|| a as f64 / n as f64);
+                    assert_eq!(b.precision, ratio(w[2], w[0]));
+                    assert_eq!(b.recall, ratio(w[2], w[1]));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unverified_minhash_has_one_unmeasured_band() {
+        let truth = parse_truth(TRUTH, ids, false).unwrap();
+        let clusters = HashMap::new();
+        let run = RunResult {
+            documents: 5,
+            exact: &[(0, 1)],
+            near: &[(0, 2), (3, 1)],
+            clusters: &clusters,
+            similarity: Similarity::Unmeasured,
+        };
+        let bands = score_by_similarity(&truth, 0.8, &run);
+        // Reported a-b, a-c, b-c (a's group with c), b-d (b is a member: it stands for
+        // itself alone); positives a-b, a-c, d-e.
+        assert_eq!(
+            bands,
+            [BandScores {
+                band: UNMEASURED.into(),
+                predicted: 4,
+                positives: 3,
+                true_positives: 2,
+                precision: Some(0.5),
+                recall: Some(2.0 / 3.0),
+            }]
+        );
     }
 }

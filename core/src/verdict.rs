@@ -1,6 +1,7 @@
 //! The verdict on two documents (what `neardup compare` reports): empty, exact duplicate,
 //! near-duplicate or different, from the similarities measured between them and the
-//! thresholds, with which thresholds were met and which missed.
+//! thresholds, with which thresholds were met and which missed; and [`compare_texts`], the
+//! whole measurement of two texts that `neardup compare` and the Python package report.
 //!
 //! ```
 //! use neardup_core::verdict::{decide, Measured, Thresholds, Verdict};
@@ -20,8 +21,11 @@
 
 use std::fmt;
 
+use crate::features::{FeatureConfig, FeatureKind};
 use crate::similarity::DEFAULT_JACCARD;
 use crate::tables::DEFAULT_K;
+use crate::{encoding, minhash, simhash, similarity};
+use crate::{DocFingerprint, Fingerprinter, Method, Scheme, SchemeName, Weighting};
 
 /// What was measured between documents a and b.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -229,6 +233,140 @@ pub fn decide(measured: &Measured, thresholds: &Thresholds) -> Decision {
         Verdict::Different
     };
     Decision { verdict, checks }
+}
+
+/// One document as [`compare_texts`] saw it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Side {
+    /// The 64-bit simhash as 16 hex digits (`None` for MinHash).
+    pub simhash: Option<String>,
+    /// The simhash in base32 (`None` for MinHash).
+    pub base32: Option<String>,
+    /// The MinHash signature as 16-digit hex values (`None` for simhash).
+    pub minhash: Option<Vec<String>>,
+    pub n_tokens: u32,
+    pub n_features: u32,
+    /// No features under the scheme: never a duplicate.
+    pub empty: bool,
+}
+
+impl Side {
+    fn new(fp: &DocFingerprint, signature: Option<&[u64]>) -> Side {
+        let simhash = signature.is_none().then_some(fp.simhash);
+        Side {
+            simhash: simhash.map(encoding::to_hex),
+            base32: simhash.map(encoding::to_base32),
+            minhash: signature.map(|s| s.iter().map(|v| format!("{v:016x}")).collect()),
+            n_tokens: fp.n_tokens,
+            n_features: fp.n_features,
+            empty: fp.is_empty(),
+        }
+    }
+}
+
+/// Everything measured between two texts and the verdict at the default thresholds: what
+/// `neardup compare` and the Python package's `compare` report (their field names are the
+/// keys of `neardup compare --json`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    /// The scheme, as [`Scheme::describe`] gives it.
+    pub scheme: String,
+    pub a: Side,
+    pub b: Side,
+    /// Hamming distance of the simhashes (`None` for MinHash).
+    pub hamming: Option<u32>,
+    pub cosine_estimate: Option<f64>,
+    /// Exact Jaccard similarity of the word-shingle sets (0 when a document is empty).
+    pub jaccard: f64,
+    /// The n of those shingles.
+    pub jaccard_shingle: usize,
+    pub containment_a_in_b: f64,
+    pub containment_b_in_a: f64,
+    /// The fraction of equal signature positions (MinHash only).
+    pub minhash_jaccard_estimate: Option<f64>,
+    pub exact_duplicate: bool,
+    pub decision: Decision,
+}
+
+/// The scheme the exact Jaccard of [`compare_texts`] is computed with: word `n`-shingles of
+/// all tokens (numbers included, as verification in a run does), xxh3, with the
+/// normalization (NFKC, stop words) of the fingerprint scheme.
+pub fn jaccard_scheme(scheme: &Scheme, n: usize) -> Scheme {
+    Scheme {
+        name: SchemeName::SimhashShingles,
+        features: FeatureConfig {
+            kind: FeatureKind::WordShingles(n),
+            nfkc: scheme.features.nfkc,
+            stop_words: scheme.features.stop_words.clone(),
+            ..FeatureConfig::all_word_shingles(n)
+        },
+        method: Method::Simhash(Weighting::Set),
+    }
+}
+
+/// Measures texts `a` and `b` under `scheme`: fingerprints, the exact Jaccard similarity and
+/// containments of their word `shingle`-shingle sets, the MinHash estimate or the Hamming
+/// distance, and [`decide`]s at the default [`Thresholds`].
+///
+/// ```
+/// use neardup_core::{verdict::{compare_texts, Verdict}, Scheme};
+///
+/// let c = compare_texts(&Scheme::simhash_doc(), 3, "Hello, World!", "hello world");
+/// assert_eq!(c.decision.verdict, Verdict::ExactDuplicate);
+/// assert_eq!(c.hamming, Some(0));
+/// ```
+pub fn compare_texts(scheme: &Scheme, shingle: usize, a: &str, b: &str) -> Comparison {
+    let is_minhash = matches!(scheme.method, Method::MinHash { .. });
+    let mut fingerprinter = Fingerprinter::new(scheme.clone());
+    let fa = fingerprinter.fingerprint(a);
+    let sig_a = fingerprinter.signature().to_vec();
+    let fb = fingerprinter.fingerprint(b);
+    let sig_b = fingerprinter.signature().to_vec();
+
+    let mut shingler = Fingerprinter::new(jaccard_scheme(scheme, shingle));
+    shingler.fingerprint(a);
+    let set_a = shingler.feature_set().to_vec();
+    shingler.fingerprint(b);
+    let set_b = shingler.feature_set();
+    // An empty document (no features under the scheme) is never a duplicate, whatever its
+    // shingles: the same rule as in a run.
+    let any_empty = fa.is_empty() || fb.is_empty();
+    let jaccard = if any_empty {
+        0.0
+    } else {
+        similarity::jaccard(&set_a, set_b)
+    };
+    let (hamming, minhash_estimate) = if is_minhash {
+        (None, Some(minhash::jaccard_estimate(&sig_a, &sig_b)))
+    } else {
+        (Some(crate::hamming(fa.simhash, fb.simhash)), None)
+    };
+    let exact_duplicate = !any_empty && fa.exact_key == fb.exact_key;
+    let decision = decide(
+        &Measured {
+            a_empty: fa.is_empty(),
+            b_empty: fb.is_empty(),
+            exact_duplicate,
+            hamming,
+            minhash_estimate,
+            jaccard,
+        },
+        &Thresholds::default(),
+    );
+    Comparison {
+        scheme: scheme.describe(),
+        a: Side::new(&fa, is_minhash.then_some(&sig_a[..])),
+        b: Side::new(&fb, is_minhash.then_some(&sig_b[..])),
+        hamming,
+        cosine_estimate: hamming.map(simhash::cosine_estimate),
+        jaccard,
+        jaccard_shingle: shingle,
+        containment_a_in_b: similarity::containment(&set_a, set_b),
+        containment_b_in_a: similarity::containment(set_b, &set_a),
+        minhash_jaccard_estimate: minhash_estimate,
+        exact_duplicate,
+        decision,
+    }
 }
 
 #[cfg(test)]

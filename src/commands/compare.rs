@@ -10,11 +10,9 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use neardup_core::features::{FeatureConfig, FeatureKind};
 use neardup_core::similarity::DEFAULT_JACCARD_SHINGLE;
-use neardup_core::verdict::{decide, Measured, Thresholds};
-use neardup_core::{encoding, minhash, simhash, similarity};
-use neardup_core::{hamming, DocFingerprint, Fingerprinter, Method, Scheme, SchemeName, Weighting};
+use neardup_core::verdict::{self, compare_texts};
+use neardup_core::Scheme;
 use neardup_io::input::expand_inputs;
 use neardup_io::record::FieldSpec;
 use neardup_io::source::{Payload, SourceRecord, UnitSpec};
@@ -174,7 +172,8 @@ impl Doc {
     }
 }
 
-/// Everything `compare` reports; serialized as is for `--json`.
+/// Everything `compare` reports; serialized as is for `--json`: the measurement of
+/// [`compare_texts`] with the documents' sources, the verdict and its reason.
 #[derive(Serialize, Debug)]
 struct Report {
     scheme: String,
@@ -197,104 +196,36 @@ struct Report {
     reason: String,
 }
 
+/// One document: where it came from, then what was measured of it.
 #[derive(Serialize, Debug)]
 struct Side {
     source: String,
-    /// The 64-bit simhash as 16 hex digits (null for minhash).
-    simhash: Option<String>,
-    base32: Option<String>,
-    /// The MinHash signature as 16-digit hex values (null for simhash).
-    minhash: Option<Vec<String>>,
-    n_tokens: u32,
-    n_features: u32,
-    empty: bool,
-}
-
-impl Side {
-    fn new(doc: &Doc, fp: &DocFingerprint, signature: Option<&[u64]>) -> Side {
-        let simhash = signature.is_none().then_some(fp.simhash);
-        Side {
-            source: doc.source.clone(),
-            simhash: simhash.map(encoding::to_hex),
-            base32: simhash.map(encoding::to_base32),
-            minhash: signature.map(|s| s.iter().map(|v| format!("{v:016x}")).collect()),
-            n_tokens: fp.n_tokens,
-            n_features: fp.n_features,
-            empty: fp.is_empty(),
-        }
-    }
-}
-
-/// The scheme the exact Jaccard is computed with: word `n`-shingles of all tokens (numbers
-/// included, as verification in `neardup run` does), xxh3, with the
-/// normalization (NFKC, stop words) of the fingerprint scheme.
-fn jaccard_scheme(scheme: &Scheme, n: usize) -> Scheme {
-    Scheme {
-        name: SchemeName::SimhashShingles,
-        features: FeatureConfig {
-            kind: FeatureKind::WordShingles(n),
-            nfkc: scheme.features.nfkc,
-            stop_words: scheme.features.stop_words.clone(),
-            ..FeatureConfig::all_word_shingles(n)
-        },
-        method: Method::Simhash(Weighting::Set),
-    }
+    #[serde(flatten)]
+    measured: verdict::Side,
 }
 
 fn compare(scheme: &Scheme, shingle: usize, a: &Doc, b: &Doc) -> Report {
-    let is_minhash = matches!(scheme.method, Method::MinHash { .. });
-    let mut fingerprinter = Fingerprinter::new(scheme.clone());
-    let fa = fingerprinter.fingerprint(&a.text);
-    let sig_a = fingerprinter.signature().to_vec();
-    let fb = fingerprinter.fingerprint(&b.text);
-    let sig_b = fingerprinter.signature().to_vec();
-
-    let mut shingler = Fingerprinter::new(jaccard_scheme(scheme, shingle));
-    shingler.fingerprint(&a.text);
-    let set_a = shingler.feature_set().to_vec();
-    shingler.fingerprint(&b.text);
-    let set_b = shingler.feature_set();
-    // An empty document (no features under the scheme) is never a duplicate, whatever its
-    // shingles: the same rule as in `neardup run`.
-    let any_empty = fa.is_empty() || fb.is_empty();
-    let jaccard = if any_empty {
-        0.0
-    } else {
-        similarity::jaccard(&set_a, set_b)
-    };
-
-    let (hamming, minhash_estimate) = if is_minhash {
-        (None, Some(minhash::jaccard_estimate(&sig_a, &sig_b)))
-    } else {
-        (Some(hamming(fa.simhash, fb.simhash)), None)
-    };
-    let exact_duplicate = !any_empty && fa.exact_key == fb.exact_key;
-    // The thresholds of a run's defaults (neardup_core::DEFAULT_K and DEFAULT_JACCARD).
-    let decision = decide(
-        &Measured {
-            a_empty: fa.is_empty(),
-            b_empty: fb.is_empty(),
-            exact_duplicate,
-            hamming,
-            minhash_estimate,
-            jaccard,
-        },
-        &Thresholds::default(),
-    );
+    let c = compare_texts(scheme, shingle, &a.text, &b.text);
     Report {
-        scheme: scheme.describe(),
-        a: Side::new(a, &fa, is_minhash.then_some(&sig_a[..])),
-        b: Side::new(b, &fb, is_minhash.then_some(&sig_b[..])),
-        hamming,
-        cosine_estimate: hamming.map(simhash::cosine_estimate),
-        jaccard,
-        jaccard_shingle: shingle,
-        containment_a_in_b: similarity::containment(&set_a, set_b),
-        containment_b_in_a: similarity::containment(set_b, &set_a),
-        minhash_jaccard_estimate: minhash_estimate,
-        exact_duplicate,
-        verdict: decision.verdict.name(),
-        reason: decision.reason(),
+        scheme: c.scheme,
+        a: Side {
+            source: a.source.clone(),
+            measured: c.a,
+        },
+        b: Side {
+            source: b.source.clone(),
+            measured: c.b,
+        },
+        hamming: c.hamming,
+        cosine_estimate: c.cosine_estimate,
+        jaccard: c.jaccard,
+        jaccard_shingle: c.jaccard_shingle,
+        containment_a_in_b: c.containment_a_in_b,
+        containment_b_in_a: c.containment_b_in_a,
+        minhash_jaccard_estimate: c.minhash_jaccard_estimate,
+        exact_duplicate: c.exact_duplicate,
+        verdict: c.decision.verdict.name(),
+        reason: c.decision.reason(),
     }
 }
 
@@ -303,7 +234,11 @@ impl Report {
         writeln!(out, "scheme: {}", self.scheme)?;
         for (label, side) in [("a", &self.a), ("b", &self.b)] {
             write!(out, "{label}: {}: ", side.source)?;
-            match (&side.simhash, &side.base32, &side.minhash) {
+            match (
+                &side.measured.simhash,
+                &side.measured.base32,
+                &side.measured.minhash,
+            ) {
                 (Some(hex), Some(b32), _) => write!(out, "simhash {hex} (base32 {b32})")?,
                 (_, _, Some(values)) => {
                     let head: Vec<&str> = values.iter().take(2).map(String::as_str).collect();
@@ -319,10 +254,10 @@ impl Report {
             write!(
                 out,
                 ", {}, {}",
-                count(side.n_tokens, "token"),
-                count(side.n_features, "distinct feature")
+                count(side.measured.n_tokens, "token"),
+                count(side.measured.n_features, "distinct feature")
             )?;
-            if side.empty {
+            if side.measured.empty {
                 write!(out, " (empty)")?;
             }
             writeln!(out)?;
@@ -399,8 +334,8 @@ mod tests {
         );
         assert_eq!(r.hamming, None);
         assert!(r.minhash_jaccard_estimate.is_some());
-        assert_eq!(r.a.minhash.as_ref().unwrap().len(), 128);
-        assert!(r.a.simhash.is_none());
+        assert_eq!(r.a.measured.minhash.as_ref().unwrap().len(), 128);
+        assert!(r.a.measured.simhash.is_none());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `neardup eval`: a run against ground-truth pairs: precision, recall and F1 at pair level,
-//! the adjusted Rand index at cluster level, recall by similarity band and by label.
+//! the adjusted Rand index at cluster level, recall by similarity band and by label, and
+//! precision and recall by the similarity the run measured (Hamming distance or Jaccard).
 
 use std::path::PathBuf;
 
@@ -25,7 +26,13 @@ Examples:
 
 The truth file is tab-separated with a header naming at least id1, id2 and jaccard; a
 `family` column gives the true clusters (for the adjusted Rand index); every other column
-is a label to break recall down by (a value like `sub:0.05` counts under `sub`).";
+is a label to break recall down by (a value like `sub:0.05` counts under `sub`).
+
+Precision and recall by similarity (`by_similarity` in --json): every reported pair and
+every positive in one band of the similarity the run measured: for simhash one band per
+Hamming distance 0 to k, then k+1 to 2k, then beyond (positives the run missed); for a
+verified MinHash run Jaccard tenths (a missed positive by its truth Jaccard); an unverified
+MinHash run has one band, `unmeasured`.";
 
 #[derive(clap::Args, Debug)]
 pub struct EvalArgs {
@@ -113,6 +120,8 @@ fn format_scores(args: &EvalArgs, scores: &Scores) -> Result<String> {
         adjusted_rand_index: ari,
         by_band,
         by_label,
+        by_similarity,
+        similarity_measure,
     } = scores;
     let (pairs_score, pairs_lenient, cluster_score, cluster_lenient, ari) = (
         *pairs_score,
@@ -130,6 +139,8 @@ fn format_scores(args: &EvalArgs, scores: &Scores) -> Result<String> {
             "cluster_pairs": cluster_score, "cluster_pairs_precision_any_truth": cluster_lenient,
             "adjusted_rand_index": ari,
             "recall_by_jaccard": band_json, "recall_by_label": label_json,
+            "similarity_measure": similarity_measure,
+            "by_similarity": by_similarity,
         });
         writeln!(text, "{}", serde_json::to_string_pretty(&out)?)?;
         return Ok(text);
@@ -166,6 +177,23 @@ fn format_scores(args: &EvalArgs, scores: &Scores) -> Result<String> {
         let (n, p, c) = (r.truth_pairs, r.recall_pairs, r.recall_clusters);
         writeln!(text, "| {band} | {n} | {p:.4} | {c:.4} |")?;
     }
+    writeln!(
+        text,
+        "\n| {} | reported pairs | positives | true positives | precision | recall |\n|---|---|---|---|---|---|",
+        similarity_heading(similarity_measure)
+    )?;
+    for b in by_similarity {
+        writeln!(
+            text,
+            "| {} | {} | {} | {} | {} | {} |",
+            b.band,
+            b.predicted,
+            b.positives,
+            b.true_positives,
+            ratio(b.precision),
+            ratio(b.recall)
+        )?;
+    }
     if !by_label.is_empty() {
         writeln!(
             text,"\n| label (positives only) | truth pairs | recall (pairs) | recall (clusters) |\n|---|---|---|---|")?;
@@ -175,6 +203,20 @@ fn format_scores(args: &EvalArgs, scores: &Scores) -> Result<String> {
         }
     }
     Ok(text)
+}
+
+/// The heading of the by-similarity table: what its bands are of.
+pub fn similarity_heading(measure: &str) -> &'static str {
+    match measure {
+        "hamming" => "Hamming distance",
+        "jaccard" => "Jaccard (as verified)",
+        _ => "similarity (not measured)",
+    }
+}
+
+/// A precision or recall to 4 places, `-` where there was nothing to divide by.
+pub fn ratio(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_string(), |v| format!("{v:.4}"))
 }
 
 #[cfg(test)]

@@ -11,8 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use neardup_core::features::{FeatureKind, StopWords};
-use neardup_core::{encoding, Fingerprinter, Method, Scheme, SchemeName, Weighting};
+use neardup_core::{encoding, Fingerprinter, Scheme};
 use neardup_io::index::{Index, Manifest, MatchRow, Verify};
 use neardup_io::parquet_out::{PartWriter, TableMeta, PARAM_FINGERPRINT};
 use neardup_io::record::{FieldSpec, Record, RecordError, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
@@ -371,46 +370,8 @@ impl Sink {
     }
 }
 
-/// The scheme an index was made with, rebuilt from its manifest and checked: its
-/// [`fingerprint_params`](neardup_dataflow::output::fingerprint_params) must be exactly the
-/// recorded ones.
+/// The scheme an index was made with, rebuilt from its manifest and checked (see
+/// [`neardup_dataflow::config::options::index_scheme`]).
 pub fn index_scheme(manifest: &Manifest) -> Result<Scheme> {
-    let Some(name) = SchemeName::parse(&manifest.scheme) else {
-        bail!(
-            "the index's scheme {:?} is not one this neardup knows",
-            manifest.scheme
-        );
-    };
-    let p = &manifest.fingerprint;
-    let mut scheme = Scheme::named(name);
-    let shingle = p["shingle"].as_u64().map(|n| n as usize);
-    scheme.features.kind = match (p["features"].as_str(), shingle) {
-        (Some("words"), _) => FeatureKind::Words,
-        (Some("word-shingles"), Some(n)) => FeatureKind::WordShingles(n),
-        (Some("char-ngrams"), Some(n)) => FeatureKind::CharNgrams(n),
-        (other, _) => bail!("the index's features {other:?} are not ones this neardup knows"),
-    };
-    scheme.features.nfkc = p["nfkc"].as_bool().unwrap_or(false);
-    scheme.features.numbers = p["numbers"].as_bool().unwrap_or(scheme.features.numbers);
-    match &mut scheme.method {
-        Method::Simhash(weighting) => {
-            *weighting = match p["weights"].as_str() {
-                Some("set") => Weighting::Set,
-                Some("tf") => Weighting::Tf,
-                other => bail!("the index's weights {other:?} cannot be applied to a query"),
-            }
-        }
-        Method::MinHash { .. } => bail!("MinHash indexes are not supported yet"),
-    }
-    if !p["stop_words"].is_null() {
-        // The built-in list is the one a manifest can name by its checksum.
-        scheme = scheme.with_stop_words(StopWords::english());
-    }
-    let rebuilt = neardup_dataflow::output::fingerprint_params(&scheme);
-    if rebuilt != *p {
-        bail!(
-            "its fingerprint parameters {p} cannot be rebuilt (a stop-word list other than the built-in english one?); this neardup would make {rebuilt}"
-        );
-    }
-    Ok(scheme)
+    Ok(neardup_dataflow::config::options::index_scheme(manifest)?)
 }

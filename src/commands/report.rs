@@ -686,6 +686,29 @@ fn scores_section(h: &mut String, scores: &Scores, min_jaccard: f64) {
         );
     }
     h.push_str("</table>\n");
+    let _ = writeln!(
+        h,
+        "<h3>Precision and recall by similarity</h3>\n<p>Reported pairs and positives by the {} the run measured for them (a positive the run did not report is placed by its distance, or by the truth's Jaccard; <code>-</code>: nothing to divide by).</p>\n<table id=\"by-similarity\"><tr><th>{}</th><th>reported pairs</th><th>positives</th><th>true positives</th><th>precision</th><th>recall</th></tr>",
+        match scores.similarity_measure {
+            "hamming" => "Hamming distance",
+            "jaccard" => "Jaccard",
+            _ => "similarity",
+        },
+        super::eval::similarity_heading(scores.similarity_measure)
+    );
+    for b in &scores.by_similarity {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            escape(&b.band),
+            b.predicted,
+            b.positives,
+            b.true_positives,
+            super::eval::ratio(b.precision),
+            super::eval::ratio(b.recall)
+        );
+    }
+    h.push_str("</table>\n");
 }
 
 fn notes_section(h: &mut String, s: &Value) {

@@ -34,6 +34,7 @@ use neardup_io::record::FieldSpec;
 
 mod builder;
 mod keep;
+pub mod options;
 mod parallelism;
 pub mod resume;
 mod substrings;
