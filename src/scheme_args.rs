@@ -25,7 +25,8 @@ pub const MAX_PERMUTATIONS: usize = 4096;
 pub struct SchemeArgs {
     /// The fingerprint recipe: simhash-doc (single words, lookup3, set weights; the
     /// interoperable default), simhash-shingles (word 3-shingles, xxh3), minhash (word
-    /// 5-shingles, xxh3, 128 permutations)
+    /// 5-shingles, xxh3, 128 permutations), minhash-oph (minhash's shingles, one hash per
+    /// shingle into 128 densified bins: several times faster, the same estimate)
     #[arg(long, visible_alias = "method", value_enum, default_value_t = SchemeChoice::SimhashDoc)]
     pub scheme: SchemeChoice,
 
@@ -54,7 +55,7 @@ pub struct SchemeArgs {
     #[arg(long)]
     pub nfkc: bool,
 
-    /// The number of MinHash permutations (minhash only; default 128)
+    /// The number of MinHash permutations (minhash), or bins (minhash-oph); default 128
     #[arg(long, value_name = "N")]
     pub permutations: Option<usize>,
 }
@@ -65,6 +66,7 @@ pub enum SchemeChoice {
     SimhashDoc,
     SimhashShingles,
     Minhash,
+    MinhashOph,
 }
 
 impl SchemeChoice {
@@ -73,6 +75,7 @@ impl SchemeChoice {
             SchemeChoice::SimhashDoc => SchemeName::SimhashDoc,
             SchemeChoice::SimhashShingles => SchemeName::SimhashShingles,
             SchemeChoice::Minhash => SchemeName::Minhash,
+            SchemeChoice::MinhashOph => SchemeName::MinhashOph,
         }
     }
 }
@@ -143,7 +146,7 @@ impl SchemeArgs {
             Method::Simhash(weighting) => {
                 if let Some(p) = self.permutations {
                     bail!(
-                        "--permutations {p} applies only to --scheme minhash (--scheme {} computes a 64-bit simhash)",
+                        "--permutations {p} applies only to --scheme minhash and minhash-oph (--scheme {} computes a 64-bit simhash)",
                         name.as_str()
                     );
                 }
@@ -156,7 +159,7 @@ impl SchemeArgs {
                     };
                 }
             }
-            Method::MinHash { permutations } => {
+            Method::MinHash { permutations, .. } => {
                 if self.weights.is_some() {
                     bail!("--weights applies only to the simhash schemes: a MinHash signature depends on the set of features alone");
                 }
@@ -197,6 +200,7 @@ mod tests {
     use super::*;
     use clap::Parser;
     use neardup_core::features::FeatureHasher;
+    use neardup_core::Sketch;
 
     #[derive(Parser)]
     struct Probe {
@@ -246,7 +250,22 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.features.kind, FeatureKind::WordShingles(7));
-        assert_eq!(s.method, Method::MinHash { permutations: 64 });
+        assert_eq!(
+            s.method,
+            Method::MinHash {
+                permutations: 64,
+                sketch: Sketch::Permutations
+            }
+        );
+        let s = scheme(&["--scheme", "minhash-oph", "--permutations", "256"]).unwrap();
+        assert_eq!(
+            s.method,
+            Method::MinHash {
+                permutations: 256,
+                sketch: Sketch::OnePermutation
+            }
+        );
+        assert_eq!(s.features, Scheme::minhash().features);
         let s = scheme(&["--scheme", "minhash", "--features", "shingles"]).unwrap();
         assert_eq!(s.features.kind, FeatureKind::WordShingles(5));
         let s = scheme(&["--weights", "tf", "--stop-words", "english"]).unwrap();

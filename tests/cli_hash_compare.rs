@@ -361,6 +361,119 @@ fn hash_minhash_prints_the_signature() {
     assert_eq!(tsv_rows(&out)[1][1].split(',').count(), 16);
 }
 
+/// Full `minhash-oph` signatures computed by an independent implementation of
+/// docs/fingerprints.md section 9b (Python, with the `xxhash` package for XXH3-64), not by
+/// neardup: (text, the 128 values in order).
+const OPH_VECTORS: &[(&str, &str)] = &[
+    (
+        "hello",
+        concat!(
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,db7e024327f4b740,",
+            "db7e024327f4b740,db7e024327f4b740",
+        ),
+    ),
+    (
+        "The quick brown fox jumps over the lazy dog.",
+        concat!(
+            "c4116b81f5bfe70f,30f7672210d6cde0,f5f38cf5f44c108a,fdd032e8c9c52ac8,b947b1e0ccdb3c3d,b947b1e0ccdb3c3d,",
+            "c4116b81f5bfe70f,30f7672210d6cde0,30f7672210d6cde0,fdd032e8c9c52ac8,c4116b81f5bfe70f,c4116b81f5bfe70f,",
+            "c4116b81f5bfe70f,f5f38cf5f44c108a,c4116b81f5bfe70f,30f7672210d6cde0,b947b1e0ccdb3c3d,c4116b81f5bfe70f,",
+            "f5f38cf5f44c108a,c4116b81f5bfe70f,c4116b81f5bfe70f,30f7672210d6cde0,f5f38cf5f44c108a,b947b1e0ccdb3c3d,",
+            "30f7672210d6cde0,c4116b81f5bfe70f,fdd032e8c9c52ac8,b947b1e0ccdb3c3d,30f7672210d6cde0,fdd032e8c9c52ac8,",
+            "b947b1e0ccdb3c3d,f5f38cf5f44c108a,c4116b81f5bfe70f,30f7672210d6cde0,f5f38cf5f44c108a,c4116b81f5bfe70f,",
+            "fdd032e8c9c52ac8,30f7672210d6cde0,c4116b81f5bfe70f,30f7672210d6cde0,c4116b81f5bfe70f,b947b1e0ccdb3c3d,",
+            "fdd032e8c9c52ac8,b947b1e0ccdb3c3d,c4116b81f5bfe70f,30f7672210d6cde0,30f7672210d6cde0,f5f38cf5f44c108a,",
+            "f5f38cf5f44c108a,b947b1e0ccdb3c3d,f5f38cf5f44c108a,f5f38cf5f44c108a,30f7672210d6cde0,f5f38cf5f44c108a,",
+            "30f7672210d6cde0,30f7672210d6cde0,f5f38cf5f44c108a,b947b1e0ccdb3c3d,f5f38cf5f44c108a,b947b1e0ccdb3c3d,",
+            "fdd032e8c9c52ac8,30f7672210d6cde0,30f7672210d6cde0,c4116b81f5bfe70f,b947b1e0ccdb3c3d,b947b1e0ccdb3c3d,",
+            "f5f38cf5f44c108a,c4116b81f5bfe70f,30f7672210d6cde0,30f7672210d6cde0,c4116b81f5bfe70f,c4116b81f5bfe70f,",
+            "30f7672210d6cde0,f5f38cf5f44c108a,f5f38cf5f44c108a,b947b1e0ccdb3c3d,f5f38cf5f44c108a,fdd032e8c9c52ac8,",
+            "b947b1e0ccdb3c3d,b947b1e0ccdb3c3d,fdd032e8c9c52ac8,30f7672210d6cde0,c4116b81f5bfe70f,b947b1e0ccdb3c3d,",
+            "c4116b81f5bfe70f,fdd032e8c9c52ac8,c4116b81f5bfe70f,f5f38cf5f44c108a,fdd032e8c9c52ac8,c4116b81f5bfe70f,",
+            "fdd032e8c9c52ac8,b947b1e0ccdb3c3d,b947b1e0ccdb3c3d,b947b1e0ccdb3c3d,c4116b81f5bfe70f,30f7672210d6cde0,",
+            "30f7672210d6cde0,b947b1e0ccdb3c3d,c4116b81f5bfe70f,c4116b81f5bfe70f,fdd032e8c9c52ac8,c4116b81f5bfe70f,",
+            "fdd032e8c9c52ac8,c4116b81f5bfe70f,c4116b81f5bfe70f,b947b1e0ccdb3c3d,30f7672210d6cde0,c4116b81f5bfe70f,",
+            "f5f38cf5f44c108a,fdd032e8c9c52ac8,30f7672210d6cde0,fdd032e8c9c52ac8,c4116b81f5bfe70f,f5f38cf5f44c108a,",
+            "fdd032e8c9c52ac8,30f7672210d6cde0,c4116b81f5bfe70f,b947b1e0ccdb3c3d,b947b1e0ccdb3c3d,b947b1e0ccdb3c3d,",
+            "f5f38cf5f44c108a,f5f38cf5f44c108a,f5f38cf5f44c108a,30f7672210d6cde0,fdd032e8c9c52ac8,30f7672210d6cde0,",
+            "fdd032e8c9c52ac8,c4116b81f5bfe70f",
+        ),
+    ),
+    (
+        "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. However little known the feelings or views of such a man may be on his first entering a neighbourhood, this truth is so well fixed in the minds of the surrounding families, that he is considered the rightful property of some one or other of their daughters.",
+        concat!(
+            "f66ef9cf0639a053,0274206d76dfa744,2f1340a23722f698,067c7aab0ab074dd,8a397c7936cdfd09,47e87615235f2461,",
+            "27cdde4f1e5af7fb,8a397c7936cdfd09,6e926fc85418a0bb,124c09e13d5d3f0b,de2ea2c3e461efb9,161f036a47e397b6,",
+            "3da7838cd4b7643e,1b2be7228cc68823,bc75ce5f412846a7,1f28448d82cf686d,71cb5859a5ec1e55,6317b433e9b647fa,",
+            "a14d0dd30294b84c,27cdde4f1e5af7fb,3da7838cd4b7643e,2b22414f75e688c8,8a397c7936cdfd09,2f1340a23722f698,",
+            "3052c624001eae7b,335ebf1632c7d7f2,354c1dd731e8836c,354c1dd731e8836c,335ebf1632c7d7f2,dc3e61c523657aec,",
+            "3da7838cd4b7643e,b7e8529ac566e97d,97a7233ba212045a,5daedfb0b3eaa456,446e7cd4079d35e0,47e87615235f2461,",
+            "48f6663dae03db8c,4b8305d69f21fb24,94bf4e721a65c6f0,a33294d4d89013e3,dc3e61c523657aec,0274206d76dfa744,",
+            "fc64590de6ac5a1f,8867111c9b98975d,2b22414f75e688c8,de2ea2c3e461efb9,5daedfb0b3eaa456,f47621cac2158fa2,",
+            "e3e950867b78d21c,6317b433e9b647fa,3da7838cd4b7643e,66737a929a55f47b,927ced5d34fa59d0,bc75ce5f412846a7,",
+            "8a397c7936cdfd09,6e926fc85418a0bb,71cb5859a5ec1e55,1b2be7228cc68823,8a397c7936cdfd09,7667c75b04c7513a,",
+            "446e7cd4079d35e0,5daedfb0b3eaa456,7d2d0296f1de7534,4b8305d69f21fb24,80e01fd1f5d92e1c,a14d0dd30294b84c,",
+            "71cb5859a5ec1e55,9fc6865f24c79f2a,8867111c9b98975d,8a397c7936cdfd09,8c23af15ec0bdced,6e926fc85418a0bb,",
+            "90b71e5258b9d312,927ced5d34fa59d0,94bf4e721a65c6f0,97a7233ba212045a,a14d0dd30294b84c,9ba77a05b8752e37,",
+            "9c40113c1cbe2d92,9fc6865f24c79f2a,a14d0dd30294b84c,a33294d4d89013e3,f8243f11e1e55c36,7667c75b04c7513a,",
+            "80e01fd1f5d92e1c,27cdde4f1e5af7fb,161f036a47e397b6,47e87615235f2461,161f036a47e397b6,6e926fc85418a0bb,",
+            "71cb5859a5ec1e55,b7e8529ac566e97d,b81c0a9ee755ecb0,cbf18feb6a8fe872,bc75ce5f412846a7,bea7408ddb9212b6,",
+            "c0f2e54d3c26ed3e,f8243f11e1e55c36,4b8305d69f21fb24,7667c75b04c7513a,1f28448d82cf686d,cbf18feb6a8fe872,",
+            "cdacb6341279bde2,dc3e61c523657aec,de2ea2c3e461efb9,b7e8529ac566e97d,1f28448d82cf686d,d7761f4d9e627d90,",
+            "067c7aab0ab074dd,446e7cd4079d35e0,dc3e61c523657aec,de2ea2c3e461efb9,80e01fd1f5d92e1c,e3e950867b78d21c,",
+            "4b8305d69f21fb24,e7cca85104e62751,bc75ce5f412846a7,6e926fc85418a0bb,0274206d76dfa744,067c7aab0ab074dd,",
+            "b7e8529ac566e97d,71cb5859a5ec1e55,f47621cac2158fa2,f66ef9cf0639a053,f8243f11e1e55c36,9fc6865f24c79f2a,",
+            "fc64590de6ac5a1f,71cb5859a5ec1e55",
+        ),
+    ),
+];
+
+#[test]
+fn hash_minhash_oph_reproduces_the_independent_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("oph.jsonl");
+    let lines: Vec<String> = OPH_VECTORS
+        .iter()
+        .enumerate()
+        .map(|(i, (text, _))| json!({"id": i, "text": text}).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let out = stdout_of(neardup().args(["hash", "--scheme", "minhash-oph", s(&input)]));
+    let rows = tsv_rows(&out);
+    assert_eq!(rows.len(), OPH_VECTORS.len());
+    for (row, (text, expected)) in rows.iter().zip(OPH_VECTORS) {
+        assert_eq!(row[1], *expected, "{text}");
+    }
+    // Not the `minhash` scheme's values: the two must never be mixed up.
+    let classic = tsv_rows(&stdout_of(neardup().args([
+        "hash",
+        "--scheme",
+        "minhash",
+        s(&input),
+    ])));
+    assert_ne!(classic[2][1], rows[2][1]);
+}
+
 // ---------------------------------------------------------------------------------------
 // hash: bad input
 

@@ -56,6 +56,7 @@ pub mod lookup3;
 pub mod minhash;
 pub mod mirrors;
 pub mod mix;
+pub mod oph;
 pub mod quality;
 pub mod query;
 pub mod scheme;
@@ -72,7 +73,7 @@ pub mod unionfind;
 pub mod urlnorm;
 pub mod verdict;
 
-pub use scheme::{DocFingerprint, Fingerprinter, Method, Scheme, SchemeName};
+pub use scheme::{DocFingerprint, Fingerprinter, Method, Scheme, SchemeName, Sketch};
 pub use simhash::{hamming, Weighting};
 pub use similarity::DEFAULT_JACCARD;
 pub use tables::{TableDesign, DEFAULT_K};

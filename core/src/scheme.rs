@@ -19,6 +19,7 @@ use crate::features::{
     hash_features_padded, FeatureConfig, FeatureKind, StopWords, DEFAULT_SHINGLE_WORDS,
 };
 use crate::minhash::{MinHasher, DEFAULT_PERMUTATIONS, DEFAULT_SEED};
+use crate::oph::OnePermutation;
 use crate::simhash::{dedup_sorted, dedup_unsorted, fold_unweighted, simhash_of_sorted, Weighting};
 use crate::tokenize::{TokenBuffer, Tokenizer};
 
@@ -38,13 +39,15 @@ pub enum SchemeName {
     SimhashDoc,
     SimhashShingles,
     Minhash,
+    MinhashOph,
 }
 
 impl SchemeName {
-    pub const ALL: [SchemeName; 3] = [
+    pub const ALL: [SchemeName; 4] = [
         SchemeName::SimhashDoc,
         SchemeName::SimhashShingles,
         SchemeName::Minhash,
+        SchemeName::MinhashOph,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,6 +55,7 @@ impl SchemeName {
             SchemeName::SimhashDoc => "simhash-doc",
             SchemeName::SimhashShingles => "simhash-shingles",
             SchemeName::Minhash => "minhash",
+            SchemeName::MinhashOph => "minhash-oph",
         }
     }
 
@@ -65,8 +69,29 @@ impl SchemeName {
 pub enum Method {
     /// A 64-bit simhash under a weighting.
     Simhash(Weighting),
-    /// A MinHash signature with this many permutations.
-    MinHash { permutations: usize },
+    /// A MinHash signature of this many values (permutations, or bins of one permutation).
+    MinHash { permutations: usize, sketch: Sketch },
+}
+
+/// How a MinHash signature is computed. Both give `permutations` 64-bit values whose
+/// agreement estimates the Jaccard similarity; their values differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sketch {
+    /// One independent permutation per value ([`crate::minhash`], the `minhash` scheme).
+    Permutations,
+    /// One hash per feature split into bins, empty bins densified ([`crate::oph`], the
+    /// `minhash-oph` scheme).
+    OnePermutation,
+}
+
+impl Sketch {
+    /// The name recorded in table metadata and descriptions.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sketch::Permutations => "minhash",
+            Sketch::OnePermutation => "minhash-oph",
+        }
+    }
 }
 
 /// A complete fingerprinting recipe.
@@ -100,6 +125,19 @@ impl Scheme {
             features: FeatureConfig::all_word_shingles(DEFAULT_MINHASH_SHINGLE),
             method: Method::MinHash {
                 permutations: DEFAULT_PERMUTATIONS,
+                sketch: Sketch::Permutations,
+            },
+        }
+    }
+
+    /// `minhash` with one-permutation signatures: the same shingles and signature length.
+    pub fn minhash_oph() -> Self {
+        Scheme {
+            name: SchemeName::MinhashOph,
+            features: FeatureConfig::all_word_shingles(DEFAULT_MINHASH_SHINGLE),
+            method: Method::MinHash {
+                permutations: DEFAULT_PERMUTATIONS,
+                sketch: Sketch::OnePermutation,
             },
         }
     }
@@ -109,6 +147,7 @@ impl Scheme {
             SchemeName::SimhashDoc => Self::simhash_doc(),
             SchemeName::SimhashShingles => Self::simhash_shingles(),
             SchemeName::Minhash => Self::minhash(),
+            SchemeName::MinhashOph => Self::minhash_oph(),
         }
     }
 
@@ -128,7 +167,10 @@ impl Scheme {
             Method::Simhash(Weighting::Set) => "simhash, set weights".to_string(),
             Method::Simhash(Weighting::Tf) => "simhash, tf weights".to_string(),
             Method::Simhash(Weighting::TfIdf(_)) => "simhash, tf-idf weights".to_string(),
-            Method::MinHash { permutations } => format!("minhash-{permutations}"),
+            Method::MinHash {
+                permutations,
+                sketch,
+            } => format!("{}-{permutations}", sketch.as_str()),
         };
         let mut extras = Vec::new();
         if self.features.nfkc {
@@ -194,8 +236,34 @@ pub struct Fingerprinter {
     /// Scratch space of the distinct-feature set.
     table: Vec<u64>,
     sort_feature_set: bool,
-    minhasher: Option<MinHasher>,
+    signer: Option<Signer>,
     signature: Vec<u64>,
+}
+
+/// What computes a MinHash scheme's signatures.
+enum Signer {
+    Permutations(MinHasher),
+    OnePermutation(OnePermutation),
+}
+
+impl Signer {
+    fn new(permutations: usize, sketch: Sketch) -> Self {
+        match sketch {
+            Sketch::Permutations => {
+                Signer::Permutations(MinHasher::new(permutations, DEFAULT_SEED))
+            }
+            Sketch::OnePermutation => {
+                Signer::OnePermutation(OnePermutation::new(permutations, DEFAULT_SEED))
+            }
+        }
+    }
+
+    fn signature_into(&self, features: &[u64], out: &mut [u64]) {
+        match self {
+            Signer::Permutations(hasher) => hasher.signature_into(features, out),
+            Signer::OnePermutation(hasher) => hasher.signature_into(features, out),
+        }
+    }
 }
 
 /// Zero bytes kept after the normalized text while its features are hashed, so that short
@@ -205,11 +273,16 @@ const PADDING: &str = "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
 
 impl Fingerprinter {
     pub fn new(scheme: Scheme) -> Self {
-        let minhasher = match scheme.method {
-            Method::MinHash { permutations } => Some(MinHasher::new(permutations, DEFAULT_SEED)),
-            Method::Simhash(_) => None,
+        let (signer, signature) = match scheme.method {
+            Method::MinHash {
+                permutations,
+                sketch,
+            } => (
+                Some(Signer::new(permutations, sketch)),
+                vec![0; permutations],
+            ),
+            Method::Simhash(_) => (None, Vec::new()),
         };
-        let signature = vec![0; minhasher.as_ref().map_or(0, MinHasher::permutations)];
         Fingerprinter {
             scheme,
             tokenizer: Tokenizer::new(),
@@ -220,7 +293,7 @@ impl Fingerprinter {
             hashes: Vec::new(),
             table: Vec::new(),
             sort_feature_set: true,
-            minhasher,
+            signer,
             signature,
         }
     }
@@ -358,8 +431,8 @@ impl Fingerprinter {
                 (value, distinct)
             }
         };
-        if let Some(minhasher) = &self.minhasher {
-            minhasher.signature_into(&self.hashes, &mut self.signature);
+        if let Some(signer) = &self.signer {
+            signer.signature_into(&self.hashes, &mut self.signature);
         }
         DocFingerprint {
             simhash: simhash_value,

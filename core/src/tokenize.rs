@@ -127,14 +127,171 @@ struct BlockMasks {
     high: u64,
 }
 
+/// The instruction sets [`push_masks`] can classify bytes with, widest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Simd {
+    /// 64 bytes per compare, masks straight out of the compare (AVX-512 BW).
+    Avx512,
+    /// 32 bytes per compare (AVX2).
+    Avx2,
+    /// 16 bytes per compare (SSE2, in every x86_64 processor).
+    Sse2,
+    /// A table lookup per byte (other architectures).
+    Scalar,
+}
+
+impl Default for Simd {
+    fn default() -> Self {
+        Simd::detect()
+    }
+}
+
+impl Simd {
+    /// The widest this processor has (detected once; the answer is cached by std).
+    fn detect() -> Simd {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512bw") {
+                return Simd::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Simd::Avx2;
+            }
+            Simd::Sse2
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Simd::Scalar
+    }
+
+    /// Whether this processor can run `self`.
+    #[cfg(test)]
+    fn available(self) -> bool {
+        match self {
+            Simd::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Simd::Sse2 => true,
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Simd::Avx512 => std::arch::is_x86_feature_detected!("avx512bw"),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+}
+
+/// Appends the masks of `bytes`, 64 at a time (the last block padded with zero bytes, which
+/// are separators), with the instruction set `simd`, which the processor must have.
+///
+/// The simple equivalent is [`block_masks_scalar`] per block; the vector versions compute
+/// the same bits (tested below) with one compare per 16, 32 or 64 bytes. The choice is made
+/// once per text, outside the loop, so each loop is compiled for its instruction set.
+fn push_masks(simd: Simd, bytes: &[u8], out: &mut Vec<BlockMasks>) {
+    match simd {
+        // SAFETY: `simd` came from `Simd::detect` (or a test's `available` check), so the
+        // processor has the instruction set each loop is compiled for.
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx512 => unsafe { push_masks_avx512(bytes, out) },
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx2 => unsafe { push_masks_avx2(bytes, out) },
+        #[cfg(target_arch = "x86_64")]
+        Simd::Sse2 => unsafe { push_masks_sse2(bytes, out) },
+        _ => push_masks_with(bytes, out, block_masks_scalar),
+    }
+}
+
+/// The loop of [`push_masks`] around one block classifier.
+#[inline(always)]
+fn push_masks_with(
+    bytes: &[u8],
+    out: &mut Vec<BlockMasks>,
+    block: impl Fn(&[u8; 64]) -> BlockMasks,
+) {
+    let mut blocks = bytes.chunks_exact(64);
+    for b in &mut blocks {
+        out.push(block(b.try_into().unwrap()));
+    }
+    if !blocks.remainder().is_empty() {
+        let mut last = [0u8; 64];
+        last[..blocks.remainder().len()].copy_from_slice(blocks.remainder());
+        out.push(block(&last));
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
-fn block_masks(block: &[u8; 64]) -> BlockMasks {
-    // SAFETY: SSE2 is part of the x86_64 baseline: every x86_64 processor has it.
-    unsafe { block_masks_sse2(block) }
+#[target_feature(enable = "avx512bw")]
+fn push_masks_avx512(bytes: &[u8], out: &mut Vec<BlockMasks>) {
+    push_masks_with(bytes, out, |b| block_masks_avx512(b))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn push_masks_avx2(bytes: &[u8], out: &mut Vec<BlockMasks>) {
+    push_masks_with(bytes, out, |b| block_masks_avx2(b))
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse2")]
+fn push_masks_sse2(bytes: &[u8], out: &mut Vec<BlockMasks>) {
+    push_masks_with(bytes, out, |b| block_masks_sse2(b))
+}
+
+/// [`block_masks_scalar`] with AVX-512 BW: one load, and each class's 64-bit mask comes
+/// straight out of an unsigned range compare (`x - lo <= hi - lo`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+#[inline]
+fn block_masks_avx512(block: &[u8; 64]) -> BlockMasks {
+    use std::arch::x86_64::*;
+    // SAFETY: the load reads exactly the 64 bytes of `block` (unaligned load).
+    let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
+    let in_range = |x: __m512i, lo: u8, hi: u8| {
+        _mm512_cmple_epu8_mask(
+            _mm512_sub_epi8(x, _mm512_set1_epi8(lo as i8)),
+            _mm512_set1_epi8((hi - lo) as i8),
+        )
+    };
+    // Bytes >= 0x80 stay >= 0xa0 after `| 0x20`, out of every range.
+    let letter = in_range(_mm512_or_si512(v, _mm512_set1_epi8(0x20)), b'a', b'z');
+    let digit = in_range(v, b'0', b'9');
+    let underscore = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'_' as i8));
+    BlockMasks {
+        word: letter | digit | underscore,
+        alpha: letter,
+        high: _mm512_movepi8_mask(v),
+    }
+}
+
+/// [`block_masks_scalar`] with AVX2: two halves of 32 bytes, unsigned range compares built
+/// from `min` (`min(x - lo, hi - lo) == x - lo`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn block_masks_avx2(block: &[u8; 64]) -> BlockMasks {
+    use std::arch::x86_64::*;
+    let mut masks = BlockMasks::default();
+    for half in 0..2 {
+        // SAFETY: the load reads bytes 32 * half .. 32 * half + 32 of `block`.
+        let v = unsafe { _mm256_loadu_si256(block.as_ptr().add(32 * half).cast()) };
+        let in_range = |x: __m256i, lo: u8, hi: u8| {
+            let t = _mm256_sub_epi8(x, _mm256_set1_epi8(lo as i8));
+            _mm256_cmpeq_epi8(_mm256_min_epu8(t, _mm256_set1_epi8((hi - lo) as i8)), t)
+        };
+        let letter = in_range(_mm256_or_si256(v, _mm256_set1_epi8(0x20)), b'a', b'z');
+        let digit = in_range(v, b'0', b'9');
+        let underscore = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'_' as i8));
+        let word = _mm256_or_si256(_mm256_or_si256(letter, digit), underscore);
+        let shift = 32 * half;
+        masks.word |= (_mm256_movemask_epi8(word) as u32 as u64) << shift;
+        masks.alpha |= (_mm256_movemask_epi8(letter) as u32 as u64) << shift;
+        masks.high |= (_mm256_movemask_epi8(v) as u32 as u64) << shift;
+    }
+    masks
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+#[inline]
 fn block_masks_sse2(block: &[u8; 64]) -> BlockMasks {
     use std::arch::x86_64::*;
     let mut masks = BlockMasks::default();
@@ -164,13 +321,7 @@ fn block_masks_sse2(block: &[u8; 64]) -> BlockMasks {
     masks
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-fn block_masks(block: &[u8; 64]) -> BlockMasks {
-    block_masks_scalar(block)
-}
-
 /// [`block_masks`] byte by byte, from [`ASCII_CLASS`].
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn block_masks_scalar(block: &[u8; 64]) -> BlockMasks {
     let mut masks = BlockMasks::default();
     for (k, &b) in block.iter().enumerate() {
@@ -327,6 +478,8 @@ pub struct Tokenizer {
     raw: String,
     /// The class masks of the current text, 64 bytes each.
     masks: Vec<BlockMasks>,
+    /// How the masks are computed on this processor.
+    simd: Simd,
     /// The tokens of [`Tokenizer::for_each_token`], joined, and their spans.
     joined: TokenBuffer,
     spans: Vec<(usize, usize, bool)>,
@@ -372,15 +525,7 @@ impl Tokenizer {
         let bytes = text.as_bytes();
         let n = bytes.len();
         self.masks.clear();
-        let mut blocks = bytes.chunks_exact(64);
-        for block in &mut blocks {
-            self.masks.push(block_masks(block.try_into().unwrap()));
-        }
-        if !blocks.remainder().is_empty() {
-            let mut last = [0u8; 64];
-            last[..blocks.remainder().len()].copy_from_slice(blocks.remainder());
-            self.masks.push(block_masks(&last));
-        }
+        push_masks(self.simd, bytes, &mut self.masks);
         let masks = std::mem::take(&mut self.masks);
         let mut pos = 0;
         while let Some(start) = next_set(&masks, pos, |m| m.word | m.high) {
@@ -636,7 +781,34 @@ mod tests {
                     crate::mix::splitmix64(&mut state) as u8
                 };
             }
-            assert_eq!(block_masks(&block), block_masks_scalar(&block), "{block:?}");
+            let expected = block_masks_scalar(&block);
+            for simd in [Simd::Avx512, Simd::Avx2, Simd::Sse2, Simd::Scalar] {
+                if simd.available() {
+                    let mut got = Vec::new();
+                    push_masks(simd, &block, &mut got);
+                    assert_eq!(got, [expected], "{simd:?} on {block:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_instruction_set_masks_texts_of_every_length_alike() {
+        // Lengths around the block size, so the zero padding of the last block is covered.
+        let mut state = 17u64;
+        for len in [0, 1, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1000] {
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| crate::mix::splitmix64(&mut state) as u8)
+                .collect();
+            let mut expected = Vec::new();
+            push_masks(Simd::Scalar, &bytes, &mut expected);
+            for simd in [Simd::Avx512, Simd::Avx2, Simd::Sse2] {
+                if simd.available() {
+                    let mut got = Vec::new();
+                    push_masks(simd, &bytes, &mut got);
+                    assert_eq!(got, expected, "{simd:?}, {len} bytes");
+                }
+            }
         }
     }
 

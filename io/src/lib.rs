@@ -82,6 +82,7 @@ pub mod index;
 pub mod input;
 pub mod lock;
 pub mod parquet_out;
+pub mod readahead;
 pub mod record;
 pub mod run_dir;
 pub mod source;

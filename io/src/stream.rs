@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use crate::compress::Compression;
 use crate::error::IoError;
 use crate::file::InputFile;
+use crate::readahead::ReadAhead;
 
 /// Size of the read buffer; large enough that syscalls are not the cost.
 pub const READ_BUFFER_BYTES: usize = 256 * 1024;
@@ -30,12 +31,21 @@ pub fn open_decompressed(file: &InputFile) -> Result<Box<dyn Read + Send>, IoErr
         path: file.path.clone(),
         cause: source,
     };
-    Ok(match file.compression {
-        Compression::None => raw,
+    let decoder: Box<dyn Read + Send> = match file.compression {
+        Compression::None => return Ok(raw),
         // Multi-member: pigz and bgzip write several gzip members per file.
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
         Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(open_err)?),
-    })
+    };
+    // Decompression runs ahead on a thread of its own, overlapping with what the reader does
+    // with the bytes (crate::readahead).
+    let name = file
+        .path
+        .file_name()
+        .map_or_else(|| "stdin".into(), |n| n.to_string_lossy());
+    Ok(Box::new(
+        ReadAhead::spawn(decoder, &name).map_err(open_err)?,
+    ))
 }
 
 /// Reads the lines of one (maybe compressed, maybe stdin) file.

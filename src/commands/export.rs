@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::UInt64Type;
+use neardup_core::{Method, Scheme, SchemeName};
 use neardup_io::run_dir::{self, Protected, RunDir, RunOutputs};
 use neardup_io::IoError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -149,7 +150,8 @@ pub fn run(args: &ExportArgs) -> Result<()> {
 /// metadata, or for tables without it from `summary.json`'s scheme.
 fn is_minhash(run: &Path, outputs: &RunOutputs) -> Result<bool> {
     if let Some(meta) = &outputs.meta {
-        return Ok(meta.scheme == "minhash");
+        return Ok(SchemeName::parse(&meta.scheme)
+            .is_some_and(|name| matches!(Scheme::named(name).method, Method::MinHash { .. })));
     }
     let path = RunDir::new(run).summary();
     let text = std::fs::read_to_string(&path)

@@ -356,7 +356,7 @@ impl JobConfigBuilder {
             }
         }
         let minhash = match config.scheme.method {
-            Method::MinHash { permutations } => Some(permutations),
+            Method::MinHash { permutations, .. } => Some(permutations),
             Method::Simhash(_) => None,
         };
         let threshold = match (minhash, self.threshold) {
@@ -438,7 +438,8 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
     if !minhash && config.lsh.is_some() {
         return Err(ConfigError::BandingNeedsMinHash);
     }
-    if let (Some(banding), Method::MinHash { permutations }) = (&config.lsh, &config.scheme.method)
+    if let (Some(banding), Method::MinHash { permutations, .. }) =
+        (&config.lsh, &config.scheme.method)
     {
         if banding.bands * banding.rows > *permutations || banding.bands == 0 || banding.rows == 0 {
             return Err(ConfigError::BandingTooWide {

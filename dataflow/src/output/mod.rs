@@ -79,9 +79,15 @@ pub fn fingerprint_params(scheme: &Scheme) -> Value {
             };
             ("simhash", Some(weights), None, None)
         }
-        Method::MinHash { permutations } => {
-            ("minhash", None, Some(*permutations), Some(DEFAULT_SEED))
-        }
+        Method::MinHash {
+            permutations,
+            sketch,
+        } => (
+            sketch.as_str(),
+            None,
+            Some(*permutations),
+            Some(DEFAULT_SEED),
+        ),
     };
     // A stop list is recorded by its size and a hash of its sorted words.
     let stop_words = scheme.features.stop_words.as_ref().map(|words| {
