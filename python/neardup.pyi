@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Literal, Optional, Sequence, Union, overload
 
 __version__: str
 
-Scheme = Literal["simhash-doc", "simhash-shingles", "minhash"]
+Scheme = Literal["simhash-doc", "simhash-shingles", "minhash", "minhash-oph"]
 StopWords = Union[Literal["english"], str, "os.PathLike[str]", Sequence[str]]
 
 class NeardupError(Exception):

@@ -61,8 +61,10 @@ fn refused(message: impl std::fmt::Display) -> PyErr {
 /// NFKC, and stop words (`"english"`, a path to a word list, or a list of words).
 fn make_scheme(name: &str, nfkc: bool, stop_words: Option<&Bound<'_, PyAny>>) -> PyResult<Scheme> {
     let Some(preset) = SchemeName::parse(name) else {
+        let names: Vec<&str> = SchemeName::ALL.iter().map(|n| n.as_str()).collect();
         return Err(refused(format!(
-            "scheme {name:?} is not one of simhash-doc, simhash-shingles, minhash"
+            "scheme {name:?} is not one of {}",
+            names.join(", ")
         )));
     };
     let mut scheme = Scheme::named(preset);
