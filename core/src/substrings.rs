@@ -450,7 +450,31 @@ impl WindowRecord {
     pub fn origin(&self) -> u32 {
         self.origin_repeated >> 1
     }
+
+    /// The record as [`RECORD_BYTES`] little-endian bytes (a spilled run's format).
+    pub fn to_bytes(&self) -> [u8; RECORD_BYTES] {
+        let mut out = [0u8; RECORD_BYTES];
+        out[..16].copy_from_slice(&self.key.to_le_bytes());
+        out[16..24].copy_from_slice(&self.first_doc.to_le_bytes());
+        out[24..28].copy_from_slice(&self.first_offset.to_le_bytes());
+        out[28..].copy_from_slice(&self.origin_repeated.to_le_bytes());
+        out
+    }
+
+    /// The record [`Self::to_bytes`] wrote.
+    pub fn from_bytes(b: &[u8; RECORD_BYTES]) -> Self {
+        let le4 = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        WindowRecord {
+            key: u128::from_le_bytes(b[..16].try_into().expect("16 bytes")),
+            first_doc: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+            first_offset: le4(24),
+            origin_repeated: le4(28),
+        }
+    }
 }
+
+/// Bytes of a [`WindowRecord`], in memory and spilled.
+pub const RECORD_BYTES: usize = 32;
 
 /// The owner's answer to one record of a window seen at least twice in the corpus: whether
 /// the record's `first` is the window's first occurrence in the whole corpus.
@@ -464,27 +488,39 @@ pub struct Verdict {
 /// Folds the records of every key (in any order; `records` is sorted in place) and calls
 /// `f` with a verdict for every record whose window occurs at least twice in all.
 pub fn resolve(records: &mut [WindowRecord], mut f: impl FnMut(Verdict)) {
-    records.sort_unstable_by_key(|r| (r.key, r.first()));
+    records.sort_unstable_by(record_order);
     let mut i = 0;
     while i < records.len() {
         let key = records[i].key;
         let mut j = i;
-        let mut count = 0u32;
         while j < records.len() && records[j].key == key {
-            count += records[j].count();
             j += 1;
         }
-        if count >= 2 {
-            let global = records[i].first();
-            for r in &records[i..j] {
-                f(Verdict {
-                    first: r.first(),
-                    is_global_first: r.first() == global,
-                    origin: r.origin(),
-                });
-            }
-        }
+        resolve_group(&records[i..j], &mut f);
         i = j;
+    }
+}
+
+/// The order [`resolve`] folds records in (and a spilled run is sorted in): by key, then
+/// by first position.
+pub fn record_order(a: &WindowRecord, b: &WindowRecord) -> std::cmp::Ordering {
+    (a.key, a.first()).cmp(&(b.key, b.first()))
+}
+
+/// Folds the records of one key, sorted by [`record_order`]: when the window occurs at
+/// least twice in all, calls `f` with a verdict for every record.
+pub fn resolve_group(group: &[WindowRecord], mut f: impl FnMut(Verdict)) {
+    let count: u32 = group.iter().map(|r| r.count()).sum();
+    if count < 2 {
+        return;
+    }
+    let global = group[0].first();
+    for r in group {
+        f(Verdict {
+            first: r.first(),
+            is_global_first: r.first() == global,
+            origin: r.origin(),
+        });
     }
 }
 
@@ -757,8 +793,9 @@ mod tests {
             doc_id: 1 << 40 | 7,
             offset: 9,
         };
-        let r = WindowRecord::new(5, first, 3, 1234);
+        let r = WindowRecord::new(5 | 7 << 100, first, 3, 1234);
         assert_eq!((r.first(), r.count(), r.origin()), (first, 2, 1234));
+        assert_eq!(WindowRecord::from_bytes(&r.to_bytes()), r);
         assert_eq!(WindowRecord::new(5, first, 1, 0).count(), 1);
     }
 

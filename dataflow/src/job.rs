@@ -60,10 +60,11 @@ pub fn run_job(mut config: JobConfig, progress: Arc<Progress>) -> Result<JobSumm
     let mut held = Held::default();
     let prepare = |held: &mut Held| -> Result<(), JobError> {
         let run_protect = protected(&config, false);
+        let run_tables = output_tables(&config);
         let dedup_protect = protected(&config, true);
         let mut targets = vec![output::Target {
             dir: &config.output,
-            tables: output_tables(&config),
+            tables: &run_tables,
             protect: &run_protect,
             what: "output directory",
         }];
@@ -102,8 +103,11 @@ pub fn run_job(mut config: JobConfig, progress: Arc<Progress>) -> Result<JobSumm
         &config.write_dedup,
         &config.input,
     ) {
-        (Ok(mut summary), Some(dir), JobInput::Documents { files, .. }) if lead => {
-            let counts = crate::output::dedup::write_dedup(&config.output, files, dir)?;
+        (Ok(mut summary), Some(dir), JobInput::Documents { files, fields }) if lead => {
+            let strike = config.substrings.filter(|job| job.strike).map(|_| fields);
+            let near = !config.substrings.is_some_and(|job| job.only);
+            let counts =
+                crate::output::dedup::write_dedup(&config.output, files, dir, strike, near)?;
             summary.dedup = Some((counts.kept, counts.removed));
             Ok(summary)
         }
@@ -251,10 +255,20 @@ fn protected(config: &JobConfig, for_dedup: bool) -> Vec<output::Protected> {
     protect
 }
 
-fn output_tables(config: &JobConfig) -> &'static [output::Table] {
-    if config.substrings.is_some_and(|job| job.only) {
-        return &[output::Table::Substrings];
+fn output_tables(config: &JobConfig) -> Vec<output::Table> {
+    match config.substrings {
+        Some(job) if job.only => return vec![output::Table::Substrings],
+        Some(_) => {
+            let mut tables = near_tables(config).to_vec();
+            tables.push(output::Table::Substrings);
+            return tables;
+        }
+        None => {}
     }
+    near_tables(config).to_vec()
+}
+
+fn near_tables(config: &JobConfig) -> &'static [output::Table] {
     match config.input {
         JobInput::Documents { .. } if config.urls_known() => &[
             output::Table::Fingerprints,
@@ -401,7 +415,7 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         let parsed = ProbeHandle::new();
         worker.dataflow::<u64, _, _>(|scope| {
             let raw = read_units(scope, ctx.clone(), parsed.clone());
-            let docs = crate::stages::substrings::parse_documents(raw, ctx.clone(), &parsed);
+            let docs = crate::stages::substrings::parse_documents(raw, ctx.clone(), &parsed, None);
             crate::stages::substrings::find_substrings(docs, ctx.clone(), job);
         });
         return finish_worker(worker, &ctx, &shared);
@@ -409,6 +423,11 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
     let fingerprinted = ProbeHandle::new();
     // What the fingerprint stage hands to verification, at each document's home.
     let sets = ShingleSets::default();
+    // `run --substrings`: the documents the clusters remove, kept at their home.
+    let removed = shared
+        .config
+        .substrings
+        .map(|_| crate::stages::clusters::RemovedAtHome::default());
     worker.dataflow::<u64, _, _>(|scope| {
         let docs = if resumed {
             resumed_docs(scope, ctx.clone())
@@ -450,9 +469,59 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
                     prefer_canonical_hosts(assignments, mirroring, keep_ranks, ctx.clone());
             }
         }
-        write_clusters(docs, assignments, ctx.clone());
+        write_clusters(docs, assignments, ctx.clone(), removed.clone());
     });
+    if let (Some(job), Some(removed)) = (shared.config.substrings, removed) {
+        // `run --substrings`: once the clusters are complete, the corpus is read again and
+        // the search runs over the documents they keep.
+        run_to_completion(worker);
+        search_kept_documents(worker, &ctx, job, removed);
+    }
     finish_worker(worker, &ctx, &shared)
+}
+
+/// The second pass of `run --substrings`: reads the corpus again and searches repeated
+/// passages in the documents the clusters keep. A removed document is dropped at its home
+/// before it is parsed: it is never scanned and never holds a first copy. The pass has its
+/// own reader counters (the first pass counted the corpus); its errors, parts, stage times
+/// and the search's counts go to the worker's report.
+fn search_kept_documents(
+    worker: &mut Worker,
+    ctx: &Rc<WorkerCtx>,
+    job: crate::config::SubstringJob,
+    removed: crate::stages::clusters::RemovedAtHome,
+) {
+    let pass = Rc::new(WorkerCtx {
+        shared: ctx.shared.clone(),
+        index: ctx.index,
+        peers: ctx.peers,
+        report: RefCell::new(WorkerReport::default()),
+        home: ctx.home.clone(),
+        network: Default::default(),
+    });
+    let parsed = ProbeHandle::new();
+    worker.dataflow::<u64, _, _>(|scope| {
+        let raw = read_units(scope, pass.clone(), parsed.clone());
+        let docs =
+            crate::stages::substrings::parse_documents(raw, pass.clone(), &parsed, Some(removed));
+        crate::stages::substrings::find_substrings(docs, pass.clone(), job);
+    });
+    run_to_completion(worker);
+    let done = pass.report.take();
+    let mut report = ctx.report.borrow_mut();
+    report.errors.extend(done.errors);
+    report.parts.extend(done.parts);
+    report.substrings = done.substrings;
+    for (stage, secs) in done.stage_seconds {
+        report.stage_done(&stage, secs);
+    }
+    report.add_network(pass.network.bytes());
+}
+
+/// Steps the worker until every dataflow installed is complete. (A worker without
+/// dataflows would park for ever in `step_or_park`: nothing would wake it.)
+fn run_to_completion(worker: &mut Worker) {
+    while worker.has_dataflows() && worker.step_or_park(None) {}
 }
 
 /// Runs the main dataflow to completion, then the report exchange.
@@ -461,7 +530,7 @@ fn finish_worker(
     ctx: &Rc<WorkerCtx>,
     shared: &Arc<Shared>,
 ) -> Option<JobSummary> {
-    while worker.step_or_park(None) {}
+    run_to_completion(worker);
     shared.progress.reach(Stage::Committing);
     let mut report = ctx.report.replace(WorkerReport::default());
     report.add_network(ctx.network.bytes());

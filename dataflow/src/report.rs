@@ -115,6 +115,10 @@ pub struct SubstringCounts {
     /// a block.
     pub blocks: u64,
     pub window_records: u64,
+    /// Sorted runs of window records written to disk past the memory limit (merge passes
+    /// included), and their bytes.
+    pub spill_runs: u64,
+    pub spilled_bytes: u64,
 }
 
 impl SubstringCounts {
@@ -126,6 +130,8 @@ impl SubstringCounts {
         self.documents_touched += other.documents_touched;
         self.blocks += other.blocks;
         self.window_records += other.window_records;
+        self.spill_runs += other.spill_runs;
+        self.spilled_bytes += other.spilled_bytes;
         self.repeated_share = if self.bytes == 0 {
             0.0
         } else {

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::IoError;
 use crate::file::InputFile;
-use crate::source::Kept;
+use crate::record::FieldSpec;
+use crate::source::{Kept, Strikes};
 
 /// The output name of input `file` in `dir`: its file name (`stdin.jsonl` for stdin).
 pub fn output_path(dir: &Path, file: &InputFile) -> PathBuf {
@@ -31,6 +32,34 @@ pub fn output_path(dir: &Path, file: &InputFile) -> PathBuf {
 /// JSONL blank lines are not records and are left out. An output its kind does not keep
 /// empty (a removed plain document) is not written at all.
 pub fn write_kept(file: &InputFile, removed: &HashSet<u64>, out: &Path) -> Result<Kept, IoError> {
+    write_atomically(file, out, |tmp| {
+        file.format.kind().write_kept(file, removed, tmp)
+    })
+}
+
+/// [`write_kept`] with the byte ranges `strikes` (by record number) taken out of the kept
+/// records' text, read back with `fields` (see [`crate::source::SourceKind::write_struck`]).
+pub fn write_struck(
+    file: &InputFile,
+    removed: &HashSet<u64>,
+    strikes: &Strikes,
+    fields: &FieldSpec,
+    out: &Path,
+) -> Result<Kept, IoError> {
+    write_atomically(file, out, |tmp| {
+        file.format
+            .kind()
+            .write_struck(file, removed, strikes, fields, tmp)
+    })
+}
+
+/// Runs `write` on a hidden temporary file next to `out` and renames it into place; an
+/// output its kind does not keep empty is not written, and a failed one is removed.
+fn write_atomically(
+    file: &InputFile,
+    out: &Path,
+    write: impl FnOnce(&Path) -> Result<Kept, IoError>,
+) -> Result<Kept, IoError> {
     let kind = file.format.kind();
     let tmp = out.with_file_name(format!(
         ".{}.tmp",
@@ -38,7 +67,7 @@ pub fn write_kept(file: &InputFile, removed: &HashSet<u64>, out: &Path) -> Resul
             .map(|n| n.to_string_lossy())
             .unwrap_or_default()
     ));
-    match kind.write_kept(file, removed, &tmp) {
+    match write(&tmp) {
         Ok(kept) if kept.kept == 0 && !kind.keeps_empty_output() => {
             let _ = fs::remove_file(&tmp);
             Ok(kept)

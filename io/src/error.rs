@@ -285,6 +285,18 @@ pub enum IoError {
     #[error("{}: not a unit of a {kind} file", shown(path))]
     WrongUnit { path: PathBuf, kind: &'static str },
 
+    /// A record whose repeated passages cannot be struck (`--strike substrings`): its
+    /// ranges do not fit the text read back.
+    #[error(
+        "{}: {record}: cannot strike the repeated passages: {reason}",
+        shown(path)
+    )]
+    Strike {
+        path: PathBuf,
+        record: String,
+        reason: String,
+    },
+
     /// An operation a source kind cannot do.
     #[error("{}: {what}", shown(path))]
     NotSupported { path: PathBuf, what: &'static str },

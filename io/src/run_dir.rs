@@ -887,6 +887,32 @@ pub fn read_run_parts(dir: &Path) -> Result<RunOutputs, IoError> {
     Ok(out)
 }
 
+/// The ranges of a run's `substrings/` as `(doc_id, start, end)`, sorted; the run must be
+/// complete (`_SUCCESS`).
+pub fn read_substrings(dir: &Path) -> Result<Vec<(u64, u64, u64)>, IoError> {
+    let run = RunDir::new(dir);
+    if !run.success().exists() {
+        return Err(IoError::BadTable {
+            path: dir.to_path_buf(),
+            reason: "no _SUCCESS: the run is incomplete or failed".into(),
+        });
+    }
+    let mut out = Vec::new();
+    let mut origin = Origin::default();
+    for path in committed_parts(&run.table(Table::Substrings))? {
+        let columns = ["doc_id", "start", "end"];
+        batches(&path, Table::Substrings, &mut origin, &columns, |b| {
+            let docs = u64s(b, "doc_id", &path)?;
+            let starts = u64s(b, "start", &path)?;
+            let ends = u64s(b, "end", &path)?;
+            out.extend((0..b.num_rows()).map(|i| (docs.value(i), starts.value(i), ends.value(i))));
+            Ok(())
+        })?;
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

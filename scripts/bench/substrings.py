@@ -4,7 +4,7 @@ deduplicate-text-datasets: `make` + `self-similar` + `collect`) on the same text
 run, and check that `--occurrences all` gives the same ranges as the reference's output.
 
     python3 scripts/bench/substrings.py [--corpus ../shared/corpora/dev-medium/corpus.jsonl.zst]
-        [--min-bytes 50] [--repeats 3] [--work /tmp/substrings-bench]
+        [--min-bytes 50] [--repeats 3] [--work /tmp/substrings-bench] [--memory-limit 512M]
 
 Needs release builds: `cargo build --release --bin neardup` (the script finds the binary
 under $CARGO_TARGET_DIR or ./target), and the reference built from a scratch copy of
@@ -130,6 +130,7 @@ def main():
     ap.add_argument("--neardup")
     ap.add_argument("--reference")
     ap.add_argument("--max-mb", type=float, help="only the first documents, up to this many MB of text")
+    ap.add_argument("--memory-limit", help="neardup's --memory-limit (window records past a quarter of each worker's share spill)")
     args = ap.parse_args()
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     neardup = args.neardup or os.path.join(target, "release", "neardup")
@@ -196,8 +197,9 @@ def main():
         print(f"run {r}: reference wall {ref[0]:.1f}s cpu {ref[1]:.1f}s peak {ref[2] / 1024:.0f} MiB", flush=True)
         for w in args.workers.split(","):
             out = os.path.join(args.work, f"out-w{w}")
+            limit = ["--memory-limit", args.memory_limit] if args.memory_limit else []
             res = timed([neardup, "substrings", "-q", "-w", w, "--min-bytes", n, "--occurrences", "all",
-                         "--no-id", "--overwrite", "--output", out, corpus])
+                         "--no-id", "--overwrite"] + limit + ["--output", out, corpus])
             results.setdefault(f"neardup -w {w}", []).append(res)
             print(f"run {r}: neardup -w {w} wall {res[0]:.1f}s cpu {res[1]:.1f}s peak {res[2] / 1024:.0f} MiB", flush=True)
 

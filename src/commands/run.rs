@@ -6,13 +6,15 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Result};
 use neardup_dataflow::config::{
-    BeforeCommit, ClusterMode, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_TABLES,
+    BeforeCommit, ClusterMode, JobConfigBuilder, SubstringJob, VerifyMode, DEFAULT_K,
+    DEFAULT_TABLES,
 };
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
 use neardup_io::input::scan_inputs;
 use neardup_io::record::{FieldSpec, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 use neardup_io::source::Format;
 
+use super::substrings::{OccurrencesChoice, SnapChoice};
 use crate::cluster_args::ClusterArgs;
 use crate::progress_view::{LogFormat, ProgressView};
 use crate::scheme_args::SchemeArgs;
@@ -44,6 +46,13 @@ Examples:
   longest of old and new copies (docs/index.md):
     neardup run --index idx --output week1 week1/
     neardup run --against idx --update-index --keep longest --output week2 week2/
+
+  Near-duplicates removed, then repeated passages of 100 bytes or more in the kept
+  documents (substrings/, see docs/substrings.md):
+    neardup run --substrings 100 --output out corpus.jsonl.zst
+
+  The same, and the deduplicated corpus with those passages struck from the kept documents:
+    neardup run --substrings 100 --write-dedup clean --strike substrings --output out corpus.jsonl.zst
 
   Query the results with DuckDB:
     duckdb -c \"select * from 'out/pairs/*.parquet' limit 10\"
@@ -200,10 +209,61 @@ pub struct RunArgs {
     /// one side: partial)
     #[arg(long, default_value_t = neardup_core::mirrors::DEFAULT_MIN_SHARE, value_name = "S", help_heading = "Documents")]
     pub mirror_min_share: f64,
+    #[command(flatten)]
+    pub passages: PassageArgs,
     /// Input files, directories or globs: JSONL (.gz, .zst), Parquet, WARC (.warc, .warc.gz,
     /// .warc.zst) or ARC (.arc, .arc.gz)
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
+}
+
+/// Repeated passages in the documents the clusters keep (docs/substrings.md).
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Repeated passages")]
+pub struct PassageArgs {
+    /// Also search repeated passages of N bytes or more in the documents the clusters keep
+    /// (as `neardup substrings` over them): substrings/ and counts in summary.json
+    #[arg(long, value_name = "N")]
+    pub substrings: Option<usize>,
+    /// With --substrings: which copies are reported, later (all but the first in corpus
+    /// order) or all [default: later]
+    #[arg(long, value_enum, requires = "substrings")]
+    pub occurrences: Option<OccurrencesChoice>,
+    /// With --substrings: where range ends may fall, chars or words [default: chars]
+    #[arg(long, value_enum, requires = "substrings")]
+    pub snap: Option<SnapChoice>,
+    /// With --substrings and --write-dedup: take the ranges out of the kept documents'
+    /// text in the deduplicated corpus (JSONL, Parquet and plain text; not archives or
+    /// --html)
+    #[arg(long, value_enum, value_name = "WHAT", requires_all = ["substrings", "write_dedup"])]
+    pub strike: Option<StrikeChoice>,
+}
+
+/// What `--strike` takes out of the deduplicated corpus.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StrikeChoice {
+    /// The ranges of substrings/
+    Substrings,
+}
+
+impl PassageArgs {
+    /// The search asked for, if any.
+    fn job(&self) -> Result<Option<SubstringJob>> {
+        let Some(min_bytes) = self.substrings else {
+            return Ok(None);
+        };
+        if min_bytes == 0 {
+            bail!("--substrings 0: a repeat is at least 1 byte long");
+        }
+        let settings = super::substrings::settings(
+            min_bytes,
+            self.occurrences.unwrap_or(OccurrencesChoice::Later),
+            self.snap.unwrap_or(SnapChoice::Chars),
+        );
+        let mut job = SubstringJob::after_clusters(settings);
+        job.strike = self.strike == Some(StrikeChoice::Substrings);
+        Ok(Some(job))
+    }
 }
 
 /// Candidate generation in MinHash mode and verification of candidate pairs.
@@ -345,7 +405,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         min_share: args.mirror_min_share,
         ..Default::default()
     })
-    .resume(args.resume);
+    .resume(args.resume)
+    .substrings(args.passages.job()?);
     let mut config = args
         .job
         .configure(args.quality.configure(builder))?
@@ -629,6 +690,18 @@ fn report(summary: &JobSummary, near_rule: &str, output: &std::path::Path, forma
         eprintln!(
             "  largest bucket: {} fingerprints (table {}, key {}); searched exactly",
             b.size, b.table, b.key
+        );
+    }
+    if let Some(s) = &summary.substrings {
+        eprintln!(
+            "  repeated passages of {}+ bytes ({} copies) in the {} kept documents: {} ranges, {} bytes ({:.2}% of their text) in {} documents",
+            s.min_bytes,
+            s.occurrences,
+            s.documents,
+            s.ranges,
+            s.repeated_bytes,
+            100.0 * s.repeated_share,
+            s.documents_touched
         );
     }
     if let Some((kept, removed)) = summary.dedup {

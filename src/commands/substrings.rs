@@ -23,6 +23,12 @@ Examples:
   Every copy (as the reference tool's collect), ranges on word boundaries, 2 workers:
     neardup substrings -w 2 --occurrences all --snap words --min-bytes 100 --output reps corpus.jsonl.zst
 
+  The corpus with every later copy struck (JSONL stays JSONL, Parquet stays Parquet):
+    neardup substrings --min-bytes 100 --write-dedup clean --output reps corpus.jsonl.zst
+
+  Within 2 GiB, spilling past it to a scratch disk:
+    neardup substrings --memory-limit 2G --spill-dir /scratch --output reps corpus.jsonl.zst
+
   Query the ranges with DuckDB:
     duckdb -c \"select doc_id, start, \\\"end\\\" from 'reps/substrings/*.parquet' limit 10\"
 
@@ -66,9 +72,26 @@ pub struct SubstringsArgs {
     /// Records have no id field
     #[arg(long)]
     pub no_id: bool,
+    /// Every input file is one document (its text the whole file; its id the path), whatever
+    /// its name
+    #[arg(long, conflicts_with_all = ["text_field", "id_field", "no_id"])]
+    pub plain: bool,
     /// Skip invalid records (counted and reported) instead of failing
     #[arg(long)]
     pub skip_invalid: bool,
+    /// Memory for each process: a size (4G, 512M), auto (70% of physical memory) or none.
+    /// Each worker keeps its window records within a quarter of its share and spills sorted
+    /// runs to disk beyond it (see --spill-dir; spill_runs in summary.json)
+    #[arg(long, default_value = "auto", value_name = "SIZE|auto|none")]
+    pub memory_limit: String,
+    /// Where window records spill past --memory-limit (default: _spill/ inside the output
+    /// directory; removed when the job ends)
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
+    /// Also write the corpus with the ranges struck from every document's text to DIR, in
+    /// each input's own format (JSONL, Parquet and plain text; not archives or --html)
+    #[arg(long, value_name = "DIR")]
+    pub write_dedup: Option<PathBuf>,
     /// Output directory (refused if it exists and is not empty, unless --overwrite)
     #[arg(short = 'o', long, value_name = "DIR")]
     pub output: PathBuf,
@@ -96,17 +119,22 @@ pub struct SubstringsArgs {
 impl SubstringsArgs {
     /// The search the flags ask for.
     pub fn settings(&self) -> Settings {
-        Settings {
-            min_bytes: self.min_bytes,
-            occurrences: match self.occurrences {
-                OccurrencesChoice::All => Occurrences::All,
-                OccurrencesChoice::Later => Occurrences::Later,
-            },
-            snap: match self.snap {
-                SnapChoice::Chars => Snap::Chars,
-                SnapChoice::Words => Snap::Words,
-            },
-        }
+        settings(self.min_bytes, self.occurrences, self.snap)
+    }
+}
+
+/// The search asked by `--min-bytes` (or `run --substrings`), `--occurrences` and `--snap`.
+pub fn settings(min_bytes: usize, occurrences: OccurrencesChoice, snap: SnapChoice) -> Settings {
+    Settings {
+        min_bytes,
+        occurrences: match occurrences {
+            OccurrencesChoice::All => Occurrences::All,
+            OccurrencesChoice::Later => Occurrences::Later,
+        },
+        snap: match snap {
+            SnapChoice::Chars => Snap::Chars,
+            SnapChoice::Words => Snap::Words,
+        },
     }
 }
 
@@ -114,7 +142,7 @@ pub fn run(args: &SubstringsArgs) -> Result<()> {
     if args.min_bytes == 0 {
         bail!("--min-bytes 0: a repeat is at least 1 byte long");
     }
-    let files = super::scan_quietly(&args.inputs, false, args.quiet)?;
+    let files = super::scan_quietly(&args.inputs, args.plain, args.quiet)?;
     let cluster = &args.cluster;
     let process = (cluster.processes > 1).then(|| {
         let address = cluster
@@ -133,6 +161,7 @@ pub fn run(args: &SubstringsArgs) -> Result<()> {
     };
     args.documents.apply(&mut fields)?;
     let mut job = SubstringJob::only(args.settings());
+    job.strike = args.write_dedup.is_some();
     if let Some(size) = &args.block_bytes {
         let bytes = crate::memory_args::parse_size(size)?;
         if bytes == 0 || bytes > neardup_core::substrings::MAX_BLOCK_BYTES as u64 {
@@ -146,6 +175,9 @@ pub fn run(args: &SubstringsArgs) -> Result<()> {
     let config = JobConfig::builder(JobInput::Documents { files, fields }, args.output.clone())
         .skip_invalid(args.skip_invalid)
         .overwrite(args.overwrite)
+        .write_dedup(args.write_dedup.clone())
+        .memory_limit(crate::memory_args::memory_limit(&args.memory_limit)?)
+        .spill_dir(args.spill_dir.clone())
         .parallelism(cluster.parallelism()?)
         .control(cluster.control()?)
         .substrings(Some(job))
@@ -200,6 +232,9 @@ fn report(summary: &JobSummary, output: &std::path::Path, format: LogFormat) {
     }
     if let Some(example) = summary.skip_examples.first() {
         eprintln!("  first skipped record: {example}");
+    }
+    if let Some((kept, _)) = summary.dedup {
+        eprintln!("  corpus with the ranges struck: {kept} documents");
     }
     eprintln!("  output: {} (summary.json, _SUCCESS)", output.display());
 }

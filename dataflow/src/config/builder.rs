@@ -58,6 +58,13 @@ pub enum ConfigError {
     SubstringsMinBytes,
     #[error("repeated passages are searched in documents, not in fingerprint tables")]
     SubstringsNeedDocuments,
+    #[error("--strike substrings needs --write-dedup DIR (the corpus it writes)")]
+    StrikeNeedsDedup,
+    #[error("--strike substrings cannot strike the passages of {}: {reason}; the ranges are positions in the extracted text, not in the record (strike from JSONL, Parquet or plain text)", file.display())]
+    CannotStrike {
+        file: std::path::PathBuf,
+        reason: String,
+    },
     #[error("{name} {value} is out of range: it must be between 0 and 1")]
     OutOfRange { name: &'static str, value: f64 },
     #[error("--bands, --rows and --lsh-threshold apply to --method minhash only")]
@@ -456,6 +463,9 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
         if fingerprints {
             return Err(ConfigError::SubstringsNeedDocuments);
         }
+        if job.strike {
+            check_strike(config)?;
+        }
     }
     if fingerprints && matches!(config.scheme.method, Method::Simhash(Weighting::TfIdf(_))) {
         return Err(ConfigError::TfIdfNeedsDocuments);
@@ -512,6 +522,43 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
         _ => {}
     }
     Ok(())
+}
+
+/// `--strike substrings` writes the deduplicated corpus with the ranges taken out of the
+/// text as the records store it: JSONL, Parquet and plain text without `--html`. Archives
+/// and extracted HTML are refused before the job starts, naming the first such file.
+fn check_strike(config: &JobConfig) -> Result<(), ConfigError> {
+    if config.write_dedup.is_none() {
+        return Err(ConfigError::StrikeNeedsDedup);
+    }
+    let JobInput::Documents { files, fields } = &config.input else {
+        return Err(ConfigError::SubstringsNeedDocuments);
+    };
+    let html = fields
+        .html
+        .is_some_and(|m| m != neardup_io::html::HtmlMode::None);
+    let strikable = |f: &neardup_io::input::InputFile| {
+        matches!(
+            f.format,
+            neardup_io::source::Format::Jsonl
+                | neardup_io::source::Format::Parquet
+                | neardup_io::source::Format::Plain
+        )
+    };
+    match files.iter().find(|f| html || !strikable(f)) {
+        Some(file) => Err(ConfigError::CannotStrike {
+            file: file.path.clone(),
+            reason: if html {
+                "--html extracts the text from the page".into()
+            } else {
+                format!(
+                    "it is a {} file, whose text is extracted from the record",
+                    file.format.kind().name()
+                )
+            },
+        }),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

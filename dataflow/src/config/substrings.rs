@@ -21,6 +21,10 @@ pub struct SubstringJob {
     pub only: bool,
     /// The most text under one suffix array, per worker (see [`DEFAULT_BLOCK_BYTES`]).
     pub block_bytes: usize,
+    /// `--strike substrings` (implied by `neardup substrings --write-dedup`): the
+    /// deduplicated corpus has the ranges taken out of the kept documents' text.
+    #[serde(default)]
+    pub strike: bool,
 }
 
 impl SubstringJob {
@@ -30,6 +34,16 @@ impl SubstringJob {
             settings,
             only: true,
             block_bytes: DEFAULT_BLOCK_BYTES,
+            strike: false,
+        }
+    }
+
+    /// `run --substrings` with `settings`: after the near-duplicate search, over the
+    /// documents its clusters keep.
+    pub fn after_clusters(settings: Settings) -> Self {
+        SubstringJob {
+            only: false,
+            ..SubstringJob::only(settings)
         }
     }
 }

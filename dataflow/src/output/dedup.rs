@@ -10,10 +10,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use neardup_io::dedup_out::{output_path, write_kept};
+use neardup_io::dedup_out::{output_path, write_kept, write_struck};
 use neardup_io::input::InputFile;
 use neardup_io::parquet_out::{PartWriter, RemovedRow, TableMeta, UNKNOWN_SCHEME};
-use neardup_io::run_dir::{mark_complete, read_run, record_written, REMOVED};
+use neardup_io::record::FieldSpec;
+use neardup_io::run_dir::{mark_complete, read_run, read_substrings, record_written, REMOVED};
+use neardup_io::source::Strikes;
 
 use crate::records::RECORD_BITS;
 use crate::JobError;
@@ -30,34 +32,53 @@ pub struct DedupCounts {
 /// [`crate::output::prepare`]). The names of the kept files are recorded in the directory's
 /// marker before they are written, so that a later `--overwrite` removes them and nothing
 /// else. `_SUCCESS` is written last, unless the process was stopped meanwhile.
+///
+/// With `strike` (`--strike substrings`), the ranges of the run's `substrings/` are taken out
+/// of the kept documents' text, read back with these fields. With `near` false (`neardup
+/// substrings`), no document is removed and no `removed.parquet` is written.
 pub fn write_dedup(
     run_dir: &Path,
     files: &[InputFile],
     dir: &Path,
+    strike: Option<&FieldSpec>,
+    near: bool,
 ) -> Result<DedupCounts, JobError> {
-    let run = read_run(run_dir)?;
     let mut removed_by_file: HashMap<u32, HashSet<u64>> = HashMap::new();
     let mut rows = Vec::new();
-    for (&doc, &cluster) in &run.clusters {
-        let kept = run.kept[&cluster];
-        if kept == doc {
-            continue;
+    let run = if near { Some(read_run(run_dir)?) } else { None };
+    if let Some(run) = &run {
+        for (&doc, &cluster) in &run.clusters {
+            let kept = run.kept[&cluster];
+            if kept == doc {
+                continue;
+            }
+            removed_by_file
+                .entry((doc >> RECORD_BITS) as u32)
+                .or_default()
+                .insert(doc & ((1 << RECORD_BITS) - 1));
+            let hamming = (run.simhashes[&doc] ^ run.simhashes[&kept]).count_ones() as u8;
+            rows.push(RemovedRow {
+                doc_id: doc,
+                id: run.ids.get(&doc).cloned().flatten(),
+                kept_doc_id: kept,
+                kept_id: run.ids.get(&kept).cloned().flatten(),
+                hamming,
+                jaccard: run.jaccard.get(&(doc.min(kept), doc.max(kept))).copied(),
+            });
         }
-        removed_by_file
-            .entry((doc >> RECORD_BITS) as u32)
-            .or_default()
-            .insert(doc & ((1 << RECORD_BITS) - 1));
-        let hamming = (run.simhashes[&doc] ^ run.simhashes[&kept]).count_ones() as u8;
-        rows.push(RemovedRow {
-            doc_id: doc,
-            id: run.ids.get(&doc).cloned().flatten(),
-            kept_doc_id: kept,
-            kept_id: run.ids.get(&kept).cloned().flatten(),
-            hamming,
-            jaccard: run.jaccard.get(&(doc.min(kept), doc.max(kept))).copied(),
-        });
     }
     rows.sort_by_key(|r| r.doc_id);
+    let mut strikes_by_file: HashMap<u32, Strikes> = HashMap::new();
+    if strike.is_some() {
+        for (doc, start, end) in read_substrings(run_dir)? {
+            strikes_by_file
+                .entry((doc >> RECORD_BITS) as u32)
+                .or_default()
+                .entry(doc & ((1 << RECORD_BITS) - 1))
+                .or_default()
+                .push((start, end));
+        }
+    }
     // Inputs with the same file name (from different folders) get their number in front.
     let names: Vec<_> = files.iter().map(|f| output_path(dir, f)).collect();
     let clash = names.iter().collect::<HashSet<_>>().len() < names.len();
@@ -85,14 +106,21 @@ pub fn write_dedup(
     let mut counts = DedupCounts::default();
     for (i, (file, out)) in files.iter().zip(&outs).enumerate() {
         let empty = HashSet::new();
-        let kept = write_kept(
-            file,
-            removed_by_file.get(&(i as u32)).unwrap_or(&empty),
-            out,
-        )?;
+        let removed = removed_by_file.get(&(i as u32)).unwrap_or(&empty);
+        let kept = match strike {
+            Some(fields) => {
+                let none = Strikes::new();
+                let strikes = strikes_by_file.get(&(i as u32)).unwrap_or(&none);
+                write_struck(file, removed, strikes, fields, out)?
+            }
+            None => write_kept(file, removed, out)?,
+        };
         counts.kept += kept.kept;
         counts.removed += kept.removed;
     }
+    let Some(run) = run else {
+        return commit(dir).map(|()| counts);
+    };
     // removed.parquet says what made the run it comes from.
     let meta = run.meta.clone().unwrap_or_else(|| TableMeta {
         scheme: UNKNOWN_SCHEME.to_string(),
@@ -103,6 +131,12 @@ pub fn write_dedup(
         writer.push(row)?;
     }
     writer.commit()?;
+    commit(dir)?;
+    Ok(counts)
+}
+
+/// `_SUCCESS` in the deduplicated corpus, unless the process was stopped meanwhile.
+fn commit(dir: &Path) -> Result<(), JobError> {
     crate::output::stop::commit_unless_stopped(dir, |stopped| match stopped {
         Some(reason) => Err(JobError::Cluster(format!(
             "the deduplicated corpus in {} is incomplete: the run was {reason}",
@@ -110,5 +144,5 @@ pub fn write_dedup(
         ))),
         None => mark_complete(dir).map(|()| true).map_err(JobError::from),
     })?;
-    Ok(counts)
+    Ok(())
 }

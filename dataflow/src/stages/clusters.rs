@@ -246,12 +246,18 @@ fn rekeep(assigned: &mut [Assignment], ranks: &HashMap<u64, u64>, mirroring: &Ha
     moved
 }
 
+/// The documents a run removes, at their home worker: filled by [`write_clusters`] when
+/// asked, read by the search for repeated passages of `run --substrings`, which runs after.
+pub type RemovedAtHome = Rc<std::cell::RefCell<HashSet<u64>>>;
+
 /// Each home worker writes one clusters row per document it fingerprinted: the assignment
-/// if the document is in a cluster, otherwise `cluster_id = -1`.
+/// if the document is in a cluster, otherwise `cluster_id = -1`. With `removed`, the
+/// documents this worker's clusters rows remove are also kept there.
 pub fn write_clusters<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     assignments: StreamVec<'s, u64, Assignment>,
     ctx: Rc<WorkerCtx>,
+    removed_at_home: Option<RemovedAtHome>,
 ) -> StreamVec<'s, u64, ()> {
     let home = ctx.home.clone();
     docs.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
@@ -290,6 +296,10 @@ pub fn write_clusters<'s>(
                         },
                     });
                     let removed = assigned.values().filter(|a| !a.keep).count() as u64;
+                    if let Some(set) = &removed_at_home {
+                        set.borrow_mut()
+                            .extend(assigned.values().filter(|a| !a.keep).map(|a| a.doc_id));
+                    }
                     let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Clusters);
                     let meta = crate::output::search_meta(&ctx.shared.config);
                     let written = PartWriter::<ClusterRow>::create(&dir, ctx.part(), &meta)

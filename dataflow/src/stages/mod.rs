@@ -14,6 +14,7 @@
 //! | clusters | [`clusters`] | union-find, the kept document, `clusters/` |
 //! | mirrors | [`mirrors`] | mirror hosts from clusters and URLs: `mirrors/`, `hosts/` |
 //! | substrings | [`substrings`] | repeated passages: suffix arrays per worker, windows meet by key, `substrings/` |
+//! | | [`substring_spill`] | the window records a worker owns, spilled in sorted runs past its memory share |
 
 pub mod clusters;
 pub mod exact;
@@ -23,6 +24,7 @@ pub mod near;
 pub mod pairs;
 pub mod read;
 pub mod revisits;
+pub mod substring_spill;
 pub mod substrings;
 pub mod urls;
 pub mod verify;

@@ -31,9 +31,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use neardup_core::substrings::{
-    ranges_from_starts, resolve, Block, Collector, Pos, Verdict, WindowRecord,
-};
+use neardup_core::substrings::{ranges_from_starts, Block, Collector, Pos, Verdict, WindowRecord};
 use neardup_io::parquet_out::{PartWriter, SubstringRow, TableMeta, NO_SCHEME};
 use neardup_io::record::Record;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -45,6 +43,9 @@ use crate::output::{OutputDirs, Table};
 use crate::progress::Progress;
 use crate::records::{RawBody, RawDoc};
 use crate::report::SubstringCounts;
+use crate::stages::clusters::RemovedAtHome;
+use crate::stages::near::spill::SpillDir;
+use crate::stages::substring_spill::OwnedRecords;
 use crate::worker::WorkerCtx;
 
 /// A document's text at its home, with its id as written.
@@ -70,10 +71,13 @@ pub fn substrings_meta(job: &SubstringJob) -> TableMeta {
 }
 
 /// Parses every document at its home; the probe goes on the result (the readers wait on it).
+/// With `removed` (`run --substrings`), the documents it holds are dropped before parsing:
+/// they are not searched and cannot hold a first copy.
 pub fn parse_documents<'s>(
     raw: StreamVec<'s, u64, RawDoc>,
     ctx: Rc<WorkerCtx>,
     parsed: &ProbeHandle<u64>,
+    removed: Option<RemovedAtHome>,
 ) -> StreamVec<'s, u64, DocText> {
     let home = ctx.home.clone();
     use timely::dataflow::operators::Probe;
@@ -85,7 +89,11 @@ pub fn parse_documents<'s>(
             move |input, output| {
                 input.for_each(|cap, data| {
                     let mut session = output.session(&cap);
+                    let removed = removed.as_ref().map(|r| r.borrow());
                     for doc in data.drain(..) {
+                        if removed.as_ref().is_some_and(|r| r.contains(&doc.doc_id)) {
+                            continue;
+                        }
                         if let Some(text) = parse(&ctx, doc, &mut record) {
                             session.give(text);
                         }
@@ -99,7 +107,10 @@ pub fn parse_documents<'s>(
 
 fn parse(ctx: &WorkerCtx, doc: RawDoc, record: &mut Record) -> Option<DocText> {
     let shared = &ctx.shared;
-    Progress::add(&shared.progress.docs_fingerprinted, 1);
+    if shared.config.substrings.is_some_and(|job| job.only) {
+        // `run --substrings` counted its documents in the first pass.
+        Progress::add(&shared.progress.docs_fingerprinted, 1);
+    }
     let parsed = match doc.body {
         RawBody::Raw(line) => {
             let JobInput::Documents { fields, .. } = &shared.config.input else {
@@ -203,24 +214,43 @@ pub fn find_substrings<'s>(
             }
         }
     });
-    // 3. Resolve: every record of a key meets at its owner.
+    // 3. Resolve: every record of a key meets at its owner, in memory up to the worker's
+    // share of --memory-limit and in sorted runs on disk beyond it.
+    let config = &ctx.shared.config;
+    let budget = OwnedRecords::budget(config.memory_limit, config.parallelism.workers);
+    let spill_dir = SpillDir::new(&config.spill_root(), ctx.index);
+    let resolve_held = held.clone();
+    let resolve_ctx = ctx.clone();
     let verdicts = records.unary_frontier(
         Exchange::new(ctx.meter("substrings", |r: &WindowRecord| {
             ((r.key >> 64) as u64) ^ (r.key as u64)
         })),
         "SubstringResolve",
-        |cap, _| {
+        move |cap, _| {
             let mut cap = Some(cap);
-            let mut records: Vec<WindowRecord> = Vec::new();
+            let mut owned = Some(OwnedRecords::new(spill_dir, budget));
+            let ctx = resolve_ctx;
             move |(input, frontier), output| {
-                input.for_each(|_, data| records.append(data));
+                input.for_each(|_, data| {
+                    if let Some(o) = owned.as_mut() {
+                        if let Err(e) = o.extend(data) {
+                            ctx.fail(spill_error(o, e));
+                            owned = None;
+                        }
+                    }
+                });
                 if frontier.is_empty() {
                     if let Some(c) = cap.take() {
-                        let mut all = std::mem::take(&mut records);
-                        let mut verdicts = Vec::new();
-                        resolve(&mut all, |v| verdicts.push(v));
-                        drop(all);
-                        output.session(&c).give_iterator(verdicts.into_iter());
+                        if let Some(mut o) = owned.take() {
+                            let mut session = output.session(&c);
+                            if let Err(e) = o.resolve(|v| session.give(v)) {
+                                ctx.fail(spill_error(&o, e));
+                            }
+                            let mut h = resolve_held.borrow_mut();
+                            h.counts.spill_runs += o.spill_runs;
+                            h.counts.spilled_bytes += o.spilled_bytes;
+                            o.remove();
+                        }
                     }
                 }
             }
@@ -245,6 +275,14 @@ pub fn find_substrings<'s>(
             }
         },
     );
+}
+
+/// A failed spill, naming the directory.
+fn spill_error(owned: &OwnedRecords, e: std::io::Error) -> String {
+    format!(
+        "repeated passages: cannot spill window records to {}: {e}",
+        owned.dir().display()
+    )
 }
 
 /// Scans one block: its records go to `out`, its text to `held`.
@@ -309,8 +347,11 @@ fn report(ctx: &WorkerCtx, mut held: Held, job: &SubstringJob) {
         Ok(path) => report.parts.push(path.display().to_string()),
         Err(e) => report.errors.push(e.to_string()),
     }
-    report.documents += counts.documents;
-    report.bytes += counts.bytes;
+    if job.only {
+        // `run --substrings` counted the corpus in its first pass.
+        report.documents += counts.documents;
+        report.bytes += counts.bytes;
+    }
     report.substrings = Some(counts);
     drop(report);
     ctx.stage_done("substrings");

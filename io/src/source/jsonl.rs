@@ -24,13 +24,13 @@ use std::collections::HashSet;
 use std::fmt;
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::Kept;
 use super::{whole_file_of, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec};
+use super::{Kept, Strikes};
 use crate::compress::Compression;
 use crate::error::{shown, IoError};
 use crate::file::InputFile;
@@ -190,7 +190,27 @@ impl SourceKind for Jsonl {
         removed: &HashSet<u64>,
         tmp: &Path,
     ) -> Result<Kept, IoError> {
-        write_jsonl(file, removed, tmp)
+        write_jsonl(file, removed, None, tmp)
+    }
+
+    fn write_struck(
+        &self,
+        file: &InputFile,
+        removed: &HashSet<u64>,
+        strikes: &Strikes,
+        fields: &FieldSpec,
+        tmp: &Path,
+    ) -> Result<Kept, IoError> {
+        if fields
+            .html
+            .is_some_and(|m| m != crate::html::HtmlMode::None)
+        {
+            return Err(IoError::NotSupported {
+                path: file.path.clone(),
+                what: super::NO_STRIKE,
+            });
+        }
+        write_jsonl(file, removed, Some((strikes, fields)), tmp)
     }
 }
 
@@ -227,21 +247,15 @@ fn write_err(path: &Path) -> impl Fn(std::io::Error) -> IoError + '_ {
 }
 
 /// The kept lines, unchanged, in the input's compression; blank lines are not records and
-/// are left out.
-fn write_jsonl(file: &InputFile, removed: &HashSet<u64>, tmp: &Path) -> Result<Kept, IoError> {
-    let sink = BufWriter::new(File::create(tmp).map_err(write_err(tmp))?);
-    let mut out: Box<dyn Write> = match file.compression {
-        Compression::None => Box::new(sink),
-        Compression::Gzip => Box::new(flate2::write::GzEncoder::new(
-            sink,
-            flate2::Compression::default(),
-        )),
-        Compression::Zstd => Box::new(
-            zstd::Encoder::new(sink, 3)
-                .map_err(write_err(tmp))?
-                .auto_finish(),
-        ),
-    };
+/// are left out. With `strike`, the lines with ranges get their text field rewritten
+/// ([`strike_line`]).
+fn write_jsonl(
+    file: &InputFile,
+    removed: &HashSet<u64>,
+    strike: Option<(&Strikes, &FieldSpec)>,
+    tmp: &Path,
+) -> Result<Kept, IoError> {
+    let mut out = super::create_compressed(tmp, file.compression)?;
     let mut reader = if numbered_by_offset(file) {
         LineReader::open_bytes(file, 0, u64::MAX)?
     } else {
@@ -257,6 +271,19 @@ fn write_jsonl(file: &InputFile, removed: &HashSet<u64>, tmp: &Path) -> Result<K
             kept.removed += 1;
             continue;
         }
+        let ranges = strike.and_then(|(strikes, fields)| {
+            strikes
+                .get(&(number - 1))
+                .map(|ranges| (ranges.as_slice(), fields))
+        });
+        if let Some((ranges, fields)) = ranges {
+            let struck = strike_line(&line, ranges, fields).map_err(|reason| IoError::Strike {
+                path: file.path.clone(),
+                record: format!("line {number}"),
+                reason,
+            })?;
+            line = struck;
+        }
         out.write_all(&line)
             .and_then(|_| out.write_all(b"\n"))
             .map_err(write_err(tmp))?;
@@ -265,6 +292,58 @@ fn write_jsonl(file: &InputFile, removed: &HashSet<u64>, tmp: &Path) -> Result<K
     out.flush().map_err(write_err(tmp))?;
     drop(out);
     Ok(kept)
+}
+
+/// A JSON object's members as written: each key with its raw value, in order.
+struct RawObject<'a>(Vec<(String, &'a serde_json::value::RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for RawObject<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = RawObject<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    members.push((key, map.next_value()?));
+                }
+                Ok(RawObject(members))
+            }
+        }
+        d.deserialize_map(Members)
+    }
+}
+
+/// One JSONL line with `ranges` struck from its text field: the text is read back as a run
+/// reads it (`fields`), the ranges are checked against it, and the line is written again
+/// with the text field replaced and every other member's value as it was (keys are written
+/// again with JSON's standard escaping).
+fn strike_line(line: &[u8], ranges: &[(u64, u64)], fields: &FieldSpec) -> Result<Vec<u8>, String> {
+    let record = parse_record(line, fields).map_err(|e| e.to_string())?;
+    let struck = super::strike_text(&record.text, ranges)?;
+    let object: RawObject = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    let mut out = Vec::with_capacity(line.len());
+    out.push(b'{');
+    for (i, (key, value)) in object.0.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, key).map_err(|e| e.to_string())?;
+        out.push(b':');
+        if *key == fields.text_field {
+            serde_json::to_writer(&mut out, &struck).map_err(|e| e.to_string())?;
+        } else {
+            out.extend_from_slice(value.get().as_bytes());
+        }
+    }
+    out.push(b'}');
+    Ok(out)
 }
 
 /// Parses one JSONL line and extracts the fields named in `spec`.

@@ -288,12 +288,89 @@ pub trait SourceKind: Sync {
         tmp: &Path,
     ) -> Result<Kept, IoError>;
 
+    /// Writes the records of `file` whose record number is not in `removed` to `tmp`, as
+    /// [`Self::write_kept`] does, with the byte ranges `strikes` lists for a record taken out
+    /// of its text (`--strike substrings`). The text is read back with `fields` and every
+    /// range is checked against it ([`strike_text`]); records without ranges are written as
+    /// `write_kept` writes them. Kinds whose text is extracted from the record (archives,
+    /// `--html`) refuse: the ranges are positions in the extracted text, not in the record.
+    fn write_struck(
+        &self,
+        file: &InputFile,
+        removed: &HashSet<u64>,
+        strikes: &Strikes,
+        fields: &FieldSpec,
+        tmp: &Path,
+    ) -> Result<Kept, IoError> {
+        let _ = (removed, strikes, fields, tmp);
+        Err(IoError::NotSupported {
+            path: file.path.clone(),
+            what: NO_STRIKE,
+        })
+    }
+
     /// Whether an output file with no record left is still written (an empty
     /// JSONL file, a Parquet table with no rows). A plain file is one
     /// document: removed, it leaves nothing to write.
     fn keeps_empty_output(&self) -> bool {
         true
     }
+}
+
+/// Why a format's records cannot have passages struck (see [`SourceKind::write_struck`]).
+pub const NO_STRIKE: &str = "repeated passages cannot be struck from this format: its text is extracted from the record (--strike substrings needs JSONL, Parquet or plain text, without --html)";
+
+/// The byte ranges `[start, end)` to take out of each record's text, by record number,
+/// sorted and disjoint (rows of `substrings/`).
+pub type Strikes = std::collections::HashMap<u64, Vec<(u64, u64)>>;
+
+/// `text` without the byte ranges `ranges` (sorted, disjoint, inside the text, on character
+/// boundaries), or why the ranges do not fit it.
+pub fn strike_text(text: &str, ranges: &[(u64, u64)]) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0usize;
+    for &(start, end) in ranges {
+        let (s, e) = (start as usize, end as usize);
+        if s < at || e <= s || e > text.len() {
+            return Err(format!(
+                "the range [{start}, {end}) does not fit a text of {} bytes (or overlaps the one before): the input changed since the ranges were found?",
+                text.len()
+            ));
+        }
+        if !text.is_char_boundary(s) || !text.is_char_boundary(e) {
+            return Err(format!(
+                "the range [{start}, {end}) cuts a UTF-8 character: the input changed since the ranges were found?"
+            ));
+        }
+        out.push_str(&text[at..s]);
+        at = e;
+    }
+    out.push_str(&text[at..]);
+    Ok(out)
+}
+
+/// A writer of `tmp` in `compression` (what a kept JSONL or plain file is written with).
+pub(crate) fn create_compressed(
+    tmp: &Path,
+    compression: Compression,
+) -> Result<Box<dyn std::io::Write>, IoError> {
+    let write_err = |cause| IoError::Write {
+        path: tmp.to_path_buf(),
+        cause,
+    };
+    let sink = std::io::BufWriter::new(std::fs::File::create(tmp).map_err(write_err)?);
+    Ok(match compression {
+        Compression::None => Box::new(sink),
+        Compression::Gzip => Box::new(flate2::write::GzEncoder::new(
+            sink,
+            flate2::Compression::default(),
+        )),
+        Compression::Zstd => Box::new(
+            zstd::Encoder::new(sink, 3)
+                .map_err(write_err)?
+                .auto_finish(),
+        ),
+    })
 }
 
 /// The row group a unit must be for row-group kinds.

@@ -32,10 +32,10 @@ use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
-use super::Kept;
 use super::{
     row_group_of, Locator, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, UnitSpec,
 };
+use super::{Kept, Strikes};
 use crate::compress::Compression;
 use crate::error::IoError;
 use crate::file::InputFile;
@@ -88,7 +88,27 @@ impl SourceKind for Parquet {
         removed: &HashSet<u64>,
         tmp: &Path,
     ) -> Result<Kept, IoError> {
-        write_parquet(&file.path, removed, tmp)
+        write_parquet(&file.path, removed, None, tmp)
+    }
+
+    fn write_struck(
+        &self,
+        file: &InputFile,
+        removed: &HashSet<u64>,
+        strikes: &Strikes,
+        fields: &FieldSpec,
+        tmp: &Path,
+    ) -> Result<Kept, IoError> {
+        if fields
+            .html
+            .is_some_and(|m| m != crate::html::HtmlMode::None)
+        {
+            return Err(IoError::NotSupported {
+                path: file.path.clone(),
+                what: super::NO_STRIKE,
+            });
+        }
+        write_parquet(&file.path, removed, Some((strikes, fields)), tmp)
     }
 }
 
@@ -699,7 +719,12 @@ fn write_err(path: &Path) -> impl Fn(std::io::Error) -> IoError + '_ {
 }
 
 /// The kept rows with the file's whole schema, zstd-compressed.
-fn write_parquet(path: &Path, removed: &HashSet<u64>, tmp: &Path) -> Result<Kept, IoError> {
+fn write_parquet(
+    path: &Path,
+    removed: &HashSet<u64>,
+    strike: Option<(&Strikes, &FieldSpec)>,
+    tmp: &Path,
+) -> Result<Kept, IoError> {
     let open = File::open(path).map_err(|source| IoError::Open {
         path: path.to_path_buf(),
         cause: source,
@@ -731,6 +756,10 @@ fn write_parquet(path: &Path, removed: &HashSet<u64>, tmp: &Path) -> Result<Kept
         let keep: BooleanArray = (0..batch.num_rows() as u64)
             .map(|i| Some(!removed.contains(&(row + i))))
             .collect();
+        let batch = match strike {
+            Some((strikes, fields)) => strike_batch(path, batch, row, strikes, fields)?,
+            None => batch,
+        };
         row += batch.num_rows() as u64;
         let filtered = filter_record_batch(&batch, &keep).map_err(|e| IoError::Corrupt {
             path: path.to_path_buf(),
@@ -742,6 +771,60 @@ fn write_parquet(path: &Path, removed: &HashSet<u64>, tmp: &Path) -> Result<Kept
     }
     writer.close().map_err(write_parquet_err)?;
     Ok(kept)
+}
+
+/// `batch` (whose first row is row `first_row` of the file) with the ranges of `strikes`
+/// taken out of the text column, which keeps its type. Every range is checked against the
+/// text read back; batches without ranges are returned as they are.
+fn strike_batch(
+    path: &Path,
+    batch: RecordBatch,
+    first_row: u64,
+    strikes: &Strikes,
+    fields: &FieldSpec,
+) -> Result<RecordBatch, IoError> {
+    let rows = first_row..first_row + batch.num_rows() as u64;
+    if !strikes.keys().any(|r| rows.contains(r)) {
+        return Ok(batch);
+    }
+    let corrupt = |reason: String| IoError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let Some((index, _)) = batch.schema().column_with_name(&fields.text_field) else {
+        return Err(corrupt(format!(
+            "no text column {:?} to strike repeated passages from",
+            fields.text_field
+        )));
+    };
+    let column = batch.column(index);
+    let texts = cast(column, &DataType::Utf8).map_err(|e| corrupt(e.to_string()))?;
+    let texts = texts.as_string::<i32>();
+    let mut struck = Vec::with_capacity(texts.len());
+    for i in 0..texts.len() {
+        let row = first_row + i as u64;
+        match (strikes.get(&row), texts.is_null(i)) {
+            (None, true) => struck.push(None),
+            (None, false) => struck.push(Some(texts.value(i).to_string())),
+            (Some(ranges), null) => {
+                let text = if null { None } else { Some(texts.value(i)) };
+                let text = text.ok_or_else(|| "the text is null".to_string());
+                let done = text
+                    .and_then(|t| super::strike_text(t, ranges))
+                    .map_err(|reason| IoError::Strike {
+                        path: path.to_path_buf(),
+                        record: format!("row {row}"),
+                        reason,
+                    })?;
+                struck.push(Some(done));
+            }
+        }
+    }
+    let struck: ArrayRef = std::sync::Arc::new(GenericStringArray::<i32>::from(struck));
+    let struck = cast(&struck, column.data_type()).map_err(|e| corrupt(e.to_string()))?;
+    let mut columns = batch.columns().to_vec();
+    columns[index] = struck;
+    RecordBatch::try_new(batch.schema(), columns).map_err(|e| corrupt(e.to_string()))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use super::Kept;
@@ -87,6 +87,47 @@ impl SourceKind for Plain {
             path: tmp.to_path_buf(),
             cause: source,
         })?;
+        Ok(Kept {
+            kept: 1,
+            removed: 0,
+        })
+    }
+
+    /// The file's text (read as a run reads it, whole) with its ranges struck, in the
+    /// file's compression; a file without ranges is copied as it is.
+    fn write_struck(
+        &self,
+        file: &InputFile,
+        removed: &HashSet<u64>,
+        strikes: &super::Strikes,
+        fields: &FieldSpec,
+        tmp: &Path,
+    ) -> Result<Kept, IoError> {
+        if fields
+            .html
+            .is_some_and(|m| m != crate::html::HtmlMode::None)
+        {
+            return Err(IoError::NotSupported {
+                path: file.path.clone(),
+                what: super::NO_STRIKE,
+            });
+        }
+        let Some(ranges) = strikes.get(&0).filter(|_| !removed.contains(&0)) else {
+            return self.write_kept(file, removed, tmp);
+        };
+        let (text, _) = read_plain(file, u64::MAX)?;
+        let struck = super::strike_text(&text, ranges).map_err(|reason| IoError::Strike {
+            path: file.path.clone(),
+            record: "the document".into(),
+            reason,
+        })?;
+        let write_err = |cause| IoError::Write {
+            path: tmp.to_path_buf(),
+            cause,
+        };
+        let mut out = super::create_compressed(tmp, file.compression)?;
+        out.write_all(struck.as_bytes()).map_err(write_err)?;
+        out.flush().map_err(write_err)?;
         Ok(Kept {
             kept: 1,
             removed: 0,
