@@ -6,7 +6,8 @@
 # kill -9 during puts and the time to recover (replay the log) on restart.
 #
 # usage: scripts/bench/serve.sh [N] [WORK_DIR]
-#   builds the release binary and the example; CLIENTS (default 4) keep-alive connections,
+#   builds the release binary and the example (PROFILE=debug: the dev build instead, for a
+#   quick look; its figures are not the service's); CLIENTS (default 4) keep-alive connections,
 #   SECS (default 20) seconds per load, ROUNDS (default 3) rounds of each load (medians in
 #   docs/performance.md). The load generator runs on the same machine as the service.
 set -euo pipefail
@@ -18,11 +19,16 @@ ROUNDS=${ROUNDS:-3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$HERE/../..
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-(cd "$ROOT" && cargo build -q --release --bin neardup --example serve_bench)
-NEARDUP=$TARGET/release/neardup
-BENCH=$TARGET/release/examples/serve_bench
+PROFILE=${PROFILE:-release}
+if [ "$PROFILE" = release ]; then
+  (cd "$ROOT" && cargo build -q --release --bin neardup --example serve_bench)
+else
+  (cd "$ROOT" && cargo build -q --bin neardup --example serve_bench)
+fi
+NEARDUP=$TARGET/$PROFILE/neardup
+BENCH=$TARGET/$PROFILE/examples/serve_bench
 mkdir -p "$WORK"
-echo "machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
+echo "profile: $PROFILE; machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
