@@ -236,7 +236,7 @@ fn concurrent_clients_all_get_their_answers_and_their_documents_stay() {
     let stats = server.request("GET", "/v1/stats", None).json();
     assert_eq!(stats["documents"], CLIENTS * EACH);
     // Group commit: fewer log syncs than writes is likely but not certain; never more.
-    assert!(stats["write_batches"].as_u64().unwrap() <= CLIENTS * EACH);
+    assert!(stats["batches"].as_u64().unwrap() <= CLIENTS * EACH);
     for (id, fp) in &written {
         let got = server
             .request("GET", &format!("/v1/documents/{id}"), None)
