@@ -18,7 +18,8 @@
 //! **Recovery.** A crash can leave the last batch half written: its last record cut short,
 //! or bytes that never reached the disk read back as zeros. Such a *torn tail* was never
 //! acknowledged, so [`Wal::open`] drops it (truncating the file there) and reports it in
-//! [`Replayed::torn`]. Anything else that fails its length or checksum, that is a bad record
+//! [`Replayed::torn`] (a length that runs past the end counts as a cut record only if no good
+//! record follows it). Anything else that fails its length or checksum, that is a bad record
 //! with other bytes after it, is damage to acknowledged writes: it is refused
 //! ([`WalError::Damaged`]), naming the byte offset, and nothing is truncated.
 
@@ -234,6 +235,19 @@ impl Wal {
     }
 }
 
+/// Whether a whole record with a good checksum starts anywhere from `from` on.
+fn good_record_after(bytes: &[u8], from: usize) -> bool {
+    let header = RECORD_HEADER_BYTES as usize;
+    (from..bytes.len().saturating_sub(header)).any(|at| {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+        len > 0
+            && len <= MAX_RECORD_BYTES
+            && at + header + len as usize <= bytes.len()
+            && crc32fast::hash(&bytes[at + header..at + header + len as usize]) == crc
+    })
+}
+
 /// What is wrong at a record that cannot be read.
 enum Problem {
     /// It runs to or past the end of the file.
@@ -282,7 +296,13 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Replayed, WalError> {
             if len == 0 || len > MAX_RECORD_BYTES {
                 Problem::Bad(format!("impossible length {len}"))
             } else if at + header + len as usize > end {
-                Problem::Tail
+                // A cut record, or a damaged length: only a whole good record after it
+                // tells them apart.
+                if good_record_after(bytes, at + 1) {
+                    Problem::Bad(format!("length {len} runs past the end of the file"))
+                } else {
+                    Problem::Tail
+                }
             } else {
                 let payload = &bytes[at + header..at + header + len as usize];
                 if crc32fast::hash(payload) == crc {
