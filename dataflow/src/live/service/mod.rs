@@ -329,11 +329,12 @@ impl Service {
         stats
     }
 
-    fn send(&self, job: Job) -> Result<(), Job> {
+    /// Hands a job to the writer; gives it back if the writer has stopped.
+    fn send(&self, job: Job) -> Option<Job> {
         let jobs = self.jobs.lock().expect("jobs lock");
         match jobs.as_ref() {
-            Some(tx) => tx.send(job).map_err(|e| e.0),
-            None => Err(job),
+            Some(tx) => tx.send(job).err().map(|e| e.0),
+            None => Some(job),
         }
     }
 
@@ -344,7 +345,7 @@ impl Service {
         write: Write,
         reply: impl FnOnce(Result<Answer, ServiceError>) + Send + 'static,
     ) {
-        if let Err(Job::Write(_, reply)) = self.send(Job::Write(write, Box::new(reply))) {
+        if let Some(Job::Write(_, reply)) = self.send(Job::Write(write, Box::new(reply))) {
             reply(Err(ServiceError::Stopped));
         }
     }
@@ -363,7 +364,7 @@ impl Service {
         &self,
         reply: impl FnOnce(Result<CheckpointInfo, ServiceError>) + Send + 'static,
     ) {
-        if let Err(Job::Checkpoint(reply)) = self.send(Job::Checkpoint(Box::new(reply))) {
+        if let Some(Job::Checkpoint(reply)) = self.send(Job::Checkpoint(Box::new(reply))) {
             reply(Err(ServiceError::Stopped));
         }
     }
@@ -381,7 +382,7 @@ impl Service {
     /// the log is synced. Later writes are refused. Idempotent.
     pub fn shutdown(&self) -> Result<(), ServiceError> {
         let (tx, rx) = mpsc::channel();
-        let sent = self.send(Job::Stop(tx)).is_ok();
+        let sent = self.send(Job::Stop(tx)).is_none();
         self.jobs.lock().expect("jobs lock").take();
         let result = if sent {
             rx.recv().unwrap_or(Ok(()))
@@ -401,6 +402,9 @@ impl Drop for Service {
     }
 }
 
+/// The writer, and what it shares with the readers.
+type Opened = (Writer, Arc<RwLock<Store>>, Arc<Mutex<Stats>>);
+
 /// The writer thread's state.
 struct Writer {
     dir: PathBuf,
@@ -419,10 +423,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn open(
-        config: &Config,
-        started: Instant,
-    ) -> Result<(Writer, Arc<RwLock<Store>>, Arc<Mutex<Stats>>), ServiceError> {
+    fn open(config: &Config, started: Instant) -> Result<Opened, ServiceError> {
         let dir = config.index.clone();
         let index = IndexWriter::open(&dir)?;
         let base = Index::open(&dir, Verify::Sizes)?;
