@@ -66,7 +66,7 @@ fn fingerprint(i: u64) -> u64 {
     let base = rng.next_u64();
     if i % 10 == 1 {
         base ^ (1 << (i % 64)) ^ (1 << ((i + 17) % 64))
-    } else if i % 10 == 0 {
+    } else if i.is_multiple_of(10) {
         base
     } else {
         SeededRng::new(SEED.rotate_left(7) ^ i).next_u64()

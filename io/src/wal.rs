@@ -458,15 +458,15 @@ mod tests {
         let (path, ends) = write_log(dir.path(), &all);
         let full = fs::read(&path).unwrap();
         // A flipped byte in every record but the last, payload and header alike.
-        for r in 0..all.len() - 1 {
-            for at in [ends[r] + 1, ends[r] + 5, ends[r] + RECORD_HEADER_BYTES] {
+        for (r, &start) in ends[..all.len() - 1].iter().enumerate() {
+            for at in [start + 1, start + 5, start + RECORD_HEADER_BYTES] {
                 let mut bytes = full.clone();
                 bytes[at as usize] ^= 0x40;
                 fs::write(&path, &bytes).unwrap();
                 match Wal::open(&path) {
                     Err(WalError::Damaged { offset, after, .. }) => {
-                        assert_eq!(offset, ends[r], "record {r} byte {at}");
-                        assert_eq!(after, full.len() as u64 - ends[r]);
+                        assert_eq!(offset, start, "record {r} byte {at}");
+                        assert_eq!(after, full.len() as u64 - start);
                     }
                     other => panic!("record {r} byte {at}: {other:?}"),
                 }

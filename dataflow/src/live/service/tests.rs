@@ -272,12 +272,15 @@ fn check_state(service: &Service, model: &Model) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// A document as an index holds it: number, id, fingerprint, empty, cluster.
+type IndexedDoc = (u64, Option<String>, u64, bool, Option<i64>);
+
 /// The index a checkpoint wrote holds exactly the documents present, with their clusters.
 fn check_index(dir: &Path, model: &Model) -> Result<(), TestCaseError> {
     let index = Index::open(dir, Verify::Checksums).unwrap();
     prop_assert_eq!(index.generations(), 1);
     let clusters = model.clusters();
-    let got: Vec<(u64, Option<String>, u64, bool, Option<i64>)> = index
+    let got: Vec<IndexedDoc> = index
         .docs()
         .map(|v| {
             (
@@ -289,7 +292,7 @@ fn check_index(dir: &Path, model: &Model) -> Result<(), TestCaseError> {
             )
         })
         .collect();
-    let expected: Vec<(u64, Option<String>, u64, bool, Option<i64>)> = model
+    let expected: Vec<IndexedDoc> = model
         .all()
         .into_iter()
         .map(|(id, d)| {
