@@ -78,6 +78,9 @@ enum Command {
     Query(commands::query::QueryArgs),
     /// Maintain a saved index: compact its generations, show its manifest
     Index(commands::index::IndexArgs),
+    /// Serve an index over HTTP: queries, and documents put, replaced and deleted live,
+    /// their clusters kept up to date, every write durable
+    Serve(commands::serve::ServeArgs),
     /// Write a finished run as plain tables: matches.tsv, clusters.tsv, substring_bytes.tsv
     #[command(after_help = commands::export::EXPORT_EXAMPLES)]
     Export(commands::export::ExportArgs),
@@ -103,6 +106,7 @@ fn main() -> ExitCode {
         Command::Substrings(args) => commands::substrings::run(args),
         Command::Query(args) => commands::query::run(args),
         Command::Index(args) => commands::index::run(args),
+        Command::Serve(args) => commands::serve::run(args),
         Command::Export(args) => commands::export::run(args),
         Command::Report(args) => commands::report::run(args),
     };

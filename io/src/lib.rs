@@ -87,6 +87,7 @@ pub mod record;
 pub mod run_dir;
 pub mod source;
 pub mod stream;
+pub mod wal;
 pub mod web;
 
 pub use error::IoError;

@@ -9,6 +9,7 @@ pub mod index;
 pub mod query;
 pub mod report;
 pub mod run;
+pub mod serve;
 pub mod substrings;
 pub mod sweep;
 

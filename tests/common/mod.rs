@@ -6,8 +6,10 @@
 
 pub mod cli;
 pub mod corpus;
+pub mod http;
 pub mod outputs;
 pub mod procs;
+pub mod serve;
 pub mod shared;
 
 use std::path::Path;

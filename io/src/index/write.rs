@@ -303,6 +303,73 @@ impl IndexWriter {
         Ok(())
     }
 
+    /// Replaces every generation by one holding exactly `docs`, with the doc numbers and
+    /// clusters given, their file numbers below `files`: the checkpoint of a service that
+    /// keeps the documents present in memory (`neardup serve`). A document whose `source` is
+    /// empty takes its source and url from the generation that held it, if any. The old
+    /// generations are removed once the new manifest is in place. Returns the new
+    /// generation's number.
+    pub fn rewrite(&mut self, mut docs: Vec<DocEntry>, files: u64) -> Result<u32, IoError> {
+        let files = files.max(self.manifest.files);
+        if files > MAX_FILES {
+            return Err(IoError::IndexFull {
+                path: self.dir.clone(),
+                files,
+            });
+        }
+        docs.sort_unstable_by_key(|d| d.doc_id);
+        for pair in docs.windows(2) {
+            if pair[0].doc_id == pair[1].doc_id {
+                return Err(invalid(
+                    &self.dir,
+                    format!("doc number {} is given twice", pair[0].doc_id),
+                ));
+            }
+        }
+        if let Some(bad) = docs.iter().find(|d| d.doc_id >> FILE_SHIFT >= files) {
+            return Err(invalid(
+                &self.dir,
+                format!("doc number {} is outside the files 0..{files}", bad.doc_id),
+            ));
+        }
+        if docs.iter().any(|d| d.source.is_empty()) {
+            let origins = read_origins(&self.dir, &self.manifest)?;
+            for doc in docs.iter_mut().filter(|d| d.source.is_empty()) {
+                if let Some((source, url)) = origins.get(&doc.doc_id) {
+                    doc.source = source.clone();
+                    if doc.url.is_none() {
+                        doc.url = url.clone();
+                    }
+                }
+            }
+        }
+        let number = self.manifest.next_generation;
+        let design = design_of(&self.manifest, &self.dir.join(MANIFEST))?;
+        let batch = Generation {
+            files,
+            docs,
+            cluster_changes: Vec::new(),
+        };
+        let entry = write_generation(&self.dir, number, &self.manifest, &design, &batch, 0)?;
+        let old: Vec<String> = self
+            .manifest
+            .generations
+            .iter()
+            .map(|g| g.dir.clone())
+            .collect();
+        let mut next = self.manifest.clone();
+        next.documents = entry.documents;
+        next.indexed = entry.indexed;
+        next.files = files;
+        next.next_generation = number + 1;
+        next.generations = vec![entry];
+        self.commit(next)?;
+        for dir in old {
+            let _ = fs::remove_dir_all(self.dir.join(dir));
+        }
+        Ok(number)
+    }
+
     fn commit(&mut self, next: Manifest) -> Result<(), IoError> {
         let mut text = serde_json::to_vec_pretty(&next).map_err(|e| IoError::Write {
             path: self.dir.join(MANIFEST),

@@ -1,0 +1,103 @@
+//! The records of the service's write-ahead log (`INDEX/serve.wal`, framed by
+//! [`neardup_io::wal`]) and the digests its checkpoints keep beside the index.
+//!
+//! A record holds what a write changed, never the text: a put's document number, id,
+//! fingerprint, content digest and metadata; a delete's id. Replaying the records in order
+//! over the index they followed rebuilds the same documents with the same numbers.
+
+use std::path::Path;
+
+use fxhash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use super::ServiceError;
+
+/// The log's file name inside the index directory.
+pub const LOG_FILE: &str = "serve.wal";
+
+/// The log a checkpoint starts, until its generation is committed.
+pub const NEXT_LOG_FILE: &str = "serve.wal.next";
+
+/// The digests of the documents the service wrote, kept beside the index by each
+/// checkpoint (index format 1 has no place for them).
+pub const DIGESTS_FILE: &str = "serve-digests.bin";
+
+const DIGESTS_MAGIC: [u8; 8] = *b"NDDIGST\0";
+
+/// One acknowledged write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    Put {
+        doc: u64,
+        id: String,
+        simhash: u64,
+        digest: u128,
+        empty: bool,
+        url: Option<String>,
+        time: Option<String>,
+    },
+    Delete {
+        id: String,
+    },
+}
+
+impl Record {
+    pub fn encode(&self) -> Vec<u8> {
+        bincode::serialize(self).expect("a record serializes")
+    }
+
+    /// Decodes the `n`-th record of the log at `path` (named in the error).
+    pub fn decode(bytes: &[u8], path: &Path, n: usize) -> Result<Record, ServiceError> {
+        bincode::deserialize(bytes).map_err(|e| ServiceError::BadRecord {
+            path: path.to_path_buf(),
+            record: n,
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Writes `digests` as the digests file of the index at `dir`, atomically.
+pub fn write_digests(
+    dir: &Path,
+    digests: impl Iterator<Item = (u64, u128)>,
+) -> Result<(), ServiceError> {
+    let mut bytes = DIGESTS_MAGIC.to_vec();
+    for (doc, digest) in digests {
+        bytes.extend_from_slice(&doc.to_le_bytes());
+        bytes.extend_from_slice(&digest.to_le_bytes());
+    }
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[8..]);
+    bytes.extend_from_slice(&sum.to_le_bytes());
+    neardup_io::atomic::write_atomically(&dir.join(DIGESTS_FILE), &bytes)?;
+    Ok(())
+}
+
+/// Reads the digests file of the index at `dir` (none: no digests).
+pub fn read_digests(dir: &Path) -> Result<FxHashMap<u64, u128>, ServiceError> {
+    let path = dir.join(DIGESTS_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FxHashMap::default()),
+        Err(cause) => return Err(neardup_io::IoError::Open { path, cause }.into()),
+    };
+    let bad = |reason: &str| ServiceError::BadDigests {
+        path: path.clone(),
+        reason: reason.to_string(),
+    };
+    if bytes.len() < 16 || bytes[..8] != DIGESTS_MAGIC || (bytes.len() - 16) % 24 != 0 {
+        return Err(bad("not a digests file of neardup serve"));
+    }
+    let (body, sum) = bytes[8..].split_at(bytes.len() - 16);
+    if xxhash_rust::xxh3::xxh3_64(body).to_le_bytes() != sum {
+        return Err(bad("checksum mismatch"));
+    }
+    Ok(body
+        .chunks_exact(24)
+        .map(|c| {
+            (
+                u64::from_le_bytes(c[..8].try_into().expect("8")),
+                u128::from_le_bytes(c[8..].try_into().expect("16")),
+            )
+        })
+        .collect())
+}

@@ -1,0 +1,824 @@
+//! The state of `neardup serve`: the documents present (a saved index plus what was written
+//! since), their near-duplicate clusters kept up to date, and the durability of every write.
+//!
+//! The idea: reads and writes take different paths.
+//!
+//! * **Reads** (queries, a document's cluster and neighbours, statistics) look at the
+//!   [`Store`] under a shared lock, from any number of threads at once.
+//! * **Writes** (put, delete) go to one *writer thread* in the order they arrive. It takes
+//!   every write waiting at that moment as one batch, appends them to the write-ahead log,
+//!   syncs the log once (`fdatasync`: group commit), and only then applies them to the store
+//!   and to the clusters ([`LiveClusters`], which it owns: differential dataflow runs on
+//!   that thread) and answers them. An answered write is on disk; a write not yet on disk
+//!   is seen by no reader.
+//!
+//! A put's answer is computed against the documents present just before it (the earlier
+//! writes of its batch included, the document it replaces excluded), so replaying the log
+//! gives the same answers in the same order.
+//!
+//! **Checkpoints** ([`Service::checkpoint`], and every `checkpoint_interval`) write the
+//! documents present as one new index generation ([`IndexWriter::rewrite`], atomic), then
+//! start a new, empty log. The log's header records the generation it follows (its stamp,
+//! the manifest's `next_generation` when it was started), so a restart knows whether the
+//! log's records are still to be replayed, or were made over an index that someone else has
+//! changed since (refused); a crash in the middle of a checkpoint is resolved the same way
+//! (see [`Writer::checkpoint`]).
+//!
+//! Document numbers: the written documents of one log take the file number the index
+//! would give its next batch, `files << 40 | n`, numbered in write order; a checkpoint
+//! counts that file, so the next log's numbers never meet them.
+
+mod log;
+mod store;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use neardup_io::index::{Index, IndexWriter, Verify, FILE_SHIFT};
+use neardup_io::wal::{Wal, WalError};
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::live::clusters::LiveClusters;
+pub use log::{Record, DIGESTS_FILE, LOG_FILE, NEXT_LOG_FILE};
+use store::Written;
+pub use store::{Neighbour, Store};
+
+/// The most writes the writer takes as one batch (one log sync, one clusters commit).
+pub const MAX_BATCH: usize = 4096;
+
+/// Records replayed between two clusters commits on start-up.
+const REPLAY_BATCH: usize = 8192;
+
+/// The `source` a checkpoint records for the documents the service wrote.
+pub const SERVE_SOURCE: &str = "neardup serve";
+
+/// What can go wrong in the service.
+#[derive(Debug, Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Io(#[from] neardup_io::IoError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    #[error("{}: record {record} cannot be read: {reason}", path.display())]
+    BadRecord {
+        path: PathBuf,
+        record: usize,
+        reason: String,
+    },
+    #[error("{}: {reason}", path.display())]
+    BadDigests { path: PathBuf, reason: String },
+    #[error(
+        "{}: the log holds {records} writes made over generation {stamp} of the index, but the index has changed since (its next generation is {next}); restore the index as it was, or move the log away to start without those writes",
+        path.display()
+    )]
+    StaleLog {
+        path: PathBuf,
+        records: usize,
+        stamp: u64,
+        next: u64,
+    },
+    #[error("the service is stopping")]
+    Stopped,
+    #[error("the service refuses writes after a failed log write: {0}")]
+    Failed(String),
+}
+
+/// How to run the service.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The index directory (its log and digests live there too).
+    pub index: PathBuf,
+    /// Write a checkpoint this often while writes arrive (`None`: only when asked).
+    pub checkpoint_interval: Option<Duration>,
+}
+
+/// A document to put: its fingerprint and digest are computed by the caller (with the
+/// index's scheme; the service never sees the text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewDoc {
+    pub id: String,
+    pub simhash: u64,
+    /// The content digest (exact-duplicate key) of the text.
+    pub digest: u128,
+    /// No features: stored, never matched.
+    pub empty: bool,
+    pub url: Option<String>,
+    /// When the page was fetched, as the client gave it.
+    pub time: Option<String>,
+}
+
+/// A write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Write {
+    Put(NewDoc),
+    Delete(String),
+}
+
+/// What a put found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Nothing within k.
+    New,
+    /// A document with the same content digest is present.
+    Exact,
+    /// Documents within k, none with the same content.
+    Near,
+    /// The text has no features: stored, never matched.
+    Empty,
+}
+
+/// The answer to a put.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PutAnswer {
+    pub id: String,
+    pub doc_id: u64,
+    pub status: Status,
+    /// The document number this one replaced (the id's earlier document).
+    pub replaced: Option<u64>,
+    /// The documents within k (before this one was added), by doc number.
+    pub matches: Vec<Neighbour>,
+    /// Its cluster after the write (`None`: alone), and the cluster's size.
+    pub cluster_id: Option<u64>,
+    pub cluster_size: u64,
+}
+
+/// The answer to a delete: the document removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeleteAnswer {
+    pub id: String,
+    pub doc_id: u64,
+}
+
+/// The answer to a write (`Delete(None)`: there was no such document).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Put(PutAnswer),
+    Delete(Option<DeleteAnswer>),
+}
+
+/// A document, its cluster and neighbours.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DocInfo {
+    pub id: String,
+    pub doc_id: u64,
+    pub fingerprint: String,
+    pub empty: bool,
+    /// The url and fetch time given to its put, while the service holds them: for the
+    /// documents written since the last checkpoint (index format 1 keeps neither in a place
+    /// the service reads).
+    pub url: Option<String>,
+    pub time: Option<String>,
+    pub cluster_id: Option<u64>,
+    pub cluster_size: u64,
+    pub neighbours: Vec<Neighbour>,
+}
+
+/// What a checkpoint wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckpointInfo {
+    /// The index generation written (`None`: a timed checkpoint skipped, nothing having
+    /// changed since the last one).
+    pub generation: Option<u32>,
+    pub documents: u64,
+    pub millis: u64,
+}
+
+/// Counters for `/v1/stats` and `/metrics`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    pub documents: u64,
+    pub indexed: u64,
+    pub clusters: u64,
+    pub clustered_documents: u64,
+    pub written_since_checkpoint: u64,
+    pub k: u32,
+    pub scheme: String,
+    pub tables: String,
+    pub generation: u32,
+    pub log_bytes: u64,
+    pub log_records: u64,
+    pub writes: u64,
+    pub batches: u64,
+    pub checkpoints: u64,
+    pub replayed_records: u64,
+    pub torn_bytes_dropped: u64,
+    pub startup_millis: u64,
+}
+
+type Reply<T> = Box<dyn FnOnce(T) + Send>;
+
+enum Job {
+    Write(Write, Reply<Result<Answer, ServiceError>>),
+    Checkpoint(Reply<Result<CheckpointInfo, ServiceError>>),
+    Stop(Sender<Result<(), ServiceError>>),
+}
+
+/// The running service (see the module docs). Shared by reference between threads.
+pub struct Service {
+    store: Arc<RwLock<Store>>,
+    stats: Arc<Mutex<Stats>>,
+    jobs: Mutex<Option<Sender<Job>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Service {
+    /// Opens the index at `config.index`, replays its log (creating one if there is none),
+    /// rebuilds the clusters, and starts the writer thread.
+    pub fn open(config: Config) -> Result<Service, ServiceError> {
+        let started = Instant::now();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (jobs_tx, jobs_rx) = mpsc::channel();
+        let writer = std::thread::Builder::new()
+            .name("serve-writer".into())
+            .spawn(move || {
+                let opened = Writer::open(&config, started);
+                let mut writer = match opened {
+                    Ok((writer, store, stats)) => {
+                        let _ = ready_tx.send(Ok((store, stats)));
+                        writer
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                writer.run(jobs_rx);
+            })
+            .map_err(|cause| {
+                ServiceError::Io(neardup_io::IoError::Prepare {
+                    action: "cannot start the writer thread",
+                    path: PathBuf::from("."),
+                    cause,
+                })
+            })?;
+        let (store, stats) = match ready_rx.recv() {
+            Ok(Ok(shared)) => shared,
+            Ok(Err(e)) => {
+                let _ = writer.join();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = writer.join();
+                return Err(ServiceError::Stopped);
+            }
+        };
+        Ok(Service {
+            store,
+            stats,
+            jobs: Mutex::new(Some(jobs_tx)),
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// The documents present, for reading (hold it briefly: the writer waits for it).
+    pub fn read(&self) -> RwLockReadGuard<'_, Store> {
+        self.store.read().expect("the store lock is never poisoned")
+    }
+
+    /// The documents within `k` of a fingerprint (`digest`: the query text's, to mark exact
+    /// duplicates).
+    pub fn query(&self, fp: u64, k: u32, digest: Option<u128>) -> Vec<Neighbour> {
+        self.read().neighbours(fp, k, digest)
+    }
+
+    /// A present document with its cluster and neighbours.
+    pub fn get(&self, id: &str) -> Option<DocInfo> {
+        let store = self.read();
+        let doc = store.doc_of(id)?;
+        let (_, simhash, empty) = store.doc(doc)?;
+        let (cluster_id, cluster_size) = store.cluster(doc);
+        let (url, time) = store.origin(doc);
+        let neighbours = if empty {
+            Vec::new()
+        } else {
+            let digest = store.digest(doc);
+            store
+                .within(simhash, store.k())
+                .into_iter()
+                .filter(|&(d, _)| d != doc)
+                .map(|(d, h)| store.neighbour(d, h, digest))
+                .collect()
+        };
+        Some(DocInfo {
+            id: id.to_string(),
+            doc_id: doc,
+            fingerprint: neardup_core::encoding::to_hex(simhash),
+            empty,
+            url: url.map(str::to_string),
+            time: time.map(str::to_string),
+            cluster_id,
+            cluster_size,
+            neighbours,
+        })
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.stats.lock().expect("stats lock").clone();
+        let store = self.read();
+        stats.documents = store.documents();
+        stats.indexed = store.indexed();
+        (stats.clusters, stats.clustered_documents) = store.clusters();
+        stats.written_since_checkpoint = store.written() as u64;
+        stats
+    }
+
+    /// Hands a job to the writer; gives it back if the writer has stopped.
+    fn send(&self, job: Job) -> Option<Job> {
+        let jobs = self.jobs.lock().expect("jobs lock");
+        match jobs.as_ref() {
+            Some(tx) => tx.send(job).err().map(|e| e.0),
+            None => Some(job),
+        }
+    }
+
+    /// Queues a write; `reply` is called with its answer once it is durable (from the
+    /// writer thread), or with an error.
+    pub fn submit(
+        &self,
+        write: Write,
+        reply: impl FnOnce(Result<Answer, ServiceError>) + Send + 'static,
+    ) {
+        if let Some(Job::Write(_, reply)) = self.send(Job::Write(write, Box::new(reply))) {
+            reply(Err(ServiceError::Stopped));
+        }
+    }
+
+    /// A write, waiting for its answer.
+    pub fn write(&self, write: Write) -> Result<Answer, ServiceError> {
+        let (tx, rx) = mpsc::channel();
+        self.submit(write, move |a| {
+            let _ = tx.send(a);
+        });
+        rx.recv().unwrap_or(Err(ServiceError::Stopped))
+    }
+
+    /// Queues a checkpoint; `reply` gets what it wrote.
+    pub fn submit_checkpoint(
+        &self,
+        reply: impl FnOnce(Result<CheckpointInfo, ServiceError>) + Send + 'static,
+    ) {
+        if let Some(Job::Checkpoint(reply)) = self.send(Job::Checkpoint(Box::new(reply))) {
+            reply(Err(ServiceError::Stopped));
+        }
+    }
+
+    /// A checkpoint, waiting for it.
+    pub fn checkpoint(&self) -> Result<CheckpointInfo, ServiceError> {
+        let (tx, rx) = mpsc::channel();
+        self.submit_checkpoint(move |a| {
+            let _ = tx.send(a);
+        });
+        rx.recv().unwrap_or(Err(ServiceError::Stopped))
+    }
+
+    /// Stops the writer after the writes queued before this call: their answers are sent,
+    /// the log is synced. Later writes are refused. Idempotent.
+    pub fn shutdown(&self) -> Result<(), ServiceError> {
+        let (tx, rx) = mpsc::channel();
+        let sent = self.send(Job::Stop(tx)).is_none();
+        self.jobs.lock().expect("jobs lock").take();
+        let result = if sent {
+            rx.recv().unwrap_or(Ok(()))
+        } else {
+            Ok(())
+        };
+        if let Some(handle) = self.writer.lock().expect("writer lock").take() {
+            let _ = handle.join();
+        }
+        result
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// The writer, and what it shares with the readers.
+type Opened = (Writer, Arc<RwLock<Store>>, Arc<Mutex<Stats>>);
+
+/// The writer thread's state.
+struct Writer {
+    dir: PathBuf,
+    index: IndexWriter,
+    wal: Wal,
+    live: LiveClusters,
+    store: Arc<RwLock<Store>>,
+    stats: Arc<Mutex<Stats>>,
+    /// The file number of this log's documents, and the next document number.
+    file: u64,
+    next_doc: u64,
+    interval: Option<Duration>,
+    last_checkpoint: Instant,
+    /// Set after a failed log write: writes are refused from then on.
+    failed: Option<String>,
+}
+
+impl Writer {
+    fn open(config: &Config, started: Instant) -> Result<Opened, ServiceError> {
+        let dir = config.index.clone();
+        let index = IndexWriter::open(&dir)?;
+        let base = Index::open(&dir, Verify::Sizes)?;
+        let digests = log::read_digests(&dir)?;
+        let mut store = Store::new(base, &digests);
+        drop(digests);
+        let manifest = index.manifest().clone();
+        let next = u64::from(manifest.next_generation);
+        let log_path = dir.join(LOG_FILE);
+        let next_path = dir.join(NEXT_LOG_FILE);
+        if next_path.exists() {
+            // A checkpoint was under way: if its generation was committed, the log it had
+            // started is the one to use; if not, the old log still holds the writes.
+            if Wal::read(&next_path)?.stamp == next {
+                std::fs::rename(&next_path, &log_path).map_err(|cause| {
+                    neardup_io::IoError::Write {
+                        path: log_path.clone(),
+                        cause,
+                    }
+                })?;
+                neardup_io::atomic::sync_parent(&log_path);
+            } else {
+                let _ = std::fs::remove_file(&next_path);
+            }
+        }
+        let (wal, records, torn) = if log_path.exists() {
+            let (wal, replayed) = Wal::open(&log_path)?;
+            if replayed.stamp != next {
+                return Err(ServiceError::StaleLog {
+                    path: log_path,
+                    records: replayed.records.len(),
+                    stamp: replayed.stamp,
+                    next,
+                });
+            }
+            let torn = replayed.torn.map_or(0, |t| t.bytes);
+            (wal, replayed.records, torn)
+        } else {
+            (Wal::create(&log_path, next)?, Vec::new(), 0)
+        };
+        let file = manifest.files;
+        let mut live = LiveClusters::new();
+        // The index's documents and the edges between them.
+        let k = store.k();
+        let base = store.base();
+        for view in base.docs() {
+            if !view.empty {
+                live.add_document(view.doc_id);
+            }
+        }
+        for view in base.docs() {
+            if !view.empty {
+                base.query(view.simhash, k, |m| {
+                    let other = base.doc(m.generation, m.row).doc_id;
+                    if other > view.doc_id {
+                        live.add_edge(view.doc_id, other);
+                    }
+                });
+            }
+        }
+        let changes = live.commit();
+        store.relabel(&changes);
+        // Then the log.
+        let mut next_doc = file << FILE_SHIFT;
+        for (n, chunk) in records.chunks(REPLAY_BATCH).enumerate() {
+            for (i, bytes) in chunk.iter().enumerate() {
+                let record = Record::decode(bytes, &log_path, n * REPLAY_BATCH + i + 1)?;
+                if let Record::Put { doc, .. } = &record {
+                    next_doc = next_doc.max(doc + 1);
+                }
+                apply(&mut store, &mut live, record);
+            }
+            let changes = live.commit();
+            store.relabel(&changes);
+        }
+        let stats = Stats {
+            k,
+            scheme: manifest.scheme.clone(),
+            tables: manifest.tables.clone(),
+            generation: manifest.generations.last().map_or(0, |g| g.number),
+            log_bytes: wal.bytes(),
+            log_records: wal.records(),
+            replayed_records: records.len() as u64,
+            torn_bytes_dropped: torn,
+            startup_millis: started.elapsed().as_millis() as u64,
+            ..Stats::default()
+        };
+        let store = Arc::new(RwLock::new(store));
+        let stats = Arc::new(Mutex::new(stats));
+        let writer = Writer {
+            dir,
+            index,
+            wal,
+            live,
+            store: store.clone(),
+            stats: stats.clone(),
+            file,
+            next_doc,
+            interval: config.checkpoint_interval,
+            last_checkpoint: Instant::now(),
+            failed: None,
+        };
+        Ok((writer, store, stats))
+    }
+
+    fn run(&mut self, jobs: Receiver<Job>) {
+        let mut pending: Option<Job> = None;
+        loop {
+            let job = match pending.take() {
+                Some(job) => job,
+                None => match self.next_job(&jobs) {
+                    Some(job) => job,
+                    None => {
+                        let _ = self.wal.sync();
+                        return;
+                    }
+                },
+            };
+            match job {
+                Job::Write(write, reply) => {
+                    let mut batch = vec![(write, reply)];
+                    while batch.len() < MAX_BATCH {
+                        match jobs.try_recv() {
+                            Ok(Job::Write(w, r)) => batch.push((w, r)),
+                            Ok(other) => {
+                                pending = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.write_batch(batch);
+                }
+                Job::Checkpoint(reply) => reply(self.checkpoint(true)),
+                Job::Stop(done) => {
+                    let _ = done.send(self.wal.sync().map_err(ServiceError::from));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The next job, writing a checkpoint whenever the interval passes while waiting.
+    fn next_job(&mut self, jobs: &Receiver<Job>) -> Option<Job> {
+        loop {
+            let Some(interval) = self.interval else {
+                return jobs.recv().ok();
+            };
+            let due = self.last_checkpoint + interval;
+            match jobs.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                Ok(job) => {
+                    if Instant::now() >= due {
+                        self.timed_checkpoint();
+                    }
+                    return Some(job);
+                }
+                Err(RecvTimeoutError::Timeout) => self.timed_checkpoint(),
+                Err(RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    fn timed_checkpoint(&mut self) {
+        if let Err(e) = self.checkpoint(false) {
+            eprintln!("neardup serve: checkpoint failed: {e}");
+        }
+        self.last_checkpoint = Instant::now();
+    }
+
+    /// Logs, syncs, applies and answers one batch of writes (see the module docs).
+    fn write_batch(&mut self, batch: Vec<(Write, Reply<Result<Answer, ServiceError>>)>) {
+        if let Some(reason) = &self.failed {
+            for (_, reply) in batch {
+                reply(Err(ServiceError::Failed(reason.clone())));
+            }
+            return;
+        }
+        // The records: only the writer changes the store, so what is present now is what
+        // the batch applies to.
+        let mut records = Vec::with_capacity(batch.len());
+        {
+            let store = self.store.read().expect("store lock");
+            let mut gone: Vec<&str> = Vec::new();
+            for (write, _) in &batch {
+                records.push(match write {
+                    Write::Put(doc) => {
+                        let number = self.next_doc;
+                        self.next_doc += 1;
+                        gone.retain(|id| *id != doc.id);
+                        Some(Record::Put {
+                            doc: number,
+                            id: doc.id.clone(),
+                            simhash: doc.simhash,
+                            digest: doc.digest,
+                            empty: doc.empty,
+                            url: doc.url.clone(),
+                            time: doc.time.clone(),
+                        })
+                    }
+                    Write::Delete(id) => {
+                        // A delete of nothing changes nothing and is not logged.
+                        let put_before = records
+                            .iter()
+                            .flatten()
+                            .any(|r: &Record| matches!(r, Record::Put { id: p, .. } if p == id));
+                        let present = (store.doc_of(id).is_some() || put_before)
+                            && !gone.contains(&id.as_str());
+                        if present {
+                            gone.push(id);
+                        }
+                        present.then(|| Record::Delete { id: id.clone() })
+                    }
+                });
+            }
+        }
+        let encoded: Vec<Vec<u8>> = records.iter().flatten().map(Record::encode).collect();
+        let logged = if encoded.is_empty() {
+            Ok(())
+        } else {
+            self.wal.append(&encoded).and_then(|()| self.wal.sync())
+        };
+        if let Err(e) = logged {
+            let reason = e.to_string();
+            eprintln!("neardup serve: {reason}; refusing writes from now on");
+            self.failed = Some(reason.clone());
+            for (_, reply) in batch {
+                reply(Err(ServiceError::Failed(reason.clone())));
+            }
+            return;
+        }
+        let mut answers = Vec::with_capacity(batch.len());
+        {
+            let mut store = self.store.write().expect("store lock");
+            for (record, (write, _)) in records.into_iter().zip(&batch) {
+                answers.push(match record {
+                    Some(record) => apply(&mut store, &mut self.live, record),
+                    None => match write {
+                        Write::Delete(_) => Answer::Delete(None),
+                        Write::Put(_) => unreachable!("every put is logged"),
+                    },
+                });
+            }
+        }
+        let changes = self.live.commit();
+        let mut store = self.store.write().expect("store lock");
+        store.relabel(&changes);
+        for answer in &mut answers {
+            if let Answer::Put(put) = answer {
+                (put.cluster_id, put.cluster_size) = store.cluster(put.doc_id);
+                for m in &mut put.matches {
+                    m.cluster_id = store.cluster(m.doc_id).0;
+                }
+            }
+        }
+        drop(store);
+        {
+            let mut stats = self.stats.lock().expect("stats lock");
+            stats.log_bytes = self.wal.bytes();
+            stats.log_records = self.wal.records();
+            stats.writes += batch.len() as u64;
+            stats.batches += 1;
+        }
+        for ((_, reply), answer) in batch.into_iter().zip(answers) {
+            reply(Ok(answer));
+        }
+    }
+
+    /// Writes the documents present as a new index generation, then starts a new log. A
+    /// timed checkpoint (`force` false) is skipped when nothing was written since the last.
+    ///
+    /// The new log is made first, beside the old one (`serve.wal.next`, stamped with the
+    /// generation after the checkpoint's), then the generation is committed, then the new
+    /// log is renamed over the old. A restart that finds `serve.wal.next` knows from its
+    /// stamp whether the generation was committed (see [`Writer::open`]).
+    fn checkpoint(&mut self, force: bool) -> Result<CheckpointInfo, ServiceError> {
+        let started = Instant::now();
+        if self.wal.records() == 0 && !force {
+            return Ok(CheckpointInfo {
+                generation: None,
+                documents: self.store.read().expect("store lock").documents(),
+                millis: 0,
+            });
+        }
+        let (docs, documents) = {
+            let store = self.store.read().expect("store lock");
+            log::write_digests(&self.dir, store.known_digests())?;
+            (store.entries(SERVE_SOURCE), store.documents())
+        };
+        let log_path = self.dir.join(LOG_FILE);
+        let next_path = self.dir.join(NEXT_LOG_FILE);
+        let number = u64::from(self.index.manifest().next_generation);
+        drop(Wal::create(&next_path, number + 1)?);
+        let generation = match self.index.rewrite(docs, self.file + 1) {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = std::fs::remove_file(&next_path);
+                return Err(e.into());
+            }
+        };
+        debug_assert_eq!(u64::from(generation), number);
+        std::fs::rename(&next_path, &log_path).map_err(|cause| neardup_io::IoError::Write {
+            path: log_path.clone(),
+            cause,
+        })?;
+        neardup_io::atomic::sync_parent(&log_path);
+        self.wal = Wal::open(&log_path)?.0;
+        let base = Index::open(&self.dir, Verify::Sizes)?;
+        self.store.write().expect("store lock").rebase(base);
+        self.file = self.index.manifest().files;
+        self.next_doc = self.file << FILE_SHIFT;
+        self.last_checkpoint = Instant::now();
+        let mut stats = self.stats.lock().expect("stats lock");
+        stats.generation = generation;
+        stats.checkpoints += 1;
+        stats.log_bytes = self.wal.bytes();
+        stats.log_records = 0;
+        Ok(CheckpointInfo {
+            generation: Some(generation),
+            documents,
+            millis: started.elapsed().as_millis() as u64,
+        })
+    }
+}
+
+/// Applies one logged write to the store and the clusters (not yet committed), returning
+/// its answer (clusters filled in after the commit).
+fn apply(store: &mut Store, live: &mut LiveClusters, record: Record) -> Answer {
+    match record {
+        Record::Put {
+            doc,
+            id,
+            simhash,
+            digest,
+            empty,
+            url,
+            time,
+        } => {
+            let replaced = store.doc_of(&id);
+            if let Some(old) = replaced {
+                store.remove(old);
+                live.remove_document(old);
+            }
+            let matches = if empty {
+                Vec::new()
+            } else {
+                store.neighbours(simhash, store.k(), Some(digest))
+            };
+            let status = if empty {
+                Status::Empty
+            } else if matches.iter().any(|m| m.exact == Some(true)) {
+                Status::Exact
+            } else if matches.is_empty() {
+                Status::New
+            } else {
+                Status::Near
+            };
+            if !empty {
+                live.add_document(doc);
+                for m in &matches {
+                    live.add_edge(doc, m.doc_id);
+                }
+            }
+            store.insert(
+                doc,
+                Written {
+                    id: id.as_str().into(),
+                    simhash,
+                    empty,
+                    url: url.map(Into::into),
+                    time: time.map(Into::into),
+                },
+                digest,
+            );
+            Answer::Put(PutAnswer {
+                id,
+                doc_id: doc,
+                status,
+                replaced,
+                matches,
+                cluster_id: None,
+                cluster_size: 1,
+            })
+        }
+        Record::Delete { id } => {
+            let Some(doc) = store.doc_of(&id) else {
+                return Answer::Delete(None);
+            };
+            store.remove(doc);
+            live.remove_document(doc);
+            Answer::Delete(Some(DeleteAnswer { id, doc_id: doc }))
+        }
+    }
+}
+
+/// Whether `dir` holds a log of the service (for messages).
+pub fn has_log(dir: &Path) -> bool {
+    dir.join(LOG_FILE).exists()
+}

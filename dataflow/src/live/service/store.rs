@@ -1,0 +1,410 @@
+//! The documents present, as queries read them: the saved index (memory-mapped, as
+//! `neardup query` reads it) less the documents removed from it since, plus the documents
+//! written since, kept in memory in tables of the same design.
+//!
+//! The written documents' tables are hash maps from a table's key (the fingerprint's bits
+//! under the table's mask) to the documents with that key: a query looks its key up in
+//! every table, and reports a document only from the first table in which the two share a
+//! key ([`TableDesign::first_shared_table`]), exactly the rule of the saved tables, so the
+//! two halves together answer as one index over the documents present would.
+//!
+//! Only the writer thread changes a store (under the service's write lock); queries share it.
+
+use fxhash::{FxHashMap, FxHashSet};
+use neardup_core::{hamming, TableDesign};
+use neardup_io::index::{DocEntry, DocView, Index};
+use serde::Serialize;
+
+/// A document written to the service since the index was last written.
+#[derive(Clone, Debug)]
+pub(crate) struct Written {
+    pub id: Box<str>,
+    pub simhash: u64,
+    pub empty: bool,
+    pub url: Option<Box<str>>,
+    pub time: Option<Box<str>>,
+}
+
+/// One document within `k` of a query or of a document.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Neighbour {
+    /// Its id (`None`: an indexed document that had none).
+    pub id: Option<String>,
+    pub doc_id: u64,
+    pub hamming: u32,
+    /// Whether its content digest equals the query's (only when the query had a digest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact: Option<bool>,
+    /// Its cluster (the smallest doc number in it), `None` when it is alone.
+    pub cluster_id: Option<u64>,
+}
+
+/// The documents present (see the module docs).
+pub struct Store {
+    base: Index,
+    design: TableDesign,
+    /// Documents of the index replaced or deleted since it was opened.
+    removed: FxHashSet<u64>,
+    written: FxHashMap<u64, Written>,
+    /// One map per table: key -> `(doc, fingerprint)` of the written, non-empty documents.
+    tables: Vec<FxHashMap<u64, Vec<(u64, u64)>>>,
+    /// Content digest -> the present non-empty documents with that digest.
+    digests: FxHashMap<u128, Vec<u64>>,
+    /// Each known document's digest (those written, and the index's where it has them).
+    digest_of: FxHashMap<u64, u128>,
+    /// id -> document, for every present document with an id.
+    ids: FxHashMap<Box<str>, u64>,
+    /// Cluster label of every present non-empty document (LiveClusters' labels: the
+    /// smallest doc number of its cluster, itself when alone).
+    labels: FxHashMap<u64, u64>,
+    /// Members per label.
+    sizes: FxHashMap<u64, u64>,
+    /// Clusters of two or more documents, and the documents in them.
+    clusters: u64,
+    clustered: u64,
+    documents: u64,
+    indexed: u64,
+}
+
+/// A document's content digest as the index records it.
+///
+/// The seam for index format 2, which stores each document's content digest in `docs.bin`:
+/// once `DocView` carries it, return it here, and indexed pages then answer `exact` as the
+/// service's own writes do. Format 1 has none; the digests of the documents the service
+/// wrote are kept beside the index by its checkpoints (`serve-digests.bin`).
+fn indexed_digest(_view: &DocView<'_>) -> Option<u128> {
+    None
+}
+
+impl Store {
+    /// The documents of `base`, and `digests` (doc -> digest) for those of them it knows.
+    pub(crate) fn new(base: Index, digests: &FxHashMap<u64, u128>) -> Store {
+        let design = base.design().clone();
+        let tables = (0..design.tables()).map(|_| FxHashMap::default()).collect();
+        let mut store = Store {
+            base,
+            design,
+            removed: FxHashSet::default(),
+            written: FxHashMap::default(),
+            tables,
+            digests: FxHashMap::default(),
+            digest_of: FxHashMap::default(),
+            ids: FxHashMap::default(),
+            labels: FxHashMap::default(),
+            sizes: FxHashMap::default(),
+            clusters: 0,
+            clustered: 0,
+            documents: 0,
+            indexed: 0,
+        };
+        store.take_base(digests);
+        store
+    }
+
+    fn take_base(&mut self, digests: &FxHashMap<u64, u128>) {
+        let mut known = Vec::new();
+        for view in self.base.docs() {
+            self.documents += 1;
+            if let Some(id) = view.id {
+                // An id given twice in an indexed run names the later document.
+                self.ids.insert(id.into(), view.doc_id);
+            }
+            if !view.empty {
+                self.indexed += 1;
+                let digest = indexed_digest(&view).or_else(|| digests.get(&view.doc_id).copied());
+                if let Some(d) = digest {
+                    known.push((view.doc_id, d));
+                }
+            }
+        }
+        for (doc, digest) in known {
+            self.digest_of.insert(doc, digest);
+            self.digests.entry(digest).or_default().push(doc);
+        }
+    }
+
+    /// Replaces the index by `base`, which holds exactly the documents present (a
+    /// checkpoint): the written documents' tables are emptied, the rest stays.
+    pub(crate) fn rebase(&mut self, base: Index) {
+        debug_assert_eq!(base.manifest().documents, self.documents);
+        self.base = base;
+        self.removed = FxHashSet::default();
+        self.written = FxHashMap::default();
+        for table in &mut self.tables {
+            *table = FxHashMap::default();
+        }
+    }
+
+    pub fn base(&self) -> &Index {
+        &self.base
+    }
+
+    pub fn k(&self) -> u32 {
+        self.design.k()
+    }
+
+    /// The documents present, and those of them that are not empty.
+    pub fn documents(&self) -> u64 {
+        self.documents
+    }
+
+    pub fn indexed(&self) -> u64 {
+        self.indexed
+    }
+
+    /// The documents written since the index was last written.
+    pub fn written(&self) -> usize {
+        self.written.len()
+    }
+
+    /// Clusters of two or more documents, and the documents in them.
+    pub fn clusters(&self) -> (u64, u64) {
+        (self.clusters, self.clustered)
+    }
+
+    /// The present document with this id.
+    pub fn doc_of(&self, id: &str) -> Option<u64> {
+        self.ids.get(id).copied()
+    }
+
+    /// Where a document of the index is: its generation and row.
+    fn find_base(&self, doc: u64) -> Option<(usize, u32)> {
+        if self.removed.contains(&doc) {
+            return None;
+        }
+        (0..self.base.generations()).find_map(|g| {
+            let n = self.base.generation_documents(g);
+            let row = partition(n, |r| self.base.doc(g, r as u32).doc_id < doc);
+            (row < n && self.base.doc(g, row as u32).doc_id == doc).then_some((g, row as u32))
+        })
+    }
+
+    /// A present document's id, fingerprint, and whether it is empty.
+    pub fn doc(&self, doc: u64) -> Option<(Option<&str>, u64, bool)> {
+        if let Some(w) = self.written.get(&doc) {
+            return Some((Some(&w.id), w.simhash, w.empty));
+        }
+        let (g, row) = self.find_base(doc)?;
+        let view = self.base.doc(g, row);
+        Some((view.id, view.simhash, view.empty))
+    }
+
+    /// The url and fetch time of a document written since the last checkpoint.
+    pub fn origin(&self, doc: u64) -> (Option<&str>, Option<&str>) {
+        match self.written.get(&doc) {
+            Some(w) => (w.url.as_deref(), w.time.as_deref()),
+            None => (None, None),
+        }
+    }
+
+    pub fn digest(&self, doc: u64) -> Option<u128> {
+        self.digest_of.get(&doc).copied()
+    }
+
+    /// A document's cluster (`None` when alone) and its size (1 when alone).
+    pub fn cluster(&self, doc: u64) -> (Option<u64>, u64) {
+        match self.labels.get(&doc) {
+            Some(&label) => match self.sizes.get(&label).copied().unwrap_or(1) {
+                1 => (None, 1),
+                n => (Some(label), n),
+            },
+            None => (None, 1),
+        }
+    }
+
+    /// The present, non-empty documents within `k` bits of `fp` (`k` at most the index's),
+    /// sorted by doc number, as `(doc, hamming)`.
+    pub fn within(&self, fp: u64, k: u32) -> Vec<(u64, u32)> {
+        let k = k.min(self.design.k());
+        let mut out = Vec::new();
+        self.base.query(fp, k, |m| {
+            let doc = self.base.doc(m.generation, m.row).doc_id;
+            if !self.removed.contains(&doc) {
+                out.push((doc, m.hamming));
+            }
+        });
+        for (t, table) in self.tables.iter().enumerate() {
+            let Some(bucket) = table.get(&self.design.key(t, fp)) else {
+                continue;
+            };
+            for &(doc, other) in bucket {
+                let d = hamming(fp, other);
+                if d <= k && self.design.first_shared_table(fp, other) == Some(t) {
+                    out.push((doc, d));
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// [`Store::within`] with each document's id, cluster, and (given the query's digest)
+    /// whether it is an exact duplicate.
+    pub fn neighbours(&self, fp: u64, k: u32, digest: Option<u128>) -> Vec<Neighbour> {
+        self.within(fp, k)
+            .into_iter()
+            .map(|(doc, hamming)| self.neighbour(doc, hamming, digest))
+            .collect()
+    }
+
+    pub(crate) fn neighbour(&self, doc: u64, hamming: u32, digest: Option<u128>) -> Neighbour {
+        Neighbour {
+            id: self.doc(doc).and_then(|d| d.0).map(str::to_string),
+            doc_id: doc,
+            hamming,
+            exact: digest.map(|d| self.digest(doc) == Some(d)),
+            cluster_id: self.cluster(doc).0,
+        }
+    }
+
+    /// The present documents with this digest.
+    pub fn with_digest(&self, digest: u128) -> &[u64] {
+        self.digests.get(&digest).map_or(&[], Vec::as_slice)
+    }
+
+    /// Adds a written document (its number is new).
+    pub(crate) fn insert(&mut self, doc: u64, written: Written, digest: u128) {
+        if let Some(old) = self.ids.insert(written.id.clone(), doc) {
+            debug_assert!(false, "{old} was not removed before {doc} took its id");
+        }
+        self.documents += 1;
+        if !written.empty {
+            self.indexed += 1;
+            for (t, key) in self.design.keys(written.simhash) {
+                self.tables[t]
+                    .entry(key)
+                    .or_default()
+                    .push((doc, written.simhash));
+            }
+            self.digest_of.insert(doc, digest);
+            self.digests.entry(digest).or_default().push(doc);
+        }
+        self.written.insert(doc, written);
+    }
+
+    /// Removes a present document; returns whether it was present.
+    pub(crate) fn remove(&mut self, doc: u64) -> bool {
+        let (id, simhash, empty) = match self.doc(doc) {
+            Some((id, fp, empty)) => (id.map(Box::<str>::from), fp, empty),
+            None => return false,
+        };
+        if let Some(id) = id {
+            if self.ids.get(&id) == Some(&doc) {
+                self.ids.remove(&id);
+            }
+        }
+        self.documents -= 1;
+        if !empty {
+            self.indexed -= 1;
+        }
+        if self.written.remove(&doc).is_some() {
+            if !empty {
+                for (t, key) in self.design.keys(simhash) {
+                    if let Some(bucket) = self.tables[t].get_mut(&key) {
+                        bucket.retain(|e| e.0 != doc);
+                        if bucket.is_empty() {
+                            self.tables[t].remove(&key);
+                        }
+                    }
+                }
+            }
+        } else {
+            self.removed.insert(doc);
+        }
+        if let Some(digest) = self.digest_of.remove(&doc) {
+            if let Some(docs) = self.digests.get_mut(&digest) {
+                docs.retain(|&d| d != doc);
+                if docs.is_empty() {
+                    self.digests.remove(&digest);
+                }
+            }
+        }
+        true
+    }
+
+    /// Applies cluster label changes `(doc, before, after)` from `LiveClusters::commit`.
+    pub(crate) fn relabel(&mut self, changes: &[crate::live::clusters::LabelChange]) {
+        for &(doc, before, after) in changes {
+            if let Some(old) = before {
+                self.labels.remove(&doc);
+                let n = self.sizes.get_mut(&old).expect("a label has a size");
+                *n -= 1;
+                let n = *n;
+                if n == 0 {
+                    self.sizes.remove(&old);
+                }
+                self.count(n + 1, n);
+            }
+            if let Some(new) = after {
+                self.labels.insert(doc, new);
+                let n = self.sizes.entry(new).or_default();
+                *n += 1;
+                let n = *n;
+                self.count(n - 1, n);
+            }
+        }
+    }
+
+    /// Keeps the cluster counts as one cluster's size goes from `from` to `to` (by one).
+    fn count(&mut self, from: u64, to: u64) {
+        let clustered = |n: u64| if n >= 2 { n } else { 0 };
+        self.clustered = self.clustered + clustered(to) - clustered(from);
+        match (from >= 2, to >= 2) {
+            (false, true) => self.clusters += 1,
+            (true, false) => self.clusters -= 1,
+            _ => {}
+        }
+    }
+
+    /// The documents present, as a checkpoint writes them: the index's with an empty source
+    /// (the writer carries theirs over), the written ones with `source`.
+    pub(crate) fn entries(&self, source: &str) -> Vec<DocEntry> {
+        let mut out = Vec::with_capacity(self.documents as usize);
+        for view in self.base.docs() {
+            if self.removed.contains(&view.doc_id) {
+                continue;
+            }
+            out.push(DocEntry {
+                doc_id: view.doc_id,
+                id: view.id.map(str::to_string),
+                source: String::new(),
+                url: None,
+                simhash: view.simhash,
+                empty: view.empty,
+                cluster_id: self.cluster(view.doc_id).0.map(|c| c as i64),
+            });
+        }
+        for (&doc, w) in &self.written {
+            out.push(DocEntry {
+                doc_id: doc,
+                id: Some(w.id.to_string()),
+                source: source.to_string(),
+                url: w.url.as_deref().map(str::to_string),
+                // Index format 2 keeps each document's capture time: `w.time` goes here.
+                simhash: w.simhash,
+                empty: w.empty,
+                cluster_id: self.cluster(doc).0.map(|c| c as i64),
+            });
+        }
+        out
+    }
+
+    /// Every known digest of a present document.
+    pub(crate) fn known_digests(&self) -> impl Iterator<Item = (u64, u128)> + '_ {
+        self.digest_of.iter().map(|(&d, &h)| (d, h))
+    }
+}
+
+/// The first `i` in `0..n` for which `less(i)` is false (`less` true then false).
+fn partition(n: usize, less: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if less(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}

@@ -1,0 +1,542 @@
+//! The service against brute force: random puts, replacements, deletes, queries,
+//! checkpoints and restarts over a small index; after every step the answers, clusters,
+//! neighbours and queries equal a from-scratch computation over the documents then present,
+//! and a checkpoint's index holds exactly those documents with those clusters.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use neardup_core::unionfind::UnionFind;
+use neardup_core::{hamming, TableDesign};
+use neardup_io::index::{DocEntry, Index, IndexSpec, IndexWriter, NewGeneration, Verify};
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::*;
+
+const K: u32 = 3;
+
+/// A content: its fingerprint, digest, and whether it is empty.
+#[derive(Clone, Copy, Debug)]
+struct Content {
+    simhash: u64,
+    digest: u128,
+    empty: bool,
+}
+
+/// Contents with many near neighbours: a few centres and copies a few bits away (some
+/// within k of each other, some not), and one empty text.
+fn pool() -> Vec<Content> {
+    let mut rng = neardup_core::testing::SeededRng::new(7);
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        let centre = rng.next_u64();
+        for flips in [0u32, 1, 2, 3, 4, 6] {
+            let mut fp = centre;
+            for b in 0..flips {
+                fp ^= 1 << ((b * 11 + out.len() as u32 * 5) % 64);
+            }
+            out.push(Content {
+                simhash: fp,
+                digest: 1000 + out.len() as u128,
+                empty: false,
+            });
+        }
+    }
+    out.push(Content {
+        simhash: 0,
+        digest: 1,
+        empty: true,
+    });
+    out
+}
+
+/// A document of the model.
+#[derive(Clone, Copy, Debug)]
+struct Doc {
+    doc: u64,
+    content: usize,
+    /// Whether the service knows its digest (the index's own documents: no).
+    digest_known: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(usize, usize),
+    Delete(usize),
+    Query(usize),
+    Checkpoint,
+    Restart,
+}
+
+/// Ids 0..6 are written by the test, ids 6..9 are the index's.
+fn id_name(i: usize) -> String {
+    if i < 6 {
+        format!("w{i}")
+    } else {
+        format!("b{}", i - 6)
+    }
+}
+
+fn op(contents: usize) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0usize..6, 0..contents).prop_map(|(i, c)| Op::Put(i, c)),
+        2 => (0usize..9).prop_map(Op::Delete),
+        2 => (0..contents).prop_map(Op::Query),
+        1 => Just(Op::Checkpoint),
+        1 => Just(Op::Restart),
+    ]
+}
+
+/// The model: every present document by id, and the index's one document without an id.
+struct Model {
+    pool: Vec<Content>,
+    docs: BTreeMap<String, Doc>,
+    anonymous: Vec<Doc>,
+    used: BTreeSet<u64>,
+}
+
+impl Model {
+    fn all(&self) -> Vec<(Option<&str>, Doc)> {
+        let mut out: Vec<(Option<&str>, Doc)> = self
+            .docs
+            .iter()
+            .map(|(id, d)| (Some(id.as_str()), *d))
+            .chain(self.anonymous.iter().map(|d| (None, *d)))
+            .collect();
+        out.sort_by_key(|(_, d)| d.doc);
+        out
+    }
+
+    /// Brute force: the non-empty present documents within k of `fp`, by doc number.
+    fn within(&self, fp: u64, digest: u128, skip: Option<u64>) -> Vec<(u64, u32, bool)> {
+        self.all()
+            .into_iter()
+            .filter(|(_, d)| !self.pool[d.content].empty && Some(d.doc) != skip)
+            .map(|(_, d)| {
+                let c = self.pool[d.content];
+                (
+                    d.doc,
+                    hamming(c.simhash, fp),
+                    d.digest_known && c.digest == digest,
+                )
+            })
+            .filter(|&(_, h, _)| h <= K)
+            .collect()
+    }
+
+    /// From scratch: union-find over the pairs within k; cluster = the smallest member,
+    /// `(label, size)` of each document in a cluster of two or more.
+    fn clusters(&self) -> HashMap<u64, (u64, u64)> {
+        let docs: Vec<Doc> = self
+            .all()
+            .into_iter()
+            .map(|(_, d)| d)
+            .filter(|d| !self.pool[d.content].empty)
+            .collect();
+        let mut uf = UnionFind::new();
+        for a in &docs {
+            uf.find(a.doc);
+            for b in &docs {
+                if hamming(self.pool[a.content].simhash, self.pool[b.content].simhash) <= K {
+                    uf.union(a.doc, b.doc);
+                }
+            }
+        }
+        let mut members: HashMap<u64, Vec<u64>> = HashMap::new();
+        for d in &docs {
+            members.entry(uf.find(d.doc)).or_default().push(d.doc);
+        }
+        let mut out = HashMap::new();
+        for m in members.values().filter(|m| m.len() >= 2) {
+            let label = *m.iter().min().unwrap();
+            for &d in m {
+                out.insert(d, (label, m.len() as u64));
+            }
+        }
+        out
+    }
+}
+
+fn make_base(dir: &Path, pool: &[Content]) -> Model {
+    let spec = IndexSpec {
+        scheme: "simhash-doc".into(),
+        fingerprint: json!({"test": true}),
+        design: TableDesign::for_k(K).unwrap(),
+    };
+    let mut writer = IndexWriter::create(dir, &spec).unwrap();
+    // b0 and b1 are near copies, b2 is far, the fourth has no id, the fifth is empty.
+    let contents = [0usize, 1, 12, 7, pool.len() - 1];
+    let mut model = Model {
+        pool: pool.to_vec(),
+        docs: BTreeMap::new(),
+        anonymous: Vec::new(),
+        used: BTreeSet::new(),
+    };
+    let mut docs = Vec::new();
+    for (i, &c) in contents.iter().enumerate() {
+        let doc = Doc {
+            doc: i as u64 * 3,
+            content: c,
+            digest_known: false,
+        };
+        let id = match i {
+            3 => None,
+            4 => Some("b-empty".to_string()),
+            _ => Some(format!("b{i}")),
+        };
+        docs.push(DocEntry {
+            doc_id: doc.doc,
+            id: id.clone(),
+            source: "base.jsonl".into(),
+            url: None,
+            simhash: pool[c].simhash,
+            empty: pool[c].empty,
+            cluster_id: None,
+        });
+        model.used.insert(doc.doc);
+        match id {
+            Some(id) => {
+                model.docs.insert(id, doc);
+            }
+            None => model.anonymous.push(doc),
+        }
+    }
+    writer
+        .add(NewGeneration {
+            files: 1,
+            docs,
+            cluster_changes: Vec::new(),
+        })
+        .unwrap();
+    model
+}
+
+fn open(dir: &Path) -> Service {
+    Service::open(Config {
+        index: dir.to_path_buf(),
+        checkpoint_interval: None,
+    })
+    .unwrap()
+}
+
+/// Everything the service answers about the documents present equals the model.
+fn check_state(service: &Service, model: &Model) -> Result<(), TestCaseError> {
+    let clusters = model.clusters();
+    for (id, d) in &model.docs {
+        let info = service.get(id).expect("a present document");
+        prop_assert_eq!(info.doc_id, d.doc, "{}", id);
+        let c = model.pool[d.content];
+        prop_assert_eq!(info.empty, c.empty);
+        let (label, size) = match clusters.get(&d.doc) {
+            Some(&(l, s)) => (Some(l), s),
+            None => (None, 1),
+        };
+        prop_assert_eq!(
+            (info.cluster_id, info.cluster_size),
+            (label, size),
+            "{}",
+            id
+        );
+        let expected: Vec<(u64, u32, bool)> = if c.empty {
+            Vec::new()
+        } else {
+            model
+                .within(c.simhash, c.digest, Some(d.doc))
+                .into_iter()
+                .map(|(doc, h, exact)| (doc, h, exact && d.digest_known))
+                .collect()
+        };
+        let got: Vec<(u64, u32, bool)> = info
+            .neighbours
+            .iter()
+            .map(|n| (n.doc_id, n.hamming, n.exact == Some(true)))
+            .collect();
+        prop_assert_eq!(got, expected, "neighbours of {}", id);
+        for n in &info.neighbours {
+            prop_assert_eq!(n.cluster_id, clusters.get(&n.doc_id).map(|c| c.0));
+        }
+    }
+    for i in 0..9 {
+        let id = id_name(i);
+        if !model.docs.contains_key(&id) {
+            prop_assert!(service.get(&id).is_none(), "{} is gone", id);
+        }
+    }
+    let stats = service.stats();
+    prop_assert_eq!(stats.documents, model.all().len() as u64);
+    let mut labels: BTreeSet<u64> = BTreeSet::new();
+    labels.extend(clusters.values().map(|c| c.0));
+    prop_assert_eq!(stats.clusters, labels.len() as u64);
+    prop_assert_eq!(stats.clustered_documents, clusters.len() as u64);
+    Ok(())
+}
+
+/// A document as an index holds it: number, id, fingerprint, empty, cluster.
+type IndexedDoc = (u64, Option<String>, u64, bool, Option<i64>);
+
+/// The index a checkpoint wrote holds exactly the documents present, with their clusters.
+fn check_index(dir: &Path, model: &Model) -> Result<(), TestCaseError> {
+    let index = Index::open(dir, Verify::Checksums).unwrap();
+    prop_assert_eq!(index.generations(), 1);
+    let clusters = model.clusters();
+    let got: Vec<IndexedDoc> = index
+        .docs()
+        .map(|v| {
+            (
+                v.doc_id,
+                v.id.map(str::to_string),
+                v.simhash,
+                v.empty,
+                v.cluster_id,
+            )
+        })
+        .collect();
+    let expected: Vec<IndexedDoc> = model
+        .all()
+        .into_iter()
+        .map(|(id, d)| {
+            let c = model.pool[d.content];
+            (
+                d.doc,
+                id.map(str::to_string),
+                c.simhash,
+                c.empty,
+                clusters.get(&d.doc).map(|c| c.0 as i64),
+            )
+        })
+        .collect();
+    prop_assert_eq!(got, expected);
+    Ok(())
+}
+
+fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let pool = pool();
+    let mut model = make_base(&dir, &pool);
+    let mut service = open(&dir);
+    check_state(&service, &model)?;
+    for op in ops {
+        match op {
+            Op::Put(i, c) => {
+                let id = id_name(i);
+                let content = pool[c];
+                let replaced = model.docs.get(&id).map(|d| d.doc);
+                let expected = if content.empty {
+                    Vec::new()
+                } else {
+                    model.within(content.simhash, content.digest, replaced)
+                };
+                let answer = service
+                    .write(Write::Put(NewDoc {
+                        id: id.clone(),
+                        simhash: content.simhash,
+                        digest: content.digest,
+                        empty: content.empty,
+                        url: Some(format!("http://example.com/{i}")),
+                        time: Some("2026-11-25T16:00:00Z".into()),
+                    }))
+                    .unwrap();
+                let Answer::Put(answer) = answer else {
+                    panic!("a put answered {answer:?}")
+                };
+                prop_assert!(model.used.insert(answer.doc_id), "doc number reused");
+                prop_assert_eq!(answer.replaced, replaced);
+                let got: Vec<(u64, u32, bool)> = answer
+                    .matches
+                    .iter()
+                    .map(|m| (m.doc_id, m.hamming, m.exact == Some(true)))
+                    .collect();
+                prop_assert_eq!(&got, &expected);
+                let status = if content.empty {
+                    Status::Empty
+                } else if expected.iter().any(|m| m.2) {
+                    Status::Exact
+                } else if expected.is_empty() {
+                    Status::New
+                } else {
+                    Status::Near
+                };
+                prop_assert_eq!(answer.status, status);
+                model.docs.insert(
+                    id.clone(),
+                    Doc {
+                        doc: answer.doc_id,
+                        content: c,
+                        digest_known: true,
+                    },
+                );
+                let clusters = model.clusters();
+                let want = clusters
+                    .get(&answer.doc_id)
+                    .map_or((None, 1), |c| (Some(c.0), c.1));
+                prop_assert_eq!((answer.cluster_id, answer.cluster_size), want);
+            }
+            Op::Delete(i) => {
+                let id = id_name(i);
+                let answer = service.write(Write::Delete(id.clone())).unwrap();
+                let expected = model.docs.remove(&id).map(|d| DeleteAnswer {
+                    id: id.clone(),
+                    doc_id: d.doc,
+                });
+                prop_assert_eq!(answer, Answer::Delete(expected));
+            }
+            Op::Query(c) => {
+                let content = pool[c];
+                let got: Vec<(u64, u32, bool)> = service
+                    .query(content.simhash, K, Some(content.digest))
+                    .iter()
+                    .map(|m| (m.doc_id, m.hamming, m.exact == Some(true)))
+                    .collect();
+                prop_assert_eq!(got, model.within(content.simhash, content.digest, None));
+                // A smaller k gives the subset within it.
+                let got: Vec<u64> = service
+                    .query(content.simhash, 1, None)
+                    .iter()
+                    .map(|m| m.doc_id)
+                    .collect();
+                let want: Vec<u64> = model
+                    .within(content.simhash, content.digest, None)
+                    .iter()
+                    .filter(|m| m.1 <= 1)
+                    .map(|m| m.0)
+                    .collect();
+                prop_assert_eq!(got, want);
+            }
+            Op::Checkpoint => {
+                service.checkpoint().unwrap();
+                check_index(&dir, &model)?;
+            }
+            Op::Restart => {
+                service.shutdown().unwrap();
+                drop(service);
+                service = open(&dir);
+            }
+        }
+        check_state(&service, &model)?;
+    }
+    // Whatever happened, a final checkpoint holds the documents present.
+    service.checkpoint().unwrap();
+    check_index(&dir, &model)?;
+    drop(service);
+    let service = open(&dir);
+    check_state(&service, &model)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn the_service_equals_brute_force_over_the_documents_present(
+        ops in prop::collection::vec(op(19), 1..40)
+    ) {
+        run_ops(ops)?;
+    }
+}
+
+#[test]
+fn a_replaced_bridge_splits_its_cluster_and_survives_a_restart() {
+    let pool = pool();
+    // Three contents a - b - c: a and c within k of b, not of each other.
+    let near = |x: usize, y: usize| hamming(pool[x].simhash, pool[y].simhash) <= K;
+    let n = pool.len() - 1;
+    let (a, b, c) = (0..n)
+        .flat_map(|a| (0..n).flat_map(move |b| (0..n).map(move |c| (a, b, c))))
+        .find(|&(a, b, c)| a != c && near(a, b) && near(b, c) && !near(a, c))
+        .expect("the pool has a bridge");
+    let far = (0..n).find(|&f| !near(f, a) && !near(f, c)).unwrap();
+    let ops = vec![
+        Op::Put(0, a),
+        Op::Put(1, b),
+        Op::Put(2, c),
+        Op::Restart,
+        Op::Put(1, far),
+        Op::Checkpoint,
+        Op::Put(1, b),
+        Op::Restart,
+        Op::Delete(1),
+        Op::Checkpoint,
+        Op::Restart,
+    ];
+    run_ops(ops).unwrap();
+}
+
+#[test]
+fn a_log_left_by_a_crash_during_a_checkpoint_is_not_replayed_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let pool = pool();
+    make_base(&dir, &pool);
+    let service = open(&dir);
+    let put = |id: &str, c: usize| {
+        service
+            .write(Write::Put(NewDoc {
+                id: id.into(),
+                simhash: pool[c].simhash,
+                digest: pool[c].digest,
+                empty: false,
+                url: None,
+                time: None,
+            }))
+            .unwrap()
+    };
+    put("x", 3);
+    put("y", 8);
+    let old_log = std::fs::read(dir.join(LOG_FILE)).unwrap();
+    service.checkpoint().unwrap();
+    let stats = service.stats();
+    service.shutdown().unwrap();
+    drop(service);
+    let new_log = std::fs::read(dir.join(LOG_FILE)).unwrap();
+    // As if the process had died after the checkpoint's manifest, before its new log was
+    // renamed into place: the old log is not replayed over the generation holding it.
+    std::fs::write(dir.join(LOG_FILE), &old_log).unwrap();
+    std::fs::write(dir.join(NEXT_LOG_FILE), &new_log).unwrap();
+    let service = open(&dir);
+    let again = service.stats();
+    assert_eq!(again.documents, stats.documents);
+    assert_eq!(again.replayed_records, 0);
+    assert_eq!(service.get("x").unwrap().doc_id, 1 << 40);
+    assert!(!dir.join(NEXT_LOG_FILE).exists());
+    // A put, then as if a checkpoint had died before its manifest: the log is replayed.
+    service
+        .write(Write::Put(NewDoc {
+            id: "z".into(),
+            simhash: pool[5].simhash,
+            digest: pool[5].digest,
+            empty: false,
+            url: None,
+            time: None,
+        }))
+        .unwrap();
+    drop(service);
+    let mut stray = new_log.clone();
+    stray[16..24].copy_from_slice(&99u64.to_le_bytes());
+    std::fs::write(dir.join(NEXT_LOG_FILE), &stray).unwrap();
+    let service = open(&dir);
+    assert_eq!(service.stats().replayed_records, 1);
+    assert!(service.get("z").is_some());
+    assert!(!dir.join(NEXT_LOG_FILE).exists());
+    drop(service);
+    // A log made over another state of the index is refused, naming the log.
+    let mut writer = IndexWriter::open(&dir).unwrap();
+    writer
+        .add(NewGeneration {
+            files: 1,
+            docs: Vec::new(),
+            cluster_changes: Vec::new(),
+        })
+        .unwrap();
+    drop(writer);
+    let err = Service::open(Config {
+        index: dir.clone(),
+        checkpoint_interval: None,
+    })
+    .err()
+    .expect("a stale log is refused");
+    assert!(
+        matches!(err, ServiceError::StaleLog { records: 1, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("serve.wal"), "{err}");
+}

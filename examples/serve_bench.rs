@@ -1,0 +1,177 @@
+//! The load generator of `scripts/bench/serve.sh` (docs/performance.md, "Serving").
+//!
+//! ```text
+//! serve_bench make-index DIR N           an index of N documents with random fingerprints
+//!                                        (a tenth of them with a near copy), ids doc-0..
+//! serve_bench query ADDR CLIENTS SECS N  single-fingerprint queries from CLIENTS keep-alive
+//!                                        connections (fingerprints of the N indexed docs,
+//!                                        flipped a little)
+//! serve_bench put ADDR CLIENTS SECS      5 KB pages put under new ids
+//! ```
+//!
+//! Each load prints one JSON line: requests, seconds, requests per second, and the p50, p99
+//! and max latency in milliseconds. Every client is closed-loop (its next request after the
+//! last answer), so the latencies are those under the measured throughput.
+
+#[path = "../tests/common/http.rs"]
+mod http;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use neardup_core::testing::SeededRng;
+use neardup_core::{Scheme, TableDesign};
+use neardup_io::index::{DocEntry, IndexSpec, IndexWriter, NewGeneration};
+
+/// The seed of the fingerprints of `make-index` (`query` draws from the same ones).
+const SEED: u64 = 0x5E12E;
+
+/// Words per 5 KB page (made-up words of 4 to 10 letters: about 8 bytes with the space).
+const PAGE_WORDS: usize = 640;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| -> &str {
+        args.get(i).map(String::as_str).unwrap_or_else(|| {
+            eprintln!("usage: see the module docs of examples/serve_bench.rs");
+            std::process::exit(2)
+        })
+    };
+    match arg(0) {
+        "make-index" => make_index(Path::new(arg(1)), arg(2).parse().expect("N")),
+        "query" => load(
+            arg(1).parse().expect("ADDR"),
+            arg(2).parse().expect("CLIENTS"),
+            arg(3).parse().expect("SECS"),
+            Kind::Query(arg(4).parse().expect("N")),
+        ),
+        "put" => load(
+            arg(1).parse().expect("ADDR"),
+            arg(2).parse().expect("CLIENTS"),
+            arg(3).parse().expect("SECS"),
+            Kind::Put,
+        ),
+        other => {
+            eprintln!("unknown mode {other:?}");
+            std::process::exit(2)
+        }
+    }
+}
+
+/// The fingerprint of indexed document `i`: random, or (every tenth) a near copy of the one
+/// before it.
+fn fingerprint(i: u64) -> u64 {
+    let mut rng = SeededRng::new(SEED ^ (i / 10 * 10));
+    let base = rng.next_u64();
+    if i % 10 == 1 {
+        base ^ (1 << (i % 64)) ^ (1 << ((i + 17) % 64))
+    } else if i.is_multiple_of(10) {
+        base
+    } else {
+        SeededRng::new(SEED.rotate_left(7) ^ i).next_u64()
+    }
+}
+
+fn make_index(dir: &Path, n: u64) {
+    let scheme = Scheme::simhash_doc();
+    let spec = IndexSpec {
+        scheme: scheme.name.as_str().to_string(),
+        fingerprint: neardup_dataflow::output::fingerprint_params(&scheme),
+        design: TableDesign::manku16(),
+    };
+    let started = Instant::now();
+    let mut writer = IndexWriter::create(dir, &spec).expect("create the index");
+    let docs = (0..n)
+        .map(|i| DocEntry {
+            doc_id: i,
+            id: Some(format!("doc-{i}")),
+            source: "serve_bench".into(),
+            url: None,
+            simhash: fingerprint(i),
+            empty: false,
+            cluster_id: None,
+        })
+        .collect();
+    writer
+        .add(NewGeneration {
+            files: 1,
+            docs,
+            cluster_changes: Vec::new(),
+        })
+        .expect("write the index");
+    eprintln!(
+        "serve_bench: an index of {n} documents in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Query(u64),
+    Put,
+}
+
+fn load(addr: SocketAddr, clients: u64, seconds: f64, kind: Kind) {
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let handles: Vec<_> = (0..clients)
+        .map(|c| {
+            std::thread::spawn(move || {
+                let mut conn = http::Conn::connect(addr).expect("connect");
+                let mut rng = SeededRng::new(c * 7919 + 1);
+                let mut latencies = Vec::new();
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    let (method, path, body) = match kind {
+                        Kind::Query(docs) => {
+                            let fp = fingerprint(rng.below(docs)) ^ (1 << rng.below(64));
+                            (
+                                "POST",
+                                "/v1/query".to_string(),
+                                format!("{{\"fingerprint\": \"{fp:016x}\"}}"),
+                            )
+                        }
+                        Kind::Put => {
+                            let text = rng.words(PAGE_WORDS).join(" ");
+                            (
+                                "PUT",
+                                format!("/v1/documents/bench-{c}-{n}"),
+                                format!("{{\"text\": {}}}", http::quoted(&text)),
+                            )
+                        }
+                    };
+                    let sent = Instant::now();
+                    let r = conn.request(method, &path, Some(&body)).expect("request");
+                    latencies.push(sent.elapsed());
+                    assert_eq!(r.status, 200, "{}", r.text());
+                    n += 1;
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies: Vec<Duration> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("a client failed"))
+        .collect();
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    let at = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    println!(
+        "{{\"mode\": \"{}\", \"clients\": {clients}, \"requests\": {}, \"seconds\": {elapsed:.2}, \"per_second\": {:.0}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \"max_ms\": {:.3}}}",
+        match kind {
+            Kind::Query(_) => "query",
+            Kind::Put => "put",
+        },
+        latencies.len(),
+        latencies.len() as f64 / elapsed,
+        at(0.5),
+        at(0.99),
+        latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    );
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# `neardup serve`'s figures (docs/performance.md, "Serving"): over an index of N documents
+# (default 1 million, random fingerprints with near copies, written by
+# examples/serve_bench.rs), the start-up time and memory per document, single-fingerprint
+# queries per second with p50/p99 latency, 5 KB page puts per second with p50/p99, then
+# kill -9 during puts and the time to recover (replay the log) on restart.
+#
+# usage: scripts/bench/serve.sh [N] [WORK_DIR]
+#   builds the release binary and the example (PROFILE=debug: the dev build instead, for a
+#   quick look; its figures are not the service's); CLIENTS (default 4) keep-alive connections,
+#   SECS (default 20) seconds per load, ROUNDS (default 3) rounds of each load (medians in
+#   docs/performance.md). The load generator runs on the same machine as the service.
+set -euo pipefail
+N=${1:-1000000}
+WORK=${2:-$(mktemp -d)}
+CLIENTS=${CLIENTS:-4}
+SECS=${SECS:-20}
+ROUNDS=${ROUNDS:-3}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$HERE/../..
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+PROFILE=${PROFILE:-release}
+if [ "$PROFILE" = release ]; then
+  (cd "$ROOT" && cargo build -q --release --bin neardup --example serve_bench)
+else
+  (cd "$ROOT" && cargo build -q --bin neardup --example serve_bench)
+fi
+NEARDUP=$TARGET/$PROFILE/neardup
+BENCH=$TARGET/$PROFILE/examples/serve_bench
+mkdir -p "$WORK"
+echo "profile: $PROFILE; machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
+
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+# Starts the service on a free port; sets PID and ADDR, prints the start-up seconds.
+start() {
+  local log=$WORK/serve.log
+  : > "$log"
+  local t0; t0=$(date +%s.%N)
+  "$NEARDUP" serve --index "$1" --listen 127.0.0.1:0 --checkpoint-interval 0 2>"$log" &
+  PID=$!
+  until grep -q 'listening on' "$log"; do
+    kill -0 "$PID" 2>/dev/null || { cat "$log"; exit 1; }
+    sleep 0.02
+  done
+  local t1; t1=$(date +%s.%N)
+  ADDR=$(sed -n 's/.*listening on http:\/\/\([^ ]*\).*/\1/p' "$log" | head -1)
+  echo "start-up: $(echo "$t1 - $t0" | bc) s ($(grep -o 'listening on.*' "$log"))"
+}
+
+# The same service over an empty index: the memory baseline.
+rm -rf "$WORK/empty"
+"$BENCH" make-index "$WORK/empty" 0
+start "$WORK/empty"
+EMPTY_RSS=$(rss_kib "$PID")
+kill -TERM "$PID"; wait "$PID" || true
+
+rm -rf "$WORK/index"
+"$BENCH" make-index "$WORK/index" "$N"
+start "$WORK/index"
+RSS=$(rss_kib "$PID")
+echo "memory: $RSS KiB resident with $N documents, $EMPTY_RSS KiB empty: $(( (RSS - EMPTY_RSS) * 1024 / N )) bytes per document"
+
+for round in $(seq "$ROUNDS"); do
+  "$BENCH" query "$ADDR" "$CLIENTS" "$SECS" "$N"
+  "$BENCH" put "$ADDR" "$CLIENTS" "$SECS"
+done
+echo "after the loads: $(rss_kib "$PID") KiB resident"
+
+# kill -9 in the middle of puts, then the time to come back with the log replayed.
+"$BENCH" put "$ADDR" "$CLIENTS" 5 > /dev/null 2>&1 &
+LOADER=$!
+sleep 3
+kill -9 "$PID"
+wait "$PID" 2>/dev/null || true
+wait "$LOADER" 2>/dev/null || true
+ls -l "$WORK/index/serve.wal"
+start "$WORK/index"
+curl -s "http://$ADDR/v1/stats"; echo
+kill -TERM "$PID"; wait "$PID" || true
