@@ -91,6 +91,7 @@ fn make_index(dir: &Path, n: u64) {
             simhash: fingerprint(i),
             empty: false,
             cluster_id: None,
+            ..Default::default()
         })
         .collect();
     writer
@@ -98,6 +99,7 @@ fn make_index(dir: &Path, n: u64) {
             files: 1,
             docs,
             cluster_changes: Vec::new(),
+            keep: None,
         })
         .expect("write the index");
     eprintln!(

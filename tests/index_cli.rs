@@ -192,9 +192,24 @@ fn what_does_not_fit_the_index_is_refused() {
     // an index.
     assert_refused(
         neardup()
-            .args(["run", "--against", s(&index), "--keep", "canonical-host:longest"])
-            .args(["--url-field", "id", "--output", s(&dir.path().join("out-3")), s(&input)]),
-        &["--keep canonical-host:longest cannot be used with --against", "--keep longest"],
+            .args([
+                "run",
+                "--against",
+                s(&index),
+                "--keep",
+                "canonical-host:longest",
+            ])
+            .args([
+                "--url-field",
+                "id",
+                "--output",
+                s(&dir.path().join("out-3")),
+                s(&input),
+            ]),
+        &[
+            "--keep canonical-host:longest cannot be used with --against",
+            "--keep longest",
+        ],
     );
     assert!(!dir.path().join("out-3").exists(), "refused before the run");
     // A corrupt table: refused naming the file (and accepted without checksums, whose

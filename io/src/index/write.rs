@@ -345,10 +345,12 @@ impl IndexWriter {
         }
         let number = self.manifest.next_generation;
         let design = design_of(&self.manifest, &self.dir.join(MANIFEST))?;
+        // The service's documents were ranked by no keep policy: none is recorded.
         let batch = Generation {
             files,
             docs,
             cluster_changes: Vec::new(),
+            keep: None,
         };
         let entry = write_generation(&self.dir, number, &self.manifest, &design, &batch, 0)?;
         let old: Vec<String> = self

@@ -68,12 +68,13 @@ pub struct Store {
 
 /// A document's content digest as the index records it.
 ///
-/// The seam for index format 2, which stores each document's content digest in `docs.bin`:
-/// once `DocView` carries it, return it here, and indexed pages then answer `exact` as the
-/// service's own writes do. Format 1 has none; the digests of the documents the service
-/// wrote are kept beside the index by its checkpoints (`serve-digests.bin`).
-fn indexed_digest(_view: &DocView<'_>) -> Option<u128> {
-    None
+/// Index format 2 stores each document's content digest in `docs.bin` (the run's
+/// exact-duplicate key, the same `DocFingerprint::exact_key` the service computes), so an
+/// indexed page answers `exact` as the service's own writes do. Format 1 has none; the
+/// digests of the documents the service wrote are kept beside the index by its checkpoints
+/// (`serve-digests.bin`).
+fn indexed_digest(view: &DocView<'_>) -> Option<u128> {
+    view.digest
 }
 
 impl Store {
@@ -372,6 +373,10 @@ impl Store {
                 simhash: view.simhash,
                 empty: view.empty,
                 cluster_id: self.cluster(view.doc_id).0.map(|c| c as i64),
+                digest: self.digest_of.get(&view.doc_id).copied().or(view.digest),
+                rank: view.rank,
+                bytes: view.bytes,
+                fetched_at: view.fetched_at,
             });
         }
         for (&doc, w) in &self.written {
@@ -380,10 +385,12 @@ impl Store {
                 id: Some(w.id.to_string()),
                 source: source.to_string(),
                 url: w.url.as_deref().map(str::to_string),
-                // Index format 2 keeps each document's capture time: `w.time` goes here.
                 simhash: w.simhash,
                 empty: w.empty,
                 cluster_id: self.cluster(doc).0.map(|c| c as i64),
+                digest: self.digest_of.get(&doc).copied(),
+                // Written documents carry no keep rank, size or parsed capture time yet.
+                ..Default::default()
             });
         }
         out

@@ -193,6 +193,7 @@ fn make_base(dir: &Path, pool: &[Content]) -> Model {
             simhash: pool[c].simhash,
             empty: pool[c].empty,
             cluster_id: None,
+            ..Default::default()
         });
         model.used.insert(doc.doc);
         match id {
@@ -207,6 +208,7 @@ fn make_base(dir: &Path, pool: &[Content]) -> Model {
             files: 1,
             docs,
             cluster_changes: Vec::new(),
+            keep: None,
         })
         .unwrap();
     model
@@ -525,6 +527,7 @@ fn a_log_left_by_a_crash_during_a_checkpoint_is_not_replayed_twice() {
             files: 1,
             docs: Vec::new(),
             cluster_changes: Vec::new(),
+            keep: None,
         })
         .unwrap();
     drop(writer);
