@@ -283,7 +283,7 @@ impl BucketSearch {
         let parent_len = items.len();
         for j in 0..blocks {
             let mask = masks[j];
-            sort_by_masked(items, mask);
+            items.sort_unstable_by_key(|it| it.fp & mask);
             let mut start = 0;
             while start < items.len() {
                 let key = items[start].fp & mask;
@@ -327,24 +327,6 @@ impl BucketSearch {
                 }
             }
         }
-    }
-}
-
-/// Buckets at least this large are split with a radix sort rather than a comparison sort.
-/// The masked bits of one block are few and contiguous (`split_bits`), so the radix sort
-/// makes one or two passes over the bytes that vary, where the comparison sort makes
-/// `log2(n)`: at k = 6 on millions of fingerprints, hot buckets hold thousands.
-const RADIX_SPLIT_MIN: usize = 256;
-
-/// Orders `items` by the bits of `mask` of their fingerprints. The simple equivalent is
-/// `items.sort_unstable_by_key(|it| it.fp & mask)`; only the grouping by key matters to the
-/// search, not the order within a key.
-fn sort_by_masked(items: &mut [Item], mask: u64) {
-    if items.len() >= RADIX_SPLIT_MIN {
-        // radsort skips the key bytes that are equal in every item.
-        radsort::sort_by_key(items, |it| it.fp & mask);
-    } else {
-        items.sort_unstable_by_key(|it| it.fp & mask);
     }
 }
 
