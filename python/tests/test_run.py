@@ -94,13 +94,9 @@ def test_missing_inputs_and_occupied_outputs_are_library_errors(tmp_path, exampl
 
 def test_other_threads_run_while_a_run_works(tmp_path):
     """With the GIL held for the whole run, the counting thread could not take a step until
-    it ended; released, it keeps counting."""
-    corpus = tmp_path / "big.jsonl"
+    it ended; released, it keeps counting. The corpus doubles until a run lasts long enough
+    to tell, so the check does not depend on how fast the machine is."""
     words = [f"word{i}" for i in range(5000)]
-    with corpus.open("w") as f:
-        for d in range(20000):
-            text = " ".join(words[(d * 7 + j * 13) % 5000] for j in range(60))
-            f.write(json.dumps({"id": str(d), "text": text}) + "\n")
     ticks_during = []
     running = threading.Event()
     done = threading.Event()
@@ -113,13 +109,26 @@ def test_other_threads_run_while_a_run_works(tmp_path):
 
     counter = threading.Thread(target=count)
     counter.start()
-    running.set()
-    start = time.monotonic()
-    neardup.run(corpus, tmp_path / "out")
-    end = time.monotonic()
-    running.clear()
-    done.set()
-    counter.join()
+    try:
+        docs = 20000
+        while True:
+            corpus = tmp_path / f"big-{docs}.jsonl"
+            with corpus.open("w") as f:
+                for d in range(docs):
+                    text = " ".join(words[(d * 7 + j * 13) % 5000] for j in range(60))
+                    f.write(json.dumps({"id": str(d), "text": text}) + "\n")
+            ticks_during.clear()
+            running.set()
+            start = time.monotonic()
+            neardup.run(corpus, tmp_path / f"out-{docs}")
+            end = time.monotonic()
+            running.clear()
+            if end - start > 0.3 or docs >= 640000:
+                break
+            docs *= 2
+    finally:
+        done.set()
+        counter.join()
     ticks = [t for t in ticks_during if start <= t <= end]
-    assert end - start > 0.2, "the run was too short to tell"
+    assert end - start > 0.3, "even the largest run was too short to tell"
     assert len(ticks) >= 20, f"{len(ticks)} ticks in a {end - start:.2f} s run"
