@@ -213,12 +213,12 @@ fn integrate(f: impl Fn(f64) -> f64, a: f64, b: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::mix::mix64;
 
     /// Two sets of known Jaccard similarity: `shared` common elements plus `only` each.
-    fn sets(shared: u64, only: u64, salt: u64) -> (Vec<u64>, Vec<u64>) {
+    pub(crate) fn sets(shared: u64, only: u64, salt: u64) -> (Vec<u64>, Vec<u64>) {
         let common: Vec<u64> = (0..shared).map(|i| mix64(i ^ (salt << 40))).collect();
         let mut a = common.clone();
         let mut b = common;

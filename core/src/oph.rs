@@ -115,6 +115,7 @@ impl OnePermutation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::minhash::tests::sets;
     use crate::minhash::{jaccard_estimate, DEFAULT_SEED};
 
     /// The definition written plainly: every bin's members listed, minima taken, empty bins
@@ -141,16 +142,6 @@ mod tests {
                     .unwrap(),
             })
             .collect()
-    }
-
-    /// Two sets of known Jaccard similarity: `shared` common elements plus `only` each.
-    fn sets(shared: u64, only: u64, salt: u64) -> (Vec<u64>, Vec<u64>) {
-        let common: Vec<u64> = (0..shared).map(|i| mix64(i ^ (salt << 40))).collect();
-        let mut a = common.clone();
-        let mut b = common;
-        a.extend((0..only).map(|i| mix64((1 << 32) + i + (salt << 40))));
-        b.extend((0..only).map(|i| mix64((2 << 32) + i + (salt << 40))));
-        (a, b)
     }
 
     #[test]
