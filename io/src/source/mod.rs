@@ -320,6 +320,21 @@ pub trait SourceKind: Sync {
 /// Why a format's records cannot have passages struck (see [`SourceKind::write_struck`]).
 pub const NO_STRIKE: &str = "repeated passages cannot be struck from this format: its text is extracted from the record (--strike substrings needs JSONL, Parquet or plain text, without --html)";
 
+/// The refusal every text format shares: with `--html`, a record's text is extracted from
+/// HTML, so ranges in that text are not ranges of the record.
+pub(crate) fn refuse_strike_of_html(file: &InputFile, fields: &FieldSpec) -> Result<(), IoError> {
+    if fields
+        .html
+        .is_some_and(|m| m != crate::html::HtmlMode::None)
+    {
+        return Err(IoError::NotSupported {
+            path: file.path.clone(),
+            what: NO_STRIKE,
+        });
+    }
+    Ok(())
+}
+
 /// The byte ranges `[start, end)` to take out of each record's text, by record number,
 /// sorted and disjoint (rows of `substrings/`).
 pub type Strikes = std::collections::HashMap<u64, Vec<(u64, u64)>>;

@@ -99,15 +99,7 @@ impl SourceKind for Parquet {
         fields: &FieldSpec,
         tmp: &Path,
     ) -> Result<Kept, IoError> {
-        if fields
-            .html
-            .is_some_and(|m| m != crate::html::HtmlMode::None)
-        {
-            return Err(IoError::NotSupported {
-                path: file.path.clone(),
-                what: super::NO_STRIKE,
-            });
-        }
+        super::refuse_strike_of_html(file, fields)?;
         write_parquet(&file.path, removed, Some((strikes, fields)), tmp)
     }
 }

@@ -103,15 +103,7 @@ impl SourceKind for Plain {
         fields: &FieldSpec,
         tmp: &Path,
     ) -> Result<Kept, IoError> {
-        if fields
-            .html
-            .is_some_and(|m| m != crate::html::HtmlMode::None)
-        {
-            return Err(IoError::NotSupported {
-                path: file.path.clone(),
-                what: super::NO_STRIKE,
-            });
-        }
+        super::refuse_strike_of_html(file, fields)?;
         let Some(ranges) = strikes.get(&0).filter(|_| !removed.contains(&0)) else {
             return self.write_kept(file, removed, tmp);
         };
