@@ -1350,7 +1350,9 @@ fn start_heartbeat(
             config.on_fatal.clone(),
         );
         thread::spawn(move || {
-            if let Some(reason) = watch(reader, key, i, &addr, timeout, &done, &all, relay) {
+            let deaf = link_dropped(me, i);
+            let found = watch(reader, key, i, &addr, timeout, &done, &all, relay, deaf);
+            if let Some(reason) = found {
                 fail(hook.as_ref(), &reason);
             }
         });
@@ -1381,6 +1383,10 @@ fn start_heartbeat(
 /// Reads one peer's lines until it says bye; anything else is the reason the job must stop
 /// (returned, after the others were told). With a key, a line whose MAC does not verify is
 /// dropped (and said once): it did not come from the peer.
+///
+/// `deaf`: the test hook [`DROP_LINK_ENV`] cut this link, and like a real partition it
+/// delivers nothing, not even the close of the peer's socket when the peer exits (which
+/// would otherwise race with the relay through process 0 and name a different cause).
 #[allow(clippy::too_many_arguments)]
 fn watch(
     mut reader: BufReader<TcpStream>,
@@ -1391,10 +1397,24 @@ fn watch(
     done: &AtomicBool,
     all: &[Arc<Mutex<Sender>>],
     relay: bool,
+    deaf: bool,
 ) -> Option<String> {
     let _ = reader.get_ref().set_read_timeout(Some(timeout));
     let mut warned = false;
     let cause = loop {
+        if deaf {
+            let silent_since = Instant::now();
+            while silent_since.elapsed() < timeout {
+                if done.load(Ordering::SeqCst) {
+                    return None;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+            break format!(
+                "no heartbeat for {} s (frozen or unreachable)",
+                timeout.as_secs()
+            );
+        }
         let sealed = match read_line(&mut reader) {
             Ok(Some(line)) => line,
             Ok(None) => break "its connection closed (the process died or was killed)".to_string(),
