@@ -62,13 +62,20 @@ impl Permutation {
     /// The inclusive range of permuted values that share `fp`'s key.
     #[inline]
     pub fn key_range(&self, fp: u64) -> (u64, u64) {
+        self.key_range_of_permuted(self.permute(fp))
+    }
+
+    /// [`Permutation::key_range`] of a fingerprint already permuted (`permuted` is
+    /// `self.permute(fp)`): its key bits kept, the bits below them all 0 and all 1.
+    #[inline]
+    pub fn key_range_of_permuted(&self, permuted: u64) -> (u64, u64) {
         let free = self.free.bits();
         let low_mask = if free == 64 {
             u64::MAX
         } else {
             (1u64 << free) - 1
         };
-        let lo = self.permute(fp) & !low_mask;
+        let lo = permuted & !low_mask;
         (lo, lo | low_mask)
     }
 }
@@ -224,7 +231,8 @@ pub fn query_batch(
         let mut cursor = 0usize;
         for &(permuted, i) in &order {
             let fp = fps[i as usize];
-            let (lo, hi) = permutation.key_range(fp);
+            // The permutation was computed once, for the sort.
+            let (lo, hi) = permutation.key_range_of_permuted(permuted);
             let start = lower_bound_from(table, lo, cursor);
             let end = match hi.checked_add(1) {
                 Some(after) => lower_bound_from(table, after, start),
