@@ -166,18 +166,29 @@ fn what_does_not_fit_the_index_is_refused() {
         neardup().args(["query", "--index", s(&index), "-k", "4", "--text", "a b c"]),
         &["-k 4 is larger than the index's k = 3"],
     );
-    // Another scheme's index cannot be made, nor one over an existing index.
+    // A MinHash index of unverified pairs cannot be made (a query verifies as the run
+    // did), nor shingle sets of a simhash index, nor an index over an existing one.
+    assert_refused(
+        neardup()
+            .args(["run", "--scheme", "minhash", "--verify", "none"])
+            .args(["--index", s(&dir.path().join("mh"))])
+            .args(["--output", s(&dir.path().join("out-mh")), s(&input)]),
+        &["--index of a MinHash run needs its candidates verified"],
+    );
     assert_refused(
         neardup()
             .args([
                 "run",
-                "--scheme",
-                "minhash",
+                "--index-shingles",
                 "--index",
                 s(&dir.path().join("mh")),
             ])
             .args(["--output", s(&dir.path().join("out-mh")), s(&input)]),
-        &["MinHash indexes are not supported yet"],
+        &["--index-shingles is for MinHash indexes"],
+    );
+    assert!(
+        !dir.path().join("out-mh").exists(),
+        "refused before the run"
     );
     assert_refused(
         neardup().args(["run", "--index", s(&index)]).args([

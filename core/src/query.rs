@@ -102,6 +102,20 @@ pub fn probe(permutation: &Permutation, sorted: &[u64], fp: u64) -> Range<usize>
     start..end
 }
 
+/// The positions in `sorted` (ascending) whose value is `key`: a MinHash index's band table
+/// probed at a query's band key. Band keys are hashes, close to uniform, so the start is
+/// guessed by interpolation and found by galloping, as in [`probe`].
+#[inline]
+pub fn equal_range(sorted: &[u64], key: u64) -> Range<usize> {
+    let guess = ((u128::from(key) * sorted.len() as u128) >> 64) as usize;
+    let start = lower_bound_from(sorted, key, guess);
+    let end = match key.checked_add(1) {
+        Some(after) => lower_bound_from(sorted, after, start),
+        None => sorted.len(),
+    };
+    start..end
+}
+
 /// The first position of `sorted` whose value is at least `target` (as
 /// `partition_point(|&v| v < target)`), searched by galloping outwards from `guess`.
 pub fn lower_bound_from(sorted: &[u64], target: u64, guess: usize) -> usize {
@@ -450,6 +464,25 @@ mod tests {
                 let expected = sorted.partition_point(|&v| v < target);
                 for guess in [0, 1, n / 2, n.saturating_sub(1), n + 5] {
                     assert_eq!(lower_bound_from(&sorted, target, guess), expected);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn equal_ranges_are_those_of_a_linear_scan() {
+        let mut rng = SeededRng::new(31);
+        for n in [0usize, 1, 5, 200] {
+            let mut sorted: Vec<u64> = (0..n).map(|_| rng.below(40) << 58).collect();
+            sorted.push(u64::MAX);
+            sorted.sort_unstable();
+            for key in (0..42u64).map(|k| k << 58).chain([u64::MAX, 7]) {
+                let first = sorted.iter().position(|&v| v == key);
+                let count = sorted.iter().filter(|&&v| v == key).count();
+                let range = equal_range(&sorted, key);
+                assert_eq!(range.len(), count, "key {key:x}");
+                if let Some(first) = first {
+                    assert_eq!(range.start, first);
                 }
             }
         }

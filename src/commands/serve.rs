@@ -224,6 +224,7 @@ fn create_index(dir: &std::path::Path) -> Result<()> {
         scheme: scheme.name.as_str().to_string(),
         fingerprint: neardup_dataflow::output::fingerprint_params(&scheme),
         design: TableDesign::manku16(),
+        minhash: None,
     };
     let mut writer = IndexWriter::create(dir, &spec)?;
     writer.add(NewGeneration::default())?;

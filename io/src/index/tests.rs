@@ -14,6 +14,7 @@ fn spec() -> IndexSpec {
         scheme: "simhash-doc".into(),
         fingerprint: json!({"method": "simhash", "features": "words"}),
         design: TableDesign::manku16(),
+        minhash: None,
     }
 }
 
@@ -43,6 +44,7 @@ fn batch(rng: &mut SeededRng, file: u64, n: u64) -> NewGeneration {
             rank: (record % 4 != 1).then_some(record * 7 % 13),
             bytes: (record % 6 != 2).then_some(100 + record),
             fetched_at: (record % 5 != 4).then_some(-(record as i64) * 1000),
+            ..Default::default()
         });
     }
     NewGeneration {
@@ -191,17 +193,17 @@ fn newer_formats_are_refused() {
     small_index(&path);
     let manifest = path.join(MANIFEST);
     let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(&manifest, text.replace("\"format\": 2", "\"format\": 3")).unwrap();
+    std::fs::write(&manifest, text.replace("\"format\": 2", "\"format\": 4")).unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
-    assert!(e.contains("index format 3, but this neardup"), "{e}");
-    assert!(e.contains("reads formats 1 to 2"), "{e}");
+    assert!(e.contains("index format 4, but this neardup"), "{e}");
+    assert!(e.contains("reads formats 1 to 3"), "{e}");
     // A generation of a newer format in a manifest this neardup reads.
     let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    value["generations"][0]["format"] = json!(3);
+    value["generations"][0]["format"] = json!(4);
     std::fs::write(&manifest, value.to_string()).unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
     assert!(
-        e.contains("gen-00000: index format 3, but this neardup"),
+        e.contains("gen-00000: index format 4, but this neardup"),
         "{e}"
     );
     std::fs::write(&manifest, "{\"format\": 1").unwrap();
