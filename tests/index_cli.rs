@@ -1,6 +1,8 @@
 //! `neardup run --index`, `neardup query` and `neardup index`, end to end: a query of every
-//! document of a corpus answers exactly the brute-force neighbours within k, the index does
-//! not depend on the number of workers, and what does not fit an index is refused.
+//! document of a corpus answers exactly the brute-force neighbours (within k of a simhash
+//! index; sharing a band and verified at the threshold in a MinHash index), batches added
+//! one by one give the pairs and clusters of one run over their union, the index does not
+//! depend on the number of workers, and what does not fit an index is refused.
 
 mod common;
 
@@ -8,8 +10,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use common::*;
-use neardup_core::hamming;
+use neardup_core::minhash::{jaccard_estimate, Banding};
+use neardup_core::similarity::jaccard;
+use neardup_core::{hamming, Fingerprinter, Scheme};
 use serde_json::Value;
+
+/// The MinHash runs of these tests: a banding of 16 bands of 4 rows (a pair of Jaccard 0.6
+/// shares a band with probability 0.89, so some pairs above the threshold are no
+/// candidates: the index must not find them either) and pairs verified at 0.6.
+const MINHASH: [&str; 8] = [
+    "--scheme",
+    "minhash",
+    "--threshold",
+    "0.6",
+    "--bands",
+    "16",
+    "--rows",
+    "4",
+];
+const MINHASH_THRESHOLD: f64 = 0.6;
+const MINHASH_BANDING: Banding = Banding { bands: 16, rows: 4 };
 
 /// A corpus with near-duplicate families: a base text of random words and copies with a
 /// word or two changed, some exact copies, an empty document.
@@ -32,8 +52,10 @@ fn corpus(seed: u64, families: usize, prefix: &str) -> Vec<Doc> {
     docs
 }
 
-/// The answer of `neardup query ARGS`: (query, doc_id) -> (hamming, cluster_id).
-fn query(args: &[&str]) -> BTreeMap<(String, u64), (u64, Value)> {
+/// The answer of `neardup query ARGS`: (query, doc_id) -> (measure, cluster_id), the
+/// measure being the match's `hamming` (a simhash index) or its `jaccard` and
+/// `jaccard_exact` (a MinHash index).
+fn query(args: &[&str]) -> BTreeMap<(String, u64), (Value, Value)> {
     let output = neardup().arg("query").args(args).output().unwrap();
     assert!(
         output.status.success(),
@@ -47,7 +69,11 @@ fn query(args: &[&str]) -> BTreeMap<(String, u64), (u64, Value)> {
             v["query"].as_str().unwrap().to_string(),
             v["doc_id"].as_u64().unwrap(),
         );
-        let value = (v["hamming"].as_u64().unwrap(), v["cluster_id"].clone());
+        let measure = match v.get("hamming") {
+            Some(h) => h.clone(),
+            None => serde_json::json!([v["jaccard"], v["jaccard_exact"]]),
+        };
+        let value = (measure, v["cluster_id"].clone());
         assert!(out.insert(key, value).is_none(), "a match twice: {line}");
     }
     out
@@ -59,41 +85,71 @@ fn index_files(index: &Path) -> Value {
     manifest["generations"].clone()
 }
 
-#[test]
-fn a_query_of_every_document_answers_its_brute_force_neighbours() {
+/// Runs `args` with `--index` over `docs` at 1 and 2 workers and hands each run and its
+/// index to `check` (with the worker count); then checks that the index's files do not
+/// depend on the number of workers.
+fn at_one_and_two_workers(
+    docs: &[Doc],
+    args: &[&str],
+    mut check: impl FnMut(&Path, &Path, &Path, &str),
+) {
     let dir = tempfile::tempdir().unwrap();
-    let docs = corpus(11, 120, "d");
-    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&docs));
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(docs));
     let mut generations = Vec::new();
     for workers in ["1", "2"] {
         let out = dir.path().join(format!("out-{workers}"));
         let index = dir.path().join(format!("index-{workers}"));
-        run_ok(&out, &["-w", workers, "--index", s(&index)], &[&input]);
+        let mut run = vec!["-w", workers, "--index", s(&index)];
+        run.extend_from_slice(args);
+        run_ok(&out, &run, &[&input]);
         generations.push(index_files(&index));
-        let fps = fingerprints(&out);
-        let clusters: BTreeMap<u64, i64> = clusters(&out)
-            .iter()
-            .filter(|c| c.cluster_id >= 0)
-            .map(|c| (c.doc_id, c.cluster_id))
-            .collect();
+        check(&input, &out, &index, workers);
+    }
+    assert_eq!(generations[0], generations[1]);
+}
+
+/// doc_id -> cluster_id of the run's clustered documents.
+fn run_clusters(out: &Path) -> BTreeMap<u64, i64> {
+    clusters(out)
+        .iter()
+        .filter(|c| c.cluster_id >= 0)
+        .map(|c| (c.doc_id, c.cluster_id))
+        .collect()
+}
+
+/// `(doc_a, doc_b)` of every near pair of the run at `out`, whatever its verification.
+fn near_pairs(out: &Path) -> BTreeSet<(u64, u64)> {
+    use arrow::array::AsArray;
+    let mut found = BTreeSet::new();
+    for b in batches(&out.join("pairs")) {
+        let kinds = column(&b, "kind").as_string::<i32>();
+        let a = column(&b, "doc_a").as_primitive::<arrow::datatypes::UInt64Type>();
+        let c = column(&b, "doc_b").as_primitive::<arrow::datatypes::UInt64Type>();
+        for i in 0..b.num_rows() {
+            if kinds.value(i) == "near" {
+                found.insert((a.value(i).min(c.value(i)), a.value(i).max(c.value(i))));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_query_of_every_document_answers_its_brute_force_neighbours() {
+    let docs = corpus(11, 120, "d");
+    at_one_and_two_workers(&docs, &[], |input, out, index, workers| {
+        let fps = fingerprints(out);
+        let clusters = run_clusters(out);
         for k in [3u32, 1] {
             let k_text = k.to_string();
-            let answer = query(&[
-                "--index",
-                s(&index),
-                "-k",
-                &k_text,
-                "-w",
-                workers,
-                s(&input),
-            ]);
+            let answer = query(&["--index", s(index), "-k", &k_text, "-w", workers, s(input)]);
             let mut expected = BTreeMap::new();
             for q in fps.iter().filter(|q| !q.empty) {
                 for d in fps.iter().filter(|d| !d.empty) {
                     let h = hamming(q.simhash, d.simhash);
                     if h <= k {
                         let cluster = clusters.get(&d.doc_id).map_or(Value::Null, |&c| c.into());
-                        expected.insert((q.id.clone().unwrap(), d.doc_id), (u64::from(h), cluster));
+                        expected.insert((q.id.clone().unwrap(), d.doc_id), (h.into(), cluster));
                     }
                 }
             }
@@ -103,16 +159,122 @@ fn a_query_of_every_document_answers_its_brute_force_neighbours() {
         // A fingerprint query answers as the text it came from.
         let first = &fps[0];
         let hex = format!("{:016x}", first.simhash);
-        let by_fp = query(&["--index", s(&index), "--fingerprint", &hex]);
-        let by_text = query(&["--index", s(&index), "--text", &docs[0].text]);
-        let strip = |m: &BTreeMap<(String, u64), (u64, Value)>| -> BTreeSet<u64> {
+        let by_fp = query(&["--index", s(index), "--fingerprint", &hex]);
+        let by_text = query(&["--index", s(index), "--text", &docs[0].text]);
+        let strip = |m: &BTreeMap<(String, u64), (Value, Value)>| -> BTreeSet<u64> {
             m.keys().map(|k| k.1).collect()
         };
         assert_eq!(strip(&by_fp), strip(&by_text));
         assert!(strip(&by_fp).contains(&first.doc_id));
+    });
+}
+
+/// What the brute force of a MinHash index needs of a document, computed from its text
+/// here: its signature, band keys and shingle set (sorted).
+struct Sketch {
+    signature: Vec<u64>,
+    bands: Vec<u64>,
+    shingles: Vec<u64>,
+}
+
+fn sketch(text: &str) -> Option<Sketch> {
+    let mut fingerprinter = Fingerprinter::new(Scheme::minhash());
+    if fingerprinter.fingerprint(text).is_empty() {
+        return None;
     }
-    // The index's files do not depend on the number of workers.
-    assert_eq!(generations[0], generations[1]);
+    let signature = fingerprinter.signature().to_vec();
+    let mut shingles = fingerprinter.feature_set().to_vec();
+    shingles.sort_unstable();
+    Some(Sketch {
+        bands: MINHASH_BANDING.band_keys(&signature).collect(),
+        signature,
+        shingles,
+    })
+}
+
+/// The brute force of a MinHash index: for every pair of documents (a query and an indexed
+/// one) whose band keys collide in at least one band and whose similarity reaches
+/// `threshold` (the exact Jaccard of the shingle sets, or with `exact` false the
+/// signatures' estimate), (query id, doc_id) -> ([jaccard, exact], cluster).
+fn minhash_brute_force(
+    docs: &[Doc],
+    out: &Path,
+    threshold: f64,
+    exact: bool,
+) -> BTreeMap<(String, u64), (Value, Value)> {
+    let fps = fingerprints(out);
+    let clusters = run_clusters(out);
+    let doc_of: BTreeMap<&str, u64> = fps
+        .iter()
+        .map(|f| (f.id.as_deref().unwrap(), f.doc_id))
+        .collect();
+    let sketches: Vec<(String, u64, Sketch)> = docs
+        .iter()
+        .filter_map(|d| {
+            let id = d.id.as_str().unwrap().to_string();
+            let doc_id = doc_of[id.as_str()];
+            sketch(&d.text).map(|k| (id, doc_id, k))
+        })
+        .collect();
+    let mut expected = BTreeMap::new();
+    for (qid, _, q) in &sketches {
+        for (_, doc_id, d) in &sketches {
+            if !q.bands.iter().zip(&d.bands).any(|(a, b)| a == b) {
+                continue;
+            }
+            let j = if exact {
+                jaccard(&q.shingles, &d.shingles)
+            } else {
+                jaccard_estimate(&q.signature, &d.signature)
+            };
+            if j >= threshold {
+                let cluster = clusters.get(doc_id).map_or(Value::Null, |&c| c.into());
+                let measure = serde_json::json!([j, exact]);
+                expected.insert((qid.clone(), *doc_id), (measure, cluster));
+            }
+        }
+    }
+    expected
+}
+
+#[test]
+fn a_query_of_every_document_of_a_minhash_index_answers_its_brute_force_neighbours() {
+    let docs = corpus(11, 120, "d");
+    for (shingles, exact) in [(&["--index-shingles"][..], true), (&[][..], false)] {
+        let mut args = MINHASH.to_vec();
+        args.push("--no-exact");
+        args.extend_from_slice(shingles);
+        // Without shingle sets the run verifies by the estimate, as the index does.
+        if !exact {
+            args.extend(["--verify", "minhash"]);
+        }
+        at_one_and_two_workers(&docs, &args, |input, out, index, workers| {
+            let expected = minhash_brute_force(&docs, out, MINHASH_THRESHOLD, exact);
+            let answer = query(&["--index", s(index), "-w", workers, s(input)]);
+            let doc_of: BTreeMap<String, u64> = fingerprints(out)
+                .into_iter()
+                .map(|f| (f.id.unwrap(), f.doc_id))
+                .collect();
+            let pairs: BTreeSet<(u64, u64)> = expected
+                .keys()
+                .map(|(q, d)| (doc_of[q], *d))
+                .filter(|(q, d)| q != d)
+                .map(|(q, d)| (q.min(d), q.max(d)))
+                .collect();
+            assert!(pairs.len() > 50, "the corpus has near duplicates");
+            assert_eq!(answer, expected, "exact {exact}, {workers} workers");
+            // The run found the same pairs: those of the brute force.
+            assert_eq!(near_pairs(out), pairs, "exact {exact}, {workers} workers");
+            // A stricter threshold answers the subset at or above it.
+            let strict = query(&["--index", s(index), "--threshold", "0.8", s(input)]);
+            let subset: BTreeMap<_, _> = expected
+                .into_iter()
+                .filter(|(_, (m, _))| m[0].as_f64().unwrap() >= 0.8)
+                .collect();
+            assert!(subset.len() < answer.len());
+            assert_eq!(strict, subset);
+        });
+    }
 }
 
 #[test]
