@@ -461,8 +461,16 @@ fn index_clusters(index: &Path, inputs: &[&Path]) -> BTreeMap<u64, i64> {
         .collect()
 }
 
-#[test]
-fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_union() {
+/// `args` as the `&str`s a command line takes.
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// The incremental oracle: batches B1, B2, B3 added one after the other (`--against
+/// --update-index`) give the pairs and clusters of one run over their union, at 1 and 2
+/// workers, and compaction changes nothing a query sees. `scheme`: the runs' scheme
+/// flags; `index`: flags of the first run's `--index` only.
+fn batches_give_the_union(scheme: &[&str], index_args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let docs = corpus(23, 150, "d");
     // Families spread over three batches (file names sort in batch order, so a run over
@@ -479,42 +487,37 @@ fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_u
         .collect();
     let all: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
     for workers in ["1", "2"] {
+        let with = |args: &[&str]| -> Vec<String> {
+            ["--no-exact", "-w", workers]
+                .iter()
+                .chain(scheme)
+                .chain(args)
+                .map(|a| a.to_string())
+                .collect()
+        };
         let union = dir.path().join(format!("union-{workers}"));
-        run_ok(&union, &["--no-exact", "-w", workers], &all);
-        let expected_pairs = near_set(&pairs(&union));
-        let expected_clusters: BTreeMap<u64, i64> = clusters(&union)
-            .iter()
-            .filter(|c| c.cluster_id >= 0)
-            .map(|c| (c.doc_id, c.cluster_id))
-            .collect();
+        run_ok(&union, &strs(&with(&[])), &all);
+        let expected_pairs = near_pairs(&union);
+        let expected_clusters = run_clusters(&union);
 
         let index = dir.path().join(format!("index-{workers}"));
         let first = dir.path().join(format!("b0-{workers}"));
-        run_ok(
-            &first,
-            &["--no-exact", "-w", workers, "--index", s(&index)],
-            &[&files[0]],
-        );
-        let mut found = near_set(&pairs(&first));
+        let mut args = vec!["--index", s(&index)];
+        args.extend_from_slice(index_args);
+        run_ok(&first, &strs(&with(&args)), &[&files[0]]);
+        let mut found = near_pairs(&first);
         for (i, file) in files.iter().enumerate().skip(1) {
             let out = dir.path().join(format!("b{i}-{workers}"));
-            let against = [
-                "--no-exact",
-                "-w",
-                workers,
-                "--against",
-                s(&index),
-                "--update-index",
-            ];
-            run_ok(&out, &against, &[file]);
+            let against = with(&["--against", s(&index), "--update-index"]);
+            run_ok(&out, &strs(&against), &[file]);
             found.extend(pair_file(&out.join("against-pairs.parquet")));
         }
         assert!(expected_pairs.len() > 50);
-        assert_eq!(found, expected_pairs, "{workers} workers");
+        assert_eq!(found, expected_pairs, "{scheme:?}, {workers} workers");
         assert_eq!(
             index_clusters(&index, &all),
             expected_clusters,
-            "{workers} workers"
+            "{scheme:?}, {workers} workers"
         );
 
         // Compaction changes nothing a query sees.
@@ -530,6 +533,20 @@ fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_u
         assert_eq!(index_files(&index).as_array().unwrap().len(), 1);
         assert_eq!(index_clusters(&index, &all), expected_clusters);
     }
+}
+
+#[test]
+fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_union() {
+    batches_give_the_union(&[], &[]);
+}
+
+#[test]
+fn batches_against_a_minhash_index_give_the_pairs_and_clusters_of_one_run_over_their_union() {
+    // Verified by exact Jaccard (the index keeps the shingle sets), and by the estimate.
+    batches_give_the_union(&MINHASH, &["--index-shingles"]);
+    let mut estimate = MINHASH.to_vec();
+    estimate.extend(["--verify", "minhash"]);
+    batches_give_the_union(&estimate, &[]);
 }
 
 #[test]
