@@ -428,6 +428,139 @@ fn what_does_not_fit_the_index_is_refused() {
         .success());
 }
 
+#[test]
+fn what_does_not_fit_a_minhash_index_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(
+        &dir.path().join("corpus.jsonl"),
+        &jsonl(&corpus(5, 10, "d")),
+    );
+    let index = dir.path().join("index");
+    let mut args = MINHASH.to_vec();
+    args.extend(["--index", s(&index), "--index-shingles"]);
+    run_ok(&dir.path().join("out"), &args, &[&input]);
+    let against = |extra: &[&str], name: &str| {
+        let mut cmd = neardup();
+        cmd.args(["run", "--against", s(&index)]).args(extra).args([
+            "--output",
+            s(&dir.path().join(name)),
+            s(&input),
+        ]);
+        cmd
+    };
+    // Another scheme, signature length, banding, or a looser threshold.
+    let with = |flags: &[&'static str]| -> Vec<&'static str> {
+        let mut v = MINHASH.to_vec();
+        v.extend_from_slice(flags);
+        v
+    };
+    let mut oph = with(&[]);
+    oph[1] = "minhash-oph";
+    assert_refused(
+        &mut against(&oph, "o1"),
+        &["the index holds minhash fingerprints", "minhash-oph"],
+    );
+    assert_refused(
+        &mut against(&with(&["--permutations", "64"]), "o2"),
+        &[
+            "the index holds minhash fingerprints",
+            "\"permutations\":64",
+        ],
+    );
+    let mut banding = with(&[]);
+    banding[5] = "8";
+    assert_refused(
+        &mut against(&banding, "o3"),
+        &["the index's LSH banding is 16 bands of 4 rows; this run's is 8 of 4"],
+    );
+    let mut looser = with(&[]);
+    looser[3] = "0.5";
+    assert_refused(
+        &mut against(&looser, "o4"),
+        &["--threshold 0.5 is looser than the index's threshold 0.6"],
+    );
+    // A stricter one compares, but cannot become a generation of the index.
+    let mut stricter = with(&["--update-index"]);
+    stricter[3] = "0.7";
+    assert_refused(
+        &mut against(&stricter, "o5"),
+        &["--update-index needs the index's threshold 0.6"],
+    );
+    assert_refused(
+        &mut against(&with(&["--verify", "minhash"]), "o6"),
+        &["the index verifies candidates by jaccard"],
+    );
+    for name in ["o1", "o2", "o3", "o4", "o5", "o6"] {
+        assert!(
+            !dir.path().join(name).exists(),
+            "{name}: refused before the run"
+        );
+    }
+    // Queries: -k, a looser threshold, a fingerprint.
+    let ask = |extra: &[&str]| {
+        let mut cmd = neardup();
+        cmd.args(["query", "--index", s(&index)]).args(extra);
+        cmd
+    };
+    assert_refused(
+        &mut ask(&["-k", "2", "--text", "a b c d e f"]),
+        &["-k applies to simhash indexes; this is a MinHash index (threshold 0.6)"],
+    );
+    assert_refused(
+        &mut ask(&["--threshold", "0.4", "--text", "a b c d e f"]),
+        &["--threshold 0.4 is looser than the index's threshold 0.6"],
+    );
+    assert_refused(
+        &mut ask(&["--fingerprint", "83052266e2554591"]),
+        &["--fingerprint asks a simhash index"],
+    );
+    // Damaged files: each named, with what is wrong.
+    for (name, what) in [
+        ("signatures.bin", "damaged index: checksum"),
+        ("shingles.bin", "damaged index: checksum"),
+        ("band-003.bin", "damaged index: checksum"),
+    ] {
+        let path = index.join("gen-00000").join(name);
+        let bytes = std::fs::read(&path).unwrap();
+        let mut damaged = bytes.clone();
+        damaged[70] ^= 0x10;
+        std::fs::write(&path, &damaged).unwrap();
+        assert_refused(
+            &mut ask(&["--text", "a b c d e f"]),
+            &[&format!("{name}: {what}")],
+        );
+        // Truncated: refused without checksums too.
+        std::fs::write(&path, &bytes[..bytes.len() - 8]).unwrap();
+        assert_refused(
+            &mut ask(&["--no-verify", "--text", "a b c d e f"]),
+            &[&format!("{name}: damaged index: truncated")],
+        );
+        std::fs::write(&path, &bytes).unwrap();
+    }
+    // Shingle sets whose ends do not rise (sizes and checksum made to agree): refused
+    // naming the file and the set.
+    let path = index.join("gen-00000").join("shingles.bin");
+    let bytes = std::fs::read(&path).unwrap();
+    let mut damaged = bytes.clone();
+    damaged[64..72].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&path, &damaged).unwrap();
+    assert_refused(
+        &mut ask(&["--no-verify", "--text", "a b c d e f"]),
+        &["shingles.bin: damaged index: shingle set 0 ends at"],
+    );
+    std::fs::write(&path, &bytes).unwrap();
+    // neardup serve and index bench answer simhash indexes only.
+    assert_refused(
+        &mut neardup().args(["index", "bench", s(&index), "--queries", "10"]),
+        &["a MinHash index: neardup index bench measures simhash indexes"],
+    );
+    assert!(ask(&["--text", "a b c d e f"])
+        .output()
+        .unwrap()
+        .status
+        .success());
+}
+
 /// `(doc_a, doc_b)` of a Parquet pairs file or table directory.
 fn pair_file(path: &Path) -> BTreeSet<(u64, u64)> {
     use arrow::array::AsArray;
