@@ -313,15 +313,24 @@ fn queries_are_written_as_parquet_with_output() {
     assert_eq!(rows, json.len());
 }
 
-#[test]
-fn what_does_not_fit_the_index_is_refused() {
+/// A small corpus run with `args` and `--index`: (the temporary directory, the input, the
+/// index).
+fn small_index(args: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let input = write(
         &dir.path().join("corpus.jsonl"),
         &jsonl(&corpus(5, 10, "d")),
     );
     let index = dir.path().join("index");
-    run_ok(&dir.path().join("out"), &["--index", s(&index)], &[&input]);
+    let mut run = args.to_vec();
+    run.extend(["--index", s(&index)]);
+    run_ok(&dir.path().join("out"), &run, &[&input]);
+    (dir, input, index)
+}
+
+#[test]
+fn what_does_not_fit_the_index_is_refused() {
+    let (dir, input, index) = small_index(&[]);
 
     // A larger k than the index's.
     assert_refused(
@@ -430,15 +439,9 @@ fn what_does_not_fit_the_index_is_refused() {
 
 #[test]
 fn what_does_not_fit_a_minhash_index_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = write(
-        &dir.path().join("corpus.jsonl"),
-        &jsonl(&corpus(5, 10, "d")),
-    );
-    let index = dir.path().join("index");
     let mut args = MINHASH.to_vec();
-    args.extend(["--index", s(&index), "--index-shingles"]);
-    run_ok(&dir.path().join("out"), &args, &[&input]);
+    args.push("--index-shingles");
+    let (dir, input, index) = small_index(&args);
     let against = |extra: &[&str], name: &str| {
         let mut cmd = neardup();
         cmd.args(["run", "--against", s(&index)]).args(extra).args([

@@ -93,13 +93,7 @@ pub fn permutations(design: &TableDesign) -> Vec<Permutation> {
 #[inline]
 pub fn probe(permutation: &Permutation, sorted: &[u64], fp: u64) -> Range<usize> {
     let (lo, hi) = permutation.key_range(fp);
-    let guess = ((u128::from(lo) * sorted.len() as u128) >> 64) as usize;
-    let start = lower_bound_from(sorted, lo, guess);
-    let end = match hi.checked_add(1) {
-        Some(after) => lower_bound_from(sorted, after, start),
-        None => sorted.len(),
-    };
-    start..end
+    run_between(sorted, lo, hi)
 }
 
 /// The positions in `sorted` (ascending) whose value is `key`: a MinHash index's band table
@@ -107,9 +101,16 @@ pub fn probe(permutation: &Permutation, sorted: &[u64], fp: u64) -> Range<usize>
 /// guessed by interpolation and found by galloping, as in [`probe`].
 #[inline]
 pub fn equal_range(sorted: &[u64], key: u64) -> Range<usize> {
-    let guess = ((u128::from(key) * sorted.len() as u128) >> 64) as usize;
-    let start = lower_bound_from(sorted, key, guess);
-    let end = match key.checked_add(1) {
+    run_between(sorted, key, key)
+}
+
+/// The positions in `sorted` (ascending, close to uniform) of the values in `lo..=hi`: the
+/// start guessed by interpolation and found by galloping, the end by galloping from it.
+#[inline]
+fn run_between(sorted: &[u64], lo: u64, hi: u64) -> Range<usize> {
+    let guess = ((u128::from(lo) * sorted.len() as u128) >> 64) as usize;
+    let start = lower_bound_from(sorted, lo, guess);
+    let end = match hi.checked_add(1) {
         Some(after) => lower_bound_from(sorted, after, start),
         None => sorted.len(),
     };

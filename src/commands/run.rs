@@ -47,6 +47,11 @@ Examples:
     neardup run --index idx --output week1 week1/
     neardup run --against idx --update-index --keep longest --output week2 week2/
 
+  The same with MinHash (the index keeps band tables, signatures and shingle sets, so that
+  queries and later batches are verified by exact Jaccard as the run was):
+    neardup run --scheme minhash --threshold 0.8 --index mh --index-shingles --output week1 week1/
+    neardup run --scheme minhash --threshold 0.8 --against mh --update-index --output week2 week2/
+
   Near-duplicates removed, then repeated passages of 100 bytes or more in the kept
   documents (substrings/, see docs/substrings.md):
     neardup run --substrings 100 --output out corpus.jsonl.zst

@@ -307,18 +307,11 @@ impl PartReader {
 /// table; `neardup run --index|--against` store them in the index.
 pub fn document_keys(output: &Path) -> Result<std::collections::HashMap<u64, (u128, u64)>, String> {
     let mut keys = std::collections::HashMap::new();
-    for path in resume_parts(output)? {
-        let mut reader = PartReader::open(path)?;
-        loop {
-            match reader.next()? {
-                Entry::Doc(doc) => {
-                    keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
-                }
-                Entry::Sketch(_) => {}
-                Entry::End(_) => break,
-            }
+    each_entry(output, |entry| {
+        if let Entry::Doc(doc) = entry {
+            keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
         }
-    }
+    })?;
     Ok(keys)
 }
 
@@ -327,19 +320,27 @@ pub fn document_keys(output: &Path) -> Result<std::collections::HashMap<u64, (u1
 /// ([`crate::config::JobConfig::index_sketches`]). Read as [`document_keys`] is.
 pub fn document_sketches(output: &Path) -> Result<std::collections::HashMap<u64, Sketch>, String> {
     let mut sketches = std::collections::HashMap::new();
+    each_entry(output, |entry| {
+        if let Entry::Sketch(sketch) = entry {
+            sketches.insert(sketch.doc_id, sketch);
+        }
+    })?;
+    Ok(sketches)
+}
+
+/// Calls `each` with every document and sketch entry of `output`'s committed resume parts,
+/// part by part.
+fn each_entry(output: &Path, mut each: impl FnMut(Entry)) -> Result<(), String> {
     for path in resume_parts(output)? {
         let mut reader = PartReader::open(path)?;
         loop {
             match reader.next()? {
-                Entry::Sketch(sketch) => {
-                    sketches.insert(sketch.doc_id, sketch);
-                }
-                Entry::Doc(_) => {}
                 Entry::End(_) => break,
+                entry => each(entry),
             }
         }
     }
-    Ok(sketches)
+    Ok(())
 }
 
 /// The committed resume parts of `output`, in part order.
