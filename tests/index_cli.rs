@@ -554,7 +554,14 @@ fn what_does_not_fit_a_minhash_index_is_refused() {
     std::fs::write(&path, &bytes).unwrap();
     // neardup serve and index bench answer simhash indexes only.
     assert_refused(
-        &mut neardup().args(["index", "bench", s(&index), "--queries", "10"]),
+        neardup().args(["serve", "--index", s(&index), "--listen", "127.0.0.1:0"]),
+        &[
+            "cannot serve this index",
+            "neardup serve answers simhash indexes",
+        ],
+    );
+    assert_refused(
+        neardup().args(["index", "bench", s(&index), "--queries", "10"]),
         &["a MinHash index: neardup index bench measures simhash indexes"],
     );
     assert!(ask(&["--text", "a b c d e f"])

@@ -231,9 +231,13 @@ fn create_index(dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-/// The index's scheme, refused for MinHash (its tables are not permutation tables).
+/// The index's scheme, refused for MinHash (its tables are LSH bands, not permutation
+/// tables: `neardup query` answers them).
 fn serve_scheme(manifest: &Manifest) -> Result<Scheme> {
-    if SchemeName::parse(&manifest.scheme) == Some(SchemeName::Minhash) {
+    let scheme = SchemeName::parse(&manifest.scheme);
+    if manifest.minhash.is_some()
+        || matches!(scheme, Some(SchemeName::Minhash | SchemeName::MinhashOph))
+    {
         bail!(
             "its scheme is {:?}: neardup serve answers simhash indexes (simhash-doc, simhash-shingles) only",
             manifest.scheme
