@@ -604,6 +604,42 @@ fn index_clusters(index: &Path, inputs: &[&Path]) -> BTreeMap<u64, i64> {
         .collect()
 }
 
+#[test]
+fn a_minhash_oph_index_with_other_verification_shingles_answers_the_pairs_of_its_run() {
+    // minhash-oph signatures, verified on word 3-shingles (not the scheme's 5-shingles):
+    // a query of every document finds itself and exactly the run's pairs, both ways, with
+    // the exact Jaccard the run recorded.
+    let docs = corpus(29, 120, "d");
+    let mut args = MINHASH.to_vec();
+    args[1] = "minhash-oph";
+    args.extend(["--verify-shingle", "3", "--no-exact", "--index-shingles"]);
+    at_one_and_two_workers(&docs, &args, |input, out, index, workers| {
+        let fps = fingerprints(out);
+        let non_empty = fps.iter().filter(|f| !f.empty).count();
+        let doc_of: BTreeMap<String, u64> =
+            fps.into_iter().map(|f| (f.id.unwrap(), f.doc_id)).collect();
+        let answer = query(&["--index", s(index), "-w", workers, s(input)]);
+        let mut found = BTreeSet::new();
+        let mut themselves = 0;
+        for ((q, d), (measure, _)) in &answer {
+            assert_eq!(measure[1], Value::Bool(true), "exact: {measure}");
+            let q = doc_of[q];
+            if q == *d {
+                themselves += 1;
+                assert_eq!(measure[0].as_f64(), Some(1.0));
+            } else {
+                found.insert((q.min(*d), q.max(*d)));
+            }
+        }
+        assert_eq!(themselves, non_empty, "every non-empty document");
+        let expected = near_pairs(out);
+        assert!(expected.len() > 50);
+        // Each pair is answered from both sides.
+        assert_eq!(answer.len(), themselves + 2 * expected.len());
+        assert_eq!(found, expected, "{workers} workers");
+    });
+}
+
 /// `args` as the `&str`s a command line takes.
 fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
