@@ -536,6 +536,27 @@ fn what_does_not_fit_a_minhash_index_is_refused() {
             "{name}: refused before the run"
         );
     }
+    // A stricter threshold compares the batch at it: the pairs of the index's threshold
+    // that reach it.
+    let pairs_at = |threshold: &'static str, name: &str| {
+        let mut args = with(&["--no-exact"]);
+        args[3] = threshold;
+        let output = against(&args, name).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        against_jaccards(&dir.path().join(name))
+    };
+    let (at_index, at_stricter) = (pairs_at("0.6", "s1"), pairs_at("0.7", "s2"));
+    let reaching: BTreeMap<(u64, u64), f32> = at_index
+        .iter()
+        .filter(|(_, &j)| f64::from(j) >= 0.7)
+        .map(|(&p, &j)| (p, j))
+        .collect();
+    assert!(reaching.len() < at_index.len() && !reaching.is_empty());
+    assert_eq!(at_stricter, reaching);
     // Queries: -k, a looser threshold, a fingerprint.
     let ask = |extra: &[&str]| {
         let mut cmd = neardup();
@@ -908,6 +929,22 @@ fn against_clusters(out: &Path) -> BTreeMap<u64, (i64, bool)> {
 }
 
 /// `against-pairs.parquet`: (doc_a, doc_b) -> kind.
+/// `(doc_a, doc_b) -> jaccard` of an incremental run's `against-pairs.parquet`.
+fn against_jaccards(out: &Path) -> BTreeMap<(u64, u64), f32> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Float32Type, UInt64Type};
+    let mut rows = BTreeMap::new();
+    for b in file_batches(&out.join("against-pairs.parquet")) {
+        let a = column(&b, "doc_a").as_primitive::<UInt64Type>();
+        let c = column(&b, "doc_b").as_primitive::<UInt64Type>();
+        let j = column(&b, "jaccard").as_primitive::<Float32Type>();
+        for i in 0..b.num_rows() {
+            rows.insert((a.value(i), c.value(i)), j.value(i));
+        }
+    }
+    rows
+}
+
 fn against_pairs(out: &Path) -> BTreeMap<(u64, u64), String> {
     use arrow::array::AsArray;
     use arrow::datatypes::UInt64Type;
