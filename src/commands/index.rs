@@ -249,7 +249,12 @@ pub fn check_against(
     match (&manifest.minhash, run) {
         (None, None) => {}
         (Some(index), Some(run)) => return check_minhash_against(index, &run, dir, update),
-        (Some(_), None) | (None, Some(_)) => unreachable!("the schemes are the same"),
+        // The same scheme, yet one side is MinHash: a manifest edited by hand.
+        (Some(_), None) | (None, Some(_)) => bail!(
+            "{}: the manifest's scheme {} does not agree with its minhash member",
+            dir.join(neardup_io::index::MANIFEST).display(),
+            manifest.scheme
+        ),
     }
     if design.k() != manifest.k || design.name() != manifest.tables {
         bail!(

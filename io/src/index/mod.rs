@@ -289,6 +289,17 @@ impl Manifest {
                 found: g.format.to_string(),
             });
         }
+        let method = manifest.fingerprint.get("method").and_then(Value::as_str);
+        let minhash_method = matches!(method, Some("minhash" | "minhash-oph"));
+        if manifest.minhash.is_some() != minhash_method {
+            return Err(corrupt(
+                &path,
+                format!(
+                    "fingerprints of method {method:?} {} a minhash member",
+                    if minhash_method { "without" } else { "with" }
+                ),
+            ));
+        }
         if let Some(m) = &manifest.minhash {
             if let Some(g) = manifest
                 .generations

@@ -560,3 +560,50 @@ fn a_batch_query_answers_as_its_queries_one_at_a_time() {
         assert_eq!(batch, one, "k {k}");
     }
 }
+
+#[test]
+fn minhash_manifests_that_disagree_with_themselves_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let mut writer = IndexWriter::create(&path, &minhash_spec(true)).unwrap();
+    let mut b = batch(&mut SeededRng::new(2), 0, 50);
+    with_sketches(&mut SeededRng::new(3), &mut b, &minhash_params(true));
+    writer.add(b).unwrap();
+    drop(writer);
+    let manifest = path.join(MANIFEST);
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["format"], json!(INDEX_FORMAT));
+    let refused = |edit: &dyn Fn(&mut serde_json::Value), needle: &str| {
+        let mut edited = value.clone();
+        edit(&mut edited);
+        std::fs::write(&manifest, edited.to_string()).unwrap();
+        let e = error(Index::open(&path, Verify::Checksums));
+        assert!(e.contains("manifest.json: damaged index"), "{e}");
+        assert!(e.contains(needle), "{e}");
+    };
+    refused(
+        &|v| {
+            v.as_object_mut().unwrap().remove("minhash");
+        },
+        "fingerprints of method Some(\"minhash\") without a minhash member",
+    );
+    refused(
+        &|v| v["generations"][0]["format"] = json!(2),
+        "MinHash generations are format 3",
+    );
+    refused(
+        &|v| v["minhash"]["bands"] = json!(9),
+        "9 bands of 4 rows do not fit signatures of 32 values",
+    );
+    // A band count the files do not have: the missing band file is named.
+    std::fs::write(&manifest, &text).unwrap();
+    let mut fewer = value.clone();
+    fewer["minhash"]["rows"] = json!(3);
+    fewer["minhash"]["bands"] = json!(10);
+    std::fs::write(&manifest, fewer.to_string()).unwrap();
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(e.contains("no checksum of gen-00000/band-008.bin"), "{e}");
+    std::fs::write(&manifest, &text).unwrap();
+    Index::open(&path, Verify::Checksums).unwrap();
+}
