@@ -428,14 +428,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
             dir,
             super::index::create(dir, &config, args.index_shingles)?,
         )),
-        Some(_) => {
-            super::index::check_indexable(&config, args.index_shingles)?;
-            None
-        }
-        None => None,
+        _ => None,
     };
     // A MinHash index keeps what no output table holds: each document's signature (and
-    // shingle set), written beside the resume parts by every worker.
+    // shingle set), written beside the resume parts by every worker. (The other processes
+    // of a run with --index check here that the index can hold it.)
     let index_minhash = match (&index, &args.index, &args.against) {
         (Some((_, writer)), _, _) => writer.manifest().minhash.clone(),
         (None, Some(_), _) => super::index::check_indexable(&config, args.index_shingles)?,
