@@ -99,7 +99,9 @@ fn main() -> ExitCode {
             }
             commands::compare::run(args)
         }
-        Command::Run(args) => commands::run::run(args),
+        Command::Run(args) => {
+            commands::run::run(args).and_then(|()| commands::report::after_run(args))
+        }
         Command::Search(args) => commands::run::search(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Extract(args) => commands::extract::run(args),

@@ -269,7 +269,8 @@ pub enum IoError {
     Locked {
         path: PathBuf,
         what: &'static str,
-        holder: crate::lock::Holder,
+        /// Who holds the lock, as the lock file says (pid, host, start time).
+        holder: String,
     },
 
     /// An input named on the command line that is not a regular file or a directory (a
@@ -310,12 +311,14 @@ pub enum IoError {
         "{}: neardup table format {found} (written by neardup {version}), but this neardup ({}) reads format {}; read it with the neardup that wrote it, or rerun",
         shown(path),
         env!("CARGO_PKG_VERSION"),
-        crate::parquet_out::TABLE_FORMAT
+        reads
     )]
     TableFormat {
         path: PathBuf,
         found: String,
         version: String,
+        /// The format this neardup reads.
+        reads: u32,
     },
 
     /// A neardup table read as another table (a `pairs/` part given as fingerprints).
@@ -381,10 +384,16 @@ pub enum IoError {
         "{}: index format {found}, but this neardup ({}) reads formats {} to {}; use the neardup that wrote it, or rebuild the index",
         shown(path),
         env!("CARGO_PKG_VERSION"),
-        crate::index::OLDEST_INDEX_FORMAT,
-        crate::index::INDEX_FORMAT
+        oldest,
+        newest
     )]
-    IndexFormat { path: PathBuf, found: String },
+    IndexFormat {
+        path: PathBuf,
+        found: String,
+        /// The oldest and the newest formats this neardup reads.
+        oldest: u32,
+        newest: u32,
+    },
 
     /// A new index asked for where one exists already.
     #[error("{}: an index exists there already; add a batch with neardup run --against {} --update-index, or choose another directory", path.display(), path.display())]

@@ -135,7 +135,7 @@ impl DirLock {
                     return Err(IoError::Locked {
                         path: dir.to_path_buf(),
                         what,
-                        holder: read_holder(&mut file),
+                        holder: read_holder(&mut file).to_string(),
                     })
                 }
                 Err(TryLockError::Error(cause)) => return Err(err("cannot lock")(cause)),

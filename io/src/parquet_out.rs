@@ -93,7 +93,6 @@ use serde_json::Value;
 
 use crate::atomic::sync_parent;
 use crate::error::IoError;
-use crate::run_dir::part_file_name;
 
 /// Rows buffered by a [`PartWriter`] before they are converted to one Arrow
 /// [`RecordBatch`] and handed to the Parquet writer.
@@ -169,6 +168,11 @@ pub struct ClusterRow {
     pub cluster_id: i64,
     pub cluster_size: u32,
     pub keep: bool,
+}
+
+/// The committed name of part `part` of a table (in a run directory's table folder).
+pub fn part_file_name(part: usize) -> String {
+    format!("part-{part:05}.parquet")
 }
 
 /// The layout and meaning of neardup's tables, written into every part as `neardup.format`.
@@ -281,6 +285,7 @@ impl TableTag {
                 path: path.to_path_buf(),
                 found: format,
                 version,
+                reads: TABLE_FORMAT,
             });
         }
         let table = required(KEY_TABLE)?;

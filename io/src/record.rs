@@ -32,9 +32,17 @@ pub struct FieldSpec {
     /// taken as they are).
     pub html: Option<crate::html::HtmlMode>,
     /// The longest document kept (`--max-doc-bytes`), in bytes of payload or text; longer
-    /// ones are cut there and counted as truncated ([`crate::web::DEFAULT_MAX_DOC_BYTES`]).
+    /// ones are cut there and counted as truncated ([`DEFAULT_MAX_DOC_BYTES`]).
     pub max_doc_bytes: u64,
 }
+
+/// The longest document kept by default (`--max-doc-bytes`): 4 MiB of text (of payload, for
+/// archives). Fingerprinting holds about 70 bytes per token of the document being hashed,
+/// so this bounds it near 50 MB whatever one record holds. Common Crawl truncates payloads
+/// at 1 MiB, the largest page of the web-archive samples is under 1 MiB, and a whole novel
+/// (War and Peace, 3.2 MB) fits; a longer document is cut to its first 4 MiB, which still
+/// tells its duplicates apart, and counted as truncated.
+pub const DEFAULT_MAX_DOC_BYTES: u64 = 4 * 1024 * 1024;
 
 impl Default for FieldSpec {
     fn default() -> Self {
@@ -45,7 +53,7 @@ impl Default for FieldSpec {
             url_field: None,
             time_field: None,
             html: None,
-            max_doc_bytes: crate::web::DEFAULT_MAX_DOC_BYTES,
+            max_doc_bytes: DEFAULT_MAX_DOC_BYTES,
         }
     }
 }

@@ -49,6 +49,7 @@ use crate::atomic::write_atomically;
 use crate::error::IoError;
 use crate::lock::DirLock;
 pub use crate::lock::LOCK;
+pub use crate::parquet_out::part_file_name;
 use crate::parquet_out::{TableTag, PARAM_FINGERPRINT, PARAM_SEARCH};
 
 /// The commit marker's name.
@@ -105,11 +106,6 @@ impl Table {
             Table::Substrings => "substrings",
         }
     }
-}
-
-/// The committed name of part `part` of a table.
-pub fn part_file_name(part: usize) -> String {
-    format!("part-{part:05}.parquet")
 }
 
 /// The committed name of worker `part`'s resume part inside [`RESUME`].
@@ -282,7 +278,7 @@ fn check(target: &Target, overwrite: bool, probe_lock: bool) -> Result<Vec<PathB
         DirLock::holder(dir, LOCK).map(|holder| IoError::Locked {
             path: dir.to_path_buf(),
             what: target.what,
-            holder,
+            holder: holder.to_string(),
         })
     };
     if let Some(err) = locked() {
@@ -607,7 +603,7 @@ pub fn prepare_resume(target: &Target, keep: &[Table]) -> Result<Prepared, IoErr
         return Err(IoError::Locked {
             path: dir.to_path_buf(),
             what: target.what,
-            holder,
+            holder: holder.to_string(),
         });
     }
     let mut prepared = Prepared::default();

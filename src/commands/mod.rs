@@ -52,3 +52,20 @@ pub(crate) fn write_stdout(text: &str) -> Result<(), IoError> {
         .and_then(|()| out.flush())
         .map_err(stdout_error)
 }
+
+/// The error of a job that ran and failed: its first error, how many more, and that no
+/// `_SUCCESS` was written.
+pub(crate) fn failed(
+    summary: &neardup_dataflow::JobSummary,
+    output: &std::path::Path,
+) -> anyhow::Error {
+    let first = summary.errors.first().cloned().unwrap_or_default();
+    let more = match summary.errors.len().saturating_sub(1) {
+        0 => String::new(),
+        more => format!(" (and {more} more errors)"),
+    };
+    anyhow::anyhow!(
+        "{first}{more}; no _SUCCESS was written in {}",
+        output.display()
+    )
+}

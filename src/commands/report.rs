@@ -88,6 +88,17 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     Ok(())
 }
 
+/// `run --report`: once the run has succeeded, process 0 writes its report.
+pub fn after_run(args: &crate::commands::run::RunArgs) -> Result<()> {
+    if args.report && args.job.cluster.process == 0 {
+        let path = write_report(&args.job.output, None, neardup_core::DEFAULT_JACCARD)?;
+        if !args.job.quiet {
+            eprintln!("neardup: wrote {}", path.display());
+        }
+    }
+    Ok(())
+}
+
 /// Writes `dir/report.html` for the complete run in `dir`; returns its path.
 pub fn write_report(dir: &Path, truth: Option<&Path>, min_jaccard: f64) -> Result<PathBuf> {
     if !(0.0..=1.0).contains(&min_jaccard) {

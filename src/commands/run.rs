@@ -530,16 +530,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
             eprintln!("  index: {} ({documents} documents)", dir.display());
         }
     }
-    if args.report && args.job.cluster.process == 0 {
-        let path = crate::commands::report::write_report(
-            &args.job.output,
-            None,
-            neardup_core::DEFAULT_JACCARD,
-        )?;
-        if !args.job.quiet {
-            eprintln!("neardup: wrote {}", path.display());
-        }
-    }
     Ok(())
 }
 
@@ -660,24 +650,10 @@ fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
                     serde_json::json!({"event": "failed", "errors": summary.errors})
                 );
             }
-            Err(failed(&summary, &output))
+            Err(super::failed(&summary, &output))
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// The error of a job that ran and failed: its first error, how many more, and that no
-/// `_SUCCESS` was written.
-pub(crate) fn failed(summary: &JobSummary, output: &std::path::Path) -> anyhow::Error {
-    let first = summary.errors.first().cloned().unwrap_or_default();
-    let more = match summary.errors.len().saturating_sub(1) {
-        0 => String::new(),
-        more => format!(" (and {more} more errors)"),
-    };
-    anyhow::anyhow!(
-        "{first}{more}; no _SUCCESS was written in {}",
-        output.display()
-    )
 }
 
 fn report(summary: &JobSummary, near_rule: &str, output: &std::path::Path, format: LogFormat) {

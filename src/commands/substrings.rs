@@ -196,7 +196,7 @@ pub fn run(args: &SubstringsArgs) -> Result<()> {
             }
             Ok(())
         }
-        Err(JobError::Failed(summary)) => Err(super::run::failed(&summary, &output)),
+        Err(JobError::Failed(summary)) => Err(super::failed(&summary, &output)),
         Err(e) => Err(e.into()),
     }
 }

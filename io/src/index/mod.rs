@@ -76,6 +76,16 @@ pub const SIMHASH_INDEX_FORMAT: u32 = 2;
 /// The oldest format this neardup reads.
 pub const OLDEST_INDEX_FORMAT: u32 = 1;
 
+/// The refusal of an index (or one of its files) in a format this neardup does not read.
+pub(crate) fn unreadable_format(path: PathBuf, found: impl ToString) -> IoError {
+    IoError::IndexFormat {
+        path,
+        found: found.to_string(),
+        oldest: OLDEST_INDEX_FORMAT,
+        newest: INDEX_FORMAT,
+    }
+}
+
 /// The manifest's file name.
 pub const MANIFEST: &str = "manifest.json";
 
@@ -269,12 +279,7 @@ impl Manifest {
         let format = value.get("format").and_then(Value::as_u64);
         match format {
             Some(f) if (u64::from(OLDEST_INDEX_FORMAT)..=u64::from(INDEX_FORMAT)).contains(&f) => {}
-            Some(f) => {
-                return Err(IoError::IndexFormat {
-                    path,
-                    found: f.to_string(),
-                })
-            }
+            Some(f) => return Err(unreadable_format(path, f)),
             None => return Err(corrupt(&path, "no format".into())),
         }
         let manifest: Manifest =
@@ -284,10 +289,7 @@ impl Manifest {
             .iter()
             .find(|g| !(OLDEST_INDEX_FORMAT..=INDEX_FORMAT).contains(&g.format))
         {
-            return Err(IoError::IndexFormat {
-                path: dir.join(&g.dir),
-                found: g.format.to_string(),
-            });
+            return Err(unreadable_format(dir.join(&g.dir), g.format));
         }
         let method = manifest.fingerprint.get("method").and_then(Value::as_str);
         let minhash_method = matches!(method, Some("minhash" | "minhash-oph"));

@@ -564,10 +564,7 @@ fn header(bytes: &[u8], path: &Path, kind: u32, format: u32) -> Result<(u64, u64
     let word64 = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
     let found = word32(8);
     if found > super::INDEX_FORMAT {
-        return Err(IoError::IndexFormat {
-            path: path.to_path_buf(),
-            found: found.to_string(),
-        });
+        return Err(super::unreadable_format(path.to_path_buf(), found));
     }
     if found != format {
         return Err(corrupt(

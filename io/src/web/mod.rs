@@ -17,15 +17,8 @@ pub mod testing;
 use serde::{Deserialize, Serialize};
 
 use crate::html::{self, HtmlMode};
+pub use crate::record::DEFAULT_MAX_DOC_BYTES;
 use crate::record::{Origin, Record};
-
-/// The longest document kept by default (`--max-doc-bytes`): 4 MiB of text (of payload, for
-/// archives). Fingerprinting holds about 70 bytes per token of the document being hashed,
-/// so this bounds it near 50 MB whatever one record holds. Common Crawl truncates payloads
-/// at 1 MiB, the largest page of the web-archive samples is under 1 MiB, and a whole novel
-/// (War and Peace, 3.2 MB) fits; a longer document is cut to its first 4 MiB, which still
-/// tells its duplicates apart, and counted as truncated.
-pub const DEFAULT_MAX_DOC_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Why an archive record is not a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
