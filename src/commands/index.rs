@@ -691,7 +691,7 @@ fn bench(dir: &Path, queries: usize) -> Result<()> {
     }
     // An index of fingerprints without a scheme (a search over bare tables) is timed with
     // the default scheme: the figure is the cost of fingerprinting plus the query.
-    let scheme = crate::commands::query::index_scheme(index.manifest())
+    let scheme = neardup_dataflow::config::options::index_scheme(index.manifest())
         .unwrap_or_else(|_| Scheme::simhash_doc());
     let text_p50 = Some(scheme).map(|scheme| {
         let mut fingerprinter = neardup_core::Fingerprinter::new(scheme);
