@@ -79,6 +79,7 @@ fn make_index(dir: &Path, n: u64) {
         scheme: scheme.name.as_str().to_string(),
         fingerprint: neardup_dataflow::output::fingerprint_params(&scheme),
         design: TableDesign::manku16(),
+        minhash: None,
     };
     let started = Instant::now();
     let mut writer = IndexWriter::create(dir, &spec).expect("create the index");

@@ -1,6 +1,8 @@
 //! `neardup run --index`, `neardup query` and `neardup index`, end to end: a query of every
-//! document of a corpus answers exactly the brute-force neighbours within k, the index does
-//! not depend on the number of workers, and what does not fit an index is refused.
+//! document of a corpus answers exactly the brute-force neighbours (within k of a simhash
+//! index; sharing a band and verified at the threshold in a MinHash index), batches added
+//! one by one give the pairs and clusters of one run over their union, the index does not
+//! depend on the number of workers, and what does not fit an index is refused.
 
 mod common;
 
@@ -8,8 +10,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use common::*;
-use neardup_core::hamming;
+use neardup_core::minhash::{jaccard_estimate, Banding};
+use neardup_core::similarity::jaccard;
+use neardup_core::{hamming, Fingerprinter, Scheme};
 use serde_json::Value;
+
+/// The MinHash runs of these tests: a banding of 16 bands of 4 rows (a pair of Jaccard 0.6
+/// shares a band with probability 0.89, so some pairs above the threshold are no
+/// candidates: the index must not find them either) and pairs verified at 0.6.
+const MINHASH: [&str; 8] = [
+    "--scheme",
+    "minhash",
+    "--threshold",
+    "0.6",
+    "--bands",
+    "16",
+    "--rows",
+    "4",
+];
+const MINHASH_THRESHOLD: f64 = 0.6;
+const MINHASH_BANDING: Banding = Banding { bands: 16, rows: 4 };
 
 /// A corpus with near-duplicate families: a base text of random words and copies with a
 /// word or two changed, some exact copies, an empty document.
@@ -32,8 +52,10 @@ fn corpus(seed: u64, families: usize, prefix: &str) -> Vec<Doc> {
     docs
 }
 
-/// The answer of `neardup query ARGS`: (query, doc_id) -> (hamming, cluster_id).
-fn query(args: &[&str]) -> BTreeMap<(String, u64), (u64, Value)> {
+/// The answer of `neardup query ARGS`: (query, doc_id) -> (measure, cluster_id), the
+/// measure being the match's `hamming` (a simhash index) or its `jaccard` and
+/// `jaccard_exact` (a MinHash index).
+fn query(args: &[&str]) -> BTreeMap<(String, u64), (Value, Value)> {
     let output = neardup().arg("query").args(args).output().unwrap();
     assert!(
         output.status.success(),
@@ -47,10 +69,24 @@ fn query(args: &[&str]) -> BTreeMap<(String, u64), (u64, Value)> {
             v["query"].as_str().unwrap().to_string(),
             v["doc_id"].as_u64().unwrap(),
         );
-        let value = (v["hamming"].as_u64().unwrap(), v["cluster_id"].clone());
+        let measure = match v.get("hamming") {
+            Some(h) => h.clone(),
+            None => jaccard_measure(
+                v["jaccard"].as_f64().unwrap(),
+                v["jaccard_exact"].as_bool().unwrap(),
+            ),
+        };
+        let value = (measure, v["cluster_id"].clone());
         assert!(out.insert(key, value).is_none(), "a match twice: {line}");
     }
     out
+}
+
+/// A MinHash match's measure as the tests compare it: its Jaccard to 9 decimals (serde_json
+/// parses a float to within one unit in the last place, not always exactly) and whether it
+/// is exact.
+fn jaccard_measure(jaccard: f64, exact: bool) -> Value {
+    serde_json::json!([format!("{jaccard:.9}"), exact])
 }
 
 fn index_files(index: &Path) -> Value {
@@ -59,41 +95,71 @@ fn index_files(index: &Path) -> Value {
     manifest["generations"].clone()
 }
 
-#[test]
-fn a_query_of_every_document_answers_its_brute_force_neighbours() {
+/// Runs `args` with `--index` over `docs` at 1 and 2 workers and hands each run and its
+/// index to `check` (with the worker count); then checks that the index's files do not
+/// depend on the number of workers.
+fn at_one_and_two_workers(
+    docs: &[Doc],
+    args: &[&str],
+    mut check: impl FnMut(&Path, &Path, &Path, &str),
+) {
     let dir = tempfile::tempdir().unwrap();
-    let docs = corpus(11, 120, "d");
-    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&docs));
+    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(docs));
     let mut generations = Vec::new();
     for workers in ["1", "2"] {
         let out = dir.path().join(format!("out-{workers}"));
         let index = dir.path().join(format!("index-{workers}"));
-        run_ok(&out, &["-w", workers, "--index", s(&index)], &[&input]);
+        let mut run = vec!["-w", workers, "--index", s(&index)];
+        run.extend_from_slice(args);
+        run_ok(&out, &run, &[&input]);
         generations.push(index_files(&index));
-        let fps = fingerprints(&out);
-        let clusters: BTreeMap<u64, i64> = clusters(&out)
-            .iter()
-            .filter(|c| c.cluster_id >= 0)
-            .map(|c| (c.doc_id, c.cluster_id))
-            .collect();
+        check(&input, &out, &index, workers);
+    }
+    assert_eq!(generations[0], generations[1]);
+}
+
+/// doc_id -> cluster_id of the run's clustered documents.
+fn run_clusters(out: &Path) -> BTreeMap<u64, i64> {
+    clusters(out)
+        .iter()
+        .filter(|c| c.cluster_id >= 0)
+        .map(|c| (c.doc_id, c.cluster_id))
+        .collect()
+}
+
+/// `(doc_a, doc_b)` of every near pair of the run at `out`, whatever its verification.
+fn near_pairs(out: &Path) -> BTreeSet<(u64, u64)> {
+    use arrow::array::AsArray;
+    let mut found = BTreeSet::new();
+    for b in batches(&out.join("pairs")) {
+        let kinds = column(&b, "kind").as_string::<i32>();
+        let a = column(&b, "doc_a").as_primitive::<arrow::datatypes::UInt64Type>();
+        let c = column(&b, "doc_b").as_primitive::<arrow::datatypes::UInt64Type>();
+        for i in 0..b.num_rows() {
+            if kinds.value(i) == "near" {
+                found.insert((a.value(i).min(c.value(i)), a.value(i).max(c.value(i))));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_query_of_every_document_answers_its_brute_force_neighbours() {
+    let docs = corpus(11, 120, "d");
+    at_one_and_two_workers(&docs, &[], |input, out, index, workers| {
+        let fps = fingerprints(out);
+        let clusters = run_clusters(out);
         for k in [3u32, 1] {
             let k_text = k.to_string();
-            let answer = query(&[
-                "--index",
-                s(&index),
-                "-k",
-                &k_text,
-                "-w",
-                workers,
-                s(&input),
-            ]);
+            let answer = query(&["--index", s(index), "-k", &k_text, "-w", workers, s(input)]);
             let mut expected = BTreeMap::new();
             for q in fps.iter().filter(|q| !q.empty) {
                 for d in fps.iter().filter(|d| !d.empty) {
                     let h = hamming(q.simhash, d.simhash);
                     if h <= k {
                         let cluster = clusters.get(&d.doc_id).map_or(Value::Null, |&c| c.into());
-                        expected.insert((q.id.clone().unwrap(), d.doc_id), (u64::from(h), cluster));
+                        expected.insert((q.id.clone().unwrap(), d.doc_id), (h.into(), cluster));
                     }
                 }
             }
@@ -103,81 +169,234 @@ fn a_query_of_every_document_answers_its_brute_force_neighbours() {
         // A fingerprint query answers as the text it came from.
         let first = &fps[0];
         let hex = format!("{:016x}", first.simhash);
-        let by_fp = query(&["--index", s(&index), "--fingerprint", &hex]);
-        let by_text = query(&["--index", s(&index), "--text", &docs[0].text]);
-        let strip = |m: &BTreeMap<(String, u64), (u64, Value)>| -> BTreeSet<u64> {
+        let by_fp = query(&["--index", s(index), "--fingerprint", &hex]);
+        let by_text = query(&["--index", s(index), "--text", &docs[0].text]);
+        let strip = |m: &BTreeMap<(String, u64), (Value, Value)>| -> BTreeSet<u64> {
             m.keys().map(|k| k.1).collect()
         };
         assert_eq!(strip(&by_fp), strip(&by_text));
         assert!(strip(&by_fp).contains(&first.doc_id));
+    });
+}
+
+/// What the brute force of a MinHash index needs of a document, computed from its text
+/// here: its signature, band keys and shingle set (sorted).
+struct Sketch {
+    signature: Vec<u64>,
+    bands: Vec<u64>,
+    shingles: Vec<u64>,
+}
+
+fn sketch(text: &str) -> Option<Sketch> {
+    let mut fingerprinter = Fingerprinter::new(Scheme::minhash());
+    if fingerprinter.fingerprint(text).is_empty() {
+        return None;
     }
-    // The index's files do not depend on the number of workers.
-    assert_eq!(generations[0], generations[1]);
+    let signature = fingerprinter.signature().to_vec();
+    let mut shingles = fingerprinter.feature_set().to_vec();
+    shingles.sort_unstable();
+    Some(Sketch {
+        bands: MINHASH_BANDING.band_keys(&signature).collect(),
+        signature,
+        shingles,
+    })
+}
+
+/// The brute force of a MinHash index: for every pair of documents (a query and an indexed
+/// one) whose band keys collide in at least one band and whose similarity reaches
+/// `threshold` (the exact Jaccard of the shingle sets, or with `exact` false the
+/// signatures' estimate), (query id, doc_id) -> ([jaccard, exact], cluster).
+fn minhash_brute_force(
+    docs: &[Doc],
+    out: &Path,
+    threshold: f64,
+    exact: bool,
+) -> BTreeMap<(String, u64), (Value, Value)> {
+    let fps = fingerprints(out);
+    let clusters = run_clusters(out);
+    let doc_of: BTreeMap<&str, u64> = fps
+        .iter()
+        .map(|f| (f.id.as_deref().unwrap(), f.doc_id))
+        .collect();
+    let sketches: Vec<(String, u64, Sketch)> = docs
+        .iter()
+        .filter_map(|d| {
+            let id = d.id.as_str().unwrap().to_string();
+            let doc_id = doc_of[id.as_str()];
+            sketch(&d.text).map(|k| (id, doc_id, k))
+        })
+        .collect();
+    let mut expected = BTreeMap::new();
+    for (qid, _, q) in &sketches {
+        for (_, doc_id, d) in &sketches {
+            if !q.bands.iter().zip(&d.bands).any(|(a, b)| a == b) {
+                continue;
+            }
+            let j = if exact {
+                jaccard(&q.shingles, &d.shingles)
+            } else {
+                jaccard_estimate(&q.signature, &d.signature)
+            };
+            if j >= threshold {
+                let cluster = clusters.get(doc_id).map_or(Value::Null, |&c| c.into());
+                let measure = jaccard_measure(j, exact);
+                expected.insert((qid.clone(), *doc_id), (measure, cluster));
+            }
+        }
+    }
+    expected
+}
+
+#[test]
+fn a_query_of_every_document_of_a_minhash_index_answers_its_brute_force_neighbours() {
+    let docs = corpus(11, 120, "d");
+    for (shingles, exact) in [(&["--index-shingles"][..], true), (&[][..], false)] {
+        let mut args = MINHASH.to_vec();
+        args.push("--no-exact");
+        args.extend_from_slice(shingles);
+        // Without shingle sets the run verifies by the estimate, as the index does.
+        if !exact {
+            args.extend(["--verify", "minhash"]);
+        }
+        at_one_and_two_workers(&docs, &args, |input, out, index, workers| {
+            let expected = minhash_brute_force(&docs, out, MINHASH_THRESHOLD, exact);
+            let answer = query(&["--index", s(index), "-w", workers, s(input)]);
+            let doc_of: BTreeMap<String, u64> = fingerprints(out)
+                .into_iter()
+                .map(|f| (f.id.unwrap(), f.doc_id))
+                .collect();
+            let pairs: BTreeSet<(u64, u64)> = expected
+                .keys()
+                .map(|(q, d)| (doc_of[q], *d))
+                .filter(|(q, d)| q != d)
+                .map(|(q, d)| (q.min(d), q.max(d)))
+                .collect();
+            assert!(pairs.len() > 50, "the corpus has near duplicates");
+            assert_eq!(answer, expected, "exact {exact}, {workers} workers");
+            // The run found the same pairs: those of the brute force.
+            assert_eq!(near_pairs(out), pairs, "exact {exact}, {workers} workers");
+            // A stricter threshold answers the subset at or above it.
+            let strict = query(&["--index", s(index), "--threshold", "0.8", s(input)]);
+            let subset: BTreeMap<_, _> = expected
+                .into_iter()
+                .filter(|(_, (m, _))| m[0].as_str().unwrap().parse::<f64>().unwrap() >= 0.8)
+                .collect();
+            assert!(subset.len() < answer.len());
+            assert_eq!(strict, subset);
+        });
+    }
 }
 
 #[test]
 fn queries_are_written_as_parquet_with_output() {
-    let dir = tempfile::tempdir().unwrap();
-    let docs = corpus(3, 20, "d");
-    let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&docs));
-    let index = dir.path().join("index");
-    run_ok(&dir.path().join("out"), &["--index", s(&index)], &[&input]);
-    let json = query(&["--index", s(&index), s(&input)]);
-    let file = dir.path().join("matches.parquet");
-    let output = neardup()
-        .args([
-            "query",
-            "--index",
-            s(&index),
-            "--output",
-            s(&file),
-            s(&input),
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let mut rows = 0;
+    // The same answers as the JSON lines, column by column, of a simhash and a MinHash index.
+    let mut minhash = MINHASH.to_vec();
+    minhash.push("--index-shingles");
+    for args in [&[][..], &minhash[..]] {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = corpus(3, 20, "d");
+        let input = write(&dir.path().join("corpus.jsonl"), &jsonl(&docs));
+        let index = dir.path().join("index");
+        let mut run = args.to_vec();
+        run.extend(["--index", s(&index)]);
+        run_ok(&dir.path().join("out"), &run, &[&input]);
+        let json = query(&["--index", s(&index), s(&input)]);
+        let file = dir.path().join("matches.parquet");
+        let output = neardup()
+            .args(["query", "--index", s(&index)])
+            .args(["--output", s(&file), s(&input)])
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        assert_eq!(parquet_matches(&file), json, "{args:?}");
+    }
+}
+
+/// A Parquet file of matches as [`query`] reads JSON lines.
+fn parquet_matches(file: &Path) -> BTreeMap<(String, u64), (Value, Value)> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float64Type, Int64Type, UInt64Type, UInt8Type};
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-        std::fs::File::open(&file).unwrap(),
+        std::fs::File::open(file).unwrap(),
     )
     .unwrap()
     .build()
     .unwrap();
+    let mut out = BTreeMap::new();
     for batch in reader {
-        let batch = batch.unwrap();
-        rows += batch.num_rows();
-        assert!(batch.column_by_name("cluster_id").is_some());
+        let b = batch.unwrap();
+        let queries = column(&b, "query").as_string::<i32>();
+        let docs = column(&b, "doc_id").as_primitive::<UInt64Type>();
+        let hamming = column(&b, "hamming").as_primitive::<UInt8Type>();
+        let jaccard = column(&b, "jaccard").as_primitive::<Float64Type>();
+        let exact = column(&b, "jaccard_exact").as_boolean();
+        let clusters = column(&b, "cluster_id").as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            let measure = if hamming.is_valid(i) {
+                assert!(jaccard.is_null(i) && exact.is_null(i));
+                Value::from(hamming.value(i))
+            } else {
+                jaccard_measure(jaccard.value(i), exact.value(i))
+            };
+            let cluster = if clusters.is_valid(i) {
+                Value::from(clusters.value(i))
+            } else {
+                Value::Null
+            };
+            let key = (queries.value(i).to_string(), docs.value(i));
+            assert!(out.insert(key, (measure, cluster)).is_none());
+        }
     }
-    assert_eq!(rows, json.len());
+    out
 }
 
-#[test]
-fn what_does_not_fit_the_index_is_refused() {
+/// A small corpus run with `args` and `--index`: (the temporary directory, the input, the
+/// index).
+fn small_index(args: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let input = write(
         &dir.path().join("corpus.jsonl"),
         &jsonl(&corpus(5, 10, "d")),
     );
     let index = dir.path().join("index");
-    run_ok(&dir.path().join("out"), &["--index", s(&index)], &[&input]);
+    let mut run = args.to_vec();
+    run.extend(["--index", s(&index)]);
+    run_ok(&dir.path().join("out"), &run, &[&input]);
+    (dir, input, index)
+}
+
+#[test]
+fn what_does_not_fit_the_index_is_refused() {
+    let (dir, input, index) = small_index(&[]);
 
     // A larger k than the index's.
     assert_refused(
         neardup().args(["query", "--index", s(&index), "-k", "4", "--text", "a b c"]),
         &["-k 4 is larger than the index's k = 3"],
     );
-    // Another scheme's index cannot be made, nor one over an existing index.
+    // A MinHash index of unverified pairs cannot be made (a query verifies as the run
+    // did), nor shingle sets of a simhash index, nor an index over an existing one.
+    assert_refused(
+        neardup()
+            .args(["run", "--scheme", "minhash", "--verify", "none"])
+            .args(["--index", s(&dir.path().join("mh"))])
+            .args(["--output", s(&dir.path().join("out-mh")), s(&input)]),
+        &["--index of a MinHash run needs its candidates verified"],
+    );
     assert_refused(
         neardup()
             .args([
                 "run",
-                "--scheme",
-                "minhash",
+                "--index-shingles",
                 "--index",
                 s(&dir.path().join("mh")),
             ])
             .args(["--output", s(&dir.path().join("out-mh")), s(&input)]),
-        &["MinHash indexes are not supported yet"],
+        &["--index-shingles is for MinHash indexes"],
+    );
+    assert!(
+        !dir.path().join("out-mh").exists(),
+        "refused before the run"
     );
     assert_refused(
         neardup().args(["run", "--index", s(&index)]).args([
@@ -255,6 +474,161 @@ fn what_does_not_fit_the_index_is_refused() {
         .success());
 }
 
+#[test]
+fn what_does_not_fit_a_minhash_index_is_refused() {
+    let mut args = MINHASH.to_vec();
+    args.push("--index-shingles");
+    let (dir, input, index) = small_index(&args);
+    let against = |extra: &[&str], name: &str| {
+        let mut cmd = neardup();
+        cmd.args(["run", "--against", s(&index)]).args(extra).args([
+            "--output",
+            s(&dir.path().join(name)),
+            s(&input),
+        ]);
+        cmd
+    };
+    // Another scheme, signature length, banding, or a looser threshold.
+    let with = |flags: &[&'static str]| -> Vec<&'static str> {
+        let mut v = MINHASH.to_vec();
+        v.extend_from_slice(flags);
+        v
+    };
+    let mut oph = with(&[]);
+    oph[1] = "minhash-oph";
+    assert_refused(
+        &mut against(&oph, "o1"),
+        &["the index holds minhash fingerprints", "minhash-oph"],
+    );
+    assert_refused(
+        &mut against(&with(&["--permutations", "64"]), "o2"),
+        &[
+            "the index holds minhash fingerprints",
+            "\"permutations\":64",
+        ],
+    );
+    let mut banding = with(&[]);
+    banding[5] = "8";
+    assert_refused(
+        &mut against(&banding, "o3"),
+        &["the index's LSH banding is 16 bands of 4 rows; this run's is 8 of 4"],
+    );
+    let mut looser = with(&[]);
+    looser[3] = "0.5";
+    assert_refused(
+        &mut against(&looser, "o4"),
+        &["--threshold 0.5 is looser than the index's threshold 0.6"],
+    );
+    // A stricter one compares, but cannot become a generation of the index.
+    let mut stricter = with(&["--update-index"]);
+    stricter[3] = "0.7";
+    assert_refused(
+        &mut against(&stricter, "o5"),
+        &["--update-index needs the index's threshold 0.6"],
+    );
+    assert_refused(
+        &mut against(&with(&["--verify", "minhash"]), "o6"),
+        &["the index verifies candidates by jaccard"],
+    );
+    for name in ["o1", "o2", "o3", "o4", "o5", "o6"] {
+        assert!(
+            !dir.path().join(name).exists(),
+            "{name}: refused before the run"
+        );
+    }
+    // A stricter threshold compares the batch at it: the pairs of the index's threshold
+    // that reach it.
+    let pairs_at = |threshold: &'static str, name: &str| {
+        let mut args = with(&["--no-exact"]);
+        args[3] = threshold;
+        let output = against(&args, name).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        against_jaccards(&dir.path().join(name))
+    };
+    let (at_index, at_stricter) = (pairs_at("0.6", "s1"), pairs_at("0.7", "s2"));
+    let reaching: BTreeMap<(u64, u64), f32> = at_index
+        .iter()
+        .filter(|(_, &j)| f64::from(j) >= 0.7)
+        .map(|(&p, &j)| (p, j))
+        .collect();
+    assert!(reaching.len() < at_index.len() && !reaching.is_empty());
+    assert_eq!(at_stricter, reaching);
+    // Queries: -k, a looser threshold, a fingerprint.
+    let ask = |extra: &[&str]| {
+        let mut cmd = neardup();
+        cmd.args(["query", "--index", s(&index)]).args(extra);
+        cmd
+    };
+    assert_refused(
+        &mut ask(&["-k", "2", "--text", "a b c d e f"]),
+        &["-k applies to simhash indexes; this is a MinHash index (threshold 0.6)"],
+    );
+    assert_refused(
+        &mut ask(&["--threshold", "0.4", "--text", "a b c d e f"]),
+        &["--threshold 0.4 is looser than the index's threshold 0.6"],
+    );
+    assert_refused(
+        &mut ask(&["--fingerprint", "83052266e2554591"]),
+        &["--fingerprint asks a simhash index"],
+    );
+    // Damaged files: each named, with what is wrong.
+    for (name, what) in [
+        ("signatures.bin", "damaged index: checksum"),
+        ("shingles.bin", "damaged index: checksum"),
+        ("band-003.bin", "damaged index: checksum"),
+    ] {
+        let path = index.join("gen-00000").join(name);
+        let bytes = std::fs::read(&path).unwrap();
+        let mut damaged = bytes.clone();
+        damaged[70] ^= 0x10;
+        std::fs::write(&path, &damaged).unwrap();
+        assert_refused(
+            &mut ask(&["--text", "a b c d e f"]),
+            &[&format!("{name}: {what}")],
+        );
+        // Truncated: refused without checksums too.
+        std::fs::write(&path, &bytes[..bytes.len() - 8]).unwrap();
+        assert_refused(
+            &mut ask(&["--no-verify", "--text", "a b c d e f"]),
+            &[&format!("{name}: damaged index: truncated")],
+        );
+        std::fs::write(&path, &bytes).unwrap();
+    }
+    // Shingle sets whose ends do not rise (sizes and checksum made to agree): refused
+    // naming the file and the set.
+    let path = index.join("gen-00000").join("shingles.bin");
+    let bytes = std::fs::read(&path).unwrap();
+    let mut damaged = bytes.clone();
+    damaged[64..72].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&path, &damaged).unwrap();
+    assert_refused(
+        &mut ask(&["--no-verify", "--text", "a b c d e f"]),
+        &["shingles.bin: damaged index: shingle set 0 ends at"],
+    );
+    std::fs::write(&path, &bytes).unwrap();
+    // neardup serve and index bench answer simhash indexes only.
+    assert_refused(
+        neardup().args(["serve", "--index", s(&index), "--listen", "127.0.0.1:0"]),
+        &[
+            "cannot serve this index",
+            "neardup serve answers simhash indexes",
+        ],
+    );
+    assert_refused(
+        neardup().args(["index", "bench", s(&index), "--queries", "10"]),
+        &["a MinHash index: neardup index bench measures simhash indexes"],
+    );
+    assert!(ask(&["--text", "a b c d e f"])
+        .output()
+        .unwrap()
+        .status
+        .success());
+}
+
 /// `(doc_a, doc_b)` of a Parquet pairs file or table directory.
 fn pair_file(path: &Path) -> BTreeSet<(u64, u64)> {
     use arrow::array::AsArray;
@@ -289,7 +663,51 @@ fn index_clusters(index: &Path, inputs: &[&Path]) -> BTreeMap<u64, i64> {
 }
 
 #[test]
-fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_union() {
+fn a_minhash_oph_index_with_other_verification_shingles_answers_the_pairs_of_its_run() {
+    // minhash-oph signatures, verified on word 3-shingles (not the scheme's 5-shingles):
+    // a query of every document finds itself and exactly the run's pairs, both ways, with
+    // the exact Jaccard the run recorded.
+    let docs = corpus(29, 120, "d");
+    let mut args = MINHASH.to_vec();
+    args[1] = "minhash-oph";
+    args.extend(["--verify-shingle", "3", "--no-exact", "--index-shingles"]);
+    at_one_and_two_workers(&docs, &args, |input, out, index, workers| {
+        let fps = fingerprints(out);
+        let non_empty = fps.iter().filter(|f| !f.empty).count();
+        let doc_of: BTreeMap<String, u64> =
+            fps.into_iter().map(|f| (f.id.unwrap(), f.doc_id)).collect();
+        let answer = query(&["--index", s(index), "-w", workers, s(input)]);
+        let mut found = BTreeSet::new();
+        let mut themselves = 0;
+        for ((q, d), (measure, _)) in &answer {
+            assert_eq!(measure[1], Value::Bool(true), "exact: {measure}");
+            let q = doc_of[q];
+            if q == *d {
+                themselves += 1;
+                assert_eq!(measure[0], "1.000000000");
+            } else {
+                found.insert((q.min(*d), q.max(*d)));
+            }
+        }
+        assert_eq!(themselves, non_empty, "every non-empty document");
+        let expected = near_pairs(out);
+        assert!(expected.len() > 50);
+        // Each pair is answered from both sides.
+        assert_eq!(answer.len(), themselves + 2 * expected.len());
+        assert_eq!(found, expected, "{workers} workers");
+    });
+}
+
+/// `args` as the `&str`s a command line takes.
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// The incremental oracle: batches B1, B2, B3 added one after the other (`--against
+/// --update-index`) give the pairs and clusters of one run over their union, at 1 and 2
+/// workers, and compaction changes nothing a query sees. `scheme`: the runs' scheme
+/// flags; `index`: flags of the first run's `--index` only.
+fn batches_give_the_union(scheme: &[&str], index_args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let docs = corpus(23, 150, "d");
     // Families spread over three batches (file names sort in batch order, so a run over
@@ -306,42 +724,37 @@ fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_u
         .collect();
     let all: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
     for workers in ["1", "2"] {
+        let with = |args: &[&str]| -> Vec<String> {
+            ["--no-exact", "-w", workers]
+                .iter()
+                .chain(scheme)
+                .chain(args)
+                .map(|a| a.to_string())
+                .collect()
+        };
         let union = dir.path().join(format!("union-{workers}"));
-        run_ok(&union, &["--no-exact", "-w", workers], &all);
-        let expected_pairs = near_set(&pairs(&union));
-        let expected_clusters: BTreeMap<u64, i64> = clusters(&union)
-            .iter()
-            .filter(|c| c.cluster_id >= 0)
-            .map(|c| (c.doc_id, c.cluster_id))
-            .collect();
+        run_ok(&union, &strs(&with(&[])), &all);
+        let expected_pairs = near_pairs(&union);
+        let expected_clusters = run_clusters(&union);
 
         let index = dir.path().join(format!("index-{workers}"));
         let first = dir.path().join(format!("b0-{workers}"));
-        run_ok(
-            &first,
-            &["--no-exact", "-w", workers, "--index", s(&index)],
-            &[&files[0]],
-        );
-        let mut found = near_set(&pairs(&first));
+        let mut args = vec!["--index", s(&index)];
+        args.extend_from_slice(index_args);
+        run_ok(&first, &strs(&with(&args)), &[&files[0]]);
+        let mut found = near_pairs(&first);
         for (i, file) in files.iter().enumerate().skip(1) {
             let out = dir.path().join(format!("b{i}-{workers}"));
-            let against = [
-                "--no-exact",
-                "-w",
-                workers,
-                "--against",
-                s(&index),
-                "--update-index",
-            ];
-            run_ok(&out, &against, &[file]);
+            let against = with(&["--against", s(&index), "--update-index"]);
+            run_ok(&out, &strs(&against), &[file]);
             found.extend(pair_file(&out.join("against-pairs.parquet")));
         }
         assert!(expected_pairs.len() > 50);
-        assert_eq!(found, expected_pairs, "{workers} workers");
+        assert_eq!(found, expected_pairs, "{scheme:?}, {workers} workers");
         assert_eq!(
             index_clusters(&index, &all),
             expected_clusters,
-            "{workers} workers"
+            "{scheme:?}, {workers} workers"
         );
 
         // Compaction changes nothing a query sees.
@@ -357,6 +770,20 @@ fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_u
         assert_eq!(index_files(&index).as_array().unwrap().len(), 1);
         assert_eq!(index_clusters(&index, &all), expected_clusters);
     }
+}
+
+#[test]
+fn batches_against_the_index_give_the_pairs_and_clusters_of_one_run_over_their_union() {
+    batches_give_the_union(&[], &[]);
+}
+
+#[test]
+fn batches_against_a_minhash_index_give_the_pairs_and_clusters_of_one_run_over_their_union() {
+    // Verified by exact Jaccard (the index keeps the shingle sets), and by the estimate.
+    batches_give_the_union(&MINHASH, &["--index-shingles"]);
+    let mut estimate = MINHASH.to_vec();
+    estimate.extend(["--verify", "minhash"]);
+    batches_give_the_union(&estimate, &[]);
 }
 
 #[test]
@@ -502,6 +929,22 @@ fn against_clusters(out: &Path) -> BTreeMap<u64, (i64, bool)> {
 }
 
 /// `against-pairs.parquet`: (doc_a, doc_b) -> kind.
+/// `(doc_a, doc_b) -> jaccard` of an incremental run's `against-pairs.parquet`.
+fn against_jaccards(out: &Path) -> BTreeMap<(u64, u64), f32> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Float32Type, UInt64Type};
+    let mut rows = BTreeMap::new();
+    for b in file_batches(&out.join("against-pairs.parquet")) {
+        let a = column(&b, "doc_a").as_primitive::<UInt64Type>();
+        let c = column(&b, "doc_b").as_primitive::<UInt64Type>();
+        let j = column(&b, "jaccard").as_primitive::<Float32Type>();
+        for i in 0..b.num_rows() {
+            rows.insert((a.value(i), c.value(i)), j.value(i));
+        }
+    }
+    rows
+}
+
 fn against_pairs(out: &Path) -> BTreeMap<(u64, u64), String> {
     use arrow::array::AsArray;
     use arrow::datatypes::UInt64Type;

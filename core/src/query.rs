@@ -100,6 +100,21 @@ pub fn permutations(design: &TableDesign) -> Vec<Permutation> {
 #[inline]
 pub fn probe(permutation: &Permutation, sorted: &[u64], fp: u64) -> Range<usize> {
     let (lo, hi) = permutation.key_range(fp);
+    run_between(sorted, lo, hi)
+}
+
+/// The positions in `sorted` (ascending) whose value is `key`: a MinHash index's band table
+/// probed at a query's band key. Band keys are hashes, close to uniform, so the start is
+/// guessed by interpolation and found by galloping, as in [`probe`].
+#[inline]
+pub fn equal_range(sorted: &[u64], key: u64) -> Range<usize> {
+    run_between(sorted, key, key)
+}
+
+/// The positions in `sorted` (ascending, close to uniform) of the values in `lo..=hi`: the
+/// start guessed by interpolation and found by galloping, the end by galloping from it.
+#[inline]
+fn run_between(sorted: &[u64], lo: u64, hi: u64) -> Range<usize> {
     let guess = ((u128::from(lo) * sorted.len() as u128) >> 64) as usize;
     let start = lower_bound_from(sorted, lo, guess);
     let end = match hi.checked_add(1) {
@@ -458,6 +473,25 @@ mod tests {
                 let expected = sorted.partition_point(|&v| v < target);
                 for guess in [0, 1, n / 2, n.saturating_sub(1), n + 5] {
                     assert_eq!(lower_bound_from(&sorted, target, guess), expected);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn equal_ranges_are_those_of_a_linear_scan() {
+        let mut rng = SeededRng::new(31);
+        for n in [0usize, 1, 5, 200] {
+            let mut sorted: Vec<u64> = (0..n).map(|_| rng.below(40) << 58).collect();
+            sorted.push(u64::MAX);
+            sorted.sort_unstable();
+            for key in (0..42u64).map(|k| k << 58).chain([u64::MAX, 7]) {
+                let first = sorted.iter().position(|&v| v == key);
+                let count = sorted.iter().filter(|&&v| v == key).count();
+                let range = equal_range(&sorted, key);
+                assert_eq!(range.len(), count, "key {key:x}");
+                if let Some(first) = first {
+                    assert_eq!(range.start, first);
                 }
             }
         }

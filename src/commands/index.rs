@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use neardup_core::{Method, Scheme, TableDesign, Weighting};
-use neardup_dataflow::config::KeepPolicy;
+use neardup_dataflow::config::{JobConfig, KeepPolicy};
 use neardup_io::index::run::{read_run_documents, RunDocuments};
-use neardup_io::index::DocView;
+use neardup_io::index::{DocView, MinHashParams, VERIFY_ESTIMATE, VERIFY_JACCARD};
 use neardup_io::index::{IndexSpec, IndexWriter, Manifest, NewGeneration, FILE_SHIFT};
 
 /// Flags of `neardup index`.
@@ -68,29 +68,58 @@ pub fn run(args: &IndexArgs) -> Result<()> {
     }
 }
 
-/// Refuses, before any work, a scheme an index cannot hold: queries must be able to
-/// fingerprint text exactly as the run did.
-pub fn check_indexable(scheme: &Scheme) -> Result<()> {
-    match &scheme.method {
-        Method::MinHash { .. } => {
-            bail!("--index holds simhash fingerprints only; MinHash indexes are not supported yet")
+/// Refuses, before any work, a run an index cannot hold (queries must be able to
+/// fingerprint text exactly as the run did, and verify candidates as it verified its
+/// pairs); returns a MinHash run's index parameters (`None`: a simhash run). `shingles`:
+/// `--index-shingles`, the shingle sets kept for exact-Jaccard verification.
+pub fn check_indexable(config: &JobConfig, shingles: bool) -> Result<Option<MinHashParams>> {
+    match &config.scheme.method {
+        Method::MinHash { permutations, .. } => {
+            let (Some(banding), Some(verify)) = (config.lsh, config.verify) else {
+                bail!(
+                    "--index of a MinHash run needs its candidates verified (--verify jaccard or minhash): an index verifies a query's candidates as the run verified its pairs"
+                )
+            };
+            if shingles && verify.estimate {
+                bail!(
+                    "--index-shingles keeps the shingle sets exact-Jaccard verification compares, but this run verifies by the signatures' estimate (--verify minhash): use --verify jaccard, or leave --index-shingles out"
+                );
+            }
+            Ok(Some(MinHashParams {
+                permutations: *permutations,
+                bands: banding.bands,
+                rows: banding.rows,
+                threshold: verify.min_jaccard,
+                verify: if verify.estimate {
+                    VERIFY_ESTIMATE
+                } else {
+                    VERIFY_JACCARD
+                }
+                .to_string(),
+                shingle: verify.shingle,
+                shingles,
+            }))
         }
         Method::Simhash(Weighting::TfIdf(_)) => bail!(
             "--index cannot hold tf-idf fingerprints: their weights come from the corpus, so a query could not be fingerprinted alike; use --weights set or tf"
         ),
-        Method::Simhash(_) => Ok(()),
+        Method::Simhash(_) if shingles => bail!(
+            "--index-shingles is for MinHash indexes (--scheme minhash or minhash-oph): a simhash index compares fingerprints"
+        ),
+        Method::Simhash(_) => Ok(None),
     }
 }
 
-/// Creates the index at `dir` for a run of `scheme` and `design` (locked from now on).
-pub fn create(dir: &Path, scheme: &Scheme, design: &TableDesign) -> Result<IndexWriter> {
-    check_indexable(scheme)?;
+/// Creates the index at `dir` for the run `config` (locked from now on).
+pub fn create(dir: &Path, config: &JobConfig, shingles: bool) -> Result<IndexWriter> {
+    let minhash = check_indexable(config, shingles)?;
     Ok(IndexWriter::create(
         dir,
         &IndexSpec {
-            scheme: scheme.name.as_str().to_string(),
-            fingerprint: neardup_dataflow::output::fingerprint_params(scheme),
-            design: design.clone(),
+            scheme: config.scheme.name.as_str().to_string(),
+            fingerprint: neardup_dataflow::output::fingerprint_params(&config.scheme),
+            design: config.design.clone(),
+            minhash,
         },
     )?)
 }
@@ -117,6 +146,7 @@ pub fn create_for_tables(
             scheme,
             fingerprint,
             design: design.clone(),
+            minhash: None,
         },
     )?)
 }
@@ -134,15 +164,35 @@ pub fn add_run(writer: &mut IndexWriter, run: &Path, tables: Option<&[PathBuf]>)
 
 /// The documents of the run at `run`, whose parts are committed and whose `_SUCCESS` is not
 /// written yet (a [`neardup_dataflow::config::BeforeCommit`] step), with what only its
-/// resume parts hold: each document's content digest and keep rank.
-pub fn batch_documents(run: &Path) -> Result<RunDocuments> {
+/// resume parts hold: each document's content digest and keep rank, and for a MinHash
+/// index (`minhash`) its signature and, where the index keeps them, its shingle set.
+pub fn batch_documents(run: &Path, minhash: Option<&MinHashParams>) -> Result<RunDocuments> {
+    use neardup_dataflow::stages::fingerprint::resume;
     let mut read = neardup_io::index::run::read_committed_parts(run)?;
-    let keys = neardup_dataflow::stages::fingerprint::resume::document_keys(run)
-        .map_err(anyhow::Error::msg)?;
+    let keys = resume::document_keys(run).map_err(anyhow::Error::msg)?;
     for doc in &mut read.docs {
         if let Some(&(digest, rank)) = keys.get(&doc.doc_id) {
             doc.digest = (digest != 0).then_some(digest);
             doc.rank = Some(rank);
+        }
+    }
+    if let Some(m) = minhash {
+        let mut sketches = resume::document_sketches(run).map_err(anyhow::Error::msg)?;
+        for doc in &mut read.docs {
+            let sketch = sketches.remove(&doc.doc_id).unwrap_or_default();
+            if !doc.empty
+                && (sketch.signature.len() != m.permutations
+                    || (m.shingles && sketch.shingles.is_none()))
+            {
+                bail!(
+                    "{}: the resume parts hold no signature{} of document {} (a run resumed from one made without --index or --against?)",
+                    run.display(),
+                    if m.shingles { " and shingle set" } else { "" },
+                    doc.doc_id
+                );
+            }
+            doc.signature = sketch.signature;
+            doc.shingles = sketch.shingles.filter(|_| m.shingles);
         }
     }
     Ok(read)
@@ -184,14 +234,28 @@ pub const AGAINST_PAIRS: &str = "against-pairs.parquet";
 pub const AGAINST_CLUSTERS: &str = "against-clusters.parquet";
 pub const AGAINST_MERGES: &str = "against-merges.parquet";
 
-/// Refuses, before the job, a run whose fingerprints or tables differ from the index's.
+/// Refuses, before the job, a run whose fingerprints or tables differ from the index's; for
+/// a MinHash index also another banding or verification, or a looser threshold (a
+/// stricter one only without `update`: a generation holds the pairs of the index's).
 pub fn check_against(
     manifest: &Manifest,
     dir: &Path,
-    scheme: &Scheme,
-    design: &TableDesign,
+    config: &JobConfig,
+    update: bool,
 ) -> Result<()> {
-    check_indexable(scheme)?;
+    let (scheme, design) = (&config.scheme, &config.design);
+    check_scheme(manifest, dir, scheme)?;
+    let run = check_indexable(config, false)?;
+    match (&manifest.minhash, run) {
+        (None, None) => {}
+        (Some(index), Some(run)) => return check_minhash_against(index, &run, dir, update),
+        // The same scheme, yet one side is MinHash: a manifest edited by hand.
+        (Some(_), None) | (None, Some(_)) => bail!(
+            "{}: the manifest's scheme {} does not agree with its minhash member",
+            dir.join(neardup_io::index::MANIFEST).display(),
+            manifest.scheme
+        ),
+    }
     if design.k() != manifest.k || design.name() != manifest.tables {
         bail!(
             "{}: the index was made with k = {} ({}); this run asks for k = {} ({}): run with the index's -k and --tables",
@@ -202,6 +266,11 @@ pub fn check_against(
             design.name()
         );
     }
+    Ok(())
+}
+
+/// Refuses a run (or query) whose fingerprints would be of another kind than the index's.
+fn check_scheme(manifest: &Manifest, dir: &Path, scheme: &Scheme) -> Result<()> {
     let params = neardup_dataflow::output::fingerprint_params(scheme);
     if scheme.name.as_str() != manifest.scheme || params != manifest.fingerprint {
         bail!(
@@ -211,6 +280,61 @@ pub fn check_against(
             manifest.fingerprint,
             scheme.name.as_str(),
             params
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a MinHash run against a MinHash index that would find other candidates or verify
+/// them otherwise: another banding, verification or shingle size, a looser threshold (or,
+/// with `update`, another one).
+fn check_minhash_against(
+    index: &MinHashParams,
+    run: &MinHashParams,
+    dir: &Path,
+    update: bool,
+) -> Result<()> {
+    if (run.bands, run.rows) != (index.bands, index.rows) {
+        bail!(
+            "{}: the index's LSH banding is {} bands of {} rows; this run's is {} of {}: run with --bands {} --rows {}",
+            dir.display(),
+            index.bands,
+            index.rows,
+            run.bands,
+            run.rows,
+            index.bands,
+            index.rows
+        );
+    }
+    if run.verify != index.verify || run.shingle != index.shingle {
+        bail!(
+            "{}: the index verifies candidates by {} (word {}-shingles); this run by {} (word {}-shingles): run with the index's --verify and --verify-shingle",
+            dir.display(),
+            index.verify,
+            index.shingle,
+            run.verify,
+            run.shingle
+        );
+    }
+    check_threshold(index.threshold, run.threshold, dir, "--threshold")?;
+    if update && run.threshold != index.threshold {
+        bail!(
+            "{}: --update-index needs the index's threshold {} (this run's is {}): a generation holds the pairs of the index's threshold",
+            dir.display(),
+            index.threshold,
+            run.threshold
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a threshold looser than a MinHash index's: its matches were verified at its
+/// own.
+pub fn check_threshold(index: f64, asked: f64, dir: &Path, flag: &str) -> Result<()> {
+    if asked < index {
+        bail!(
+            "{}: {flag} {asked} is looser than the index's threshold {index}: its documents were verified at {index} (rebuild the index with --threshold {asked})",
+            dir.display()
         );
     }
     Ok(())
@@ -288,10 +412,14 @@ pub struct AgainstOutcome {
 /// Clusters follow the run's rule, the smallest doc number is the id: the batch's numbers
 /// come after every indexed one, so a cluster that only grows keeps its id, a merge takes the
 /// smaller, and the kept document (the smallest) is an indexed one wherever there is one.
+///
+/// A simhash index is probed within `k` bits; a MinHash index band by band, its candidates
+/// verified at `threshold` as the index verifies ([`neardup_io::index::Index::query_minhash`]).
 pub fn against(
     dir: &Path,
     run: &Path,
     k: u32,
+    threshold: f64,
     expected: &Manifest,
     keep: &AgainstKeep,
 ) -> Result<AgainstOutcome> {
@@ -307,7 +435,7 @@ pub fn against(
         bail!("{}: the index changed while the batch ran", dir.display());
     }
     let shift = manifest.files << FILE_SHIFT;
-    let read = batch_documents(run)?;
+    let read = batch_documents(run, manifest.minhash.as_ref())?;
     let outputs = neardup_io::run_dir::read_run_parts(run)?;
     let mut docs = read.docs;
     let simhash: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
@@ -339,30 +467,58 @@ pub fn against(
     for doc in &mut docs {
         doc.doc_id += shift;
     }
-    // Every non-empty new document probes the index, all of them as one batch.
+    // Every non-empty new document probes the index: a simhash index with all of them as
+    // one batch, a MinHash index one by one.
     let probes: Vec<usize> = (0..docs.len()).filter(|&i| !docs[i].empty).collect();
-    let fps: Vec<u64> = probes.iter().map(|&i| docs[i].simhash).collect();
-    index.query_batch(&fps, k, |q, m| {
-        let doc = &docs[probes[q]];
-        let old = index.doc(m.generation, m.row);
-        // The same content digest (the exact-duplicate key of both runs) is an exact pair.
-        let exact = doc.digest.is_some() && old.digest == doc.digest;
-        pairs.push(PairRow {
-            doc_a: old.doc_id,
-            doc_b: doc.doc_id,
-            hamming: m.hamming as u8,
-            kind: if exact {
-                PairKind::Exact
-            } else {
-                PairKind::Near
-            },
-            jaccard: None,
+    let mut found =
+        |doc: &neardup_io::index::DocEntry, old: DocView, hamming: u32, jaccard: Option<f32>| {
+            // The same content digest (the exact-duplicate key of both runs) is an exact pair.
+            let exact = doc.digest.is_some() && old.digest == doc.digest;
+            pairs.push(PairRow {
+                doc_a: old.doc_id,
+                doc_b: doc.doc_id,
+                hamming: hamming as u8,
+                kind: if exact {
+                    PairKind::Exact
+                } else {
+                    PairKind::Near
+                },
+                jaccard,
+            });
+            summary.indexed_pairs += 1;
+            let n = node(old.cluster_id, old.doc_id);
+            joined.insert(n);
+            uf.union(n, doc.doc_id);
+        };
+    if manifest.minhash.is_some() {
+        for &i in &probes {
+            let doc = &docs[i];
+            let set = doc.shingles.as_ref().map(|set| {
+                let mut set = set.clone();
+                set.sort_unstable();
+                set.dedup();
+                set
+            });
+            index.query_minhash(&doc.signature, set.as_deref(), threshold, |m| {
+                found(
+                    doc,
+                    index.doc(m.generation, m.row),
+                    0,
+                    Some(m.jaccard as f32),
+                )
+            });
+        }
+    } else {
+        let fps: Vec<u64> = probes.iter().map(|&i| docs[i].simhash).collect();
+        index.query_batch(&fps, k, |q, m| {
+            found(
+                &docs[probes[q]],
+                index.doc(m.generation, m.row),
+                m.hamming,
+                None,
+            )
         });
-        summary.indexed_pairs += 1;
-        let n = node(old.cluster_id, old.doc_id);
-        joined.insert(n);
-        uf.union(n, doc.doc_id);
-    });
+    }
     summary.joined = joined.len() as u64;
     let label: HashMap<u64, u64> = uf.components_by_min().into_iter().collect();
     // The indexed members of every component the batch touched, and the clusters that merged.
@@ -417,7 +573,7 @@ pub fn against(
         scheme: manifest.scheme.clone(),
         params: serde_json::json!({
             neardup_io::parquet_out::PARAM_FINGERPRINT: manifest.fingerprint,
-            "index": {"k": manifest.k, "tables": manifest.tables, "against": dir},
+            "index": {"k": manifest.k, "tables": manifest.tables, "minhash": manifest.minhash, "against": dir},
         }),
     };
     let names = [AGAINST_PAIRS, AGAINST_CLUSTERS, AGAINST_MERGES].map(String::from);
@@ -487,6 +643,12 @@ fn bench(dir: &Path, queries: usize) -> Result<()> {
     let start = Instant::now();
     drop(Index::open(dir, Verify::Checksums)?);
     let open_checksums = start.elapsed().as_secs_f64();
+    if index.minhash().is_some() {
+        bail!(
+            "{}: a MinHash index: neardup index bench measures simhash indexes",
+            dir.display()
+        );
+    }
     if index.generations() == 0 || index.generation_documents(0) == 0 {
         bail!("{}: the index holds no documents to measure", dir.display());
     }
@@ -537,7 +699,7 @@ fn bench(dir: &Path, queries: usize) -> Result<()> {
     }
     // An index of fingerprints without a scheme (a search over bare tables) is timed with
     // the default scheme: the figure is the cost of fingerprinting plus the query.
-    let scheme = crate::commands::query::index_scheme(index.manifest())
+    let scheme = neardup_dataflow::config::options::index_scheme(index.manifest())
         .unwrap_or_else(|_| Scheme::simhash_doc());
     let text_p50 = Some(scheme).map(|scheme| {
         let mut fingerprinter = neardup_core::Fingerprinter::new(scheme);

@@ -1,5 +1,7 @@
 //! `neardup query`: the indexed documents within `k` bits of each query document, text or
-//! fingerprint, from a saved index (`neardup run --index`).
+//! fingerprint, from a saved index (`neardup run --index`); of a MinHash index, those that
+//! share an LSH band with the query and reach the threshold, verified as the run verified
+//! its pairs (exact Jaccard where the index holds shingle sets, else the estimate).
 //!
 //! Every query is fingerprinted with the index's own scheme, rebuilt from its manifest (the
 //! same recipe `neardup hash` applies, checked against the recorded parameters), so a query
@@ -30,10 +32,16 @@ Examples:
     neardup query --index idx -k 1 --fingerprint 83052266e2554591
   Many queries across 2 threads, the answers as Parquet:
     neardup query --index idx -w 2 --output matches.parquet 'batch/*.jsonl'
+  A MinHash index (neardup run --scheme minhash --index mh --index-shingles), with a
+  stricter threshold than its own:
+    neardup query --index mh --threshold 0.9 new.jsonl
 
 Output: one JSON line per match: {\"query\": ..., \"id\": ..., \"doc_id\": ..., \"hamming\": ...,
 \"cluster_id\": ...} (query: the query document's id, FILE:LINE without one, text:N for the
-N-th --text, the hex of a --fingerprint; cluster_id: null for a document in no cluster).";
+N-th --text, the hex of a --fingerprint; cluster_id: null for a document in no cluster).
+A MinHash index answers \"jaccard\" and \"jaccard_exact\" instead of \"hamming\": the exact
+Jaccard of the shingle sets (true: the index holds them, --index-shingles) or the
+signatures' estimate (false).";
 
 /// Queries answered per batch (the unit of work spread over the threads).
 const QUERY_BATCH: usize = 4096;
@@ -45,9 +53,14 @@ pub struct QueryArgs {
     /// The index (made by neardup run --index)
     #[arg(long, value_name = "DIR")]
     pub index: PathBuf,
-    /// Report matches within K bits (at most the index's k; default: the index's k)
+    /// Report matches within K bits (at most the index's k; default: the index's k).
+    /// Simhash indexes only
     #[arg(short = 'k', long, value_name = "K")]
     pub k: Option<u32>,
+    /// Report matches of at least this Jaccard similarity (at least the index's threshold;
+    /// default: the index's). MinHash indexes only
+    #[arg(long, value_name = "T")]
+    pub threshold: Option<f64>,
     /// A query text (repeatable)
     #[arg(long = "text", value_name = "TEXT")]
     pub texts: Vec<String>,
@@ -106,6 +119,29 @@ pub fn run(args: &QueryArgs) -> Result<()> {
         Verify::Checksums
     };
     let index = Index::open(&args.index, verify)?;
+    let dir = args.index.display();
+    let threshold = match (index.minhash(), args.threshold) {
+        (Some(m), _) if args.k.is_some() => bail!(
+            "{dir}: -k applies to simhash indexes; this is a MinHash index (threshold {}): ask with --threshold",
+            m.threshold
+        ),
+        (Some(_), _) if !args.fingerprints.is_empty() => bail!(
+            "{dir}: --fingerprint asks a simhash index; this MinHash index is asked with texts (--text, INPUT)"
+        ),
+        (Some(m), None) => m.threshold,
+        (Some(m), Some(t)) => {
+            if !(0.0..=1.0).contains(&t) {
+                bail!("--threshold {t} is out of range: it must be between 0 and 1");
+            }
+            super::index::check_threshold(m.threshold, t, &args.index, "--threshold")?;
+            t
+        }
+        (None, Some(_)) => bail!(
+            "{dir}: --threshold applies to MinHash indexes; this simhash index (k = {}) is asked with -k",
+            index.k()
+        ),
+        (None, None) => 0.0,
+    };
     let k = match args.k {
         None => index.k(),
         Some(k) if k > index.k() => bail!(
@@ -119,7 +155,7 @@ pub fn run(args: &QueryArgs) -> Result<()> {
     let scheme = if args.texts.is_empty() && args.inputs.is_empty() {
         Scheme::simhash_doc()
     } else {
-        index_scheme(index.manifest())
+        neardup_dataflow::config::options::query_scheme(index.manifest())
             .with_context(|| format!("{}: cannot fingerprint text queries", args.index.display()))?
     };
     let mut queries: Vec<Query> = Vec::new();
@@ -142,6 +178,7 @@ pub fn run(args: &QueryArgs) -> Result<()> {
         index: &index,
         scheme,
         k,
+        threshold,
         workers: args.workers,
         queries: 0,
         matches: 0,
@@ -173,8 +210,15 @@ pub fn run(args: &QueryArgs) -> Result<()> {
     }
     sink.finish()?;
     if !args.quiet {
+        let within = match index.minhash() {
+            Some(m) => format!(
+                "of Jaccard {threshold} or more ({})",
+                if m.exact() { "exact" } else { "estimated" }
+            ),
+            None => format!("within k = {k}"),
+        };
         eprintln!(
-            "neardup: {} queries, {} matches within k = {k}{}",
+            "neardup: {} queries, {} matches {within}{}",
             answerer.queries,
             answerer.matches,
             if answerer.skipped > 0 {
@@ -192,6 +236,8 @@ struct Answerer<'a> {
     index: &'a Index,
     scheme: Scheme,
     k: u32,
+    /// A MinHash index's threshold.
+    threshold: f64,
     workers: usize,
     queries: u64,
     matches: u64,
@@ -204,11 +250,16 @@ impl Answerer<'_> {
             return Ok(());
         }
         let chunk = queries.len().div_ceil(self.workers);
-        let (index, scheme, k) = (self.index, &self.scheme, self.k);
+        let (index, scheme, k, threshold) = (self.index, &self.scheme, self.k, self.threshold);
         let answers: Vec<Vec<MatchRow>> = std::thread::scope(|s| {
             let handles: Vec<_> = queries
                 .chunks(chunk)
-                .map(|part| s.spawn(move || answer_part(index, scheme, k, part)))
+                .map(|part| {
+                    s.spawn(move || match index.minhash() {
+                        Some(_) => answer_minhash(index, scheme, threshold, part),
+                        None => answer_part(index, scheme, k, part),
+                    })
+                })
                 .collect();
             handles
                 .into_iter()
@@ -252,7 +303,9 @@ fn answer_part(index: &Index, scheme: &Scheme, k: u32, queries: &[Query]) -> Vec
             query: name.clone(),
             doc_id: doc.doc_id,
             id: doc.id.map(str::to_string),
-            hamming: m.hamming as u8,
+            hamming: Some(m.hamming as u8),
+            jaccard: None,
+            jaccard_exact: None,
             cluster_id: doc.cluster_id,
         }
     };
@@ -268,6 +321,64 @@ fn answer_part(index: &Index, scheme: &Scheme, k: u32, queries: &[Query]) -> Vec
     for (name, fp) in asked {
         let start = out.len();
         index.query(fp, k, |m| out.push(row(name, m)));
+        out[start..].sort_unstable_by_key(|r| r.doc_id);
+    }
+    out
+}
+
+/// The matches of `queries` in a MinHash index, in order (each query's sorted by doc
+/// number): each text's signature probes the bands, and its shingle set (where the index
+/// verifies by exact Jaccard) verifies the candidates. `--fingerprint` queries are refused
+/// before (a signature is no 16 hex digits).
+fn answer_minhash(
+    index: &Index,
+    scheme: &Scheme,
+    threshold: f64,
+    queries: &[Query],
+) -> Vec<MatchRow> {
+    let minhash = index.minhash().expect("a MinHash index");
+    let mut fingerprinter = Fingerprinter::new(scheme.clone());
+    // The verification set: the scheme's own features, or word shingles of another n.
+    let mut shingler = minhash
+        .exact()
+        .then(|| {
+            neardup_dataflow::stages::fingerprint::verification_shingler(scheme, minhash.shingle)
+        })
+        .flatten();
+    let mut out = Vec::new();
+    for query in queries {
+        let Query::Text { name, text } = query else {
+            continue;
+        };
+        let fp = fingerprinter.fingerprint(text);
+        if fp.is_empty() {
+            continue;
+        }
+        let set: Option<Vec<u64>> = minhash.exact().then(|| {
+            let mut set = match shingler.as_mut() {
+                Some(shingler) => {
+                    shingler.fingerprint(text);
+                    shingler.feature_set().to_vec()
+                }
+                None => fingerprinter.feature_set().to_vec(),
+            };
+            set.sort_unstable();
+            set.dedup();
+            set
+        });
+        let start = out.len();
+        index.query_minhash(fingerprinter.signature(), set.as_deref(), threshold, |m| {
+            let doc = index.doc(m.generation, m.row);
+            out.push(MatchRow {
+                query: name.clone(),
+                id: doc.id.map(str::to_string),
+                doc_id: doc.doc_id,
+                hamming: None,
+                jaccard: Some(m.jaccard),
+                jaccard_exact: Some(m.exact),
+                cluster_id: doc.cluster_id,
+            })
+        });
         out[start..].sort_unstable_by_key(|r| r.doc_id);
     }
     out
@@ -334,11 +445,17 @@ impl Sink {
             None => Sink::Json(BufWriter::with_capacity(1 << 16, io::stdout()), Vec::new()),
             Some(path) => {
                 let m = index.manifest();
+                let mut asked =
+                    json!({"k": m.k, "tables": m.tables, "query_k": args.k.unwrap_or(m.k)});
+                if let Some(minhash) = &m.minhash {
+                    asked["minhash"] = json!(minhash);
+                    asked["query_threshold"] = json!(args.threshold.unwrap_or(minhash.threshold));
+                }
                 let meta = TableMeta {
                     scheme: m.scheme.clone(),
                     params: json!({
                         PARAM_FINGERPRINT: m.fingerprint,
-                        "index": {"k": m.k, "tables": m.tables, "query_k": args.k.unwrap_or(m.k)},
+                        "index": asked,
                     }),
                 };
                 Sink::Parquet(Box::new(PartWriter::create_file(path, &meta)?))

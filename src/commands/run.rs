@@ -47,6 +47,11 @@ Examples:
     neardup run --index idx --output week1 week1/
     neardup run --against idx --update-index --keep longest --output week2 week2/
 
+  The same with MinHash (the index keeps band tables, signatures and shingle sets, so that
+  queries and later batches are verified by exact Jaccard as the run was):
+    neardup run --scheme minhash --threshold 0.8 --index mh --index-shingles --output week1 week1/
+    neardup run --scheme minhash --threshold 0.8 --against mh --update-index --output week2 week2/
+
   Near-duplicates removed, then repeated passages of 100 bytes or more in the kept
   documents (substrings/, see docs/substrings.md):
     neardup run --substrings 100 --output out corpus.jsonl.zst
@@ -161,6 +166,11 @@ pub struct RunArgs {
     /// finished run): query it with `neardup query`, see docs/index.md
     #[arg(long, value_name = "DIR", help_heading = "Index")]
     pub index: Option<PathBuf>,
+    /// With --index of a MinHash run: also keep each document's shingle set, so that
+    /// queries and --against runs verify candidates by exact Jaccard as the run did (else
+    /// by the signatures' estimate); about 8 bytes per distinct shingle
+    #[arg(long, requires = "index", help_heading = "Index")]
+    pub index_shingles: bool,
     /// Deduplicate this batch against the index in DIR: the pairs between new and indexed
     /// documents and the clusters they join or merge go to against-*.parquet in the output
     /// (indexed documents are kept before new copies; with --keep, old and new are ranked
@@ -416,14 +426,24 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut index = match &args.index {
         Some(dir) if args.job.cluster.process == 0 => Some((
             dir,
-            super::index::create(dir, &config.scheme, &config.design)?,
+            super::index::create(dir, &config, args.index_shingles)?,
         )),
-        Some(_) => {
-            super::index::check_indexable(&config.scheme)?;
-            None
-        }
-        None => None,
+        _ => None,
     };
+    // A MinHash index keeps what no output table holds: each document's signature (and
+    // shingle set), written beside the resume parts by every worker. (The other processes
+    // of a run with --index check here that the index can hold it.)
+    let index_minhash = match (&index, &args.index, &args.against) {
+        (Some((_, writer)), _, _) => writer.manifest().minhash.clone(),
+        (None, Some(_), _) => super::index::check_indexable(&config, args.index_shingles)?,
+        (None, None, Some(dir)) => neardup_io::index::Manifest::load(dir)?.minhash,
+        (None, None, None) => None,
+    };
+    if let Some(m) = &index_minhash {
+        config.index_sketches = Some(neardup_dataflow::config::IndexSketches {
+            shingles: m.shingles,
+        });
+    }
     // Against an index: the run must make the index's fingerprints and tables; with
     // --update-index the index is locked from now on. Process 0 compares the batch with the
     // index after the job's parts are committed and before its _SUCCESS (so a run with
@@ -440,18 +460,19 @@ pub fn run(args: &RunArgs) -> Result<()> {
             );
         }
         let manifest = neardup_io::index::Manifest::load(dir)?;
-        super::index::check_against(&manifest, dir, &config.scheme, &config.design)?;
+        super::index::check_against(&manifest, dir, &config, args.update_index)?;
         if args.job.cluster.process == 0 {
             if args.update_index {
                 update = Some(neardup_io::index::IndexWriter::open(dir)?);
             }
             let (dir, k, slot) = (dir.clone(), config.design.k(), found.clone());
+            let threshold = config.verify.map_or(0.0, |v| v.min_jaccard);
             let keep = super::index::AgainstKeep {
                 policy: config.keep.clone(),
                 given: args.job.keep.is_some(),
             };
             config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
-                let outcome = super::index::against(&dir, run, k, &manifest, &keep)
+                let outcome = super::index::against(&dir, run, k, threshold, &manifest, &keep)
                     .map_err(|e| format!("--against {}: {e:#}", dir.display()))?;
                 *slot.lock().expect("the against slot") = Some(outcome);
                 Ok(())
@@ -463,8 +484,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let documents = Arc::new(Mutex::new(None));
     if index.is_some() {
         let slot = documents.clone();
+        let minhash = index_minhash.clone();
         config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
-            let read = super::index::batch_documents(run).map_err(|e| format!("--index: {e:#}"))?;
+            let read = super::index::batch_documents(run, minhash.as_ref())
+                .map_err(|e| format!("--index: {e:#}"))?;
             *slot.lock().expect("the documents slot") = Some(read);
             Ok(())
         })));

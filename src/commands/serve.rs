@@ -224,15 +224,20 @@ fn create_index(dir: &std::path::Path) -> Result<()> {
         scheme: scheme.name.as_str().to_string(),
         fingerprint: neardup_dataflow::output::fingerprint_params(&scheme),
         design: TableDesign::manku16(),
+        minhash: None,
     };
     let mut writer = IndexWriter::create(dir, &spec)?;
     writer.add(NewGeneration::default())?;
     Ok(())
 }
 
-/// The index's scheme, refused for MinHash (its tables are not permutation tables).
+/// The index's scheme, refused for MinHash (its tables are LSH bands, not permutation
+/// tables: `neardup query` answers them).
 fn serve_scheme(manifest: &Manifest) -> Result<Scheme> {
-    if SchemeName::parse(&manifest.scheme) == Some(SchemeName::Minhash) {
+    let scheme = SchemeName::parse(&manifest.scheme);
+    if manifest.minhash.is_some()
+        || matches!(scheme, Some(SchemeName::Minhash | SchemeName::MinhashOph))
+    {
         bail!(
             "its scheme is {:?}: neardup serve answers simhash indexes (simhash-doc, simhash-shingles) only",
             manifest.scheme

@@ -186,6 +186,17 @@ pub struct JobConfig {
     /// A step of process 0 between the last committed part and `summary.json`/`_SUCCESS`
     /// (see [`BeforeCommit`]); `None`: nothing.
     pub before_commit: Option<BeforeCommit>,
+    /// MinHash mode, for a saved index (`--index`, `--against`): also keep every document's
+    /// signature (and with [`IndexSketches::shingles`] its verification set) in the resume
+    /// parts, where [`crate::stages::fingerprint::resume::document_sketches`] reads them.
+    pub index_sketches: Option<IndexSketches>,
+}
+
+/// What a MinHash index needs of each document beyond the run's tables (see
+/// [`JobConfig::index_sketches`]): its signature, and its shingle set when `shingles`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexSketches {
+    pub shingles: bool,
 }
 
 /// A step that belongs to a run's output but is not a stage of the job: process 0 runs it
@@ -241,6 +252,7 @@ impl JobConfig {
             command_line: Vec::new(),
             resume: Resume::Off,
             before_commit: None,
+            index_sketches: None,
             substrings: None,
             url_normalize: neardup_core::urlnorm::UrlNormalize::Standard,
             mirrors: neardup_core::mirrors::MirrorParams::default(),

@@ -31,11 +31,17 @@ pub enum OptionError {
     IndexFeaturesUnknown(String),
     #[error("the index's weights {0} cannot be applied to a query")]
     IndexWeights(String),
-    #[error("MinHash indexes are not supported yet")]
+    #[error("a MinHash index is asked by neardup query and neardup run --against only")]
     IndexMinHash,
+    #[error("the index's MinHash parameters {0} cannot be rebuilt")]
+    IndexSignature(String),
     #[error("its fingerprint parameters {recorded} cannot be rebuilt (a stop-word list other than the built-in english one?); this neardup would make {rebuilt}")]
     IndexParams { recorded: String, rebuilt: String },
 }
+
+/// The longest signature an index may record (a damaged manifest must not make a query
+/// allocate without bound); `--permutations` accepts no more.
+const MAX_INDEX_PERMUTATIONS: u64 = 4096;
 
 /// Parses `16G`, `512MiB`, `1.5 GB`, `2000000` (bytes). Units are powers of 1024.
 pub fn parse_size(text: &str) -> Result<u64, OptionError> {
@@ -107,10 +113,22 @@ fn physical_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// The scheme an index was made with, rebuilt from its manifest and checked: its
+/// The scheme a simhash index was made with, rebuilt from its manifest and checked: its
 /// [`fingerprint_params`](crate::output::fingerprint_params) must be exactly the recorded
-/// ones.
+/// ones. A MinHash index is refused (its tables are not permutation tables: see
+/// [`query_scheme`]).
 pub fn index_scheme(manifest: &Manifest) -> Result<Scheme, OptionError> {
+    let scheme = query_scheme(manifest)?;
+    if matches!(scheme.method, Method::MinHash { .. }) {
+        return Err(OptionError::IndexMinHash);
+    }
+    Ok(scheme)
+}
+
+/// The scheme any index was made with, simhash or MinHash, rebuilt from its manifest and
+/// checked as [`index_scheme`] checks it: what `neardup query` fingerprints its queries
+/// with.
+pub fn query_scheme(manifest: &Manifest) -> Result<Scheme, OptionError> {
     let Some(name) = SchemeName::parse(&manifest.scheme) else {
         return Err(OptionError::IndexSchemeUnknown(manifest.scheme.clone()));
     };
@@ -133,7 +151,12 @@ pub fn index_scheme(manifest: &Manifest) -> Result<Scheme, OptionError> {
                 other => return Err(OptionError::IndexWeights(format!("{other:?}"))),
             }
         }
-        Method::MinHash { .. } => return Err(OptionError::IndexMinHash),
+        Method::MinHash { permutations, .. } => {
+            *permutations = match p["permutations"].as_u64() {
+                Some(n) if n > 0 && n <= MAX_INDEX_PERMUTATIONS => n as usize,
+                _ => return Err(OptionError::IndexSignature(p.to_string())),
+            }
+        }
     }
     if !p["stop_words"].is_null() {
         // The built-in list is the one a manifest can name by its checksum.

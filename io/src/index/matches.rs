@@ -1,9 +1,12 @@
 //! The answer of a query, as `neardup query` writes it (JSON lines, or Parquet with
-//! `--output`): one row per indexed document within `k` of a query document.
+//! `--output`): one row per indexed document within `k` of a query document (a simhash
+//! index), or sharing a band with it and verified at the threshold (a MinHash index).
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array, StringArray, UInt64Array, UInt8Array};
+use arrow::array::{
+    ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, UInt64Array, UInt8Array,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
@@ -12,13 +15,21 @@ use serde::Serialize;
 use crate::parquet_out::OutputRow;
 
 /// One match: the query's name, the indexed document (its number and own id), their
-/// Hamming distance, and the document's cluster (`None`: in no cluster).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// Hamming distance (a simhash index) or Jaccard similarity (a MinHash index: exact when
+/// `jaccard_exact`, else the signatures' estimate), and the document's cluster (`None`: in
+/// no cluster). The fields an index does not give are left out of a JSON line and null in
+/// Parquet.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MatchRow {
     pub query: String,
     pub id: Option<String>,
     pub doc_id: u64,
-    pub hamming: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hamming: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jaccard: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jaccard_exact: Option<bool>,
     pub cluster_id: Option<i64>,
 }
 
@@ -30,7 +41,9 @@ impl OutputRow for MatchRow {
             Field::new("query", DataType::Utf8, false),
             Field::new("id", DataType::Utf8, true),
             Field::new("doc_id", DataType::UInt64, false),
-            Field::new("hamming", DataType::UInt8, false),
+            Field::new("hamming", DataType::UInt8, true),
+            Field::new("jaccard", DataType::Float64, true),
+            Field::new("jaccard_exact", DataType::Boolean, true),
             Field::new("cluster_id", DataType::Int64, true),
         ]))
     }
@@ -49,6 +62,12 @@ impl OutputRow for MatchRow {
             ),
             Arc::new(rows.iter().map(|r| r.doc_id).collect::<UInt64Array>()),
             Arc::new(rows.iter().map(|r| r.hamming).collect::<UInt8Array>()),
+            Arc::new(rows.iter().map(|r| r.jaccard).collect::<Float64Array>()),
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.jaccard_exact)
+                    .collect::<BooleanArray>(),
+            ),
             Arc::new(rows.iter().map(|r| r.cluster_id).collect::<Int64Array>()),
         ];
         RecordBatch::try_new(Self::schema(), columns)

@@ -35,6 +35,13 @@
 //! generation records the new cluster of every earlier document whose cluster changed in its
 //! `clusters.bin`; a reader takes the latest.
 //!
+//! **MinHash indexes** (`minhash`, `minhash-oph` runs) hold, instead of permutation tables,
+//! one sorted table per LSH band (the band's key and the document's row: a query probes
+//! each band at its own key, and the documents sharing a key with it in some band are its
+//! candidates, as in a run), every document's signature, and with `--index-shingles` its
+//! shingle set, so that candidates are verified as the run verified its pairs: exact
+//! Jaccard over the shingle sets, else the signatures' estimate ([`MinHashParams`]).
+//!
 //! The byte layout of every file is in docs/index.md; [`write`] and [`read`] follow it.
 
 pub mod matches;
@@ -50,15 +57,21 @@ use serde_json::Value;
 use crate::error::IoError;
 
 pub use matches::{MatchRow, MergeRow};
-pub use read::{DocView, Index, Match, Verify};
-pub use write::{DocEntry, Generation as NewGeneration, IndexSpec, IndexWriter};
+pub use read::{DocView, Index, Match, MinHashMatch, Verify};
+pub use write::{DocEntry, Generation as NewGeneration, IndexSpec, IndexWriter, MINHASH_TABLES};
 
-/// The index layout version written into the manifest and every binary file's header. A
-/// reader refuses a newer one (a newer neardup's index is never misread) and reads every
-/// format from [`OLDEST_INDEX_FORMAT`] on. Format 2 added each document's content digest,
-/// keep rank, bytes and capture time to `docs.bin`, and each generation's format and keep
-/// policy to the manifest.
-pub const INDEX_FORMAT: u32 = 2;
+/// The newest index layout version, written into the manifest and every binary file's
+/// header. A reader refuses a newer one (a newer neardup's index is never misread) and reads
+/// every format from [`OLDEST_INDEX_FORMAT`] on. Format 2 added each document's content
+/// digest, keep rank, bytes and capture time to `docs.bin`, and each generation's format and
+/// keep policy to the manifest. Format 3 is the MinHash index (band tables, signatures,
+/// shingle sets, the manifest's `minhash`); simhash indexes are still written in
+/// [`SIMHASH_INDEX_FORMAT`], byte for byte as before, so that an older neardup reads them,
+/// and refuses a MinHash index by its format instead of misreading it.
+pub const INDEX_FORMAT: u32 = 3;
+
+/// The format a simhash index is written in (its layout did not change in format 3).
+pub const SIMHASH_INDEX_FORMAT: u32 = 2;
 
 /// The oldest format this neardup reads.
 pub const OLDEST_INDEX_FORMAT: u32 = 1;
@@ -90,6 +103,10 @@ pub const HEADER_BYTES: usize = 64;
 pub const KIND_DOCS: u32 = 1;
 pub const KIND_TABLE: u32 = 2;
 pub const KIND_CLUSTERS: u32 = 3;
+/// MinHash indexes (format 3): one LSH band's keys, the signatures, the shingle sets.
+pub const KIND_BAND: u32 = 4;
+pub const KIND_SIGNATURES: u32 = 5;
+pub const KIND_SHINGLES: u32 = 6;
 
 /// The bits of a doc number below the file number (as a run numbers its documents).
 pub const FILE_SHIFT: u32 = 40;
@@ -107,7 +124,14 @@ pub fn table_file(table: usize) -> String {
     format!("table-{table:03}.bin")
 }
 
+/// A MinHash index's band table file name.
+pub fn band_file(band: usize) -> String {
+    format!("band-{band:03}.bin")
+}
+
 pub const DOCS_FILE: &str = "docs.bin";
+pub const SIGNATURES_FILE: &str = "signatures.bin";
+pub const SHINGLES_FILE: &str = "shingles.bin";
 pub const CLUSTERS_FILE: &str = "clusters.bin";
 pub const DOCUMENTS_PARQUET: &str = "documents.parquet";
 
@@ -122,12 +146,15 @@ pub struct Manifest {
     pub scheme: String,
     /// What defines a fingerprint: the `fingerprint` parameters every neardup table records.
     pub fingerprint: Value,
-    /// The design's k: queries may ask for less, never more.
+    /// The design's k: queries may ask for less, never more (0 in a MinHash index).
     pub k: u32,
-    /// The table design's name (`manku16`, `blocks:5`).
+    /// The table design's name (`manku16`, `blocks:5`; `lsh` in a MinHash index).
     pub tables: String,
-    /// Each table's key mask, as 16 hex digits.
+    /// Each table's key mask, as 16 hex digits (none in a MinHash index).
     pub masks: Vec<String>,
+    /// A MinHash index's banding and verification (absent in a simhash index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minhash: Option<MinHashParams>,
     /// Documents in all generations, and those in the tables (not empty).
     pub documents: u64,
     pub indexed: u64,
@@ -168,6 +195,40 @@ fn format_one() -> u32 {
     1
 }
 
+/// What a MinHash index was made with, beyond the fingerprint parameters: its LSH banding,
+/// and how candidates are verified (as the run that made it verified its pairs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MinHashParams {
+    /// The signature's length (as the fingerprint parameters say).
+    pub permutations: usize,
+    /// The LSH banding: `bands` tables, each keyed by `rows` signature values.
+    pub bands: usize,
+    pub rows: usize,
+    /// Candidates with a similarity below this are no matches: the run's verification
+    /// threshold. Queries may ask for more, never less.
+    pub threshold: f64,
+    /// The run's verification: [`VERIFY_JACCARD`] (exact Jaccard of shingle sets) or
+    /// [`VERIFY_ESTIMATE`] (the signatures' agreement).
+    pub verify: String,
+    /// The n of the word shingles exact-Jaccard verification compares.
+    pub shingle: usize,
+    /// Whether every generation holds the shingle sets (`shingles.bin`): without them a
+    /// candidate is verified by the signatures' estimate.
+    pub shingles: bool,
+}
+
+/// [`MinHashParams::verify`]: exact Jaccard of shingle sets, or the signatures' estimate.
+pub const VERIFY_JACCARD: &str = "jaccard";
+pub const VERIFY_ESTIMATE: &str = "minhash";
+
+impl MinHashParams {
+    /// Whether a candidate is verified by exact Jaccard: the run verified so and the
+    /// shingle sets are stored.
+    pub fn exact(&self) -> bool {
+        self.verify == VERIFY_JACCARD && self.shingles
+    }
+}
+
 /// A file's size and checksum.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileSum {
@@ -178,6 +239,16 @@ pub struct FileSum {
 }
 
 impl Manifest {
+    /// The format this index's new generations and manifests are written in:
+    /// [`INDEX_FORMAT`] for a MinHash index, [`SIMHASH_INDEX_FORMAT`] otherwise.
+    pub fn write_format(&self) -> u32 {
+        if self.minhash.is_some() {
+            INDEX_FORMAT
+        } else {
+            SIMHASH_INDEX_FORMAT
+        }
+    }
+
     /// The table masks as numbers.
     pub fn mask_values(&self, path: &Path) -> Result<Vec<u64>, IoError> {
         self.masks
@@ -219,6 +290,41 @@ impl Manifest {
             .find(|g| !(OLDEST_INDEX_FORMAT..=INDEX_FORMAT).contains(&g.format))
         {
             return Err(unreadable_format(dir.join(&g.dir), g.format));
+        }
+        let method = manifest.fingerprint.get("method").and_then(Value::as_str);
+        let minhash_method = matches!(method, Some("minhash" | "minhash-oph"));
+        if manifest.minhash.is_some() != minhash_method {
+            return Err(corrupt(
+                &path,
+                format!(
+                    "fingerprints of method {method:?} {} a minhash member",
+                    if minhash_method { "without" } else { "with" }
+                ),
+            ));
+        }
+        if let Some(m) = &manifest.minhash {
+            if let Some(g) = manifest
+                .generations
+                .iter()
+                .find(|g| g.format < INDEX_FORMAT)
+            {
+                return Err(corrupt(
+                    &path,
+                    format!(
+                        "a MinHash index, but its generation {} has format {} (MinHash generations are format {INDEX_FORMAT})",
+                        g.dir, g.format
+                    ),
+                ));
+            }
+            if m.bands == 0 || m.rows == 0 || m.bands * m.rows > m.permutations {
+                return Err(corrupt(
+                    &path,
+                    format!(
+                        "{} bands of {} rows do not fit signatures of {} values",
+                        m.bands, m.rows, m.permutations
+                    ),
+                ));
+            }
         }
         Ok(manifest)
     }

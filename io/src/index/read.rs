@@ -3,21 +3,28 @@
 //!
 //! Opening does not read the tables: they are memory-mapped, and a query touches only the
 //! pages its binary searches land on (about `log2(n)` per table and generation).
+//!
+//! A MinHash index ([`Index::query_minhash`]) is probed band by band: the documents whose
+//! key in some band equals the query's are its candidates (one binary search per band and
+//! generation), each verified once against the query as the run verified its pairs.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
+use neardup_core::minhash::{jaccard_estimate, Banding};
 use neardup_core::query::{self, permutations, Permutation};
+use neardup_core::similarity::jaccard;
 use neardup_core::TableDesign;
 
 use super::write::{
     design_of, FLAG_BYTES, FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK,
 };
 use super::{
-    corrupt, generation_file, table_file, GenerationEntry, Manifest, CLUSTERS_FILE, DOCS_FILE,
-    DOCUMENTS_PARQUET, HEADER_BYTES, KIND_CLUSTERS, KIND_DOCS, KIND_TABLE, MAGIC, MANIFEST,
+    band_file, corrupt, generation_file, table_file, GenerationEntry, Manifest, MinHashParams,
+    CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, HEADER_BYTES, KIND_BAND, KIND_CLUSTERS, KIND_DOCS,
+    KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST, SHINGLES_FILE, SIGNATURES_FILE,
 };
 use crate::error::IoError;
 
@@ -34,7 +41,8 @@ pub enum Verify {
 pub struct Index {
     dir: PathBuf,
     manifest: Manifest,
-    design: TableDesign,
+    /// A simhash index's permutation tables (`None`: a MinHash index).
+    design: Option<TableDesign>,
     permutations: Vec<Permutation>,
     generations: Vec<GenerationMap>,
     /// The latest cluster of every document whose cluster a later generation changed.
@@ -47,8 +55,12 @@ struct GenerationMap {
     count: usize,
     tables: Vec<Mmap>,
     indexed: usize,
-    /// The layout of its files (docs/index.md): 1 or 2.
+    /// The layout of its files (docs/index.md): 1, 2, or 3 (MinHash).
     format: u32,
+    /// A MinHash generation's `signatures.bin` and `shingles.bin` (the band tables are in
+    /// `tables`).
+    signatures: Option<Mmap>,
+    shingles: Option<Mmap>,
 }
 
 /// Words per document before `docs.bin`'s flags: doc number, simhash, cluster, id end; and
@@ -59,6 +71,17 @@ fn doc_words(format: u32) -> usize {
     } else {
         4
     }
+}
+
+/// A stored document of a MinHash index that passed verification against a query: where
+/// it is, its similarity, and whether that is the exact Jaccard of the shingle sets (else the
+/// signatures' estimate).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MinHashMatch {
+    pub generation: usize,
+    pub row: u32,
+    pub jaccard: f64,
+    pub exact: bool,
 }
 
 /// A stored document within `k` of a query: where it is, and how far.
@@ -84,6 +107,10 @@ pub struct DocView<'a> {
     pub rank: Option<u64>,
     pub bytes: Option<u64>,
     pub fetched_at: Option<i64>,
+    /// A MinHash index's: the signature (empty in a simhash index), and the sorted shingle
+    /// set where the index holds them.
+    pub signature: &'a [u64],
+    pub shingles: Option<&'a [u64]>,
 }
 
 /// `n` little-endian words of `bytes` from byte `at` (8-aligned in a page-aligned map).
@@ -118,7 +145,10 @@ impl Index {
             "index files are little-endian; this machine is not".into(),
         ));
         let manifest = Manifest::load(dir)?;
-        let design = design_of(&manifest, &dir.join(MANIFEST))?;
+        let design = match manifest.minhash {
+            None => Some(design_of(&manifest, &dir.join(MANIFEST))?),
+            Some(_) => None,
+        };
         let mut generations = Vec::with_capacity(manifest.generations.len());
         let mut changes = HashMap::new();
         for entry in &manifest.generations {
@@ -131,23 +161,43 @@ impl Index {
             let size =
                 HEADER_BYTES + 8 * doc_words(format) * count + padded8(count) + id_bytes as usize;
             expect(&path, "bytes", docs.len() as u64, size as u64)?;
-            let mut tables = Vec::with_capacity(design.tables());
-            for (t, mask) in design.masks().iter().enumerate() {
-                let name = table_file(t);
-                let map = map_checked(dir, entry, &name, verify)?;
-                let path = generation_file(dir, entry, &name);
-                let (n, recorded_mask) = header(&map, &path, KIND_TABLE, format)?;
+            // A simhash index's tables say their masks, a MinHash index's their bands.
+            let (kind, names, extras): (u32, Vec<String>, Vec<u64>) =
+                match (&design, &manifest.minhash) {
+                    (Some(design), _) => (
+                        KIND_TABLE,
+                        (0..design.tables()).map(table_file).collect(),
+                        design.masks().to_vec(),
+                    ),
+                    (None, Some(m)) => (
+                        KIND_BAND,
+                        (0..m.bands).map(band_file).collect(),
+                        (0..m.bands as u64).collect(),
+                    ),
+                    (None, None) => unreachable!("a simhash index has a design"),
+                };
+            let mut tables = Vec::with_capacity(names.len());
+            for (name, &extra) in names.iter().zip(&extras) {
+                let map = map_checked(dir, entry, name, verify)?;
+                let path = generation_file(dir, entry, name);
+                let (n, recorded) = header(&map, &path, kind, format)?;
                 expect(&path, "entries", n, entry.indexed)?;
-                if recorded_mask != *mask {
-                    return Err(corrupt(
-                        &path,
-                        format!("mask {recorded_mask:016x}, expected {mask:016x}"),
-                    ));
+                if recorded != extra {
+                    let what = if kind == KIND_TABLE {
+                        format!("mask {recorded:016x}, expected {extra:016x}")
+                    } else {
+                        format!("band {recorded}, expected {extra}")
+                    };
+                    return Err(corrupt(&path, what));
                 }
                 let size = HEADER_BYTES + 8 * n as usize + padded8(4 * n as usize);
                 expect(&path, "bytes", map.len() as u64, size as u64)?;
                 tables.push(map);
             }
+            let (signatures, shingles) = match &manifest.minhash {
+                Some(m) => map_minhash(dir, entry, m, count, verify)?,
+                None => (None, None),
+            };
             let clusters = map_checked(dir, entry, CLUSTERS_FILE, verify)?;
             let path = generation_file(dir, entry, CLUSTERS_FILE);
             let (n, _) = header(&clusters, &path, KIND_CLUSTERS, format)?;
@@ -172,11 +222,13 @@ impl Index {
                 tables,
                 indexed: entry.indexed as usize,
                 format,
+                signatures,
+                shingles,
             });
         }
         Ok(Index {
             dir: dir.to_path_buf(),
-            permutations: permutations(&design),
+            permutations: design.as_ref().map(permutations).unwrap_or_default(),
             manifest,
             design,
             generations,
@@ -192,13 +244,19 @@ impl Index {
         &self.manifest
     }
 
-    pub fn design(&self) -> &TableDesign {
-        &self.design
+    /// A simhash index's table design (`None`: a MinHash index).
+    pub fn design(&self) -> Option<&TableDesign> {
+        self.design.as_ref()
     }
 
-    /// The index's k: the largest a query may ask for.
+    /// A MinHash index's banding and verification (`None`: a simhash index).
+    pub fn minhash(&self) -> Option<&MinHashParams> {
+        self.manifest.minhash.as_ref()
+    }
+
+    /// The index's k: the largest a query may ask for (0 in a MinHash index).
     pub fn k(&self) -> u32 {
-        self.design.k()
+        self.design.as_ref().map_or(0, TableDesign::k)
     }
 
     pub fn generations(&self) -> usize {
@@ -216,15 +274,17 @@ impl Index {
     }
 
     /// Calls `found` once for every indexed document within `k` bits of `fp` (`k` at most
-    /// [`Index::k`]; the caller checks), generation by generation.
+    /// [`Index::k`]; the caller checks), generation by generation. A MinHash index has no
+    /// simhashes: nothing is found ([`Index::query_minhash`] asks it).
     pub fn query(&self, fp: u64, k: u32, mut found: impl FnMut(Match)) {
-        let k = k.min(self.design.k());
-        let mut keys: Vec<&[u64]> = Vec::with_capacity(self.design.tables());
+        let Some(design) = &self.design else { return };
+        let k = k.min(design.k());
+        let mut keys: Vec<&[u64]> = Vec::with_capacity(design.tables());
         for (g, generation) in self.generations.iter().enumerate() {
             let n = generation.indexed;
             keys.clear();
             keys.extend(generation.tables.iter().map(|m| words(m, HEADER_BYTES, n)));
-            query::query(&self.design, &self.permutations, &keys, fp, k, |m| {
+            query::query(design, &self.permutations, &keys, fp, k, |m| {
                 let rows = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n);
                 found(Match {
                     generation: g,
@@ -240,13 +300,14 @@ impl Index {
     /// each generation is walked once, left to right, for the whole batch
     /// ([`query::query_batch`]): for large batches much cheaper than one query at a time.
     pub fn query_batch(&self, fps: &[u64], k: u32, mut found: impl FnMut(usize, Match)) {
-        let k = k.min(self.design.k());
-        let mut keys: Vec<&[u64]> = Vec::with_capacity(self.design.tables());
+        let Some(design) = &self.design else { return };
+        let k = k.min(design.k());
+        let mut keys: Vec<&[u64]> = Vec::with_capacity(design.tables());
         for (g, generation) in self.generations.iter().enumerate() {
             let n = generation.indexed;
             keys.clear();
             keys.extend(generation.tables.iter().map(|m| words(m, HEADER_BYTES, n)));
-            query::query_batch(&self.design, &self.permutations, &keys, fps, k, |m| {
+            query::query_batch(design, &self.permutations, &keys, fps, k, |m| {
                 let rows = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n);
                 found(
                     m.query,
@@ -257,6 +318,61 @@ impl Index {
                     },
                 )
             });
+        }
+    }
+
+    /// Calls `found` once for every indexed document of a MinHash index that shares a band
+    /// key with `signature` and whose similarity to the query reaches `threshold`: the exact
+    /// Jaccard of `shingles` (the query's shingle set, sorted and without repeats) and the
+    /// stored set where the index holds shingle sets and `shingles` is given, else the
+    /// signatures' estimate, as the run that made the index verified its pairs. Generation
+    /// by generation, each generation's matches in row order. A simhash index finds
+    /// nothing.
+    pub fn query_minhash(
+        &self,
+        signature: &[u64],
+        shingles: Option<&[u64]>,
+        threshold: f64,
+        mut found: impl FnMut(MinHashMatch),
+    ) {
+        let Some(m) = &self.manifest.minhash else {
+            return;
+        };
+        if signature.len() != m.permutations {
+            return;
+        }
+        let banding = Banding {
+            bands: m.bands,
+            rows: m.rows,
+        };
+        let keys: Vec<u64> = banding.band_keys(signature).collect();
+        let exact = m.exact() && shingles.is_some();
+        let mut rows: Vec<u32> = Vec::new();
+        for (g, generation) in self.generations.iter().enumerate() {
+            let n = generation.indexed;
+            rows.clear();
+            for (table, &key) in generation.tables.iter().zip(&keys) {
+                let sorted = words(table, HEADER_BYTES, n);
+                let run = query::equal_range(sorted, key);
+                rows.extend_from_slice(&u32s(table, HEADER_BYTES + 8 * n, n)[run]);
+            }
+            rows.sort_unstable();
+            rows.dedup();
+            for &row in &rows {
+                let doc = self.doc(g, row);
+                let jaccard = match (exact, shingles, doc.shingles) {
+                    (true, Some(query), Some(stored)) => jaccard(query, stored),
+                    _ => jaccard_estimate(signature, doc.signature),
+                };
+                if jaccard >= threshold {
+                    found(MinHashMatch {
+                        generation: g,
+                        row,
+                        jaccard,
+                        exact,
+                    });
+                }
+            }
         }
     }
 
@@ -292,6 +408,18 @@ impl Index {
             size = has(FLAG_BYTES).then(|| column(7)[r]);
             fetched_at = has(FLAG_FETCHED_AT).then(|| column(8)[r] as i64);
         }
+        let (mut signature, mut shingles): (&[u64], _) = (&[], None);
+        if let (Some(map), Some(m)) = (&g.signatures, &self.manifest.minhash) {
+            let p = m.permutations;
+            signature = &words(map, HEADER_BYTES, n * p)[r * p..(r + 1) * p];
+        }
+        if let Some(map) = &g.shingles {
+            let ends = words(map, HEADER_BYTES, n);
+            let total = ends.last().map_or(0, |&e| e as usize);
+            let hashes = words(map, HEADER_BYTES + 8 * n, total);
+            let start = if r == 0 { 0 } else { ends[r - 1] as usize };
+            shingles = Some(&hashes[start..ends[r] as usize]);
+        }
         DocView {
             doc_id,
             id,
@@ -302,6 +430,8 @@ impl Index {
             rank,
             bytes: size,
             fetched_at,
+            signature,
+            shingles,
         }
     }
 
@@ -310,6 +440,54 @@ impl Index {
         (0..self.generations.len())
             .flat_map(move |g| (0..self.generations[g].count).map(move |r| self.doc(g, r as u32)))
     }
+}
+
+/// Maps a MinHash generation's `signatures.bin` and, where the index holds them,
+/// `shingles.bin`, checking their headers and sizes, and that the shingle sets' ends rise
+/// to the recorded total (so that reading a set never leaves the file).
+fn map_minhash(
+    dir: &Path,
+    entry: &GenerationEntry,
+    m: &MinHashParams,
+    count: usize,
+    verify: Verify,
+) -> Result<(Option<Mmap>, Option<Mmap>), IoError> {
+    let map = map_checked(dir, entry, SIGNATURES_FILE, verify)?;
+    let path = generation_file(dir, entry, SIGNATURES_FILE);
+    let (n, permutations) = header(&map, &path, KIND_SIGNATURES, entry.format)?;
+    expect(&path, "signatures", n, count as u64)?;
+    expect(
+        &path,
+        "values per signature",
+        permutations,
+        m.permutations as u64,
+    )?;
+    let size = HEADER_BYTES as u64 + 8 * n * permutations;
+    expect(&path, "bytes", map.len() as u64, size)?;
+    if !m.shingles {
+        return Ok((Some(map), None));
+    }
+    let sets = map_checked(dir, entry, SHINGLES_FILE, verify)?;
+    let path = generation_file(dir, entry, SHINGLES_FILE);
+    let (n, total) = header(&sets, &path, KIND_SHINGLES, entry.format)?;
+    expect(&path, "shingle sets", n, count as u64)?;
+    let size = HEADER_BYTES as u64 + 8 * n + 8 * total;
+    expect(&path, "bytes", sets.len() as u64, size)?;
+    let ends = words(&sets, HEADER_BYTES, count);
+    let mut previous = 0;
+    for (i, &end) in ends.iter().enumerate() {
+        if end < previous || end > total {
+            return Err(corrupt(
+                &path,
+                format!(
+                    "shingle set {i} ends at {end}, after {previous} and within {total} expected"
+                ),
+            ));
+        }
+        previous = end;
+    }
+    expect(&path, "shingles in all", previous, total)?;
+    Ok((Some(map), Some(sets)))
 }
 
 /// Maps one file of a generation after checking its size (and checksum) against the manifest.

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeSet;
 
+use neardup_core::minhash::{jaccard_estimate, Banding, MinHasher, DEFAULT_SEED};
+use neardup_core::similarity::jaccard;
 use neardup_core::testing::SeededRng;
 use neardup_core::{hamming, TableDesign};
 use serde_json::json;
@@ -14,7 +16,107 @@ fn spec() -> IndexSpec {
         scheme: "simhash-doc".into(),
         fingerprint: json!({"method": "simhash", "features": "words"}),
         design: TableDesign::manku16(),
+        minhash: None,
     }
+}
+
+/// A MinHash index's parameters: 32-value signatures in 8 bands of 4 rows, verified at
+/// 0.5, by exact Jaccard when `shingles`.
+fn minhash_params(shingles: bool) -> MinHashParams {
+    MinHashParams {
+        permutations: 32,
+        bands: 8,
+        rows: 4,
+        threshold: 0.5,
+        verify: VERIFY_JACCARD.into(),
+        shingle: 5,
+        shingles,
+    }
+}
+
+fn minhash_spec(shingles: bool) -> IndexSpec {
+    IndexSpec {
+        scheme: "minhash".into(),
+        fingerprint: json!({"method": "minhash", "permutations": 32}),
+        minhash: Some(minhash_params(shingles)),
+        ..spec()
+    }
+}
+
+/// Gives the documents of `batch` shingle sets clumped as their simhashes are (a set drawn
+/// afresh with every fourth document, the others sharing most of it) and their signatures.
+fn with_sketches(rng: &mut SeededRng, batch: &mut NewGeneration, m: &MinHashParams) {
+    let hasher = MinHasher::new(m.permutations, DEFAULT_SEED);
+    let mut centre: Vec<u64> = Vec::new();
+    for (i, d) in batch.docs.iter_mut().enumerate() {
+        if i % 4 == 0 {
+            centre = (0..20 + rng.below(20)).map(|_| rng.next_u64()).collect();
+        }
+        if d.empty {
+            continue;
+        }
+        let mut set = centre.clone();
+        for _ in 0..rng.below(12) {
+            let at = rng.below(set.len() as u64) as usize;
+            set[at] = rng.next_u64();
+        }
+        d.signature = hasher.signature(&set);
+        d.shingles = m.shingles.then_some(set);
+    }
+}
+
+/// (doc_id, jaccard, exact) of every match of a MinHash query.
+fn minhash_answers(index: &Index, doc: &DocEntry) -> BTreeSet<(u64, u64, bool)> {
+    let mut set = doc.shingles.clone();
+    if let Some(set) = set.as_mut() {
+        set.sort_unstable();
+        set.dedup();
+    }
+    let mut out = BTreeSet::new();
+    let threshold = index.minhash().unwrap().threshold;
+    index.query_minhash(&doc.signature, set.as_deref(), threshold, |m| {
+        let d = index.doc(m.generation, m.row).doc_id;
+        assert!(
+            out.insert((d, m.jaccard.to_bits(), m.exact)),
+            "a match twice"
+        );
+    });
+    out
+}
+
+/// The brute force of a MinHash index: every non-empty document whose band keys collide
+/// with the query's in some band and whose similarity reaches the threshold.
+fn minhash_brute(all: &[DocEntry], q: &DocEntry, m: &MinHashParams) -> BTreeSet<(u64, u64, bool)> {
+    let banding = Banding {
+        bands: m.bands,
+        rows: m.rows,
+    };
+    let keys: Vec<u64> = banding.band_keys(&q.signature).collect();
+    let sorted = |set: &Option<Vec<u64>>| {
+        let mut set = set.clone().unwrap_or_default();
+        set.sort_unstable();
+        set.dedup();
+        set
+    };
+    all.iter()
+        .filter(|d| !d.empty)
+        .filter(|d| {
+            banding
+                .band_keys(&d.signature)
+                .zip(&keys)
+                .any(|(a, &b)| a == b)
+        })
+        .map(|d| {
+            let j = if m.exact() {
+                jaccard(&sorted(&q.shingles), &sorted(&d.shingles))
+            } else {
+                jaccard_estimate(&q.signature, &d.signature)
+            };
+            (d.doc_id, j, m.exact())
+        })
+        .filter(|&(_, j, _)| j >= m.threshold)
+        .map(|(d, j, e)| (d, j.to_bits(), e))
+        .collect()
 }
 
 /// `n` documents of file `file`, clumped so that many are within 3 bits of another; every
@@ -43,6 +145,7 @@ fn batch(rng: &mut SeededRng, file: u64, n: u64) -> NewGeneration {
             rank: (record % 4 != 1).then_some(record * 7 % 13),
             bytes: (record % 6 != 2).then_some(100 + record),
             fetched_at: (record % 5 != 4).then_some(-(record as i64) * 1000),
+            ..Default::default()
         });
     }
     NewGeneration {
@@ -73,12 +176,32 @@ fn brute(all: &[DocEntry], fp: u64, k: u32) -> BTreeSet<(u64, u32)> {
 
 #[test]
 fn generations_answer_as_brute_force_before_and_after_compaction() {
+    generations_answer_as_brute_force(spec());
+}
+
+#[test]
+fn minhash_generations_answer_as_brute_force_before_and_after_compaction() {
+    generations_answer_as_brute_force(minhash_spec(true));
+    generations_answer_as_brute_force(minhash_spec(false));
+}
+
+/// Generations of an index of `spec` (and their compaction) answer every query as the
+/// brute force does, and give back every document as written.
+fn generations_answer_as_brute_force(spec: IndexSpec) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("index");
     let mut rng = SeededRng::new(5);
     let mut all = Vec::new();
+    let minhash = spec.minhash.clone();
+    let batch = |rng: &mut SeededRng, file, n| {
+        let mut b = batch(rng, file, n);
+        if let Some(m) = &minhash {
+            with_sketches(rng, &mut b, m);
+        }
+        b
+    };
     {
-        let mut writer = IndexWriter::create(&path, &spec()).unwrap();
+        let mut writer = IndexWriter::create(&path, &spec).unwrap();
         for file in 0..3 {
             assert_eq!(writer.file_offset(), file);
             let b = batch(&mut rng, file, 800);
@@ -96,7 +219,14 @@ fn generations_answer_as_brute_force_before_and_after_compaction() {
     drop(writer);
     let check = |index: &Index| {
         assert_eq!(index.manifest().documents, all.len() as u64);
+        let mut matched = 0;
         for (i, doc) in all.iter().enumerate().step_by(3) {
+            if let Some(m) = &minhash {
+                let expected = minhash_brute(&all, doc, m);
+                matched += expected.len();
+                assert_eq!(minhash_answers(index, doc), expected, "{}", doc.doc_id);
+                continue;
+            }
             let fp = if i % 2 == 0 {
                 doc.simhash
             } else {
@@ -105,6 +235,10 @@ fn generations_answer_as_brute_force_before_and_after_compaction() {
             for k in [0, 2, 3] {
                 assert_eq!(answers(index, fp, k), brute(&all, fp, k));
             }
+        }
+        if minhash.is_some() {
+            // Queries find other documents than themselves.
+            assert!(matched > all.len() / 2, "{matched}");
         }
         let docs: Vec<DocView> = index.docs().collect();
         assert_eq!(docs.len(), all.len());
@@ -124,6 +258,15 @@ fn generations_answer_as_brute_force_before_and_after_compaction() {
                 "{}",
                 doc.doc_id
             );
+            if minhash.is_some() && !doc.empty {
+                assert_eq!(view.signature, &doc.signature[..]);
+                let mut set = doc.shingles.clone();
+                if let Some(set) = set.as_mut() {
+                    set.sort_unstable();
+                    set.dedup();
+                }
+                assert_eq!(view.shingles, set.as_deref());
+            }
         }
     };
     let index = Index::open(&path, Verify::Checksums).unwrap();
@@ -191,17 +334,17 @@ fn newer_formats_are_refused() {
     small_index(&path);
     let manifest = path.join(MANIFEST);
     let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(&manifest, text.replace("\"format\": 2", "\"format\": 3")).unwrap();
+    std::fs::write(&manifest, text.replace("\"format\": 2", "\"format\": 4")).unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
-    assert!(e.contains("index format 3, but this neardup"), "{e}");
-    assert!(e.contains("reads formats 1 to 2"), "{e}");
+    assert!(e.contains("index format 4, but this neardup"), "{e}");
+    assert!(e.contains("reads formats 1 to 3"), "{e}");
     // A generation of a newer format in a manifest this neardup reads.
     let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    value["generations"][0]["format"] = json!(3);
+    value["generations"][0]["format"] = json!(4);
     std::fs::write(&manifest, value.to_string()).unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
     assert!(
-        e.contains("gen-00000: index format 3, but this neardup"),
+        e.contains("gen-00000: index format 4, but this neardup"),
         "{e}"
     );
     std::fs::write(&manifest, "{\"format\": 1").unwrap();
@@ -359,7 +502,7 @@ fn format_1_indexes_are_read_added_to_and_compacted() {
     writer.add(b).unwrap();
     drop(writer);
     let index = Index::open(&path, Verify::Checksums).unwrap();
-    assert_eq!(index.manifest().format, INDEX_FORMAT);
+    assert_eq!(index.manifest().format, SIMHASH_INDEX_FORMAT);
     let formats: Vec<u32> = index
         .manifest()
         .generations
@@ -416,4 +559,51 @@ fn a_batch_query_answers_as_its_queries_one_at_a_time() {
         assert!(one.len() > 500, "{}", one.len());
         assert_eq!(batch, one, "k {k}");
     }
+}
+
+#[test]
+fn minhash_manifests_that_disagree_with_themselves_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let mut writer = IndexWriter::create(&path, &minhash_spec(true)).unwrap();
+    let mut b = batch(&mut SeededRng::new(2), 0, 50);
+    with_sketches(&mut SeededRng::new(3), &mut b, &minhash_params(true));
+    writer.add(b).unwrap();
+    drop(writer);
+    let manifest = path.join(MANIFEST);
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["format"], json!(INDEX_FORMAT));
+    let refused = |edit: &dyn Fn(&mut serde_json::Value), needle: &str| {
+        let mut edited = value.clone();
+        edit(&mut edited);
+        std::fs::write(&manifest, edited.to_string()).unwrap();
+        let e = error(Index::open(&path, Verify::Checksums));
+        assert!(e.contains("manifest.json: damaged index"), "{e}");
+        assert!(e.contains(needle), "{e}");
+    };
+    refused(
+        &|v| {
+            v.as_object_mut().unwrap().remove("minhash");
+        },
+        "fingerprints of method Some(\"minhash\") without a minhash member",
+    );
+    refused(
+        &|v| v["generations"][0]["format"] = json!(2),
+        "MinHash generations are format 3",
+    );
+    refused(
+        &|v| v["minhash"]["bands"] = json!(9),
+        "9 bands of 4 rows do not fit signatures of 32 values",
+    );
+    // A band count the files do not have: the missing band file is named.
+    std::fs::write(&manifest, &text).unwrap();
+    let mut fewer = value.clone();
+    fewer["minhash"]["rows"] = json!(3);
+    fewer["minhash"]["bands"] = json!(10);
+    std::fs::write(&manifest, fewer.to_string()).unwrap();
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(e.contains("no checksum of gen-00000/band-008.bin"), "{e}");
+    std::fs::write(&manifest, &text).unwrap();
+    Index::open(&path, Verify::Checksums).unwrap();
 }

@@ -13,15 +13,17 @@ use arrow::array::{ArrayRef, BooleanArray, Int64Array, StringArray, UInt64Array}
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
+use neardup_core::minhash::Banding;
 use neardup_core::query::permutations;
 use neardup_core::TableDesign;
 use serde_json::{json, Value};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::{
-    generation_dir, table_file, FileSum, GenerationEntry, Manifest, CLUSTERS_FILE, DOCS_FILE,
-    DOCUMENTS_PARQUET, FILE_SHIFT, HEADER_BYTES, INDEX_FORMAT, INDEX_LOCK, KIND_CLUSTERS,
-    KIND_DOCS, KIND_TABLE, MAGIC, MANIFEST, MAX_FILES,
+    band_file, generation_dir, table_file, FileSum, GenerationEntry, Manifest, MinHashParams,
+    CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FILE_SHIFT, HEADER_BYTES, INDEX_LOCK, KIND_BAND,
+    KIND_CLUSTERS, KIND_DOCS, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST,
+    MAX_FILES, SHINGLES_FILE, SIGNATURES_FILE,
 };
 use crate::atomic::{sync_parent, write_atomically};
 use crate::error::IoError;
@@ -49,6 +51,11 @@ pub struct DocEntry {
     /// where known: what `--keep longest|shortest|newest|oldest` ranks by.
     pub bytes: Option<u64>,
     pub fetched_at: Option<i64>,
+    /// A MinHash index's: the document's signature (empty for an empty document, which
+    /// gets the all-`u64::MAX` signature of an empty set), and with `--index-shingles` its
+    /// shingle set (the feature hashes verification compares; any order, repeats allowed).
+    pub signature: Vec<u64>,
+    pub shingles: Option<Vec<u64>>,
 }
 
 /// A batch to add as a generation.
@@ -72,7 +79,10 @@ pub struct IndexSpec {
     pub scheme: String,
     /// The `fingerprint` parameters of the run's tables.
     pub fingerprint: Value,
+    /// A simhash index's permutation tables (ignored for a MinHash index).
     pub design: TableDesign,
+    /// A MinHash index's banding and verification (`None`: a simhash index).
+    pub minhash: Option<MinHashParams>,
 }
 
 /// The one writer of an index: holds its lock while it lives.
@@ -120,25 +130,34 @@ impl IndexWriter {
                 path: dir.to_path_buf(),
             });
         }
-        let manifest = Manifest {
-            format: INDEX_FORMAT,
+        let (k, tables, masks) = match &spec.minhash {
+            Some(_) => (0, MINHASH_TABLES.to_string(), Vec::new()),
+            None => (
+                spec.design.k(),
+                spec.design.name().to_string(),
+                spec.design
+                    .masks()
+                    .iter()
+                    .map(|m| format!("{m:016x}"))
+                    .collect(),
+            ),
+        };
+        let mut manifest = Manifest {
+            format: 0,
             neardup_version: env!("CARGO_PKG_VERSION").to_string(),
             scheme: spec.scheme.clone(),
             fingerprint: spec.fingerprint.clone(),
-            k: spec.design.k(),
-            tables: spec.design.name().to_string(),
-            masks: spec
-                .design
-                .masks()
-                .iter()
-                .map(|m| format!("{m:016x}"))
-                .collect(),
+            k,
+            tables,
+            masks,
+            minhash: spec.minhash.clone(),
             documents: 0,
             indexed: 0,
             files: 0,
             next_generation: 0,
             generations: Vec::new(),
         };
+        manifest.format = manifest.write_format();
         let writer = IndexWriter {
             dir: dir.to_path_buf(),
             manifest,
@@ -210,11 +229,11 @@ impl IndexWriter {
                 ),
             ));
         }
+        check_sketches(&self.dir, &self.manifest, &batch.docs)?;
         let number = self.manifest.next_generation;
-        let design = design_of(&self.manifest, &self.dir.join(MANIFEST))?;
-        let entry = write_generation(&self.dir, number, &self.manifest, &design, &batch, offset)?;
+        let entry = write_generation(&self.dir, number, &self.manifest, &batch, offset)?;
         let mut next = self.manifest.clone();
-        next.format = INDEX_FORMAT;
+        next.format = next.write_format();
         next.documents += entry.documents;
         next.indexed += entry.indexed;
         next.files = end;
@@ -247,6 +266,8 @@ impl IndexWriter {
                     rank: view.rank,
                     bytes: view.bytes,
                     fetched_at: view.fetched_at,
+                    signature: view.signature.to_vec(),
+                    shingles: view.shingles.map(<[u64]>::to_vec),
                 });
             }
         }
@@ -276,7 +297,6 @@ impl IndexWriter {
         }
         drop(index);
         let number = self.manifest.next_generation;
-        let design = design_of(&self.manifest, &self.dir.join(MANIFEST))?;
         let batch = Generation {
             files: self.manifest.files,
             docs,
@@ -285,7 +305,7 @@ impl IndexWriter {
         };
         let mut batch = batch;
         batch.docs.sort_unstable_by_key(|d| d.doc_id);
-        let entry = write_generation(&self.dir, number, &self.manifest, &design, &batch, 0)?;
+        let entry = write_generation(&self.dir, number, &self.manifest, &batch, 0)?;
         let old: Vec<String> = self
             .manifest
             .generations
@@ -293,7 +313,7 @@ impl IndexWriter {
             .map(|g| g.dir.clone())
             .collect();
         let mut next = self.manifest.clone();
-        next.format = INDEX_FORMAT;
+        next.format = next.write_format();
         next.next_generation = number + 1;
         next.generations = vec![entry];
         self.commit(next)?;
@@ -343,8 +363,8 @@ impl IndexWriter {
                 }
             }
         }
+        check_sketches(&self.dir, &self.manifest, &docs)?;
         let number = self.manifest.next_generation;
-        let design = design_of(&self.manifest, &self.dir.join(MANIFEST))?;
         // The service's documents were ranked by no keep policy: none is recorded.
         let batch = Generation {
             files,
@@ -352,7 +372,7 @@ impl IndexWriter {
             cluster_changes: Vec::new(),
             keep: None,
         };
-        let entry = write_generation(&self.dir, number, &self.manifest, &design, &batch, 0)?;
+        let entry = write_generation(&self.dir, number, &self.manifest, &batch, 0)?;
         let old: Vec<String> = self
             .manifest
             .generations
@@ -360,6 +380,7 @@ impl IndexWriter {
             .map(|g| g.dir.clone())
             .collect();
         let mut next = self.manifest.clone();
+        next.format = next.write_format();
         next.documents = entry.documents;
         next.indexed = entry.indexed;
         next.files = files;
@@ -407,6 +428,44 @@ impl IndexWriter {
         }
         Ok(())
     }
+}
+
+/// The `tables` a MinHash index's manifest records (its tables are LSH bands, see
+/// [`MinHashParams`]).
+pub const MINHASH_TABLES: &str = "lsh";
+
+/// Refuses documents that do not fit a MinHash index: a non-empty one without a signature
+/// of the index's length, or without a shingle set where the index holds them.
+fn check_sketches(dir: &Path, manifest: &Manifest, docs: &[DocEntry]) -> Result<(), IoError> {
+    let Some(m) = &manifest.minhash else {
+        return Ok(());
+    };
+    for d in docs {
+        if d.empty && d.signature.is_empty() {
+            continue;
+        }
+        if d.signature.len() != m.permutations {
+            return Err(invalid(
+                dir,
+                format!(
+                    "doc number {} has a signature of {} values; the index's have {}",
+                    d.doc_id,
+                    d.signature.len(),
+                    m.permutations
+                ),
+            ));
+        }
+        if m.shingles && !d.empty && d.shingles.is_none() {
+            return Err(invalid(
+                dir,
+                format!(
+                    "doc number {} has no shingle set; the index holds them",
+                    d.doc_id
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The design a manifest describes: its name and k, whose masks must be the recorded ones.
@@ -460,10 +519,10 @@ fn write_generation(
     dir: &Path,
     number: u32,
     manifest: &Manifest,
-    design: &TableDesign,
     batch: &Generation,
     file_offset: u64,
 ) -> Result<GenerationEntry, IoError> {
+    let format = manifest.write_format();
     let name = generation_dir(number);
     let tmp = dir.join(format!(".{name}.tmp"));
     if tmp.exists() {
@@ -479,6 +538,7 @@ fn write_generation(
     let result = (|| {
         let mut checksums = vec![write_docs(
             &tmp.join(DOCS_FILE),
+            format,
             &batch.docs,
             batch.keep.is_some(),
         )?];
@@ -489,22 +549,30 @@ fn write_generation(
             .filter(|(_, d)| !d.empty)
             .map(|(row, d)| (d.simhash, row as u32))
             .collect();
-        for (t, permutation) in permutations(design).iter().enumerate() {
-            let mut entries: Vec<(u64, u32)> = indexed
-                .iter()
-                .map(|&(fp, row)| (permutation.permute(fp), row))
-                .collect();
-            entries.sort_unstable();
-            checksums.push(write_table(
-                &tmp.join(table_file(t)),
-                permutation.mask(),
-                &entries,
-            )?);
+        match &manifest.minhash {
+            None => {
+                let design = design_of(manifest, &dir.join(MANIFEST))?;
+                for (t, permutation) in permutations(&design).iter().enumerate() {
+                    let mut entries: Vec<(u64, u32)> = indexed
+                        .iter()
+                        .map(|&(fp, row)| (permutation.permute(fp), row))
+                        .collect();
+                    entries.sort_unstable();
+                    checksums.push(write_table(
+                        &tmp.join(table_file(t)),
+                        format,
+                        KIND_TABLE,
+                        permutation.mask(),
+                        &entries,
+                    )?);
+                }
+            }
+            Some(m) => checksums.extend(write_minhash(&tmp, format, m, &batch.docs)?),
         }
         let mut changes = batch.cluster_changes.clone();
         changes.sort_unstable();
         changes.dedup_by_key(|c| c.0);
-        checksums.push(write_clusters(&tmp.join(CLUSTERS_FILE), &changes)?);
+        checksums.push(write_clusters(&tmp.join(CLUSTERS_FILE), format, &changes)?);
         checksums.push(write_documents_parquet(
             &tmp.join(DOCUMENTS_PARQUET),
             manifest,
@@ -519,7 +587,7 @@ fn write_generation(
             indexed: indexed.len() as u64,
             cluster_changes: changes.len() as u64,
             checksums,
-            format: INDEX_FORMAT,
+            format,
             keep: batch.keep.clone(),
         })
     })();
@@ -546,19 +614,22 @@ fn write_generation(
 /// A file being written: buffered, hashed as it goes, synced at the end.
 struct HashedFile {
     path: PathBuf,
+    /// The format its header names.
+    format: u32,
     out: BufWriter<File>,
     hash: Xxh3,
     bytes: u64,
 }
 
 impl HashedFile {
-    fn create(path: &Path) -> Result<HashedFile, IoError> {
+    fn create(path: &Path, format: u32) -> Result<HashedFile, IoError> {
         let file = File::create(path).map_err(|cause| IoError::Write {
             path: path.to_path_buf(),
             cause,
         })?;
         Ok(HashedFile {
             path: path.to_path_buf(),
+            format,
             out: BufWriter::with_capacity(1 << 20, file),
             hash: Xxh3::new(),
             bytes: 0,
@@ -577,7 +648,7 @@ impl HashedFile {
     fn header(&mut self, kind: u32, count: u64, extra: u64) -> Result<(), IoError> {
         let mut header = [0u8; HEADER_BYTES];
         header[0..8].copy_from_slice(&MAGIC);
-        header[8..12].copy_from_slice(&INDEX_FORMAT.to_le_bytes());
+        header[8..12].copy_from_slice(&self.format.to_le_bytes());
         header[12..16].copy_from_slice(&kind.to_le_bytes());
         header[16..24].copy_from_slice(&count.to_le_bytes());
         header[24..32].copy_from_slice(&extra.to_le_bytes());
@@ -635,12 +706,17 @@ pub(crate) const FLAG_FETCHED_AT: u8 = 32;
 /// cluster, id end, digest in two words, rank, bytes, capture time), a flags byte each,
 /// then the id bytes. `ranks`: whether the generation has a keep policy (else no rank is
 /// stored).
-fn write_docs(path: &Path, docs: &[DocEntry], ranks: bool) -> Result<FileSum, IoError> {
+fn write_docs(
+    path: &Path,
+    format: u32,
+    docs: &[DocEntry],
+    ranks: bool,
+) -> Result<FileSum, IoError> {
     let id_bytes: u64 = docs
         .iter()
         .map(|d| d.id.as_ref().map_or(0, |id| id.len() as u64))
         .sum();
-    let mut f = HashedFile::create(path)?;
+    let mut f = HashedFile::create(path, format)?;
     f.header(KIND_DOCS, docs.len() as u64, id_bytes)?;
     f.words(docs.iter().map(|d| d.doc_id))?;
     f.words(docs.iter().map(|d| d.simhash))?;
@@ -681,9 +757,17 @@ fn write_docs(path: &Path, docs: &[DocEntry], ranks: bool) -> Result<FileSum, Io
     f.finish()
 }
 
-fn write_table(path: &Path, mask: u64, entries: &[(u64, u32)]) -> Result<FileSum, IoError> {
-    let mut f = HashedFile::create(path)?;
-    f.header(KIND_TABLE, entries.len() as u64, mask)?;
+/// A sorted table of `(key, row)` entries: a simhash index's permutation table (`extra`:
+/// its mask) or a MinHash index's band table (`extra`: the band number).
+fn write_table(
+    path: &Path,
+    format: u32,
+    kind: u32,
+    extra: u64,
+    entries: &[(u64, u32)],
+) -> Result<FileSum, IoError> {
+    let mut f = HashedFile::create(path, format)?;
+    f.header(kind, entries.len() as u64, extra)?;
     f.words(entries.iter().map(|e| e.0))?;
     let mut rows = Vec::with_capacity(4 * 8192);
     for chunk in entries.chunks(8192) {
@@ -697,8 +781,76 @@ fn write_table(path: &Path, mask: u64, entries: &[(u64, u32)]) -> Result<FileSum
     f.finish()
 }
 
-fn write_clusters(path: &Path, changes: &[(u64, i64)]) -> Result<FileSum, IoError> {
-    let mut f = HashedFile::create(path)?;
+/// A MinHash generation's files beside `docs.bin`: one band table per band (the key of the
+/// band of every non-empty document and its row, sorted), `signatures.bin` and, where the
+/// index holds them, `shingles.bin` (docs/index.md).
+fn write_minhash(
+    tmp: &Path,
+    format: u32,
+    m: &MinHashParams,
+    docs: &[DocEntry],
+) -> Result<Vec<FileSum>, IoError> {
+    let banding = Banding {
+        bands: m.bands,
+        rows: m.rows,
+    };
+    let mut tables: Vec<Vec<(u64, u32)>> = vec![Vec::new(); m.bands];
+    for (row, d) in docs.iter().enumerate().filter(|(_, d)| !d.empty) {
+        for (band, key) in banding.band_keys(&d.signature).enumerate() {
+            tables[band].push((key, row as u32));
+        }
+    }
+    let mut sums = Vec::with_capacity(m.bands + 2);
+    for (band, mut entries) in tables.into_iter().enumerate() {
+        entries.sort_unstable();
+        sums.push(write_table(
+            &tmp.join(band_file(band)),
+            format,
+            KIND_BAND,
+            band as u64,
+            &entries,
+        )?);
+    }
+    let mut f = HashedFile::create(&tmp.join(SIGNATURES_FILE), format)?;
+    f.header(KIND_SIGNATURES, docs.len() as u64, m.permutations as u64)?;
+    let empty = vec![u64::MAX; m.permutations];
+    for d in docs {
+        let signature = if d.signature.is_empty() {
+            &empty
+        } else {
+            &d.signature
+        };
+        f.words(signature.iter().copied())?;
+    }
+    sums.push(f.finish()?);
+    if m.shingles {
+        let sets: Vec<Vec<u64>> = docs
+            .iter()
+            .map(|d| {
+                let mut set = d.shingles.clone().unwrap_or_default();
+                set.sort_unstable();
+                set.dedup();
+                set
+            })
+            .collect();
+        let total: u64 = sets.iter().map(|s| s.len() as u64).sum();
+        let mut f = HashedFile::create(&tmp.join(SHINGLES_FILE), format)?;
+        f.header(KIND_SHINGLES, docs.len() as u64, total)?;
+        let mut end = 0u64;
+        f.words(sets.iter().map(|s| {
+            end += s.len() as u64;
+            end
+        }))?;
+        for set in &sets {
+            f.words(set.iter().copied())?;
+        }
+        sums.push(f.finish()?);
+    }
+    Ok(sums)
+}
+
+fn write_clusters(path: &Path, format: u32, changes: &[(u64, i64)]) -> Result<FileSum, IoError> {
+    let mut f = HashedFile::create(path, format)?;
     f.header(KIND_CLUSTERS, changes.len() as u64, 0)?;
     f.words(changes.iter().map(|c| c.0))?;
     f.words(changes.iter().map(|c| c.1 as u64))?;
@@ -758,11 +910,15 @@ fn write_documents_parquet(
     manifest: &Manifest,
     docs: &[DocEntry],
 ) -> Result<FileSum, IoError> {
+    let mut index = json!({"k": manifest.k, "tables": manifest.tables});
+    if let Some(m) = &manifest.minhash {
+        index["minhash"] = json!(m);
+    }
     let meta = TableMeta {
         scheme: manifest.scheme.clone(),
         params: json!({
             PARAM_FINGERPRINT: manifest.fingerprint,
-            "index": {"k": manifest.k, "tables": manifest.tables},
+            "index": index,
         }),
     };
     let mut writer = PartWriter::<IndexDocumentRow>::create_file(path, &meta)?;

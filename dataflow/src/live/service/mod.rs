@@ -83,6 +83,8 @@ pub enum ServiceError {
         stamp: u64,
         next: u64,
     },
+    #[error("{}: a MinHash index: neardup serve answers simhash indexes only (query a MinHash index with neardup query)", path.display())]
+    MinHashIndex { path: PathBuf },
     #[error("the service is stopping")]
     Stopped,
     #[error("the service refuses writes after a failed log write: {0}")]
@@ -426,6 +428,9 @@ impl Writer {
     fn open(config: &Config, started: Instant) -> Result<Opened, ServiceError> {
         let dir = config.index.clone();
         let index = IndexWriter::open(&dir)?;
+        if index.manifest().minhash.is_some() {
+            return Err(ServiceError::MinHashIndex { path: dir });
+        }
         let base = Index::open(&dir, Verify::Sizes)?;
         let digests = log::read_digests(&dir)?;
         let mut store = Store::new(base, &digests);

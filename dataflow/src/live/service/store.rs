@@ -80,7 +80,10 @@ fn indexed_digest(view: &DocView<'_>) -> Option<u128> {
 impl Store {
     /// The documents of `base`, and `digests` (doc -> digest) for those of them it knows.
     pub(crate) fn new(base: Index, digests: &FxHashMap<u64, u128>) -> Store {
-        let design = base.design().clone();
+        let design = base
+            .design()
+            .expect("the service refuses MinHash indexes before it opens them (Writer::open)")
+            .clone();
         let tables = (0..design.tables()).map(|_| FxHashMap::default()).collect();
         let mut store = Store {
             base,
@@ -377,6 +380,7 @@ impl Store {
                 rank: view.rank,
                 bytes: view.bytes,
                 fetched_at: view.fetched_at,
+                ..Default::default()
             });
         }
         for (&doc, w) in &self.written {

@@ -163,6 +163,7 @@ fn make_base(dir: &Path, pool: &[Content]) -> Model {
         scheme: "simhash-doc".into(),
         fingerprint: json!({"test": true}),
         design: TableDesign::for_k(K).unwrap(),
+        minhash: None,
     };
     let mut writer = IndexWriter::create(dir, &spec).unwrap();
     // b0 and b1 are near copies, b2 is far, the fourth has no id, the fifth is empty.

@@ -286,9 +286,11 @@ impl FingerprintState {
             (Some(banding), false) => banding.band_keys(self.fingerprinter.signature()).collect(),
             _ => Vec::new(),
         };
-        if !fp.is_empty() {
-            self.keep_shingles(doc_id, &record.text);
-        }
+        let set = if fp.is_empty() {
+            None
+        } else {
+            self.keep_shingles(doc_id, &record.text)
+        };
         let doc = DocFp {
             doc_id,
             simhash: fp.simhash,
@@ -303,7 +305,21 @@ impl FingerprintState {
             page: page.map(Box::new),
         };
         if let Some(resume) = self.resume.as_mut() {
-            if let Err(e) = resume.push(&doc) {
+            let mut written = resume.push(&doc);
+            if let (Ok(()), Some(sketches)) = (&written, self.ctx.shared.config.index_sketches) {
+                // An empty document has no signature (the index writes an empty set's).
+                let signature = if fp.is_empty() {
+                    &[][..]
+                } else {
+                    self.fingerprinter.signature()
+                };
+                written = resume.push_sketch(resume::SketchRef {
+                    doc_id,
+                    signature,
+                    shingles: set.as_deref().filter(|_| sketches.shingles),
+                });
+            }
+            if let Err(e) = written {
                 // Resuming is a convenience: the run itself goes on without it.
                 self.ctx
                     .report
@@ -321,23 +337,31 @@ impl FingerprintState {
     /// With verification on, keeps the document's shingle set (unsorted) at its home for
     /// the candidate pairs that will ask for it. The scheme's own feature set serves when it
     /// is the same shingling (MinHash mode); otherwise the text is shingled once more.
-    fn keep_shingles(&mut self, doc_id: u64, text: &str) {
-        let Some(verify) = self.ctx.shared.config.verify else {
-            return;
-        };
+    /// Returns the shingle set when one was made (exact-Jaccard verification), for a
+    /// MinHash index that keeps them.
+    fn keep_shingles(&mut self, doc_id: u64, text: &str) -> Option<Vec<u64>> {
+        let verify = self.ctx.shared.config.verify?;
         if verify.estimate {
             let signature: Box<[u64]> = self.fingerprinter.signature().into();
             self.sets.insert(doc_id, signature);
-            return;
+            return None;
         }
-        let set: Box<[u64]> = match self.shingler.as_mut() {
+        let set: &[u64] = match self.shingler.as_mut() {
             Some(shingler) => {
                 shingler.fingerprint(text);
-                shingler.feature_set().into()
+                shingler.feature_set()
             }
-            None => self.fingerprinter.feature_set().into(),
+            None => self.fingerprinter.feature_set(),
         };
-        self.sets.insert(doc_id, set);
+        let kept = self
+            .ctx
+            .shared
+            .config
+            .index_sketches
+            .is_some_and(|s| s.shingles)
+            .then(|| set.to_vec());
+        self.sets.insert(doc_id, set.into());
+        kept
     }
 
     /// Fails the job on the first duplicate document number among the fingerprints read
@@ -408,10 +432,17 @@ impl FingerprintState {
 /// or no shingles are kept. Decided once, not per document.
 fn shingler_for(scheme: &Scheme, verify: Option<crate::config::Verify>) -> Option<Fingerprinter> {
     let verify = verify.filter(|v| !v.estimate)?;
+    verification_shingler(scheme, verify.shingle)
+}
+
+/// The fingerprinter whose feature set is the verification set of word `shingle`-grams
+/// (all tokens, the scheme's normalization), or `None` when the scheme's own feature set
+/// is exactly that. A query of a MinHash index with shingle sets makes its set so.
+pub fn verification_shingler(scheme: &Scheme, shingle: usize) -> Option<Fingerprinter> {
     let wanted = FeatureConfig {
         nfkc: scheme.features.nfkc,
         stop_words: scheme.features.stop_words.clone(),
-        ..FeatureConfig::all_word_shingles(verify.shingle)
+        ..FeatureConfig::all_word_shingles(shingle)
     };
     if scheme.features == wanted {
         return None;

@@ -9,6 +9,11 @@
 //! other: about 50 bytes a document with simhash (plus 8 per LSH band with MinHash), which
 //! is written at the speed of the disk and costs a small share of the fingerprinting.
 //!
+//! For a MinHash index (`--index`, `--against`; [`crate::config::JobConfig::index_sketches`])
+//! each document's entry is followed by a [`Sketch`]: its signature and, with
+//! `--index-shingles`, its verification shingle set. A resumed run passes them over; the
+//! step that writes the index reads them back ([`document_sketches`]).
+//!
 //! A resumed run reads the parts instead of the inputs ([`resumed_docs`]): part `i` is read
 //! by worker `i mod workers`, and each document is sent to its home, as the fingerprint stage
 //! would have emitted it there.
@@ -47,6 +52,9 @@ enum Entry {
     Doc(DocFp),
     /// The last entry: the worker's read and fingerprint counts.
     End(Box<WorkerReport>),
+    /// What a MinHash index keeps of the document before it (added last, so that parts
+    /// without sketches read as before).
+    Sketch(Sketch),
 }
 
 /// [`Entry`] as written, borrowing: the same variants in the same order, so the same bytes.
@@ -54,6 +62,24 @@ enum Entry {
 enum EntryRef<'a> {
     Doc(&'a DocFp),
     End(&'a WorkerReport),
+    Sketch(SketchRef<'a>),
+}
+
+/// A document's MinHash signature, and its verification shingle set (unsorted) where the
+/// index keeps them.
+#[derive(Deserialize, Debug, Default, Clone, PartialEq, Eq)]
+pub struct Sketch {
+    pub doc_id: u64,
+    pub signature: Vec<u64>,
+    pub shingles: Option<Vec<u64>>,
+}
+
+/// [`Sketch`] as written, borrowing.
+#[derive(Serialize)]
+pub struct SketchRef<'a> {
+    pub doc_id: u64,
+    pub signature: &'a [u64],
+    pub shingles: Option<&'a [u64]>,
 }
 
 /// A resume part being written.
@@ -84,6 +110,11 @@ impl ResumeWriter {
 
     pub fn push(&mut self, doc: &DocFp) -> Result<(), IoError> {
         bincode::serialize_into(&mut self.out, &EntryRef::Doc(doc)).map_err(|e| self.error(e))
+    }
+
+    /// Writes a document's sketch (after its [`ResumeWriter::push`]).
+    pub fn push_sketch(&mut self, sketch: SketchRef<'_>) -> Result<(), IoError> {
+        bincode::serialize_into(&mut self.out, &EntryRef::Sketch(sketch)).map_err(|e| self.error(e))
     }
 
     /// Writes the counts, syncs and renames the part into place.
@@ -203,6 +234,8 @@ pub fn resumed_docs<'s>(scope: Scope<'s, u64>, ctx: Rc<WorkerCtx>) -> StreamVec<
                         ctx.report.borrow_mut().merge(*report);
                         break Ok(true);
                     }
+                    // Kept for the index step, not for the stages.
+                    Ok(Entry::Sketch(_)) => {}
                     Err(e) => break Err(e),
                 }
             };
@@ -273,6 +306,45 @@ impl PartReader {
 /// number: its exact-duplicate key (0: none made) and keep rank. These are in no output
 /// table; `neardup run --index|--against` store them in the index.
 pub fn document_keys(output: &Path) -> Result<std::collections::HashMap<u64, (u128, u64)>, String> {
+    let mut keys = std::collections::HashMap::new();
+    each_entry(output, |entry| {
+        if let Entry::Doc(doc) = entry {
+            keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
+        }
+    })?;
+    Ok(keys)
+}
+
+/// The sketches (signature, shingle set) of every document of `output`'s committed resume
+/// parts, by doc number: what a run made for a MinHash index
+/// ([`crate::config::JobConfig::index_sketches`]). Read as [`document_keys`] is.
+pub fn document_sketches(output: &Path) -> Result<std::collections::HashMap<u64, Sketch>, String> {
+    let mut sketches = std::collections::HashMap::new();
+    each_entry(output, |entry| {
+        if let Entry::Sketch(sketch) = entry {
+            sketches.insert(sketch.doc_id, sketch);
+        }
+    })?;
+    Ok(sketches)
+}
+
+/// Calls `each` with every document and sketch entry of `output`'s committed resume parts,
+/// part by part.
+fn each_entry(output: &Path, mut each: impl FnMut(Entry)) -> Result<(), String> {
+    for path in resume_parts(output)? {
+        let mut reader = PartReader::open(path)?;
+        loop {
+            match reader.next()? {
+                Entry::End(_) => break,
+                entry => each(entry),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The committed resume parts of `output`, in part order.
+fn resume_parts(output: &Path) -> Result<Vec<PathBuf>, String> {
     let dir = RunDir::new(output).resume();
     let listing = std::fs::read_dir(&dir)
         .map_err(|e| format!("cannot list the resume parts in {}: {e}", dir.display()))?;
@@ -285,12 +357,5 @@ pub fn document_keys(output: &Path) -> Result<std::collections::HashMap<u64, (u1
         })
         .collect();
     parts.sort();
-    let mut keys = std::collections::HashMap::new();
-    for path in parts {
-        let mut reader = PartReader::open(path)?;
-        while let Entry::Doc(doc) = reader.next()? {
-            keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
-        }
-    }
-    Ok(keys)
+    Ok(parts)
 }
