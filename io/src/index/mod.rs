@@ -51,6 +51,7 @@ pub mod write;
 
 use std::path::{Path, PathBuf};
 
+use neardup_core::TableDesign;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -341,6 +342,27 @@ pub(crate) fn corrupt(path: &Path, reason: String) -> IoError {
 /// The path of a file of generation `entry` in the index at `dir`.
 pub(crate) fn generation_file(dir: &Path, entry: &GenerationEntry, name: &str) -> PathBuf {
     dir.join(&entry.dir).join(name)
+}
+
+/// The flags byte of a document in `docs.bin`: which of its optional fields are there.
+pub(crate) const FLAG_HAS_ID: u8 = 1;
+pub(crate) const FLAG_EMPTY: u8 = 2;
+pub(crate) const FLAG_DIGEST: u8 = 4;
+pub(crate) const FLAG_RANK: u8 = 8;
+pub(crate) const FLAG_BYTES: u8 = 16;
+pub(crate) const FLAG_FETCHED_AT: u8 = 32;
+
+/// The design a manifest describes: its name and k, whose masks must be the recorded ones.
+pub(crate) fn design_of(manifest: &Manifest, path: &Path) -> Result<TableDesign, IoError> {
+    let design = TableDesign::parse(&manifest.tables, manifest.k)
+        .map_err(|e| corrupt(path, format!("table design: {e}")))?;
+    if design.masks() != manifest.mask_values(path)? {
+        return Err(corrupt(
+            path,
+            format!("the masks are not those of {}", manifest.tables),
+        ));
+    }
+    Ok(design)
 }
 
 #[cfg(test)]

@@ -18,13 +18,12 @@ use neardup_core::query::{self, permutations, Permutation};
 use neardup_core::similarity::jaccard;
 use neardup_core::TableDesign;
 
-use super::write::{
-    design_of, FLAG_BYTES, FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK,
-};
 use super::{
-    band_file, corrupt, generation_file, table_file, GenerationEntry, Manifest, MinHashParams,
-    CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, HEADER_BYTES, KIND_BAND, KIND_CLUSTERS, KIND_DOCS,
-    KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST, SHINGLES_FILE, SIGNATURES_FILE,
+    band_file, corrupt, design_of, generation_file, table_file, GenerationEntry, Manifest,
+    MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST,
+    FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, HEADER_BYTES, KIND_BAND, KIND_CLUSTERS,
+    KIND_DOCS, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST, SHINGLES_FILE,
+    SIGNATURES_FILE,
 };
 use crate::error::IoError;
 

@@ -20,10 +20,11 @@ use serde_json::{json, Value};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::{
-    band_file, generation_dir, table_file, FileSum, GenerationEntry, Manifest, MinHashParams,
-    CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FILE_SHIFT, HEADER_BYTES, INDEX_LOCK, KIND_BAND,
-    KIND_CLUSTERS, KIND_DOCS, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST,
-    MAX_FILES, SHINGLES_FILE, SIGNATURES_FILE,
+    band_file, design_of, generation_dir, table_file, FileSum, GenerationEntry, Manifest,
+    MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FILE_SHIFT, FLAG_BYTES,
+    FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, HEADER_BYTES, INDEX_LOCK,
+    KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC,
+    MANIFEST, MAX_FILES, SHINGLES_FILE, SIGNATURES_FILE,
 };
 use crate::atomic::{sync_parent, write_atomically};
 use crate::error::IoError;
@@ -468,19 +469,6 @@ fn check_sketches(dir: &Path, manifest: &Manifest, docs: &[DocEntry]) -> Result<
     Ok(())
 }
 
-/// The design a manifest describes: its name and k, whose masks must be the recorded ones.
-pub(crate) fn design_of(manifest: &Manifest, path: &Path) -> Result<TableDesign, IoError> {
-    let design = TableDesign::parse(&manifest.tables, manifest.k)
-        .map_err(|e| super::corrupt(path, format!("table design: {e}")))?;
-    if design.masks() != manifest.mask_values(path)? {
-        return Err(super::corrupt(
-            path,
-            format!("the masks are not those of {}", manifest.tables),
-        ));
-    }
-    Ok(design)
-}
-
 fn is_generation_dir(name: &str) -> bool {
     name.strip_prefix("gen-")
         .is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()))
@@ -693,14 +681,6 @@ fn file_name(path: &Path) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
 }
-
-/// The flags byte of a document in `docs.bin`: which of its optional fields are there.
-pub(crate) const FLAG_HAS_ID: u8 = 1;
-pub(crate) const FLAG_EMPTY: u8 = 2;
-pub(crate) const FLAG_DIGEST: u8 = 4;
-pub(crate) const FLAG_RANK: u8 = 8;
-pub(crate) const FLAG_BYTES: u8 = 16;
-pub(crate) const FLAG_FETCHED_AT: u8 = 32;
 
 /// `docs.bin` (format 2, docs/index.md): eight words per document (doc number, simhash,
 /// cluster, id end, digest in two words, rank, bytes, capture time), a flags byte each,
