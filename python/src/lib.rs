@@ -85,7 +85,10 @@ fn stop_word_list(words: &Bound<'_, PyAny>) -> PyResult<StopWords> {
         let content = std::fs::read_to_string(&text).map_err(|e| {
             NeardupError::new_err(format!("cannot read the stop-word list {text:?}: {e}"))
         })?;
-        (StopWords::parse(&content), format!("the stop-word list {text:?}"))
+        (
+            StopWords::parse(&content),
+            format!("the stop-word list {text:?}"),
+        )
     } else if let Ok(path) = words.extract::<PathBuf>() {
         let content = std::fs::read_to_string(&path).map_err(|e| {
             NeardupError::new_err(format!(
@@ -171,7 +174,10 @@ fn texts_of(value: &Bound<'_, PyAny>) -> PyResult<Vec<Option<String>>> {
 }
 
 /// The texts of one pyarrow array of strings (string, large_string or string_view).
-fn arrow_texts(array: &Bound<'_, PyAny>, pa: &Bound<'_, PyModule>) -> PyResult<Vec<Option<String>>> {
+fn arrow_texts(
+    array: &Bound<'_, PyAny>,
+    pa: &Bound<'_, PyModule>,
+) -> PyResult<Vec<Option<String>>> {
     let types = pa.getattr("types")?;
     let data_type = array.getattr("type")?;
     let stringy = ["is_string", "is_large_string", "is_string_view"]
@@ -192,7 +198,10 @@ fn arrow_texts(array: &Bound<'_, PyAny>, pa: &Bound<'_, PyModule>) -> PyResult<V
 }
 
 /// The fingerprints as Python values: `int` (simhash) or `list[int]` (signature).
-fn prints_to_list<'py>(py: Python<'py>, prints: Vec<Option<Print>>) -> PyResult<Bound<'py, PyList>> {
+fn prints_to_list<'py>(
+    py: Python<'py>,
+    prints: Vec<Option<Print>>,
+) -> PyResult<Bound<'py, PyList>> {
     let items: Vec<Py<PyAny>> = prints
         .into_iter()
         .map(|p| -> PyResult<Py<PyAny>> {
