@@ -43,8 +43,16 @@ A MinHash index answers \"jaccard\" and \"jaccard_exact\" instead of \"hamming\"
 Jaccard of the shingle sets (true: the index holds them, --index-shingles) or the
 signatures' estimate (false).";
 
-/// Queries answered per batch (the unit of work spread over the threads).
+/// Texts read per batch (the unit of fingerprinting spread over the threads).
 const QUERY_BATCH: usize = 4096;
+
+/// Fingerprints of a simhash index asked together, per thread. A batch walks each table once
+/// ([`Index::query_batch`]), so the larger it is, the closer its probes lie in each table:
+/// on 10M fingerprints one thread answers about 50,000 queries/s in batches of 4,096 (as
+/// many as single queries), 143,000/s in batches of 65,536 and 457,000/s in one batch of
+/// 200,000 (docs/performance.md, "10 million fingerprints"). Texts are fingerprinted in
+/// batches of [`QUERY_BATCH`] and only their fingerprints and names wait for this many.
+const FINGERPRINT_BATCH_PER_THREAD: usize = 131_072;
 
 /// Flags of `neardup query`.
 #[derive(Args, Debug)]
@@ -194,18 +202,35 @@ pub fn run(args: &QueryArgs) -> Result<()> {
             ..Default::default()
         };
         let mut batch = Vec::with_capacity(QUERY_BATCH);
+        // A simhash index: the texts' fingerprints, waiting for a large batch.
+        let mut ready: Vec<Query> = Vec::new();
+        let ready_limit = FINGERPRINT_BATCH_PER_THREAD * args.workers;
+        let simhash = index.minhash().is_none();
         let mut skipped = 0;
         for file in &files {
             read_queries(file, &spec, args.skip_invalid, &mut skipped, |q| {
                 batch.push(q);
                 if batch.len() == QUERY_BATCH {
-                    answerer.answer(&batch, &mut sink)?;
+                    if simhash {
+                        ready.extend(answerer.fingerprint(&batch));
+                        if ready.len() >= ready_limit {
+                            answerer.answer(&ready, &mut sink)?;
+                            ready.clear();
+                        }
+                    } else {
+                        answerer.answer(&batch, &mut sink)?;
+                    }
                     batch.clear();
                 }
                 Ok(())
             })?;
         }
-        answerer.answer(&batch, &mut sink)?;
+        if simhash {
+            ready.extend(answerer.fingerprint(&batch));
+            answerer.answer(&ready, &mut sink)?;
+        } else {
+            answerer.answer(&batch, &mut sink)?;
+        }
         answerer.skipped = skipped;
     }
     sink.finish()?;
@@ -245,6 +270,50 @@ struct Answerer<'a> {
 }
 
 impl Answerer<'_> {
+    /// The fingerprints of `queries` (texts, across the threads) as fingerprint queries of
+    /// the same names, in order; empty documents are counted as asked and dropped (an empty
+    /// document is never matched, as in a run).
+    fn fingerprint(&mut self, queries: &[Query]) -> Vec<Query> {
+        if queries.is_empty() {
+            return Vec::new();
+        }
+        let chunk = queries.len().div_ceil(self.workers);
+        let scheme = &self.scheme;
+        let parts: Vec<Vec<Query>> = std::thread::scope(|s| {
+            let handles: Vec<_> = queries
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || {
+                        let mut fingerprinter = Fingerprinter::new(scheme.clone());
+                        fingerprinter.set_sort_feature_set(false);
+                        part.iter()
+                            .filter_map(|query| match query {
+                                Query::Text { name, text } => {
+                                    let fp = fingerprinter.fingerprint(text);
+                                    (!fp.is_empty()).then(|| Query::Fingerprint {
+                                        name: name.clone(),
+                                        fp: fp.simhash,
+                                    })
+                                }
+                                Query::Fingerprint { name, fp } => Some(Query::Fingerprint {
+                                    name: name.clone(),
+                                    fp: *fp,
+                                }),
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a fingerprinting thread panicked"))
+                .collect()
+        });
+        let ready: Vec<Query> = parts.into_iter().flatten().collect();
+        self.queries += (queries.len() - ready.len()) as u64;
+        ready
+    }
+
     fn answer(&mut self, queries: &[Query], sink: &mut Sink) -> Result<()> {
         if queries.is_empty() {
             return Ok(());
