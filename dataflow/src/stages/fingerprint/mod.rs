@@ -289,7 +289,7 @@ impl FingerprintState {
         let set = if fp.is_empty() {
             None
         } else {
-            self.keep_shingles(doc_id, &record.text)
+            self.verification_set(&record.text)
         };
         let doc = DocFp {
             doc_id,
@@ -316,7 +316,10 @@ impl FingerprintState {
                 written = resume.push_sketch(resume::SketchRef {
                     doc_id,
                     signature,
-                    shingles: set.as_deref().filter(|_| sketches.shingles),
+                    shingles: set
+                        .as_ref()
+                        .filter(|(_, shingles)| *shingles && sketches.shingles)
+                        .map(|(set, _)| &set[..]),
                 });
             }
             if let Err(e) = written {
@@ -331,20 +334,21 @@ impl FingerprintState {
                 }
             }
         }
+        if let Some((set, _)) = set {
+            self.sets.insert(doc_id, set);
+        }
         Some(doc)
     }
 
-    /// With verification on, keeps the document's shingle set (unsorted) at its home for
-    /// the candidate pairs that will ask for it. The scheme's own feature set serves when it
-    /// is the same shingling (MinHash mode); otherwise the text is shingled once more.
-    /// Returns the shingle set when one was made (exact-Jaccard verification), for a
-    /// MinHash index that keeps them.
-    fn keep_shingles(&mut self, doc_id: u64, text: &str) -> Option<Vec<u64>> {
+    /// With verification on, the set the document is verified by, kept (unsorted) at its
+    /// home for the candidate pairs that will ask for it: its shingle set (`true`), or its
+    /// signature when verification estimates (`false`). The scheme's own feature set serves
+    /// when it is the same shingling (MinHash mode); otherwise the text is shingled once
+    /// more. A MinHash index with shingle sets writes the same set to the resume part.
+    fn verification_set(&mut self, text: &str) -> Option<(Box<[u64]>, bool)> {
         let verify = self.ctx.shared.config.verify?;
         if verify.estimate {
-            let signature: Box<[u64]> = self.fingerprinter.signature().into();
-            self.sets.insert(doc_id, signature);
-            return None;
+            return Some((self.fingerprinter.signature().into(), false));
         }
         let set: &[u64] = match self.shingler.as_mut() {
             Some(shingler) => {
@@ -353,15 +357,7 @@ impl FingerprintState {
             }
             None => self.fingerprinter.feature_set(),
         };
-        let kept = self
-            .ctx
-            .shared
-            .config
-            .index_sketches
-            .is_some_and(|s| s.shingles)
-            .then(|| set.to_vec());
-        self.sets.insert(doc_id, set.into());
-        kept
+        Some((set.into(), true))
     }
 
     /// Fails the job on the first duplicate document number among the fingerprints read
