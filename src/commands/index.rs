@@ -169,17 +169,16 @@ pub fn add_run(writer: &mut IndexWriter, run: &Path, tables: Option<&[PathBuf]>)
 pub fn batch_documents(run: &Path, minhash: Option<&MinHashParams>) -> Result<RunDocuments> {
     use neardup_dataflow::stages::fingerprint::resume;
     let mut read = neardup_io::index::run::read_committed_parts(run)?;
-    let keys = resume::document_keys(run).map_err(anyhow::Error::msg)?;
+    let mut extras = resume::document_extras(run, minhash.is_some()).map_err(anyhow::Error::msg)?;
     for doc in &mut read.docs {
-        if let Some(&(digest, rank)) = keys.get(&doc.doc_id) {
+        if let Some(&(digest, rank)) = extras.keys.get(&doc.doc_id) {
             doc.digest = (digest != 0).then_some(digest);
             doc.rank = Some(rank);
         }
     }
     if let Some(m) = minhash {
-        let mut sketches = resume::document_sketches(run).map_err(anyhow::Error::msg)?;
         for doc in &mut read.docs {
-            let sketch = sketches.remove(&doc.doc_id).unwrap_or_default();
+            let sketch = extras.sketches.remove(&doc.doc_id).unwrap_or_default();
             if !doc.empty
                 && (sketch.signature.len() != m.permutations
                     || (m.shingles && sketch.shingles.is_none()))

@@ -188,7 +188,7 @@ pub struct JobConfig {
     pub before_commit: Option<BeforeCommit>,
     /// MinHash mode, for a saved index (`--index`, `--against`): also keep every document's
     /// signature (and with [`IndexSketches::shingles`] its verification set) in the resume
-    /// parts, where [`crate::stages::fingerprint::resume::document_sketches`] reads them.
+    /// parts, where [`crate::stages::fingerprint::resume::document_extras`] reads them.
     pub index_sketches: Option<IndexSketches>,
 }
 

@@ -12,7 +12,7 @@
 //! For a MinHash index (`--index`, `--against`; [`crate::config::JobConfig::index_sketches`])
 //! each document's entry is followed by a [`Sketch`]: its signature and, with
 //! `--index-shingles`, its verification shingle set. A resumed run passes them over; the
-//! step that writes the index reads them back ([`document_sketches`]).
+//! step that writes the index reads them back ([`document_extras`]).
 //!
 //! A resumed run reads the parts instead of the inputs ([`resumed_docs`]): part `i` is read
 //! by worker `i mod workers`, and each document is sent to its home, as the fingerprint stage
@@ -302,30 +302,32 @@ impl PartReader {
 }
 
 /// What a step that runs before `_SUCCESS` (see [`crate::config::BeforeCommit`]) learns
-/// from the committed resume parts of `output` about every fingerprinted document, by doc
-/// number: its exact-duplicate key (0: none made) and keep rank. These are in no output
-/// table; `neardup run --index|--against` store them in the index.
-pub fn document_keys(output: &Path) -> Result<std::collections::HashMap<u64, (u128, u64)>, String> {
-    let mut keys = std::collections::HashMap::new();
-    each_entry(output, |entry| {
-        if let Entry::Doc(doc) = entry {
-            keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
-        }
-    })?;
-    Ok(keys)
+/// from the committed resume parts of a run about every fingerprinted document, by doc
+/// number. None of it is in an output table; `neardup run --index|--against` store it in
+/// the index.
+#[derive(Debug, Default)]
+pub struct DocumentExtras {
+    /// The exact-duplicate key (0: none made) and keep rank.
+    pub keys: std::collections::HashMap<u64, (u128, u64)>,
+    /// The sketch (signature, shingle set) a run made for a MinHash index
+    /// ([`crate::config::JobConfig::index_sketches`]); empty unless asked for.
+    pub sketches: std::collections::HashMap<u64, Sketch>,
 }
 
-/// The sketches (signature, shingle set) of every document of `output`'s committed resume
-/// parts, by doc number: what a run made for a MinHash index
-/// ([`crate::config::JobConfig::index_sketches`]). Read as [`document_keys`] is.
-pub fn document_sketches(output: &Path) -> Result<std::collections::HashMap<u64, Sketch>, String> {
-    let mut sketches = std::collections::HashMap::new();
-    each_entry(output, |entry| {
-        if let Entry::Sketch(sketch) = entry {
-            sketches.insert(sketch.doc_id, sketch);
+/// [`DocumentExtras`] of `output`, its sketches only with `sketches`, in one pass over the
+/// resume parts.
+pub fn document_extras(output: &Path, sketches: bool) -> Result<DocumentExtras, String> {
+    let mut extras = DocumentExtras::default();
+    each_entry(output, |entry| match entry {
+        Entry::Doc(doc) => {
+            extras.keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
         }
+        Entry::Sketch(sketch) if sketches => {
+            extras.sketches.insert(sketch.doc_id, sketch);
+        }
+        _ => {}
     })?;
-    Ok(sketches)
+    Ok(extras)
 }
 
 /// Calls `each` with every document and sketch entry of `output`'s committed resume parts,
