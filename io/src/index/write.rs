@@ -297,30 +297,13 @@ impl IndexWriter {
             }
         }
         drop(index);
-        let number = self.manifest.next_generation;
-        let batch = Generation {
+        docs.sort_unstable_by_key(|d| d.doc_id);
+        self.replace_generations(Generation {
             files: self.manifest.files,
             docs,
             cluster_changes: Vec::new(),
             keep,
-        };
-        let mut batch = batch;
-        batch.docs.sort_unstable_by_key(|d| d.doc_id);
-        let entry = write_generation(&self.dir, number, &self.manifest, &batch, 0)?;
-        let old: Vec<String> = self
-            .manifest
-            .generations
-            .iter()
-            .map(|g| g.dir.clone())
-            .collect();
-        let mut next = self.manifest.clone();
-        next.format = next.write_format();
-        next.next_generation = number + 1;
-        next.generations = vec![entry];
-        self.commit(next)?;
-        for dir in old {
-            let _ = fs::remove_dir_all(self.dir.join(dir));
-        }
+        })?;
         Ok(())
     }
 
@@ -365,14 +348,21 @@ impl IndexWriter {
             }
         }
         check_sketches(&self.dir, &self.manifest, &docs)?;
-        let number = self.manifest.next_generation;
         // The service's documents were ranked by no keep policy: none is recorded.
-        let batch = Generation {
+        self.replace_generations(Generation {
             files,
             docs,
             cluster_changes: Vec::new(),
             keep: None,
-        };
+        })
+    }
+
+    /// Replaces every generation by one holding `batch` (its documents sorted by doc
+    /// number), for [`IndexWriter::compact`] and [`IndexWriter::rewrite`]: the generation is
+    /// written, the new manifest committed, and only then are the old generations removed.
+    /// Returns the new generation's number.
+    fn replace_generations(&mut self, batch: Generation) -> Result<u32, IoError> {
+        let number = self.manifest.next_generation;
         let entry = write_generation(&self.dir, number, &self.manifest, &batch, 0)?;
         let old: Vec<String> = self
             .manifest
@@ -384,7 +374,7 @@ impl IndexWriter {
         next.format = next.write_format();
         next.documents = entry.documents;
         next.indexed = entry.indexed;
-        next.files = files;
+        next.files = batch.files;
         next.next_generation = number + 1;
         next.generations = vec![entry];
         self.commit(next)?;
