@@ -192,7 +192,7 @@ pub fn run(args: &QueryArgs) -> Result<()> {
         matches: 0,
         skipped: 0,
     };
-    answerer.answer(&queries, &mut sink)?;
+    answerer.answer(&mut queries, &mut sink)?;
     if !args.inputs.is_empty() {
         let files = super::scan_quietly(&args.inputs, args.plain, args.quiet)?;
         let spec = FieldSpec {
@@ -212,13 +212,13 @@ pub fn run(args: &QueryArgs) -> Result<()> {
                 batch.push(q);
                 if batch.len() == QUERY_BATCH {
                     if simhash {
-                        ready.extend(answerer.fingerprint(&batch));
+                        ready.extend(answerer.fingerprint(&mut batch));
                         if ready.len() >= ready_limit {
-                            answerer.answer(&ready, &mut sink)?;
+                            answerer.answer(&mut ready, &mut sink)?;
                             ready.clear();
                         }
                     } else {
-                        answerer.answer(&batch, &mut sink)?;
+                        answerer.answer(&mut batch, &mut sink)?;
                     }
                     batch.clear();
                 }
@@ -226,10 +226,10 @@ pub fn run(args: &QueryArgs) -> Result<()> {
             })?;
         }
         if simhash {
-            ready.extend(answerer.fingerprint(&batch));
-            answerer.answer(&ready, &mut sink)?;
+            ready.extend(answerer.fingerprint(&mut batch));
+            answerer.answer(&mut ready, &mut sink)?;
         } else {
-            answerer.answer(&batch, &mut sink)?;
+            answerer.answer(&mut batch, &mut sink)?;
         }
         answerer.skipped = skipped;
     }
@@ -271,69 +271,35 @@ struct Answerer<'a> {
 
 impl Answerer<'_> {
     /// The fingerprints of `queries` (texts, across the threads) as fingerprint queries of
-    /// the same names, in order; empty documents are counted as asked and dropped (an empty
-    /// document is never matched, as in a run).
-    fn fingerprint(&mut self, queries: &[Query]) -> Vec<Query> {
-        if queries.is_empty() {
-            return Vec::new();
-        }
-        let chunk = queries.len().div_ceil(self.workers);
+    /// the same names (moved out of `queries`), in order; empty documents are counted as
+    /// asked and dropped (an empty document is never matched, as in a run).
+    fn fingerprint(&mut self, queries: &mut [Query]) -> Vec<Query> {
+        let asked = queries.len();
         let scheme = &self.scheme;
-        let parts: Vec<Vec<Query>> = std::thread::scope(|s| {
-            let handles: Vec<_> = queries
-                .chunks(chunk)
-                .map(|part| {
-                    s.spawn(move || {
-                        let mut fingerprinter = Fingerprinter::new(scheme.clone());
-                        fingerprinter.set_sort_feature_set(false);
-                        part.iter()
-                            .filter_map(|query| match query {
-                                Query::Text { name, text } => {
-                                    let fp = fingerprinter.fingerprint(text);
-                                    (!fp.is_empty()).then(|| Query::Fingerprint {
-                                        name: name.clone(),
-                                        fp: fp.simhash,
-                                    })
-                                }
-                                Query::Fingerprint { name, fp } => Some(Query::Fingerprint {
-                                    name: name.clone(),
-                                    fp: *fp,
-                                }),
-                            })
-                            .collect()
+        let ready: Vec<Query> = across(self.workers, queries, |part| {
+            let mut fingerprinter = query_fingerprinter(scheme);
+            part.iter_mut()
+                .filter_map(|query| {
+                    let fp = fingerprint_of(&mut fingerprinter, query)?;
+                    Some(Query::Fingerprint {
+                        name: std::mem::take(query.name_mut()),
+                        fp,
                     })
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a fingerprinting thread panicked"))
-                .collect()
-        });
-        let ready: Vec<Query> = parts.into_iter().flatten().collect();
-        self.queries += (queries.len() - ready.len()) as u64;
+                .collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        self.queries += (asked - ready.len()) as u64;
         ready
     }
 
-    fn answer(&mut self, queries: &[Query], sink: &mut Sink) -> Result<()> {
-        if queries.is_empty() {
-            return Ok(());
-        }
-        let chunk = queries.len().div_ceil(self.workers);
+    fn answer(&mut self, queries: &mut [Query], sink: &mut Sink) -> Result<()> {
         let (index, scheme, k, threshold) = (self.index, &self.scheme, self.k, self.threshold);
-        let answers: Vec<Vec<MatchRow>> = std::thread::scope(|s| {
-            let handles: Vec<_> = queries
-                .chunks(chunk)
-                .map(|part| {
-                    s.spawn(move || match index.minhash() {
-                        Some(_) => answer_minhash(index, scheme, threshold, part),
-                        None => answer_part(index, scheme, k, part),
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a query thread panicked"))
-                .collect()
+        let answers = across(self.workers, queries, |part| match index.minhash() {
+            Some(_) => answer_minhash(index, scheme, threshold, part),
+            None => answer_part(index, scheme, k, part),
         });
         self.queries += queries.len() as u64;
         for rows in answers {
@@ -346,25 +312,74 @@ impl Answerer<'_> {
     }
 }
 
+/// `work` over `items` cut into `workers` consecutive parts, one thread each; the results
+/// in the parts' order (nothing for no items).
+fn across<T: Send, R: Send>(
+    workers: usize,
+    items: &mut [T],
+    work: impl Fn(&mut [T]) -> R + Sync,
+) -> Vec<R> {
+    if items.is_empty() {
+        return Vec::new();
+    }
+    let chunk = items.len().div_ceil(workers);
+    let work = &work;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks_mut(chunk)
+            .map(|part| s.spawn(move || work(part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a query thread panicked"))
+            .collect()
+    })
+}
+
+impl Query {
+    fn name(&self) -> &String {
+        match self {
+            Query::Text { name, .. } | Query::Fingerprint { name, .. } => name,
+        }
+    }
+
+    fn name_mut(&mut self) -> &mut String {
+        match self {
+            Query::Text { name, .. } | Query::Fingerprint { name, .. } => name,
+        }
+    }
+}
+
+/// The fingerprinter of text queries of a simhash index (their feature sets are not kept).
+fn query_fingerprinter(scheme: &Scheme) -> Fingerprinter {
+    let mut fingerprinter = Fingerprinter::new(scheme.clone());
+    fingerprinter.set_sort_feature_set(false);
+    fingerprinter
+}
+
+/// A query's simhash: its text's under the index's scheme, or the one given; `None` for an
+/// empty document, which is never matched (as in a run).
+fn fingerprint_of(fingerprinter: &mut Fingerprinter, query: &Query) -> Option<u64> {
+    match query {
+        Query::Text { text, .. } => {
+            let fp = fingerprinter.fingerprint(text);
+            (!fp.is_empty()).then_some(fp.simhash)
+        }
+        Query::Fingerprint { fp, .. } => Some(*fp),
+    }
+}
+
 /// From this many queries on, a thread answers its share as one batch
 /// ([`Index::query_batch`]: each table walked once) instead of one query at a time.
 const BATCH_QUERY_MIN: usize = 64;
 
 /// The matches of `queries`, in order (each query's sorted by doc number).
 fn answer_part(index: &Index, scheme: &Scheme, k: u32, queries: &[Query]) -> Vec<MatchRow> {
-    let mut fingerprinter = Fingerprinter::new(scheme.clone());
-    fingerprinter.set_sort_feature_set(false);
-    // (name, fingerprint) of every query with one; an empty document is never matched, as
-    // in a run.
+    let mut fingerprinter = query_fingerprinter(scheme);
+    // (name, fingerprint) of every query with one.
     let asked: Vec<(&String, u64)> = queries
         .iter()
-        .filter_map(|query| match query {
-            Query::Text { name, text } => {
-                let fp = fingerprinter.fingerprint(text);
-                (!fp.is_empty()).then_some((name, fp.simhash))
-            }
-            Query::Fingerprint { name, fp } => Some((name, *fp)),
-        })
+        .filter_map(|query| Some((query.name(), fingerprint_of(&mut fingerprinter, query)?)))
         .collect();
     let row = |name: &String, m: neardup_io::index::Match| {
         let doc = index.doc(m.generation, m.row);
