@@ -928,7 +928,6 @@ fn against_clusters(out: &Path) -> BTreeMap<u64, (i64, bool)> {
     rows
 }
 
-/// `against-pairs.parquet`: (doc_a, doc_b) -> kind.
 /// `(doc_a, doc_b) -> jaccard` of an incremental run's `against-pairs.parquet`.
 fn against_jaccards(out: &Path) -> BTreeMap<(u64, u64), f32> {
     use arrow::array::AsArray;
@@ -945,6 +944,7 @@ fn against_jaccards(out: &Path) -> BTreeMap<(u64, u64), f32> {
     rows
 }
 
+/// `against-pairs.parquet`: (doc_a, doc_b) -> kind.
 fn against_pairs(out: &Path) -> BTreeMap<(u64, u64), String> {
     use arrow::array::AsArray;
     use arrow::datatypes::UInt64Type;
