@@ -156,6 +156,81 @@ fn random_corpora_match_the_definition_at_1_2_and_4_workers() {
     );
 }
 
+/// A corpus for windows of 16 bytes and more (where anchors decide which windows are
+/// sent): two files of documents built from a few 6-byte pieces, so that long passages
+/// repeat across documents and files and inside one document.
+fn piece_corpus(dir: &Path, seed: u64) -> (Vec<PathBuf>, Vec<(u64, String)>) {
+    let mut rng = SeededRng::new(seed);
+    let pieces = ["abcdef", "the ca", "t sat ", "é€ab", "xxxxxx", "on mat"];
+    let mut files = Vec::new();
+    let mut docs = Vec::new();
+    for file in 0..2u64 {
+        let mut lines = Vec::new();
+        for line in 0..3 + rng.below(4) {
+            let mut s = String::new();
+            for _ in 0..3 + rng.below(20) {
+                let kinds = 2 + rng.below(4);
+                s.push_str(pieces[rng.below(kinds) as usize]);
+            }
+            lines.push(json!({"id": format!("f{file}l{line}"), "text": s}));
+            docs.push(((file << 40) | line, s));
+        }
+        files.push(write(
+            &dir.join(format!("part{file}.jsonl")),
+            &jsonl_values(&lines),
+        ));
+    }
+    docs.sort();
+    (files, docs)
+}
+
+#[test]
+fn anchored_windows_match_the_definition_at_1_2_and_4_workers_and_spilled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut found = 0;
+    for seed in 0..4u64 {
+        let dir = tmp.path().join(format!("c{seed}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (files, docs) = piece_corpus(&dir, 100 + seed);
+        let n = [16, 19, 24, 50][seed as usize];
+        for occurrences in [Occurrences::Later, Occurrences::All] {
+            let settings = Settings {
+                min_bytes: n,
+                occurrences,
+                snap: Snap::Chars,
+            };
+            let want = expected(&docs, &settings);
+            found += usize::from(!want.is_empty());
+            for (workers, limit) in [("1", None), ("2", None), ("4", None), ("2", Some("1K"))] {
+                let out = dir.join(format!("out-{}-{workers}-{limit:?}", occurrences.name()));
+                let n = n.to_string();
+                let mut args = vec!["-w", workers, "--min-bytes", &n];
+                args.extend(["--occurrences", occurrences.name(), "--block-bytes", "200"]);
+                if let Some(limit) = limit {
+                    args.extend(["--memory-limit", limit]);
+                }
+                substrings(&out, &args, &files);
+                assert_eq!(
+                    ranges(&out),
+                    want,
+                    "seed {seed}, {settings:?}, {workers} workers, limit {limit:?}; documents {docs:?}"
+                );
+                let summary = summary(&out);
+                let counts = &summary["substrings"];
+                // Anchors were counted, and fewer windows were sent than a byte each.
+                assert!(counts["anchor_records"].as_u64().unwrap() > 0);
+                assert!(
+                    counts["window_records"].as_u64().unwrap() < counts["bytes"].as_u64().unwrap()
+                );
+            }
+        }
+    }
+    assert!(
+        found >= 6,
+        "the planted repeats were found in {found} runs only"
+    );
+}
+
 #[test]
 fn many_small_blocks_give_the_same_ranges() {
     let tmp = tempfile::tempdir().unwrap();
@@ -245,31 +320,43 @@ fn parquet_input_is_numbered_like_run() {
 #[test]
 fn two_processes_agree_with_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let (files, docs) = corpus(tmp.path(), 9);
-    let settings = Settings {
-        min_bytes: 3,
-        occurrences: Occurrences::Later,
-        snap: Snap::Chars,
-    };
-    let hostfile = write_hostfile(&tmp.path().join("hosts"), &loopback(&free_ports(2)));
-    let out = tmp.path().join("out");
-    let mut procs: Vec<Proc> = (0..2)
-        .map(|p| {
-            let mut cmd = std::process::Command::new(BIN);
-            for var in ENV_VARS {
-                cmd.env_remove(var);
-            }
-            cmd.args(["substrings", "-n", "2", "-p", &p.to_string()])
-                .args(["-h", s(&hostfile), "-w", "2", "--min-bytes", "3"])
-                .args(["--output", s(&out)])
-                .args(files.iter().map(|f| s(f)));
-            Proc::spawn(format!("process {p}"), cmd)
-        })
-        .collect();
-    let statuses = wait_all(&mut procs, Duration::from_secs(120));
-    assert!(statuses.iter().all(|s| s.success()), "{}", logs(&procs));
-    assert_eq!(ranges(&out), expected(&docs, &settings));
-    assert_eq!(parts(&out.join("substrings")).len(), 4);
+    // N = 3 sends every window; N = 20 sends only those of hot anchors.
+    for (name, n) in [("plain", 3usize), ("anchored", 20)] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (files, docs) = if n == 3 {
+            corpus(&dir, 9)
+        } else {
+            piece_corpus(&dir, 9)
+        };
+        let settings = Settings {
+            min_bytes: n,
+            occurrences: Occurrences::Later,
+            snap: Snap::Chars,
+        };
+        let hostfile = write_hostfile(&dir.join("hosts"), &loopback(&free_ports(2)));
+        let out = dir.join("out");
+        let n = n.to_string();
+        let mut procs: Vec<Proc> = (0..2)
+            .map(|p| {
+                let mut cmd = std::process::Command::new(BIN);
+                for var in ENV_VARS {
+                    cmd.env_remove(var);
+                }
+                cmd.args(["substrings", "-n", "2", "-p", &p.to_string()])
+                    .args(["-h", s(&hostfile), "-w", "2", "--min-bytes", &n])
+                    .args(["--output", s(&out)])
+                    .args(files.iter().map(|f| s(f)));
+                Proc::spawn(format!("process {p}"), cmd)
+            })
+            .collect();
+        let statuses = wait_all(&mut procs, Duration::from_secs(120));
+        assert!(statuses.iter().all(|s| s.success()), "{}", logs(&procs));
+        let want = expected(&docs, &settings);
+        assert!(!want.is_empty(), "{name}: nothing planted was found");
+        assert_eq!(ranges(&out), want, "{name}");
+        assert_eq!(parts(&out.join("substrings")).len(), 4);
+    }
 }
 
 #[test]

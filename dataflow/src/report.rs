@@ -111,9 +111,11 @@ pub struct SubstringCounts {
     pub repeated_share: f64,
     /// Documents with at least one reported range.
     pub documents_touched: u64,
-    /// Suffix arrays built (blocks) and the records exchanged, one per distinct window of
-    /// a block.
+    /// Suffix arrays built (blocks); anchors sent to be counted; window records exchanged,
+    /// one per distinct window of a block that repeats there or has a hot anchor.
     pub blocks: u64,
+    #[serde(default)]
+    pub anchor_records: u64,
     pub window_records: u64,
     /// Sorted runs of window records written to disk past the memory limit (merge passes
     /// included), and their bytes.
@@ -129,6 +131,7 @@ impl SubstringCounts {
         self.repeated_bytes += other.repeated_bytes;
         self.documents_touched += other.documents_touched;
         self.blocks += other.blocks;
+        self.anchor_records += other.anchor_records;
         self.window_records += other.window_records;
         self.spill_runs += other.spill_runs;
         self.spilled_bytes += other.spilled_bytes;

@@ -3,13 +3,13 @@
 use neardup_core::substrings::Settings;
 
 /// The most text one worker puts under one suffix array (`Block` in
-/// `neardup_core::substrings`). A block costs about 5 bytes of memory per byte of text while its
-/// suffix array exists (the text, 4 bytes of suffix array per byte), so 64 MiB keeps that near
-/// 320 MiB per worker. Not tuned by measurement: libsais is linear in the block, so the block
-/// size moves memory, not time, except that windows repeated across blocks travel as records
-/// instead of being grouped inside one suffix array (more records at the owners when blocks
-/// are small).
-pub const DEFAULT_BLOCK_BYTES: usize = 64 << 20;
+/// `neardup_core::substrings`). While its suffix array exists a block costs about 9 bytes of
+/// memory per byte of text (the text, 4 bytes of suffix array and 4 of permuted LCP array per
+/// byte), so 32 MiB keeps that near 290 MiB per worker. Not tuned by measurement: libsais is
+/// linear in the block, so the block size moves memory, not time, except that windows
+/// repeated across blocks travel as records instead of being grouped inside one suffix array
+/// (more records at the owners when blocks are small).
+pub const DEFAULT_BLOCK_BYTES: usize = 32 << 20;
 
 /// A search for repeated passages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

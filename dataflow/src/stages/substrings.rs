@@ -31,7 +31,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use neardup_core::substrings::{ranges_from_starts, Block, Collector, Pos, Verdict, WindowRecord};
+use neardup_core::substrings::{
+    hot_anchors, AnchorRecord, Bits, Block, Collector, Verdict, WindowRecord, Winnow, MAX_BLOCKS,
+};
 use neardup_io::parquet_out::{PartWriter, SubstringRow, TableMeta, NO_SCHEME};
 use neardup_io::record::Record;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -149,10 +151,13 @@ fn parse(ctx: &WorkerCtx, doc: RawDoc, record: &mut Record) -> Option<DocText> {
     }
 }
 
-/// What the scan leaves for the report: the blocks' texts and the collector.
+/// What a worker holds between the operators: its blocks (their texts stay, for snapping),
+/// the hot anchors of each, the collector and the counts.
 #[derive(Default)]
 struct Held {
     blocks: Vec<Block>,
+    /// Hot anchors by block (offsets in the block), when anchors filter.
+    hot: Vec<Bits>,
     /// `(doc_id, id)` of every document held, for the rows.
     ids: Vec<(u64, Option<String>)>,
     collector: Collector,
@@ -167,15 +172,16 @@ pub fn find_substrings<'s>(
 ) {
     let held = Rc::new(RefCell::new(Held::default()));
     let n = job.settings.min_bytes;
-    let origin = ctx.index as u32;
-    // 2. Scan: blocks, suffix arrays, one record per distinct window.
-    let scan_held = held.clone();
-    let scan_ctx = ctx.clone();
-    let records = docs.unary_frontier(Pipeline, "SubstringScan", move |cap, _| {
+    let origin = ctx.index;
+    // 2. Pack: documents into blocks; each document's anchors to the owner of their hash.
+    let pack_held = held.clone();
+    let pack_ctx = ctx.clone();
+    let anchors = docs.unary_frontier(Pipeline, "SubstringPack", move |cap, _| {
         let mut cap = Some(cap);
         let mut block = Block::new();
-        let ctx = scan_ctx;
-        let held = scan_held;
+        let mut winnow = Winnow::new(n);
+        let ctx = pack_ctx;
+        let held = pack_held;
         move |(input, frontier), output| {
             let Some(c) = cap.as_ref() else {
                 input.for_each(|_, _| {});
@@ -183,17 +189,33 @@ pub fn find_substrings<'s>(
             };
             let mut out = Vec::new();
             input.for_each(|_, data| {
+                let mut h = held.borrow_mut();
                 for doc in data.drain(..) {
                     let bytes = doc.text.len();
                     if !block.is_empty() && block.len() + bytes > job.block_bytes {
-                        let full = std::mem::take(&mut block);
-                        scan(&ctx, &held, full, n, origin, &mut out);
+                        h.blocks.push(std::mem::take(&mut block));
                     }
+                    let index = h.blocks.len();
+                    if index >= MAX_BLOCKS {
+                        ctx.fail(format!(
+                            "repeated passages: one worker holds more than {MAX_BLOCKS} blocks of \
+                             {} bytes; use more workers or a larger block",
+                            job.block_bytes
+                        ));
+                        continue;
+                    }
+                    let start = block.len();
                     if let Err(e) = block.push(doc.doc_id, doc.text.as_bytes()) {
                         ctx.fail(e.to_string());
                         continue;
                     }
-                    let mut h = held.borrow_mut();
+                    if let Some(w) = winnow.as_mut() {
+                        let before = out.len();
+                        w.anchors(doc.text.as_bytes(), |a, hash| {
+                            out.push(AnchorRecord::new(hash, origin, index, start + a))
+                        });
+                        h.counts.anchor_records += (out.len() - before) as u64;
+                    }
                     h.ids.push((doc.doc_id, doc.id));
                     h.counts.documents += 1;
                     h.counts.bytes += bytes as u64;
@@ -202,19 +224,105 @@ pub fn find_substrings<'s>(
             if frontier.is_empty() {
                 let last = std::mem::take(&mut block);
                 if !last.is_empty() {
-                    scan(&ctx, &held, last, n, origin, &mut out);
+                    held.borrow_mut().blocks.push(last);
                 }
             }
             if !out.is_empty() {
                 output.session(c).give_iterator(out.into_iter());
             }
             if frontier.is_empty() {
-                ctx.stage_done("substrings scan");
                 cap = None;
             }
         }
     });
-    // 3. Resolve: every record of a key meets at its owner, in memory up to the worker's
+    // 3. Count: the anchors of one hash meet at its owner; the hot ones go back.
+    let hot = anchors.unary_frontier(
+        Exchange::new(ctx.meter("substrings", |r: &AnchorRecord| r.hash)),
+        "SubstringAnchors",
+        move |cap, _| {
+            let mut cap = Some(cap);
+            let mut owned: Vec<AnchorRecord> = Vec::new();
+            move |(input, frontier), output| {
+                input.for_each(|_, data| owned.append(data));
+                if frontier.is_empty() {
+                    if let Some(c) = cap.take() {
+                        let mut session = output.session(&c);
+                        hot_anchors(&mut owned, |r| session.give(r));
+                        owned = Vec::new();
+                    }
+                }
+            }
+        },
+    );
+    // 4. Scan: once every hot anchor is known, one block per activation: its suffix array,
+    // one record per distinct window that can repeat.
+    let scan_held = held.clone();
+    let scan_ctx = ctx.clone();
+    let scope = hot.scope();
+    let records = hot.unary_frontier(
+        Exchange::new(ctx.meter("substrings", |r: &AnchorRecord| r.origin() as u64)),
+        "SubstringScan",
+        move |cap, info| {
+            let activator = scope.activator_for(info.address);
+            let mut cap = Some(cap);
+            let mut next = 0usize;
+            let mut winnow = Winnow::new(n);
+            let ctx = scan_ctx;
+            let held = scan_held;
+            move |(input, frontier), output| {
+                input.for_each(|_, data| {
+                    let mut h = held.borrow_mut();
+                    let Held { blocks, hot, .. } = &mut *h;
+                    for r in data.drain(..) {
+                        while hot.len() <= r.block() {
+                            hot.push(Bits::new(blocks[hot.len()].len()));
+                        }
+                        hot[r.block()].set(r.offset());
+                    }
+                });
+                if !frontier.is_empty() {
+                    return;
+                }
+                let Some(c) = cap.as_ref() else {
+                    return;
+                };
+                let mut h = held.borrow_mut();
+                if next < h.blocks.len() {
+                    let mut out = Vec::new();
+                    let Held {
+                        blocks,
+                        hot,
+                        collector,
+                        counts,
+                        ..
+                    } = &mut *h;
+                    let block = &blocks[next];
+                    let keep = winnow.as_mut().map(|w| {
+                        let none = Bits::new(block.len());
+                        block.hot_windows(w, hot.get(next).unwrap_or(&none))
+                    });
+                    if let Some(hot) = hot.get_mut(next) {
+                        *hot = Bits::default();
+                    }
+                    if let Err(e) =
+                        collector.scan(block, n, origin as u32, keep.as_ref(), |r| out.push(r))
+                    {
+                        ctx.fail(e.to_string());
+                    }
+                    counts.blocks += 1;
+                    counts.window_records += out.len() as u64;
+                    drop(h);
+                    output.session(c).give_iterator(out.into_iter());
+                    next += 1;
+                    activator.activate();
+                } else {
+                    ctx.stage_done("substrings scan");
+                    cap = None;
+                }
+            }
+        },
+    );
+    // 5. Resolve: every record of a key meets at its owner, in memory up to the worker's
     // share of --memory-limit and in sorted runs on disk beyond it.
     let config = &ctx.shared.config;
     let budget = OwnedRecords::budget(config.memory_limit, config.parallelism.workers);
@@ -256,7 +364,7 @@ pub fn find_substrings<'s>(
             }
         },
     );
-    // 4. Report: verdicts to window starts to ranges, at the origin.
+    // 6. Report: verdicts to window starts to ranges, at the origin.
     let mut done = false;
     verdicts.sink(
         Exchange::new(ctx.meter("substrings", |v: &Verdict| v.origin as u64)),
@@ -285,31 +393,9 @@ fn spill_error(owned: &OwnedRecords, e: std::io::Error) -> String {
     )
 }
 
-/// Scans one block: its records go to `out`, its text to `held`.
-fn scan(
-    ctx: &WorkerCtx,
-    held: &Rc<RefCell<Held>>,
-    block: Block,
-    n: usize,
-    origin: u32,
-    out: &mut Vec<WindowRecord>,
-) {
-    let mut h = held.borrow_mut();
-    let before = out.len();
-    if let Err(e) = h.collector.scan(&block, n, origin, |r| out.push(r)) {
-        ctx.fail(e.to_string());
-    }
-    h.counts.blocks += 1;
-    h.counts.window_records += (out.len() - before) as u64;
-    h.blocks.push(block);
-}
-
 /// Turns this worker's window starts into ranges and writes its part.
 fn report(ctx: &WorkerCtx, mut held: Held, job: &SubstringJob) {
-    let starts: Vec<Pos> = held.collector.take_starts();
-    let mut docs: Vec<(u64, &[u8])> = held.blocks.iter().flat_map(|b| b.documents()).collect();
-    docs.sort_unstable_by_key(|d| d.0);
-    let ranges = ranges_from_starts(docs.iter().copied(), &starts, &job.settings);
+    let ranges = held.collector.ranges(&held.blocks, &job.settings);
     held.ids.sort_unstable_by_key(|d| d.0);
     let mut counts = std::mem::take(&mut held.counts);
     counts.min_bytes = job.settings.min_bytes as u64;

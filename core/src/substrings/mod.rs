@@ -31,17 +31,27 @@
 //!
 //! [`oracle`] is the definition executed literally (every substring of every document against
 //! every position of the corpus): quadratic, for tests only. The real algorithm works on
-//! [`Block`]s, concatenations of whole documents: a suffix array of the block (built with
-//! libsais) lists the suffixes in sorted order, so the occurrences of each distinct window are
-//! adjacent in it, and one scan yields every distinct window with all of its positions in the
-//! block ([`Block::for_each_window`]). Windows crossing a document end are skipped there, which
-//! is why no separator bytes are needed. Blocks of different workers (or of one worker) meet by
-//! a [`WindowRecord`] per distinct window: a 128-bit keyed hash of the window, its first
-//! position and its count in the block. [`resolve`] folds the records of one key and says, for
-//! every record of a window seen at least twice in the corpus, whether the record holds the
-//! window's first occurrence; [`Collector`] turns these verdicts back into window starts and
-//! [`ranges_for_document`] into ranges. [`find_repeats`] runs all of this in memory on a set of
-//! blocks, which is what the distributed stage does across workers.
+//! [`Block`]s, concatenations of whole documents, in three steps:
+//!
+//! 1. **Anchors** ([`anchors`]): every window's anchor, the k-gram of smallest hash inside
+//!    it, goes to the owner of its hash as an [`AnchorRecord`]; [`hot_anchors`] answers the
+//!    anchors seen twice or more. A window can only repeat when its anchor is hot, so the
+//!    windows of hot anchors ([`Block::hot_windows`]) are the only ones sent on.
+//! 2. **Windows**: a suffix array of the block (built with libsais, with its permuted LCP
+//!    array) lists the suffixes in sorted order, so the occurrences of each distinct window
+//!    are adjacent in it, and one scan yields every distinct window with all of its positions
+//!    in the block ([`Block::for_each_window`]). Windows crossing a document end are skipped
+//!    there, which is why no separator bytes are needed. Blocks of different workers (or of
+//!    one worker) meet by a [`WindowRecord`] per distinct window that repeats in the block or
+//!    has a hot anchor: a 128-bit keyed hash of the window, its first position and its count
+//!    in the block.
+//! 3. **Verdicts**: [`resolve`] folds the records of one key and says, for every record of a
+//!    window seen at least twice in the corpus, whether the record holds the window's first
+//!    occurrence; [`Collector`] turns these verdicts back into window starts and
+//!    [`ranges_for_document`] into ranges.
+//!
+//! [`find_repeats`] runs all of this in memory on a set of blocks, which is what the
+//! distributed stage does across workers.
 //!
 //! # Exactness of the 128-bit key
 //!
@@ -52,8 +62,12 @@
 //! not a cryptographic hash, so text crafted to collide is possible in principle; the seed
 //! changes which texts collide.
 
+pub mod anchors;
+
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_128_with_seed;
+
+pub use anchors::Winnow;
 
 /// The default minimum length of a repeat, in bytes (the reference tool's and the issue's).
 pub const DEFAULT_MIN_BYTES: usize = 50;
@@ -346,65 +360,206 @@ impl Block {
     }
 
     /// Calls `f(key, positions)` once for every distinct window of `n` bytes lying inside one
-    /// document of the block, with all its positions in the block in corpus order. `key` is
-    /// the window's 128-bit key ([`window_key`]).
+    /// document of the block, with all its positions in the block in corpus order (each with
+    /// its offset in the block). `key` is
+    /// the window's 128-bit key ([`window_key`]). With `keep`, a window seen once in the
+    /// block is left out unless `keep` holds its offset in the block (its anchor is hot).
+    ///
+    /// The simple version compares each suffix's first `n` bytes with the previous window's
+    /// (a `memcmp` at a random place of the text per suffix: most of the time of a scan).
+    /// Here the permuted LCP array (libsais, linear time) says the same: two windows listed
+    /// one after the other (suffixes between them skipped because they cross a document end)
+    /// are equal when the smallest LCP between them is at least `n`.
     pub fn for_each_window(
         &self,
         n: usize,
-        mut f: impl FnMut(u128, &[Pos]),
+        keep: Option<&Bits>,
+        mut f: impl FnMut(u128, &[(Pos, u32)]),
     ) -> Result<(), SubstringError> {
         let n = n.max(1);
         if self.text.len() < n {
             return Ok(());
         }
-        let sa: Vec<i32> = libsais::SuffixArrayConstruction::for_text(&self.text)
+        let failed = |e: libsais::LibsaisError| SubstringError::SuffixArray {
+            bytes: self.text.len() as u64,
+            reason: format!("{e:?}"),
+        };
+        let sa = libsais::SuffixArrayConstruction::for_text(&self.text)
             .in_owned_buffer32()
             .single_threaded()
             .run()
-            .map_err(|e| SubstringError::SuffixArray {
-                bytes: self.text.len() as u64,
-                reason: format!("{e:?}"),
-            })?
-            .into_vec();
+            .map_err(failed)?
+            .plcp_construction()
+            .single_threaded()
+            .run()
+            .map_err(failed)?;
+        let (suffixes, plcp) = (sa.suffix_array(), sa.plcp());
         // Document ends, to skip windows that cross one: `ends[i]` is the end of document i.
         let ends: Vec<usize> = (0..self.docs.len())
             .map(|i| self.docs.get(i + 1).map_or(self.text.len(), |d| d.1))
             .collect();
         let starts: Vec<usize> = self.docs.iter().map(|d| d.1).collect();
         let locate = |p: usize| -> usize { starts.partition_point(|&s| s <= p) - 1 };
-        let mut group: Vec<Pos> = Vec::new();
-        let mut current: Option<usize> = None;
-        let flush = |group: &mut Vec<Pos>, at: usize, f: &mut dyn FnMut(u128, &[Pos])| {
-            group.sort_unstable();
-            f(window_key(&self.text[at..at + n]), group);
-            group.clear();
-        };
-        for &p in &sa {
-            let p = p as usize;
+        let pos_of = |p: usize| {
             let doc = locate(p);
-            if p + n > ends[doc] {
-                continue;
-            }
-            let pos = Pos {
+            Pos {
                 doc_id: self.docs[doc].0,
                 offset: (p - starts[doc]) as u32,
-            };
-            match current {
-                Some(c) if self.text[c..c + n] == self.text[p..p + n] => group.push(pos),
-                _ => {
-                    if let Some(c) = current {
-                        flush(&mut group, c, &mut f);
-                    }
-                    current = Some(p);
-                    group.push(pos);
-                }
             }
+        };
+        // The current group's offsets in the block, and the smallest LCP since its last one.
+        let mut group: Vec<usize> = Vec::new();
+        let mut positions: Vec<(Pos, u32)> = Vec::new();
+        let mut since = u32::MAX;
+        let mut flush = |group: &mut Vec<usize>| {
+            if group.len() > 1 || keep.is_none_or(|k| k.get(group[0])) {
+                positions.clear();
+                positions.extend(group.iter().map(|&p| (pos_of(p), p as u32)));
+                positions.sort_unstable();
+                f(window_key(&self.text[group[0]..group[0] + n]), &positions);
+            }
+            group.clear();
+        };
+        for (i, &p) in suffixes.iter().enumerate() {
+            // The suffix array visits the text and the PLCP array in random order: a cache
+            // miss each. Asking for both a few dozen suffixes ahead overlaps the misses (the
+            // plain loop measured 1.6x slower on dev-medium).
+            if let Some(&ahead) = suffixes.get(i + PREFETCH_AHEAD) {
+                prefetch(plcp.as_ptr().wrapping_add(ahead as usize) as *const u8);
+                prefetch(self.text.as_ptr().wrapping_add(ahead as usize));
+            }
+            let p = p as usize;
+            since = since.min(plcp[p] as u32);
+            if p + n > ends[locate(p)] {
+                continue;
+            }
+            if !group.is_empty() && (since as usize) < n {
+                flush(&mut group);
+            }
+            group.push(p);
+            since = u32::MAX;
         }
-        if let Some(c) = current {
-            flush(&mut group, c, &mut f);
+        if !group.is_empty() {
+            flush(&mut group);
         }
         Ok(())
     }
+
+    /// Calls `f(offset in the block, hash)` for every anchor of every document.
+    pub fn anchors(&self, winnow: &mut Winnow, mut f: impl FnMut(usize, u64)) {
+        for (i, &(_, start)) in self.docs.iter().enumerate() {
+            let end = self.docs.get(i + 1).map_or(self.text.len(), |d| d.1);
+            winnow.anchors(&self.text[start..end], |a, h| f(start + a, h));
+        }
+    }
+
+    /// The windows (by offset in the block) whose anchor is in `hot`.
+    pub fn hot_windows(&self, winnow: &mut Winnow, hot: &Bits) -> Bits {
+        let mut out = Bits::new(self.text.len());
+        for (i, &(_, start)) in self.docs.iter().enumerate() {
+            let end = self.docs.get(i + 1).map_or(self.text.len(), |d| d.1);
+            winnow.windows(&self.text[start..end], |p, a, _| {
+                if hot.get(start + a) {
+                    out.set(start + p);
+                }
+            });
+        }
+        out
+    }
+}
+
+/// A fixed set of positions, one bit each.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bits {
+    words: Vec<u64>,
+}
+
+impl Bits {
+    /// `len` positions, none set.
+    pub fn new(len: usize) -> Self {
+        Bits {
+            words: vec![0; len.div_ceil(64)],
+        }
+    }
+
+    pub fn set(&mut self, i: usize) {
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    pub fn get(&self, i: usize) -> bool {
+        self.words[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    /// The positions set in `[from, to)`, in order.
+    pub fn ones(&self, from: usize, to: usize) -> impl Iterator<Item = usize> + '_ {
+        (from..to).filter(move |&i| self.words[i / 64] != 0 && self.get(i))
+    }
+
+    /// Bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+}
+
+/// An anchor sent to the owner of its hash: the hash and where it lies (`origin << 48 |
+/// block << 32 | offset`: at most [`MAX_ORIGINS`] workers and [`MAX_BLOCKS`] blocks each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnchorRecord {
+    pub hash: u64,
+    pub at: u64,
+}
+
+/// The most workers an anchor can name.
+pub const MAX_ORIGINS: usize = 1 << 16;
+/// The most blocks one worker can hold.
+pub const MAX_BLOCKS: usize = 1 << 16;
+
+impl AnchorRecord {
+    pub fn new(hash: u64, origin: usize, block: usize, offset: usize) -> Self {
+        debug_assert!(origin < MAX_ORIGINS && block < MAX_BLOCKS && offset <= u32::MAX as usize);
+        AnchorRecord {
+            hash,
+            at: (origin as u64) << 48 | (block as u64) << 32 | offset as u64,
+        }
+    }
+
+    pub fn origin(&self) -> usize {
+        (self.at >> 48) as usize
+    }
+
+    pub fn block(&self) -> usize {
+        (self.at >> 32 & 0xFFFF) as usize
+    }
+
+    pub fn offset(&self) -> usize {
+        (self.at & 0xFFFF_FFFF) as usize
+    }
+}
+
+/// Calls `f` with every record of `records` whose hash occurs at least twice (the hot
+/// anchors); `records` is sorted in place.
+pub fn hot_anchors(records: &mut [AnchorRecord], mut f: impl FnMut(AnchorRecord)) {
+    records.sort_unstable_by_key(|r| r.hash);
+    for group in records.chunk_by(|a, b| a.hash == b.hash) {
+        if group.len() > 1 {
+            group.iter().for_each(|&r| f(r));
+        }
+    }
+}
+
+/// How many suffixes ahead [`Block::for_each_window`] asks for the memory it will read.
+const PREFETCH_AHEAD: usize = 32;
+
+/// Asks the processor to bring the cache line of `p` closer; no effect elsewhere.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// The 128-bit key of a window's content.
@@ -482,6 +637,9 @@ pub const RECORD_BYTES: usize = 32;
 pub struct Verdict {
     pub first: Pos,
     pub is_global_first: bool,
+    /// Whether the window occurs more than once in the record's block (its other positions
+    /// there are reported with `first`).
+    pub repeated_in_block: bool,
     pub origin: u32,
 }
 
@@ -519,21 +677,36 @@ pub fn resolve_group(group: &[WindowRecord], mut f: impl FnMut(Verdict)) {
         f(Verdict {
             first: r.first(),
             is_global_first: r.first() == global,
+            repeated_in_block: r.count() > 1,
             origin: r.origin(),
         });
     }
 }
 
-/// One block's (or worker's) side of the search: the records it sends, what it keeps to
-/// answer verdicts, and the window starts the verdicts report.
+/// One worker's side of the search over the blocks it scanned: what it keeps to answer
+/// verdicts, and the window starts the verdicts report.
+///
+/// The simple version marks each verdict's positions as it arrives, looking its document and
+/// its block's group up by binary search: a dozen cache misses per verdict in arrays of
+/// millions, most of a search's time. Verdicts are therefore only collected, and [`ranges`]
+/// sorts them once and walks them along the sorted documents and groups.
+///
+/// [`ranges`]: Collector::ranges
 #[derive(Default, Debug)]
 pub struct Collector {
-    /// Windows seen more than once in this collector: `(first, position)` for every
-    /// position but the first, sorted by `first` before verdicts are applied.
-    others: Vec<(Pos, Pos)>,
-    sorted: bool,
-    /// Reported window starts.
-    starts: Vec<Pos>,
+    /// `(doc_id, block, start in the block)` of every document scanned.
+    docs: Vec<(u64, u32, u32)>,
+    /// Windows seen more than once in one block: `(first, block, where its other positions
+    /// begin in `members`, how many)`.
+    groups: Vec<(Pos, u32, u64, u32)>,
+    /// The other positions of those windows, as offsets in their block.
+    members: Vec<u32>,
+    /// Reported first positions of records, and firsts of groups whose other positions are
+    /// reported.
+    firsts: Vec<Pos>,
+    group_firsts: Vec<Pos>,
+    /// Block lengths, in the order scanned.
+    lengths: Vec<usize>,
 }
 
 impl Collector {
@@ -541,98 +714,142 @@ impl Collector {
         Collector::default()
     }
 
-    /// Scans a block and returns through `send` the record of each of its distinct windows.
+    /// Scans the next block (blocks are numbered in the order scanned) and returns through
+    /// `send` the record of each of its distinct windows; with `keep` (from
+    /// [`Block::hot_windows`]), only of those that repeat in the block or have a hot anchor.
     pub fn scan(
         &mut self,
         block: &Block,
         n: usize,
         origin: u32,
+        keep: Option<&Bits>,
         mut send: impl FnMut(WindowRecord),
     ) -> Result<(), SubstringError> {
-        self.sorted = false;
-        block.for_each_window(n, |key, positions| {
-            let first = positions[0];
-            for &p in &positions[1..] {
-                self.others.push((first, p));
+        let index = self.lengths.len() as u32;
+        self.lengths.push(block.len());
+        self.docs.extend(
+            block
+                .docs
+                .iter()
+                .map(|&(doc_id, start)| (doc_id, index, start as u32)),
+        );
+        let members = &mut self.members;
+        let groups = &mut self.groups;
+        block.for_each_window(n, keep, |key, positions| {
+            let first = positions[0].0;
+            if positions.len() > 1 {
+                groups.push((
+                    first,
+                    index,
+                    members.len() as u64,
+                    positions.len() as u32 - 1,
+                ));
+                members.extend(positions[1..].iter().map(|p| p.1));
             }
             send(WindowRecord::new(key, first, positions.len(), origin));
         })
     }
 
-    /// Applies one verdict about a record this collector sent.
+    /// Takes one verdict about a record this collector sent.
     pub fn apply(&mut self, verdict: Verdict, occurrences: Occurrences) {
-        if !self.sorted {
-            self.others.sort_unstable();
-            self.sorted = true;
-        }
         if !(occurrences == Occurrences::Later && verdict.is_global_first) {
-            self.starts.push(verdict.first);
+            self.firsts.push(verdict.first);
         }
-        let from = self.others.partition_point(|o| o.0 < verdict.first);
-        for o in self.others[from..]
-            .iter()
-            .take_while(|o| o.0 == verdict.first)
-        {
-            self.starts.push(o.1);
+        if verdict.repeated_in_block {
+            self.group_firsts.push(verdict.first);
         }
     }
 
-    /// Every reported window start, sorted (the collector is emptied).
-    pub fn take_starts(&mut self) -> Vec<Pos> {
-        let mut starts = std::mem::take(&mut self.starts);
-        starts.sort_unstable();
-        starts.dedup();
-        self.others = Vec::new();
-        starts
-    }
-}
-
-/// The ranges of `docs` (sorted by `doc_id`) given every reported window start, sorted.
-pub fn ranges_from_starts<'a>(
-    docs: impl IntoIterator<Item = (u64, &'a [u8])>,
-    starts: &[Pos],
-    settings: &Settings,
-) -> Vec<Range> {
-    let mut out = Vec::new();
-    let mut buf = Vec::new();
-    for (doc_id, text) in docs {
-        let from = starts.partition_point(|p| p.doc_id < doc_id);
-        buf.clear();
-        buf.extend(
-            starts[from..]
-                .iter()
-                .take_while(|p| p.doc_id == doc_id)
-                .map(|p| p.offset),
-        );
-        if !buf.is_empty() {
-            out.extend(ranges_for_document(doc_id, text, &mut buf, settings));
+    /// The ranges of every document of `blocks` (the blocks scanned, in the same order),
+    /// sorted by `(doc_id, start)`; the collector is emptied.
+    pub fn ranges(&mut self, blocks: &[Block], settings: &Settings) -> Vec<Range> {
+        let mut taken = std::mem::take(self);
+        let mut starts: Vec<Bits> = taken.lengths.iter().map(|&l| Bits::new(l)).collect();
+        // Reported firsts, walked along the documents sorted by id.
+        taken.docs.sort_unstable();
+        taken.firsts.sort_unstable();
+        let mut d = 0;
+        for p in &taken.firsts {
+            while taken.docs[d].0 < p.doc_id {
+                d += 1;
+            }
+            let (_, block, start) = taken.docs[d];
+            starts[block as usize].set(start as usize + p.offset as usize);
         }
+        taken.firsts = Vec::new();
+        // Groups whose other positions are reported, walked along the groups sorted by first.
+        taken.groups.sort_unstable_by_key(|g| g.0);
+        taken.group_firsts.sort_unstable();
+        let mut g = 0;
+        for p in &taken.group_firsts {
+            while taken.groups[g].0 < *p {
+                g += 1;
+            }
+            let (_, block, begin, count) = taken.groups[g];
+            let bits = &mut starts[block as usize];
+            for &m in &taken.members[begin as usize..begin as usize + count as usize] {
+                bits.set(m as usize);
+            }
+        }
+        drop(taken);
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        for (block, bits) in blocks.iter().zip(&starts) {
+            for (i, &(doc_id, start)) in block.docs.iter().enumerate() {
+                let end = block.docs.get(i + 1).map_or(block.text.len(), |d| d.1);
+                buf.clear();
+                buf.extend(bits.ones(start, end).map(|b| (b - start) as u32));
+                if !buf.is_empty() {
+                    out.extend(ranges_for_document(
+                        doc_id,
+                        &block.text[start..end],
+                        &mut buf,
+                        settings,
+                    ));
+                }
+            }
+        }
+        out.sort_unstable();
+        out
     }
-    out
 }
 
 /// The whole search in memory over `blocks` (each one as a worker would hold it): every block
 /// is scanned, the records are resolved together, and the verdicts go back to their blocks.
 /// The result does not depend on how the documents are split into blocks.
 pub fn find_repeats(blocks: &[Block], settings: &Settings) -> Result<Vec<Range>, SubstringError> {
+    let n = settings.min_bytes;
+    // Anchors first: which windows can occur twice at all.
+    let mut keep: Vec<Option<Bits>> = blocks.iter().map(|_| None).collect();
+    if let Some(mut winnow) = Winnow::new(n) {
+        let mut anchors = Vec::new();
+        for (i, block) in blocks.iter().enumerate() {
+            block.anchors(&mut winnow, |at, hash| {
+                anchors.push(AnchorRecord::new(hash, i, 0, at))
+            });
+        }
+        let mut hot: Vec<Bits> = blocks.iter().map(|b| Bits::new(b.len())).collect();
+        hot_anchors(&mut anchors, |r| hot[r.origin()].set(r.offset()));
+        for ((block, hot), keep) in blocks.iter().zip(&hot).zip(&mut keep) {
+            *keep = Some(block.hot_windows(&mut winnow, hot));
+        }
+    }
     let mut collectors: Vec<Collector> = blocks.iter().map(|_| Collector::new()).collect();
     let mut records = Vec::new();
     for (i, (block, collector)) in blocks.iter().zip(&mut collectors).enumerate() {
-        collector.scan(block, settings.min_bytes, i as u32, |r| records.push(r))?;
+        collector.scan(block, n, i as u32, keep[i].as_ref(), |r| records.push(r))?;
     }
     let mut verdicts = Vec::new();
     resolve(&mut records, |v| verdicts.push(v));
     for v in verdicts {
         collectors[v.origin as usize].apply(v, settings.occurrences);
     }
-    let mut starts: Vec<Pos> = collectors
-        .iter_mut()
-        .flat_map(|c| c.take_starts())
-        .collect();
-    starts.sort_unstable();
-    let mut docs: Vec<(u64, &[u8])> = blocks.iter().flat_map(|b| b.documents()).collect();
-    docs.sort_unstable_by_key(|d| d.0);
-    Ok(ranges_from_starts(docs, &starts, settings))
+    let mut out: Vec<Range> = Vec::new();
+    for (block, collector) in blocks.iter().zip(&mut collectors) {
+        out.extend(collector.ranges(std::slice::from_ref(block), settings));
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -784,6 +1001,48 @@ mod tests {
         }
         // The planted repeats are found often enough for the comparison to mean something.
         assert!(found > 300, "only {found} of 1200 searches found repeats");
+    }
+
+    /// Longer documents built from a few 6-byte pieces, so that windows of 16 to 24 bytes
+    /// (where anchors filter) repeat often, across documents and inside one.
+    fn piece_corpus(rng: &mut Rng) -> Vec<(u64, Vec<u8>)> {
+        let pieces: [&str; 6] = ["abcdef", "the ca", "t sat ", "é€ab", "xxxxxx", "on mat"];
+        let mut out = Vec::new();
+        for d in 0..2 + rng.below(5) {
+            let mut s = String::new();
+            for _ in 0..3 + rng.below(25) {
+                let kinds = 2 + rng.below(3);
+                let piece = pieces[rng.below(kinds)];
+                let cut = rng.below(2) * usize::from(piece.is_ascii());
+                s.push_str(&piece[..piece.len() - cut]);
+            }
+            out.push((d as u64 * 5 + 1, s.into_bytes()));
+        }
+        out
+    }
+
+    #[test]
+    fn anchored_windows_match_the_oracle_at_any_split() {
+        let mut rng = Rng(11);
+        let mut found = 0;
+        for round in 0..200 {
+            let docs = piece_corpus(&mut rng);
+            let refs: Vec<(u64, &[u8])> = docs.iter().map(|(i, t)| (*i, t.as_slice())).collect();
+            let n = anchors::MIN_FILTERED_BYTES + rng.below(9);
+            for occurrences in [Occurrences::All, Occurrences::Later] {
+                let s = settings(n, occurrences, Snap::Chars);
+                let want = oracle(&refs, &s);
+                found += usize::from(!want.is_empty());
+                for parts in [1, 2, 4] {
+                    assert_eq!(
+                        blocked(&refs, parts, &s),
+                        want,
+                        "round {round}, {s:?}, {parts} blocks, corpus {docs:?}"
+                    );
+                }
+            }
+        }
+        assert!(found > 150, "only {found} of 400 searches found repeats");
     }
 
     #[test]
