@@ -687,9 +687,11 @@ pub fn resolve_group(group: &[WindowRecord], mut f: impl FnMut(Verdict)) {
 /// verdicts, and the window starts the verdicts report.
 ///
 /// The simple version marks each verdict's positions as it arrives, looking its document and
-/// its block's group up by binary search: a dozen cache misses per verdict in arrays of
-/// millions, most of a search's time. Verdicts are therefore only collected, and [`ranges`]
-/// sorts them once and walks them along the sorted documents and groups.
+/// its block's group up by binary search. For the document that is cheap (one entry per
+/// document), but the groups are one per window repeated inside a block, millions of them:
+/// a dozen cache misses per verdict, most of a search's time when it was tried. The firsts
+/// of groups are therefore only collected, and [`ranges`] sorts them once and walks them
+/// along the sorted groups.
 ///
 /// [`ranges`]: Collector::ranges
 #[derive(Default, Debug)]
@@ -701,12 +703,12 @@ pub struct Collector {
     groups: Vec<(Pos, u32, u64, u32)>,
     /// The other positions of those windows, as offsets in their block.
     members: Vec<u32>,
-    /// Reported first positions of records, and firsts of groups whose other positions are
-    /// reported.
-    firsts: Vec<Pos>,
+    /// Firsts of groups whose other positions are reported.
     group_firsts: Vec<Pos>,
-    /// Block lengths, in the order scanned.
-    lengths: Vec<usize>,
+    /// Reported window starts, by block (in the order scanned) and offset in the block.
+    starts: Vec<Bits>,
+    /// Whether `docs` is sorted.
+    sorted: bool,
 }
 
 impl Collector {
@@ -725,8 +727,9 @@ impl Collector {
         keep: Option<&Bits>,
         mut send: impl FnMut(WindowRecord),
     ) -> Result<(), SubstringError> {
-        let index = self.lengths.len() as u32;
-        self.lengths.push(block.len());
+        let index = self.starts.len() as u32;
+        self.starts.push(Bits::new(block.len()));
+        self.sorted = false;
         self.docs.extend(
             block
                 .docs
@@ -752,11 +755,18 @@ impl Collector {
 
     /// Takes one verdict about a record this collector sent.
     pub fn apply(&mut self, verdict: Verdict, occurrences: Occurrences) {
+        if !self.sorted {
+            self.docs.sort_unstable();
+            self.sorted = true;
+        }
+        let first = verdict.first;
         if !(occurrences == Occurrences::Later && verdict.is_global_first) {
-            self.firsts.push(verdict.first);
+            let at = self.docs.partition_point(|d| d.0 < first.doc_id);
+            let (_, block, start) = self.docs[at];
+            self.starts[block as usize].set(start as usize + first.offset as usize);
         }
         if verdict.repeated_in_block {
-            self.group_firsts.push(verdict.first);
+            self.group_firsts.push(first);
         }
     }
 
@@ -764,19 +774,7 @@ impl Collector {
     /// sorted by `(doc_id, start)`; the collector is emptied.
     pub fn ranges(&mut self, blocks: &[Block], settings: &Settings) -> Vec<Range> {
         let mut taken = std::mem::take(self);
-        let mut starts: Vec<Bits> = taken.lengths.iter().map(|&l| Bits::new(l)).collect();
-        // Reported firsts, walked along the documents sorted by id.
-        taken.docs.sort_unstable();
-        taken.firsts.sort_unstable();
-        let mut d = 0;
-        for p in &taken.firsts {
-            while taken.docs[d].0 < p.doc_id {
-                d += 1;
-            }
-            let (_, block, start) = taken.docs[d];
-            starts[block as usize].set(start as usize + p.offset as usize);
-        }
-        taken.firsts = Vec::new();
+        let mut starts = std::mem::take(&mut taken.starts);
         // Groups whose other positions are reported, walked along the groups sorted by first.
         taken.groups.sort_unstable_by_key(|g| g.0);
         taken.group_firsts.sort_unstable();

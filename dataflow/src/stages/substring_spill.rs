@@ -20,7 +20,7 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use neardup_core::substrings::{
-    record_order, resolve, resolve_group, Verdict, WindowRecord, RECORD_BYTES,
+    record_order, resolve_group, Pos, Verdict, WindowRecord, RECORD_BYTES,
 };
 
 use crate::stages::near::spill::SpillDir;
@@ -44,6 +44,11 @@ pub struct OwnedRecords {
     /// Runs written (merge passes included) and their bytes.
     pub spill_runs: u64,
     pub spilled_bytes: u64,
+    /// Once the fold has started: the merge, the records of the key being folded, and the
+    /// runs to remove at the end.
+    merger: Option<Merger>,
+    group: Vec<WindowRecord>,
+    merged: Vec<PathBuf>,
 }
 
 impl OwnedRecords {
@@ -57,6 +62,9 @@ impl OwnedRecords {
             written: 0,
             spill_runs: 0,
             spilled_bytes: 0,
+            merger: None,
+            group: Vec::new(),
+            merged: Vec::new(),
         }
     }
 
@@ -108,39 +116,57 @@ impl OwnedRecords {
 
     /// Folds every key's records and calls `f` with the verdicts; the run files are removed
     /// (the directory goes when the search ends, with [`Self::remove`] or on drop).
-    pub fn resolve(&mut self, mut f: impl FnMut(Verdict)) -> io::Result<()> {
-        let mut memory = std::mem::take(&mut self.memory);
-        if self.runs.is_empty() {
-            resolve(&mut memory, f);
-            return Ok(());
-        }
-        memory.sort_unstable_by(record_order);
-        // Fewer runs than MAX_OPEN_RUNS: merge the oldest into longer runs.
-        while self.runs.len() >= MAX_OPEN_RUNS {
-            let batch: Vec<PathBuf> = self.runs.drain(..MAX_OPEN_RUNS).collect();
-            let path = self.run_path()?;
-            let mut out = RunWriter::create(&path)?;
-            merge(&batch, Vec::new(), |r| out.push(&r))?;
-            self.finish_run(out, path)?;
-            for p in batch {
-                std::fs::remove_file(p)?;
-            }
-        }
-        let runs = std::mem::take(&mut self.runs);
-        let mut group: Vec<WindowRecord> = Vec::new();
-        merge(&runs, memory, |r| {
-            if group.last().is_some_and(|g| g.key != r.key) {
-                resolve_group(&group, &mut f);
-                group.clear();
-            }
-            group.push(r);
-            Ok(())
-        })?;
-        resolve_group(&group, &mut f);
-        for p in runs {
-            std::fs::remove_file(p)?;
-        }
+    pub fn resolve(&mut self, f: impl FnMut(Verdict)) -> io::Result<()> {
+        let done = self.resolve_some(usize::MAX, f)?;
+        debug_assert!(done);
         Ok(())
+    }
+
+    /// Folds the next `max` records (at least; a key's records are folded together) and
+    /// calls `f` with their verdicts; `true` once every record is folded and the run files
+    /// are removed. The stage calls it once per activation, so that verdicts flow on to
+    /// their origins in batches instead of all at once.
+    ///
+    /// The simple version, `resolve` over all records in one call, gives every verdict to
+    /// the channel at once: a queue as large as the records themselves.
+    pub fn resolve_some(&mut self, max: usize, mut f: impl FnMut(Verdict)) -> io::Result<bool> {
+        if self.merger.is_none() {
+            let mut memory = std::mem::take(&mut self.memory);
+            memory.sort_unstable_by(record_order);
+            // More runs than MAX_OPEN_RUNS: merge the oldest into longer runs first.
+            while self.runs.len() >= MAX_OPEN_RUNS {
+                let batch: Vec<PathBuf> = self.runs.drain(..MAX_OPEN_RUNS).collect();
+                let path = self.run_path()?;
+                let mut out = RunWriter::create(&path)?;
+                merge(&batch, Vec::new(), |r| out.push(&r))?;
+                self.finish_run(out, path)?;
+                for p in batch {
+                    std::fs::remove_file(p)?;
+                }
+            }
+            self.merged = std::mem::take(&mut self.runs);
+            self.merger = Some(Merger::new(&self.merged, memory)?);
+        }
+        let merger = self.merger.as_mut().expect("started above");
+        let mut taken = 0usize;
+        while taken < max {
+            let Some(r) = merger.next()? else {
+                resolve_group(&self.group, &mut f);
+                self.group = Vec::new();
+                self.merger = None;
+                for p in std::mem::take(&mut self.merged) {
+                    std::fs::remove_file(p)?;
+                }
+                return Ok(true);
+            };
+            if self.group.last().is_some_and(|g| g.key != r.key) {
+                resolve_group(&self.group, &mut f);
+                self.group.clear();
+            }
+            self.group.push(r);
+            taken += 1;
+        }
+        Ok(false)
     }
 
     /// The worker's spill directory, for messages.
@@ -200,53 +226,78 @@ fn merge(
     memory: Vec<WindowRecord>,
     mut each: impl FnMut(WindowRecord) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut readers = runs
-        .iter()
-        .map(|p| {
-            Ok(RunReader(BufReader::with_capacity(
-                RUN_BUFFER_BYTES,
-                File::open(p)?,
-            )))
-        })
-        .collect::<io::Result<Vec<_>>>()?;
-    let mut memory = memory.into_iter();
-    // Heap entries: (key, first, source); source `readers.len()` is the memory.
-    let order = |r: &WindowRecord| (r.key, r.first());
-    let mut heads: Vec<Option<WindowRecord>> = Vec::with_capacity(readers.len() + 1);
-    let mut heap = BinaryHeap::new();
-    for (i, reader) in readers.iter_mut().enumerate() {
-        let head = reader.next()?;
-        if let Some(r) = &head {
-            heap.push(Reverse((order(r), i)));
-        }
-        heads.push(head);
-    }
-    let m = readers.len();
-    let head = memory.next();
-    if let Some(r) = &head {
-        heap.push(Reverse((order(r), m)));
-    }
-    heads.push(head);
-    while let Some(Reverse((_, i))) = heap.pop() {
-        let r = heads[i].take().expect("a head for every heap entry");
-        let next = if i == m {
-            memory.next()
-        } else {
-            readers[i].next()?
-        };
-        if let Some(n) = &next {
-            heap.push(Reverse((order(n), i)));
-        }
-        heads[i] = next;
+    let mut merger = Merger::new(runs, memory)?;
+    while let Some(r) = merger.next()? {
         each(r)?;
     }
     Ok(())
 }
 
+/// Sorted runs and sorted records in memory, merged one record at a time.
+struct Merger {
+    readers: Vec<RunReader>,
+    memory: std::vec::IntoIter<WindowRecord>,
+    /// The next record of each source; source `readers.len()` is the memory.
+    heads: Vec<Option<WindowRecord>>,
+    heap: BinaryHeap<Reverse<((u128, Pos), usize)>>,
+}
+
+impl Merger {
+    fn new(runs: &[PathBuf], memory: Vec<WindowRecord>) -> io::Result<Self> {
+        let mut readers = runs
+            .iter()
+            .map(|p| {
+                Ok(RunReader(BufReader::with_capacity(
+                    RUN_BUFFER_BYTES,
+                    File::open(p)?,
+                )))
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut memory = memory.into_iter();
+        let mut heads: Vec<Option<WindowRecord>> = Vec::with_capacity(readers.len() + 1);
+        let mut heap = BinaryHeap::new();
+        for (i, reader) in readers.iter_mut().enumerate() {
+            let head = reader.next()?;
+            if let Some(r) = &head {
+                heap.push(Reverse(((r.key, r.first()), i)));
+            }
+            heads.push(head);
+        }
+        let head = memory.next();
+        if let Some(r) = &head {
+            heap.push(Reverse(((r.key, r.first()), readers.len())));
+        }
+        heads.push(head);
+        Ok(Merger {
+            readers,
+            memory,
+            heads,
+            heap,
+        })
+    }
+
+    fn next(&mut self) -> io::Result<Option<WindowRecord>> {
+        let Some(Reverse((_, i))) = self.heap.pop() else {
+            return Ok(None);
+        };
+        let r = self.heads[i].take().expect("a head for every heap entry");
+        let next = if i == self.readers.len() {
+            self.memory.next()
+        } else {
+            self.readers[i].next()?
+        };
+        if let Some(n) = &next {
+            self.heap.push(Reverse(((n.key, n.first()), i)));
+        }
+        self.heads[i] = next;
+        Ok(Some(r))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use neardup_core::substrings::Pos;
+    use neardup_core::substrings::resolve;
 
     fn records(seed: u64, n: usize) -> Vec<WindowRecord> {
         let mut x = seed;
@@ -276,8 +327,9 @@ mod tests {
             for chunk in all.chunks_mut(7) {
                 owned.extend(&mut chunk.to_vec()).unwrap();
             }
+            // In batches of 5 records, as the stage folds them.
             let mut got = Vec::new();
-            owned.resolve(|v| got.push(v)).unwrap();
+            while !owned.resolve_some(5, |v| got.push(v)).unwrap() {}
             let key = |v: &Verdict| (v.first, v.origin, v.is_global_first);
             want.sort_by_key(key);
             got.sort_by_key(key);

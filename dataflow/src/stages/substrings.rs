@@ -173,6 +173,8 @@ pub fn find_substrings<'s>(
     let held = Rc::new(RefCell::new(Held::default()));
     let n = job.settings.min_bytes;
     let origin = ctx.index;
+    let config = &ctx.shared.config;
+    let block_bytes = block_bytes(&job, config.memory_limit, config.parallelism.workers);
     // 2. Pack: documents into blocks; each document's anchors to the owner of their hash.
     let pack_held = held.clone();
     let pack_ctx = ctx.clone();
@@ -192,15 +194,14 @@ pub fn find_substrings<'s>(
                 let mut h = held.borrow_mut();
                 for doc in data.drain(..) {
                     let bytes = doc.text.len();
-                    if !block.is_empty() && block.len() + bytes > job.block_bytes {
+                    if !block.is_empty() && block.len() + bytes > block_bytes {
                         h.blocks.push(std::mem::take(&mut block));
                     }
                     let index = h.blocks.len();
                     if index >= MAX_BLOCKS {
                         ctx.fail(format!(
                             "repeated passages: one worker holds more than {MAX_BLOCKS} blocks of \
-                             {} bytes; use more workers or a larger block",
-                            job.block_bytes
+                             {block_bytes} bytes; use more workers or a larger block"
                         ));
                         continue;
                     }
@@ -288,7 +289,8 @@ pub fn find_substrings<'s>(
                 };
                 let mut h = held.borrow_mut();
                 if next < h.blocks.len() {
-                    let mut out = Vec::new();
+                    let mut session = output.session(c);
+                    let mut sent = 0u64;
                     let Held {
                         blocks,
                         hot,
@@ -304,15 +306,16 @@ pub fn find_substrings<'s>(
                     if let Some(hot) = hot.get_mut(next) {
                         *hot = Bits::default();
                     }
-                    if let Err(e) =
-                        collector.scan(block, n, origin as u32, keep.as_ref(), |r| out.push(r))
-                    {
+                    if let Err(e) = collector.scan(block, n, origin as u32, keep.as_ref(), |r| {
+                        sent += 1;
+                        session.give(r)
+                    }) {
                         ctx.fail(e.to_string());
                     }
                     counts.blocks += 1;
-                    counts.window_records += out.len() as u64;
+                    counts.window_records += sent;
+                    drop(session);
                     drop(h);
-                    output.session(c).give_iterator(out.into_iter());
                     next += 1;
                     activator.activate();
                 } else {
@@ -324,7 +327,6 @@ pub fn find_substrings<'s>(
     );
     // 5. Resolve: every record of a key meets at its owner, in memory up to the worker's
     // share of --memory-limit and in sorted runs on disk beyond it.
-    let config = &ctx.shared.config;
     let budget = OwnedRecords::budget(config.memory_limit, config.parallelism.workers);
     let spill_dir = SpillDir::new(&config.spill_root(), ctx.index);
     let resolve_held = held.clone();
@@ -334,7 +336,8 @@ pub fn find_substrings<'s>(
             ((r.key >> 64) as u64) ^ (r.key as u64)
         })),
         "SubstringResolve",
-        move |cap, _| {
+        move |cap, info| {
+            let activator = scope.activator_for(info.address);
             let mut cap = Some(cap);
             let mut owned = Some(OwnedRecords::new(spill_dir, budget));
             let ctx = resolve_ctx;
@@ -347,18 +350,31 @@ pub fn find_substrings<'s>(
                         }
                     }
                 });
-                if frontier.is_empty() {
-                    if let Some(c) = cap.take() {
-                        if let Some(mut o) = owned.take() {
-                            let mut session = output.session(&c);
-                            if let Err(e) = o.resolve(|v| session.give(v)) {
-                                ctx.fail(spill_error(&o, e));
-                            }
-                            let mut h = resolve_held.borrow_mut();
-                            h.counts.spill_runs += o.spill_runs;
-                            h.counts.spilled_bytes += o.spilled_bytes;
-                            o.remove();
+                if !frontier.is_empty() {
+                    return;
+                }
+                let Some(c) = cap.as_ref() else {
+                    return;
+                };
+                let Some(o) = owned.as_mut() else {
+                    cap = None;
+                    return;
+                };
+                let mut session = output.session(c);
+                let result = o.resolve_some(RESOLVE_BATCH, |v| session.give(v));
+                drop(session);
+                match result {
+                    Ok(false) => activator.activate(),
+                    Ok(true) | Err(_) => {
+                        if let Err(e) = result {
+                            ctx.fail(spill_error(o, e));
                         }
+                        let mut h = resolve_held.borrow_mut();
+                        h.counts.spill_runs += o.spill_runs;
+                        h.counts.spilled_bytes += o.spilled_bytes;
+                        o.remove();
+                        owned = None;
+                        cap = None;
                     }
                 }
             }
@@ -384,6 +400,28 @@ pub fn find_substrings<'s>(
         },
     );
 }
+
+/// Bytes of memory a block costs per byte of its text while it is scanned: the text (1),
+/// its suffix array (4) and permuted LCP array (4), and the records it sends (32 per
+/// distinct window sent, about a third of the positions of dev-medium: 11), rounded up for
+/// the channel's buffers.
+pub const BLOCK_COST: u64 = 32;
+
+/// The block size: `--block-bytes` (or its default), made smaller when a worker's share of
+/// `--memory-limit` would not hold [`BLOCK_COST`] bytes per byte of it (never below 1 MiB).
+pub fn block_bytes(job: &SubstringJob, memory_limit: Option<u64>, workers: usize) -> usize {
+    match memory_limit {
+        None => job.block_bytes,
+        Some(limit) => {
+            let within = (limit / workers.max(1) as u64 / BLOCK_COST).max(1 << 20);
+            job.block_bytes.min(within as usize)
+        }
+    }
+}
+
+/// The records the owner folds per activation before its verdicts go on (about 32 MiB of
+/// records; the verdicts of one batch are what waits in the channel to their origins).
+pub const RESOLVE_BATCH: usize = 1 << 20;
 
 /// A failed spill, naming the directory.
 fn spill_error(owned: &OwnedRecords, e: std::io::Error) -> String {
