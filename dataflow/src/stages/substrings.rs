@@ -4,35 +4,43 @@
 //!
 //! The idea: each worker holds a share of the documents and finds the distinct windows of its
 //! share with suffix arrays; the windows of all workers then meet by a 128-bit key, and each
-//! meeting decides which copies are reported. Four operators:
+//! meeting decides which copies are reported. Only windows that can repeat travel: an anchor
+//! round first says which (`neardup_core::substrings::anchors`). Six operators:
 //!
 //! 1. **Parse** (at each document's home, as the fingerprint stage does): a document's text,
 //!    and the reader's backpressure probe.
-//! 2. **Scan** (same worker): documents are packed into blocks of at most
-//!    `block_bytes`; each full block gets a suffix array, one scan of which yields every
-//!    distinct window of the block with all its positions. One [`WindowRecord`] per distinct
-//!    window (key, first position, count up to 2: 32 bytes) goes to the key's owner; the
-//!    other positions of windows repeated inside the block stay here. The block's suffix
-//!    array is freed; its text stays, for snapping.
-//! 3. **Resolve** (at the key's owner, `key mod workers`): once every record has arrived,
-//!    the records of each key are folded; a key seen twice or more in all answers each record
-//!    with a [`Verdict`]: is this record's first position the first in the corpus?
-//! 4. **Report** (back at the record's origin): verdicts become window starts, window starts
+//! 2. **Pack** (same worker): documents are packed into blocks of at most `block_bytes`
+//!    ([`block_bytes`]); every anchor of every document (16 bytes: its k-gram's hash and where
+//!    it lies) goes to the owner of the hash. For `N` below 16 there are no anchors.
+//! 3. **Anchors** (at the hash's owner): once all have arrived, the anchors whose hash occurs
+//!    twice or more (hot) go back to where they lie.
+//! 4. **Scan** (back at the blocks' worker, once every hot anchor is known; one block per
+//!    activation): the block gets a suffix array and LCP array, one scan of which yields
+//!    every distinct window of the block with all its positions. One [`WindowRecord`] (key,
+//!    first position, count up to 2: 32 bytes) goes to the key's owner per distinct window
+//!    that repeats in the block or has a hot anchor; the other positions of windows repeated
+//!    inside the block stay here. The suffix array is freed; the text stays, for snapping.
+//! 5. **Resolve** (at the key's owner): once every record has arrived, the records of each
+//!    key are folded, [`RESOLVE_BATCH`] per activation; a key seen twice or more in all
+//!    answers each record with a [`Verdict`]: is this record's first position the first in
+//!    the corpus?
+//! 6. **Report** (back at the record's origin): verdicts become window starts, window starts
 //!    become merged, snapped ranges per document, written to this worker's part of
 //!    `substrings/`, sorted by `(doc_id, start)`.
 //!
-//! Records travel once and verdicts only for repeated windows, so the traffic is one record
-//! per distinct window of each block. A key's records all reach one worker, which sees every
-//! occurrence count and every first position: the result cannot depend on how documents
-//! were spread over workers or blocks (the core tests check splits into 1, 2 and 4 blocks
-//! against the definition; tests/substrings_cli.rs checks 1, 2 and 4 workers and several
-//! processes end to end).
+//! Records travel once and verdicts only for repeated windows. A key's records all reach
+//! one worker, which sees every occurrence count and every first position, and an anchor's
+//! records all reach one worker, which sees every occurrence of its hash: the result cannot
+//! depend on how documents were spread over workers or blocks (the core tests check splits
+//! into 1, 2 and 4 blocks against the definition; tests/substrings_cli.rs checks 1, 2 and 4
+//! workers, spilling and two processes end to end).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use neardup_core::substrings::{
     hot_anchors, AnchorRecord, Bits, Block, Collector, Verdict, WindowRecord, Winnow, MAX_BLOCKS,
+    MAX_ORIGINS,
 };
 use neardup_io::parquet_out::{PartWriter, SubstringRow, TableMeta, NO_SCHEME};
 use neardup_io::record::Record;
@@ -175,6 +183,12 @@ pub fn find_substrings<'s>(
     let origin = ctx.index;
     let config = &ctx.shared.config;
     let block_bytes = block_bytes(&job, config.memory_limit, config.parallelism.workers);
+    if ctx.peers > MAX_ORIGINS {
+        ctx.fail(format!(
+            "repeated passages: at most {MAX_ORIGINS} workers in all, not {}",
+            ctx.peers
+        ));
+    }
     // 2. Pack: documents into blocks; each document's anchors to the owner of their hash.
     let pack_held = held.clone();
     let pack_ctx = ctx.clone();
