@@ -232,6 +232,28 @@ fn anchored_windows_match_the_definition_at_1_2_and_4_workers_and_spilled() {
 }
 
 #[test]
+fn a_document_over_max_doc_bytes_is_cut_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 100 bytes whose halves repeat; cut at 64 bytes, only the first 14 bytes of the
+    // second half remain, too few for a repeat of 20.
+    let half = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN";
+    let input = write(
+        &tmp.path().join("c.jsonl"),
+        &jsonl_values(&[json!({"id": "a", "text": format!("{half}{half}")})]),
+    );
+    let out = tmp.path().join("out");
+    substrings(
+        &out,
+        &["--min-bytes", "20", "--max-doc-bytes", "64"],
+        &[input],
+    );
+    let summary = summary(&out);
+    assert_eq!(summary["counts"]["truncated"], 1);
+    assert_eq!(summary["substrings"]["bytes"], 64);
+    assert_eq!(ranges(&out), Vec::<Range>::new());
+}
+
+#[test]
 fn many_small_blocks_give_the_same_ranges() {
     let tmp = tempfile::tempdir().unwrap();
     let (files, docs) = corpus(tmp.path(), 42);

@@ -267,8 +267,10 @@ def main():
         for w in args.workers.split(","):
             out = os.path.join(args.work, f"out-w{w}")
             limit = ["--memory-limit", args.memory_limit] if args.memory_limit else []
+            # Both tools see every document whole (neardup cuts at --max-doc-bytes, 4 MiB).
+            whole = ["--max-doc-bytes", str(max([4 << 20] + [len(t or b"") for t in texts]))]
             res = timed([neardup, "substrings", "-q", "-w", w, "--min-bytes", n, "--occurrences", "all",
-                         "--no-id", "--overwrite"] + limit + ["--output", out, corpus])
+                         "--no-id", "--overwrite"] + limit + whole + ["--output", out, corpus])
             results.setdefault(f"neardup -w {w}", []).append(res)
             print(f"run {r}: neardup -w {w} wall {res[0]:.1f}s cpu {res[1]:.1f}s peak {res[2] / 1024:.0f} MiB", flush=True)
 

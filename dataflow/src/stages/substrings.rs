@@ -143,11 +143,17 @@ fn parse(ctx: &WorkerCtx, doc: RawDoc, record: &mut Record) -> Option<DocText> {
         }
     };
     match parsed {
-        Ok(r) => Some(DocText {
-            doc_id: doc.doc_id,
-            id: r.id,
-            text: r.text,
-        }),
+        Ok(r) => {
+            if shared.config.substrings.is_some_and(|job| job.only) {
+                // `run --substrings` counted truncation in its first pass.
+                ctx.report.borrow_mut().truncated += u64::from(r.truncated);
+            }
+            Some(DocText {
+                doc_id: doc.doc_id,
+                id: r.id,
+                text: r.text,
+            })
+        }
         Err(message) => {
             if shared.config.skip_invalid {
                 ctx.report.borrow_mut().skip(doc.file, doc.record, message);
