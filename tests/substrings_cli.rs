@@ -47,11 +47,10 @@ fn corpus(dir: &Path, seed: u64) -> (Vec<PathBuf>, Vec<(u64, String)>) {
     let passage: String = (0..6 + rng.below(10))
         .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
         .collect();
-    let mut files = Vec::new();
-    let mut docs = Vec::new();
-    for file in 0..2u64 {
+    let mut texts: Vec<Vec<String>> = Vec::new();
+    for _ in 0..2 {
         let mut lines = Vec::new();
-        for line in 0..2 + rng.below(4) {
+        for _ in 0..2 + rng.below(4) {
             let mut s = String::new();
             match rng.below(5) {
                 0 => s.push_str(&passage),
@@ -68,12 +67,28 @@ fn corpus(dir: &Path, seed: u64) -> (Vec<PathBuf>, Vec<(u64, String)>) {
                 let copy = s.clone();
                 s.push_str(&copy);
             }
-            lines.push(json!({"id": format!("f{file}l{line}"), "text": s}));
-            docs.push(((file << 40) | line, s));
+            lines.push(s);
+        }
+        texts.push(lines);
+    }
+    write_corpus(dir, texts)
+}
+
+/// Writes `texts[file][line]` as the JSONL files `part{file}.jsonl` (ids `f{file}l{line}`);
+/// returns the files and every document as `(doc_id, text)`, sorted.
+fn write_corpus(dir: &Path, texts: Vec<Vec<String>>) -> (Vec<PathBuf>, Vec<(u64, String)>) {
+    let mut files = Vec::new();
+    let mut docs = Vec::new();
+    for (file, lines) in texts.into_iter().enumerate() {
+        let file = file as u64;
+        let mut values = Vec::new();
+        for (line, s) in lines.into_iter().enumerate() {
+            values.push(json!({"id": format!("f{file}l{line}"), "text": s}));
+            docs.push(((file << 40) | line as u64, s));
         }
         files.push(write(
             &dir.join(format!("part{file}.jsonl")),
-            &jsonl_values(&lines),
+            &jsonl_values(&values),
         ));
     }
     docs.sort();
@@ -162,26 +177,21 @@ fn random_corpora_match_the_definition_at_1_2_and_4_workers() {
 fn piece_corpus(dir: &Path, seed: u64) -> (Vec<PathBuf>, Vec<(u64, String)>) {
     let mut rng = SeededRng::new(seed);
     let pieces = ["abcdef", "the ca", "t sat ", "é€ab", "xxxxxx", "on mat"];
-    let mut files = Vec::new();
-    let mut docs = Vec::new();
-    for file in 0..2u64 {
-        let mut lines = Vec::new();
-        for line in 0..3 + rng.below(4) {
-            let mut s = String::new();
-            for _ in 0..3 + rng.below(20) {
-                let kinds = 2 + rng.below(4);
-                s.push_str(pieces[rng.below(kinds) as usize]);
-            }
-            lines.push(json!({"id": format!("f{file}l{line}"), "text": s}));
-            docs.push(((file << 40) | line, s));
-        }
-        files.push(write(
-            &dir.join(format!("part{file}.jsonl")),
-            &jsonl_values(&lines),
-        ));
-    }
-    docs.sort();
-    (files, docs)
+    let texts = (0..2)
+        .map(|_| {
+            (0..3 + rng.below(4))
+                .map(|_| {
+                    let mut s = String::new();
+                    for _ in 0..3 + rng.below(20) {
+                        let kinds = 2 + rng.below(4);
+                        s.push_str(pieces[rng.below(kinds) as usize]);
+                    }
+                    s
+                })
+                .collect()
+        })
+        .collect();
+    write_corpus(dir, texts)
 }
 
 #[test]

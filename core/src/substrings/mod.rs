@@ -969,6 +969,20 @@ mod tests {
         out
     }
 
+    /// Checks the search at 1, 2 and 4 blocks against the definition; 1 when it found
+    /// repeats.
+    fn splits_match_the_oracle(refs: &[(u64, &[u8])], s: &Settings, what: &str) -> usize {
+        let want = oracle(refs, s);
+        for parts in [1, 2, 4] {
+            assert_eq!(
+                blocked(refs, parts, s),
+                want,
+                "{what}, {s:?}, {parts} blocks, corpus {refs:?}"
+            );
+        }
+        usize::from(!want.is_empty())
+    }
+
     #[test]
     fn random_corpora_match_the_oracle_at_any_split() {
         let mut rng = Rng(7);
@@ -985,15 +999,7 @@ mod tests {
             for occurrences in [Occurrences::All, Occurrences::Later] {
                 for snap in [Snap::Chars, Snap::Words] {
                     let s = settings(n, occurrences, snap);
-                    let want = oracle(&refs, &s);
-                    found += usize::from(!want.is_empty());
-                    for parts in [1, 2, 4] {
-                        assert_eq!(
-                            blocked(&refs, parts, &s),
-                            want,
-                            "round {round}, {s:?}, {parts} blocks, corpus {docs:?}"
-                        );
-                    }
+                    found += splits_match_the_oracle(&refs, &s, &format!("round {round}"));
                 }
             }
         }
@@ -1029,15 +1035,7 @@ mod tests {
             let n = anchors::MIN_FILTERED_BYTES + rng.below(9);
             for occurrences in [Occurrences::All, Occurrences::Later] {
                 let s = settings(n, occurrences, Snap::Chars);
-                let want = oracle(&refs, &s);
-                found += usize::from(!want.is_empty());
-                for parts in [1, 2, 4] {
-                    assert_eq!(
-                        blocked(&refs, parts, &s),
-                        want,
-                        "round {round}, {s:?}, {parts} blocks, corpus {docs:?}"
-                    );
-                }
+                found += splits_match_the_oracle(&refs, &s, &format!("round {round}"));
             }
         }
         assert!(found > 150, "only {found} of 400 searches found repeats");
