@@ -423,7 +423,7 @@ impl Block {
         for (i, &p) in suffixes.iter().enumerate() {
             // The suffix array visits the text and the PLCP array in random order: a cache
             // miss each. Asking for both a few dozen suffixes ahead overlaps the misses (the
-            // plain loop measured 1.6x slower on dev-medium).
+            // whole search of dev-medium took 40 CPU s without it, 31.5 with it: one run each).
             if let Some(&ahead) = suffixes.get(i + PREFETCH_AHEAD) {
                 prefetch(plcp.as_ptr().wrapping_add(ahead as usize) as *const u8);
                 prefetch(self.text.as_ptr().wrapping_add(ahead as usize));
