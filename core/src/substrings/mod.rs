@@ -353,17 +353,23 @@ impl Block {
 
     /// The documents, in the order pushed: `(doc_id, text)`.
     pub fn documents(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.spans()
+            .map(|(doc_id, start, end)| (doc_id, &self.text[start..end]))
+    }
+
+    /// Where each document lies in the block, in the order pushed: `(doc_id, start, end)`.
+    fn spans(&self) -> impl Iterator<Item = (u64, usize, usize)> + '_ {
         self.docs.iter().enumerate().map(|(i, &(doc_id, start))| {
             let end = self.docs.get(i + 1).map_or(self.text.len(), |d| d.1);
-            (doc_id, &self.text[start..end])
+            (doc_id, start, end)
         })
     }
 
     /// Calls `f(key, positions)` once for every distinct window of `n` bytes lying inside one
     /// document of the block, with all its positions in the block in corpus order (each with
-    /// its offset in the block). `key` is
-    /// the window's 128-bit key ([`window_key`]). With `keep`, a window seen once in the
-    /// block is left out unless `keep` holds its offset in the block (its anchor is hot).
+    /// its offset in the block). `key` is the window's 128-bit key ([`window_key`]). With
+    /// `keep`, a window seen once in the block is left out unless `keep` holds its offset in
+    /// the block (its anchor is hot).
     ///
     /// The simple version compares each suffix's first `n` bytes with the previous window's
     /// (a `memcmp` at a random place of the text per suffix: most of the time of a scan).
@@ -394,29 +400,25 @@ impl Block {
             .run()
             .map_err(failed)?;
         let (suffixes, plcp) = (sa.suffix_array(), sa.plcp());
-        // Document ends, to skip windows that cross one: `ends[i]` is the end of document i.
-        let ends: Vec<usize> = (0..self.docs.len())
-            .map(|i| self.docs.get(i + 1).map_or(self.text.len(), |d| d.1))
-            .collect();
-        let starts: Vec<usize> = self.docs.iter().map(|d| d.1).collect();
-        let locate = |p: usize| -> usize { starts.partition_point(|&s| s <= p) - 1 };
-        let pos_of = |p: usize| {
-            let doc = locate(p);
-            Pos {
-                doc_id: self.docs[doc].0,
-                offset: (p - starts[doc]) as u32,
-            }
-        };
-        // The current group's offsets in the block, and the smallest LCP since its last one.
-        let mut group: Vec<usize> = Vec::new();
+        // Each suffix's document, to skip windows that cross its end and to name positions.
+        let spans: Vec<(u64, usize, usize)> = self.spans().collect();
+        let locate = |p: usize| -> usize { spans.partition_point(|s| s.1 <= p) - 1 };
+        // The current group's offsets in the block with their documents, and the smallest
+        // LCP since its last one.
+        let mut group: Vec<(usize, usize)> = Vec::new();
         let mut positions: Vec<(Pos, u32)> = Vec::new();
         let mut since = u32::MAX;
-        let mut flush = |group: &mut Vec<usize>| {
-            if group.len() > 1 || keep.is_none_or(|k| k.get(group[0])) {
+        let mut flush = |group: &mut Vec<(usize, usize)>| {
+            let at = group[0].0;
+            if group.len() > 1 || keep.is_none_or(|k| k.get(at)) {
                 positions.clear();
-                positions.extend(group.iter().map(|&p| (pos_of(p), p as u32)));
+                positions.extend(group.iter().map(|&(p, doc)| {
+                    let (doc_id, start, _) = spans[doc];
+                    let offset = (p - start) as u32;
+                    (Pos { doc_id, offset }, p as u32)
+                }));
                 positions.sort_unstable();
-                f(window_key(&self.text[group[0]..group[0] + n]), &positions);
+                f(window_key(&self.text[at..at + n]), &positions);
             }
             group.clear();
         };
@@ -430,13 +432,14 @@ impl Block {
             }
             let p = p as usize;
             since = since.min(plcp[p] as u32);
-            if p + n > ends[locate(p)] {
+            let doc = locate(p);
+            if p + n > spans[doc].2 {
                 continue;
             }
             if !group.is_empty() && (since as usize) < n {
                 flush(&mut group);
             }
-            group.push(p);
+            group.push((p, doc));
             since = u32::MAX;
         }
         if !group.is_empty() {
@@ -447,8 +450,7 @@ impl Block {
 
     /// Calls `f(offset in the block, hash)` for every anchor of every document.
     pub fn anchors(&self, winnow: &mut Winnow, mut f: impl FnMut(usize, u64)) {
-        for (i, &(_, start)) in self.docs.iter().enumerate() {
-            let end = self.docs.get(i + 1).map_or(self.text.len(), |d| d.1);
+        for (_, start, end) in self.spans() {
             winnow.anchors(&self.text[start..end], |a, h| f(start + a, h));
         }
     }
@@ -456,8 +458,7 @@ impl Block {
     /// The windows (by offset in the block) whose anchor is in `hot`.
     pub fn hot_windows(&self, winnow: &mut Winnow, hot: &Bits) -> Bits {
         let mut out = Bits::new(self.text.len());
-        for (i, &(_, start)) in self.docs.iter().enumerate() {
-            let end = self.docs.get(i + 1).map_or(self.text.len(), |d| d.1);
+        for (_, start, end) in self.spans() {
             winnow.windows(&self.text[start..end], |p, a, _| {
                 if hot.get(start + a) {
                     out.set(start + p);
@@ -493,11 +494,6 @@ impl Bits {
     /// The positions set in `[from, to)`, in order.
     pub fn ones(&self, from: usize, to: usize) -> impl Iterator<Item = usize> + '_ {
         (from..to).filter(move |&i| self.words[i / 64] != 0 && self.get(i))
-    }
-
-    /// Bytes held.
-    pub fn heap_bytes(&self) -> usize {
-        self.words.len() * 8
     }
 }
 
@@ -793,8 +789,7 @@ impl Collector {
         let mut out = Vec::new();
         let mut buf = Vec::new();
         for (block, bits) in blocks.iter().zip(&starts) {
-            for (i, &(doc_id, start)) in block.docs.iter().enumerate() {
-                let end = block.docs.get(i + 1).map_or(block.text.len(), |d| d.1);
+            for (doc_id, start, end) in block.spans() {
                 buf.clear();
                 buf.extend(bits.ones(start, end).map(|b| (b - start) as u32));
                 if !buf.is_empty() {

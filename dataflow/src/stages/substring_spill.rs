@@ -114,21 +114,15 @@ impl OwnedRecords {
         Ok(())
     }
 
-    /// Folds every key's records and calls `f` with the verdicts; the run files are removed
-    /// (the directory goes when the search ends, with [`Self::remove`] or on drop).
-    pub fn resolve(&mut self, f: impl FnMut(Verdict)) -> io::Result<()> {
-        let done = self.resolve_some(usize::MAX, f)?;
-        debug_assert!(done);
-        Ok(())
-    }
-
     /// Folds the next `max` records (at least; a key's records are folded together) and
     /// calls `f` with their verdicts; `true` once every record is folded and the run files
     /// are removed. The stage calls it once per activation, so that verdicts flow on to
     /// their origins in batches instead of all at once.
     ///
-    /// The simple version, `resolve` over all records in one call, gives every verdict to
-    /// the channel at once: a queue as large as the records themselves.
+    /// The simple version, folding all records in one call, gives every verdict to the
+    /// channel at once: a queue as large as the records themselves. The run files are
+    /// removed at the end (the directory goes when the search ends, with [`Self::remove`] or
+    /// on drop).
     pub fn resolve_some(&mut self, max: usize, mut f: impl FnMut(Verdict)) -> io::Result<bool> {
         if self.merger.is_none() {
             let mut memory = std::mem::take(&mut self.memory);
