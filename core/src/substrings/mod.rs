@@ -633,9 +633,6 @@ pub const RECORD_BYTES: usize = 32;
 pub struct Verdict {
     pub first: Pos,
     pub is_global_first: bool,
-    /// Whether the window occurs more than once in the record's block (its other positions
-    /// there are reported with `first`).
-    pub repeated_in_block: bool,
     pub origin: u32,
 }
 
@@ -673,7 +670,6 @@ pub fn resolve_group(group: &[WindowRecord], mut f: impl FnMut(Verdict)) {
         f(Verdict {
             first: r.first(),
             is_global_first: r.first() == global,
-            repeated_in_block: r.count() > 1,
             origin: r.origin(),
         });
     }
@@ -682,25 +678,16 @@ pub fn resolve_group(group: &[WindowRecord], mut f: impl FnMut(Verdict)) {
 /// One worker's side of the search over the blocks it scanned: what it keeps to answer
 /// verdicts, and the window starts the verdicts report.
 ///
-/// The simple version marks each verdict's positions as it arrives, looking its document and
-/// its block's group up by binary search. For the document that is cheap (one entry per
-/// document), but the groups are one per window repeated inside a block, millions of them:
-/// a dozen cache misses per verdict, most of a search's time when it was tried. The firsts
-/// of groups are therefore only collected, and [`ranges`] sorts them once and walks them
-/// along the sorted groups.
-///
-/// [`ranges`]: Collector::ranges
+/// A window that occurs more than once inside one block is repeated whatever the other
+/// blocks hold, and its copies after the block's first are never the corpus's first copy
+/// (the block's first comes before them): they are marked at once, during the scan. Only
+/// the block's first copy waits for a verdict, which says whether it is the corpus's first.
+/// (An earlier version kept those copies' positions until the verdicts came: 4 bytes per
+/// copy plus 32 per window, gigabytes on generated HTML, for an answer known in advance.)
 #[derive(Default, Debug)]
 pub struct Collector {
     /// `(doc_id, block, start in the block)` of every document scanned.
     docs: Vec<(u64, u32, u32)>,
-    /// Windows seen more than once in one block: `(first, block, where its other positions
-    /// begin in `members`, how many)`.
-    groups: Vec<(Pos, u32, u64, u32)>,
-    /// The other positions of those windows, as offsets in their block.
-    members: Vec<u32>,
-    /// Firsts of groups whose other positions are reported.
-    group_firsts: Vec<Pos>,
     /// Reported window starts, by block (in the order scanned) and offset in the block.
     starts: Vec<Bits>,
     /// Whether `docs` is sorted.
@@ -732,20 +719,18 @@ impl Collector {
                 .iter()
                 .map(|&(doc_id, start)| (doc_id, index, start as u32)),
         );
-        let members = &mut self.members;
-        let groups = &mut self.groups;
+        let bits = &mut self.starts[index as usize];
         block.for_each_window(n, keep, |key, positions| {
-            let first = positions[0].0;
-            if positions.len() > 1 {
-                groups.push((
-                    first,
-                    index,
-                    members.len() as u64,
-                    positions.len() as u32 - 1,
-                ));
-                members.extend(positions[1..].iter().map(|p| p.1));
+            // Copies after the block's first: reported, whatever the verdict (see above).
+            for &(_, at) in &positions[1..] {
+                bits.set(at as usize);
             }
-            send(WindowRecord::new(key, first, positions.len(), origin));
+            send(WindowRecord::new(
+                key,
+                positions[0].0,
+                positions.len(),
+                origin,
+            ));
         })
     }
 
@@ -761,31 +746,12 @@ impl Collector {
             let (_, block, start) = self.docs[at];
             self.starts[block as usize].set(start as usize + first.offset as usize);
         }
-        if verdict.repeated_in_block {
-            self.group_firsts.push(first);
-        }
     }
 
     /// The ranges of every document of `blocks` (the blocks scanned, in the same order),
     /// sorted by `(doc_id, start)`; the collector is emptied.
     pub fn ranges(&mut self, blocks: &[Block], settings: &Settings) -> Vec<Range> {
-        let mut taken = std::mem::take(self);
-        let mut starts = std::mem::take(&mut taken.starts);
-        // Groups whose other positions are reported, walked along the groups sorted by first.
-        taken.groups.sort_unstable_by_key(|g| g.0);
-        taken.group_firsts.sort_unstable();
-        let mut g = 0;
-        for p in &taken.group_firsts {
-            while taken.groups[g].0 < *p {
-                g += 1;
-            }
-            let (_, block, begin, count) = taken.groups[g];
-            let bits = &mut starts[block as usize];
-            for &m in &taken.members[begin as usize..begin as usize + count as usize] {
-                bits.set(m as usize);
-            }
-        }
-        drop(taken);
+        let starts = std::mem::take(self).starts;
         let mut out = Vec::new();
         let mut buf = Vec::new();
         for (block, bits) in blocks.iter().zip(&starts) {
