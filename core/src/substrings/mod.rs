@@ -368,14 +368,19 @@ impl Block {
     /// Calls `f(key, positions)` once for every distinct window of `n` bytes lying inside one
     /// document of the block, with all its positions in the block in corpus order (each with
     /// its offset in the block). `key` is the window's 128-bit key ([`window_key`]). With
-    /// `keep`, a window seen once in the block is left out unless `keep` holds its offset in
-    /// the block (its anchor is hot).
+    /// `keep` (from [`Block::hot_windows`]: windows inside one document only), only the
+    /// windows at offsets `keep` holds are listed. Nothing repeated is lost so: two copies of
+    /// a window have anchors of equal content at two places, so their anchor is hot, whether
+    /// the copies lie in this block or not.
     ///
     /// The simple version compares each suffix's first `n` bytes with the previous window's
-    /// (a `memcmp` at a random place of the text per suffix: most of the time of a scan).
-    /// Here the permuted LCP array (libsais, linear time) says the same: two windows listed
-    /// one after the other (suffixes between them skipped because they cross a document end)
-    /// are equal when the smallest LCP between them is at least `n`.
+    /// (a `memcmp` at a random place of the text per suffix: most of the time of a scan), and
+    /// finds each suffix's document by binary search to skip windows crossing its end. Here
+    /// the permuted LCP array (libsais, linear time) says the same: two windows listed one
+    /// after the other (suffixes between them skipped) are equal when the smallest LCP
+    /// between them is at least `n`. And one bit per offset says which suffixes to list at
+    /// all, so that a suffix costs two reads (its LCP and its bit) and only the listed ones
+    /// are looked up.
     pub fn for_each_window(
         &self,
         n: usize,
@@ -400,52 +405,73 @@ impl Block {
             .run()
             .map_err(failed)?;
         let (suffixes, plcp) = (sa.suffix_array(), sa.plcp());
-        // Each suffix's document, to skip windows that cross its end and to name positions.
+        let fitting;
+        let listed = match keep {
+            Some(keep) => keep,
+            None => {
+                fitting = self.fitting_windows(n);
+                &fitting
+            }
+        };
+        // Each listed suffix's document, to name its positions.
         let spans: Vec<(u64, usize, usize)> = self.spans().collect();
         let locate = |p: usize| -> usize { spans.partition_point(|s| s.1 <= p) - 1 };
-        // The current group's offsets in the block with their documents, and the smallest
-        // LCP since its last one.
-        let mut group: Vec<(usize, usize)> = Vec::new();
+        // The current group's offsets in the block, and the smallest LCP since its last one.
+        let mut group: Vec<usize> = Vec::new();
         let mut positions: Vec<(Pos, u32)> = Vec::new();
         let mut since = u32::MAX;
-        let mut flush = |group: &mut Vec<(usize, usize)>| {
-            let at = group[0].0;
-            if group.len() > 1 || keep.is_none_or(|k| k.get(at)) {
-                positions.clear();
-                positions.extend(group.iter().map(|&(p, doc)| {
-                    let (doc_id, start, _) = spans[doc];
-                    let offset = (p - start) as u32;
-                    (Pos { doc_id, offset }, p as u32)
-                }));
-                positions.sort_unstable();
-                f(window_key(&self.text[at..at + n]), &positions);
-            }
+        let mut flush = |group: &mut Vec<usize>| {
+            let at = group[0];
+            positions.clear();
+            positions.extend(group.iter().map(|&p| {
+                let (doc_id, start, _) = spans[locate(p)];
+                let offset = (p - start) as u32;
+                (Pos { doc_id, offset }, p as u32)
+            }));
+            positions.sort_unstable();
+            f(window_key(&self.text[at..at + n]), &positions);
             group.clear();
         };
         for (i, &p) in suffixes.iter().enumerate() {
-            // The suffix array visits the text and the PLCP array in random order: a cache
-            // miss each. Asking for both a few dozen suffixes ahead overlaps the misses (the
-            // whole search of dev-medium took 40 CPU s without it, 31.5 with it: one run each).
+            // The suffix array visits the PLCP array, the bits and the text in random order:
+            // a cache miss each. Asking for them a few dozen suffixes ahead overlaps the
+            // misses (the whole search of dev-medium took 40 CPU s without it, 31.5 with it:
+            // one run each); the text only for listed suffixes, once their bit is near.
             if let Some(&ahead) = suffixes.get(i + PREFETCH_AHEAD) {
                 prefetch(plcp.as_ptr().wrapping_add(ahead as usize) as *const u8);
-                prefetch(self.text.as_ptr().wrapping_add(ahead as usize));
+                prefetch(listed.word_ptr(ahead as usize));
+            }
+            if let Some(&near) = suffixes.get(i + PREFETCH_AHEAD / 2) {
+                if listed.get(near as usize) {
+                    prefetch(self.text.as_ptr().wrapping_add(near as usize));
+                }
             }
             let p = p as usize;
             since = since.min(plcp[p] as u32);
-            let doc = locate(p);
-            if p + n > spans[doc].2 {
+            if !listed.get(p) {
                 continue;
             }
             if !group.is_empty() && (since as usize) < n {
                 flush(&mut group);
             }
-            group.push((p, doc));
+            group.push(p);
             since = u32::MAX;
         }
         if !group.is_empty() {
             flush(&mut group);
         }
         Ok(())
+    }
+
+    /// The offsets of the block where a window of `n` bytes lies inside one document.
+    fn fitting_windows(&self, n: usize) -> Bits {
+        let mut out = Bits::new(self.text.len());
+        for (_, start, end) in self.spans() {
+            if end - start >= n {
+                out.set_range(start, end - n + 1);
+            }
+        }
+        out
     }
 
     /// Calls `f(offset in the block, hash)` for every anchor of every document.
@@ -489,6 +515,18 @@ impl Bits {
 
     pub fn get(&self, i: usize) -> bool {
         self.words[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    /// Sets every position in `[from, to)`.
+    pub fn set_range(&mut self, from: usize, to: usize) {
+        for i in from..to {
+            self.set(i);
+        }
+    }
+
+    /// Where position `i`'s bit lies in memory (for a prefetch; any `i` is allowed).
+    fn word_ptr(&self, i: usize) -> *const u8 {
+        self.words.as_ptr().wrapping_add(i / 64) as *const u8
     }
 
     /// The positions set in `[from, to)`, in order.
@@ -701,7 +739,7 @@ impl Collector {
 
     /// Scans the next block (blocks are numbered in the order scanned) and returns through
     /// `send` the record of each of its distinct windows; with `keep` (from
-    /// [`Block::hot_windows`]), only of those that repeat in the block or have a hot anchor.
+    /// [`Block::hot_windows`]), only of those with a hot anchor (every repeated window has one).
     pub fn scan(
         &mut self,
         block: &Block,
