@@ -64,6 +64,7 @@
 
 pub mod anchors;
 
+use fxhash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
@@ -724,12 +725,12 @@ pub fn resolve_group(group: &[WindowRecord], mut f: impl FnMut(Verdict)) {
 /// copy plus 32 per window, gigabytes on generated HTML, for an answer known in advance.)
 #[derive(Default, Debug)]
 pub struct Collector {
-    /// `(doc_id, block, start in the block)` of every document scanned.
-    docs: Vec<(u64, u32, u32)>,
+    /// `doc_id` to `(block, start in the block)` of every document scanned. (With a sorted
+    /// vector and a binary search per verdict, the report stage took 2.8 s of dev-medium's
+    /// 26 CPU s; with the map 0.65 s: two runs each.)
+    docs: FxHashMap<u64, (u32, u32)>,
     /// Reported window starts, by block (in the order scanned) and offset in the block.
     starts: Vec<Bits>,
-    /// Whether `docs` is sorted.
-    sorted: bool,
 }
 
 impl Collector {
@@ -750,12 +751,11 @@ impl Collector {
     ) -> Result<(), SubstringError> {
         let index = self.starts.len() as u32;
         self.starts.push(Bits::new(block.len()));
-        self.sorted = false;
         self.docs.extend(
             block
                 .docs
                 .iter()
-                .map(|&(doc_id, start)| (doc_id, index, start as u32)),
+                .map(|&(doc_id, start)| (doc_id, (index, start as u32))),
         );
         let bits = &mut self.starts[index as usize];
         block.for_each_window(n, keep, |key, positions| {
@@ -774,14 +774,9 @@ impl Collector {
 
     /// Takes one verdict about a record this collector sent.
     pub fn apply(&mut self, verdict: Verdict, occurrences: Occurrences) {
-        if !self.sorted {
-            self.docs.sort_unstable();
-            self.sorted = true;
-        }
         let first = verdict.first;
         if !(occurrences == Occurrences::Later && verdict.is_global_first) {
-            let at = self.docs.partition_point(|d| d.0 < first.doc_id);
-            let (_, block, start) = self.docs[at];
+            let (block, start) = self.docs[&first.doc_id];
             self.starts[block as usize].set(start as usize + first.offset as usize);
         }
     }
