@@ -456,7 +456,9 @@ impl Block {
             }
             if let Some(&near) = suffixes.get(i + PREFETCH_AHEAD / 2) {
                 if listed.get(near as usize) {
+                    // The window's first and last byte: it spans two cache lines or three.
                     prefetch(self.text.as_ptr().wrapping_add(near as usize));
+                    prefetch(self.text.as_ptr().wrapping_add(near as usize + n - 1));
                 }
             }
             let p = p as usize;
