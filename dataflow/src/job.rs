@@ -435,21 +435,33 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
             let raw = read_units(scope, ctx.clone(), fingerprinted.clone());
             fingerprint(raw, ctx.clone(), scheme, sets.clone()).probe_with(&fingerprinted)
         };
+        // Every reader of `docs` but the last gets its own copy of each batch (timely clones
+        // a message per extra reader), so the stages that only URLs feed (payload digests,
+        // URLs and hosts all come with them: web archives or --url-field) are left out
+        // without them: their streams would be empty. With fingerprints as input, 2 copies
+        // of each batch instead of 6.
+        let urls_known = ctx.shared.config.urls_known();
         count_duplicate_ids(docs.clone(), ctx.clone());
-        let (reps, exact_edges) = fold_exact(docs.clone(), ctx.clone());
-        let revisit_edges = crate::stages::revisits::link_revisits(docs.clone(), ctx.clone());
-        let exact_edges = timely::dataflow::operators::Concat::concat(exact_edges, revisit_edges);
+        let (reps, mut exact_edges) = fold_exact(docs.clone(), ctx.clone());
+        if urls_known {
+            let revisit_edges = crate::stages::revisits::link_revisits(docs.clone(), ctx.clone());
+            exact_edges = timely::dataflow::operators::Concat::concat(exact_edges, revisit_edges);
+        }
         let mut near_edges = search_tables(reps, ctx.clone());
         if ctx.shared.config.verify.is_some() || ctx.shared.config.lsh.is_some() {
             near_edges = verify(near_edges, ctx.clone(), sets);
         }
-        let url_edges = crate::stages::urls::link_urls(docs.clone(), ctx.clone());
-        let near_edges = timely::dataflow::operators::Concat::concat(near_edges, url_edges);
+        if urls_known {
+            let url_edges = crate::stages::urls::link_urls(docs.clone(), ctx.clone());
+            near_edges = timely::dataflow::operators::Concat::concat(near_edges, url_edges);
+        }
         let edges = write_pairs(
             timely::dataflow::operators::Concat::concat(exact_edges, near_edges),
             ctx.clone(),
         );
-        crate::stages::urls::count_cross_host(docs.clone(), edges.clone(), ctx.clone());
+        if urls_known {
+            crate::stages::urls::count_cross_host(docs.clone(), edges.clone(), ctx.clone());
+        }
         let keep_ranks = KeepRanks::default();
         let mut assignments = merge_forests(
             local_forest(edges, ctx.clone()),
