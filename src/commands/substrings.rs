@@ -61,7 +61,7 @@ pub struct SubstringsArgs {
     #[arg(long, value_enum, default_value = "chars")]
     pub snap: SnapChoice,
     /// The most text one worker puts under one suffix array (a size: 32M, 1G; default 32M,
-    /// made smaller when a worker's share of --memory-limit holds less than 32 bytes per byte)
+    /// made smaller when a worker's share of --memory-limit holds less than 64 bytes per byte)
     #[arg(long, value_name = "SIZE")]
     pub block_bytes: Option<String>,
     /// JSON field (or Parquet column) holding the text

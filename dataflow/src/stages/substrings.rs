@@ -18,8 +18,9 @@
 //!    activation): the block gets a suffix array and LCP array, one scan of which yields
 //!    every distinct window of the block with all its positions. One [`WindowRecord`] (key,
 //!    first position, count up to 2: 32 bytes) goes to the key's owner per distinct window
-//!    that repeats in the block or has a hot anchor; the other positions of windows repeated
-//!    inside the block stay here. The suffix array is freed; the text stays, for snapping.
+//!    with a hot anchor (every window that occurs twice has one); the copies of a window
+//!    after the block's first are marked here at once, since they cannot be the corpus's
+//!    first. The suffix array is freed; the text stays, for snapping.
 //! 5. **Resolve** (at the key's owner): once every record has arrived, the records of each
 //!    key are folded, [`RESOLVE_BATCH`] per activation; a key seen twice or more in all
 //!    answers each record with a [`Verdict`]: is this record's first position the first in
@@ -319,9 +320,10 @@ pub fn find_substrings<'s>(
                         ..
                     } = &mut *h;
                     let block = &blocks[next];
-                    let keep = winnow.as_mut().map(|w| {
-                        let none = Bits::new(block.len());
-                        block.hot_windows(w, hot.get(next).unwrap_or(&none))
+                    let keep = winnow.as_mut().map(|w| match hot.get(next) {
+                        Some(hot) => block.hot_windows(w, hot),
+                        // No anchor of this block is hot: none of its windows can repeat.
+                        None => Bits::new(block.len()),
                     });
                     if let Some(hot) = hot.get_mut(next) {
                         *hot = Bits::default();
@@ -427,8 +429,9 @@ pub fn find_substrings<'s>(
 /// bytes per byte); beside it the worker holds all its text, its window-start bits and up to
 /// a quarter of its share in owned records. With 32 the block alone was planned to fill the
 /// share, and dev-medium under `--memory-limit 600M` peaked at 661 MiB (18.75 MiB blocks);
-/// with 64, at 499 MiB (one worker) and 558 MiB (two), and 7% faster (smaller suffix arrays
-/// stay closer to the cache), for 4% more records (three interleaved runs each).
+/// with 64, at 498 MiB (one worker) and 527 MiB (two; medians of three), and 7% faster at
+/// one worker (smaller suffix arrays stay closer to the cache; three interleaved runs each),
+/// for 4% more records.
 pub const BLOCK_COST: u64 = 64;
 
 /// The block size: `--block-bytes` (or its default), made smaller when a worker's share of
