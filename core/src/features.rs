@@ -193,11 +193,7 @@ pub(crate) fn hash_features_padded(
     let bytes = text;
     match kind {
         FeatureKind::Words => match hasher {
-            FeatureHasher::Lookup3 => out.extend(
-                spans
-                    .iter()
-                    .map(|&(s, e)| lookup3::feature_hash_in(padded, s as usize, e as usize)),
-            ),
+            FeatureHasher::Lookup3 => lookup3::feature_hashes_in(padded, spans, out),
             FeatureHasher::Xxh3 => out.extend(
                 spans
                     .iter()

@@ -579,10 +579,11 @@ mod fast {
                         }
                     }
                     b'0'..=b'9' if !is_text => {
-                        let (v, j) = unsigned(bytes, i)?;
+                        // `unsigned` refuses leading zeros, so the digits as written
+                        // are the number as `id_text` would write it: no formatting.
+                        let (_, j) = unsigned(bytes, i)?;
                         id.clear();
-                        use std::fmt::Write;
-                        write!(id, "{v}").ok()?;
+                        id.push_str(&text[i..j]);
                         i = j;
                     }
                     _ => return None,
