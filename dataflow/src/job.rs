@@ -31,6 +31,7 @@ use crate::stages::fingerprint::resume::resumed_docs;
 use crate::stages::near::search_tables;
 use crate::stages::pairs::write_pairs;
 use crate::stages::read::read_units;
+use crate::stages::split::{split_docs, DocStreams};
 use crate::stages::verify::{verify, ShingleSets};
 use crate::worker::{Shared, WorkerCtx};
 use crate::JobError;
@@ -438,10 +439,16 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
         // Every reader of `docs` but the last gets its own copy of each batch (timely clones
         // a message per extra reader), so the stages that only URLs feed (payload digests,
         // URLs and hosts all come with them: web archives or --url-field) are left out
-        // without them: their streams would be empty. With fingerprints as input, 2 copies
-        // of each batch instead of 6.
+        // without them: their streams would be empty. The duplicate-id count and the
+        // clusters read projections that `split_docs` makes as it hands the batch on: with
+        // no URLs, no batch of documents is copied.
         let urls_known = ctx.shared.config.urls_known();
-        count_duplicate_ids(docs.clone(), ctx.clone());
+        let DocStreams {
+            docs,
+            doc_ids,
+            id_hashes,
+        } = split_docs(docs);
+        count_duplicate_ids(id_hashes, ctx.clone());
         let (reps, mut exact_edges) = fold_exact(docs.clone(), ctx.clone());
         if urls_known {
             let revisit_edges = crate::stages::revisits::link_revisits(docs.clone(), ctx.clone());
@@ -481,7 +488,7 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
                     prefer_canonical_hosts(assignments, mirroring, keep_ranks, ctx.clone());
             }
         }
-        write_clusters(docs, assignments, ctx.clone(), removed.clone());
+        write_clusters(doc_ids, assignments, ctx.clone(), removed.clone());
     });
     if let (Some(job), Some(removed)) = (shared.config.substrings, removed) {
         // `run --substrings`: once the clusters are complete, the corpus is read again and

@@ -25,12 +25,11 @@ use neardup_io::parquet_out::{ClusterRow, PartWriter};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::vec::Map;
 use timely::dataflow::StreamVec;
 
 use crate::config::{ClusterMode, SUMMARY_TOP};
 use crate::output::{OutputDirs, Table};
-use crate::records::{Assignment, DocFp, Edge, EdgeKind, ForestMsg};
+use crate::records::{Assignment, Edge, EdgeKind, ForestMsg};
 use crate::report::ClusterInfo;
 use crate::worker::WorkerCtx;
 use neardup_core::star::star_clusters;
@@ -254,13 +253,13 @@ pub type RemovedAtHome = Rc<std::cell::RefCell<HashSet<u64>>>;
 /// if the document is in a cluster, otherwise `cluster_id = -1`. With `removed`, the
 /// documents this worker's clusters rows remove are also kept there.
 pub fn write_clusters<'s>(
-    docs: StreamVec<'s, u64, DocFp>,
+    doc_ids: StreamVec<'s, u64, u64>,
     assignments: StreamVec<'s, u64, Assignment>,
     ctx: Rc<WorkerCtx>,
     removed_at_home: Option<RemovedAtHome>,
 ) -> StreamVec<'s, u64, ()> {
     let home = ctx.home.clone();
-    docs.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
+    doc_ids.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
         assignments,
         Pipeline,
         Exchange::new(ctx.meter("clusters", move |a: &Assignment| home.route(a.doc_id))),
@@ -270,7 +269,7 @@ pub fn write_clusters<'s>(
             let mut assigned: HashMap<u64, Assignment> = HashMap::default();
             let mut done = false;
             move |(docs, docs_frontier), (assignments, assignments_frontier), _output| {
-                docs.for_each(|_, data| home_docs.extend(data.iter().map(|d| d.doc_id)));
+                docs.for_each(|_, data| home_docs.extend_from_slice(data));
                 assignments
                     .for_each(|_, data| assigned.extend(data.drain(..).map(|a| (a.doc_id, a))));
                 if !done && docs_frontier.is_empty() && assignments_frontier.is_empty() {
@@ -323,10 +322,10 @@ pub fn write_clusters<'s>(
 }
 
 /// Counts documents whose user id another document already has (allowed, but reported).
-pub fn count_duplicate_ids<'s>(docs: StreamVec<'s, u64, DocFp>, ctx: Rc<WorkerCtx>) {
+pub fn count_duplicate_ids<'s>(id_hashes: StreamVec<'s, u64, u64>, ctx: Rc<WorkerCtx>) {
     let mut seen: HashSet<u64> = HashSet::default();
     // Only the id's hash travels, and only for documents that have an id.
-    docs.flat_map(|d| d.id_hash).sink(
+    id_hashes.sink(
         Exchange::new(ctx.meter("duplicate ids", |&h: &u64| h)),
         "DuplicateIds",
         move |(input, _)| {

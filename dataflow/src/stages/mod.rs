@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | read | [`read`] | each worker reads its own units, a batch per timestamp |
 //! | fingerprint | [`fingerprint`] | at each document's home worker: parse, fingerprint, `fingerprints/` |
+//! | | [`split`] | the documents' stream read once: records, document numbers, id hashes |
 //! | exact | [`exact`] | fold documents with equal exact keys onto one representative |
 //! | near search | [`near`] | enter representatives in the tables (or bands), search buckets |
 //! | verify | [`verify`] | exact Jaccard (or signature) check of candidate pairs |
@@ -24,6 +25,7 @@ pub mod near;
 pub mod pairs;
 pub mod read;
 pub mod revisits;
+pub mod split;
 pub mod substring_spill;
 pub mod substrings;
 pub mod urls;
