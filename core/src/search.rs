@@ -318,7 +318,43 @@ impl BucketSearch {
         }
     }
 
+    /// Compares every pair of `items`. The inner loop is an xor and a population count; a
+    /// build for plain x86-64 has no `popcnt` instruction and counts bits with eleven shifts,
+    /// masks and a multiply, so the loop is compiled a second time with `popcnt` and chosen at
+    /// run time (10M fingerprints at k = 6, where buckets hold about 150: the comparisons
+    /// were 70% of the search).
     fn compare_all(
+        &self,
+        items: &[Item],
+        levels: &[Level],
+        accept: &impl Fn(u64, u64) -> bool,
+        emit: &mut impl FnMut(Item, Item, u32),
+        stats: &mut SearchStats,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the processor has just been found to support `popcnt`.
+            unsafe { self.compare_all_popcnt(items, levels, accept, emit, stats) };
+            return;
+        }
+        self.compare_all_portable(items, levels, accept, emit, stats)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    fn compare_all_popcnt(
+        &self,
+        items: &[Item],
+        levels: &[Level],
+        accept: &impl Fn(u64, u64) -> bool,
+        emit: &mut impl FnMut(Item, Item, u32),
+        stats: &mut SearchStats,
+    ) {
+        self.compare_all_portable(items, levels, accept, emit, stats)
+    }
+
+    #[inline(always)]
+    fn compare_all_portable(
         &self,
         items: &[Item],
         levels: &[Level],
@@ -465,6 +501,30 @@ mod tests {
         assert!(stats.splits > 0);
         let all_pairs = 3000u64 * 2999 / 2;
         assert!(stats.comparisons < all_pairs * 16 / 4, "{stats:?}");
+    }
+
+    /// The loop chosen at run time (with `popcnt` where the processor has it) against the
+    /// portable one, on buckets with pairs at every distance up to k + 2.
+    #[test]
+    fn compare_all_paths_agree() {
+        for k in [0u32, 3, 6] {
+            let items = planted(300, k, 40 + k as u64);
+            let search = BucketSearch::new(k);
+            let accept = |a: u64, b: u64| a & 1 == b & 1 || k == 0;
+            let run = |portable: bool| {
+                let (mut found, mut stats) = (Vec::new(), SearchStats::default());
+                let mut emit = |a: Item, b: Item, d| found.push((a.doc, b.doc, d));
+                if portable {
+                    search.compare_all_portable(&items, &[], &accept, &mut emit, &mut stats);
+                } else {
+                    search.compare_all(&items, &[], &accept, &mut emit, &mut stats);
+                }
+                (found, stats)
+            };
+            let (fast, slow) = (run(false), run(true));
+            assert!(!slow.0.is_empty(), "k = {k}: the test needs pairs");
+            assert_eq!(fast, slow, "k = {k}");
+        }
     }
 
     #[test]
