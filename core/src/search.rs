@@ -283,7 +283,7 @@ impl BucketSearch {
                 .iter()
                 .fold(0, |varying, it| varying | (it.fp ^ first));
         if items.len() <= self.leaf_size || (free.count_ones() as usize) < blocks {
-            self.compare_all(items, levels, accept, emit, stats);
+            self.compare(levels, accept, emit, stats).all(items);
             return;
         }
         stats.splits += 1;
@@ -309,7 +309,7 @@ impl BucketSearch {
                     if run.len() * 2 <= parent_len {
                         self.node(run, free & !mask, levels, accept, emit, stats);
                     } else {
-                        self.compare_all(run, levels, accept, emit, stats);
+                        self.compare(levels, accept, emit, stats).all(run);
                     }
                     levels.pop();
                 }
@@ -318,56 +318,65 @@ impl BucketSearch {
         }
     }
 
+    fn compare<'a, A, E>(
+        &self,
+        levels: &'a [Level],
+        accept: &'a A,
+        emit: &'a mut E,
+        stats: &'a mut SearchStats,
+    ) -> Compare<'a, A, E> {
+        Compare {
+            k: self.k,
+            levels,
+            accept,
+            emit,
+            stats,
+        }
+    }
+}
+
+/// Comparing every pair of a leaf bucket: what it needs besides the items.
+struct Compare<'a, A, E> {
+    k: u32,
+    levels: &'a [Level],
+    accept: &'a A,
+    emit: &'a mut E,
+    stats: &'a mut SearchStats,
+}
+
+impl<A: Fn(u64, u64) -> bool, E: FnMut(Item, Item, u32)> Compare<'_, A, E> {
     /// Compares every pair of `items`. The inner loop is an xor and a population count; a
     /// build for plain x86-64 has no `popcnt` instruction and counts bits with eleven shifts,
     /// masks and a multiply, so the loop is compiled a second time with `popcnt` and chosen at
     /// run time (10M fingerprints at k = 6, where buckets hold about 150: the comparisons
     /// were 70% of the search).
-    fn compare_all(
-        &self,
-        items: &[Item],
-        levels: &[Level],
-        accept: &impl Fn(u64, u64) -> bool,
-        emit: &mut impl FnMut(Item, Item, u32),
-        stats: &mut SearchStats,
-    ) {
+    fn all(&mut self, items: &[Item]) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("popcnt") {
             // SAFETY: the processor has just been found to support `popcnt`.
-            unsafe { self.compare_all_popcnt(items, levels, accept, emit, stats) };
+            unsafe { self.all_popcnt(items) };
             return;
         }
-        self.compare_all_portable(items, levels, accept, emit, stats)
+        self.all_portable(items)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt")]
-    fn compare_all_popcnt(
-        &self,
-        items: &[Item],
-        levels: &[Level],
-        accept: &impl Fn(u64, u64) -> bool,
-        emit: &mut impl FnMut(Item, Item, u32),
-        stats: &mut SearchStats,
-    ) {
-        self.compare_all_portable(items, levels, accept, emit, stats)
+    fn all_popcnt(&mut self, items: &[Item]) {
+        self.all_portable(items)
     }
 
     #[inline(always)]
-    fn compare_all_portable(
-        &self,
-        items: &[Item],
-        levels: &[Level],
-        accept: &impl Fn(u64, u64) -> bool,
-        emit: &mut impl FnMut(Item, Item, u32),
-        stats: &mut SearchStats,
-    ) {
+    fn all_portable(&mut self, items: &[Item]) {
         for (i, a) in items.iter().enumerate() {
             for b in &items[i + 1..] {
-                stats.comparisons += 1;
+                self.stats.comparisons += 1;
                 let d = hamming(a.fp, b.fp);
-                if d <= self.k && first_at_every_level(a.fp, b.fp, levels) && accept(a.fp, b.fp) {
-                    emit(*a, *b, d);
+                if d <= self.k
+                    && first_at_every_level(a.fp, b.fp, self.levels)
+                    && (self.accept)(a.fp, b.fp)
+                {
+                    (self.emit)(*a, *b, d);
                 }
             }
         }
@@ -514,10 +523,11 @@ mod tests {
             let run = |portable: bool| {
                 let (mut found, mut stats) = (Vec::new(), SearchStats::default());
                 let mut emit = |a: Item, b: Item, d| found.push((a.doc, b.doc, d));
+                let mut compare = search.compare(&[], &accept, &mut emit, &mut stats);
                 if portable {
-                    search.compare_all_portable(&items, &[], &accept, &mut emit, &mut stats);
+                    compare.all_portable(&items);
                 } else {
-                    search.compare_all(&items, &[], &accept, &mut emit, &mut stats);
+                    compare.all(&items);
                 }
                 (found, stats)
             };
