@@ -96,21 +96,32 @@ pub fn feature_hash(token: &[u8]) -> u64 {
 /// one 16-byte load and masked, instead of byte-wise.
 #[inline]
 pub fn feature_hash_in(buf: &[u8], start: usize, end: usize) -> u64 {
-    let len = end.wrapping_sub(start);
-    match buf.get(start..start + 16) {
-        Some(window) if (1..=12).contains(&len) && end <= buf.len() => {
-            let mut bytes = [0u8; 16];
-            bytes.copy_from_slice(window);
-            let words = u128::from_le_bytes(bytes) & ((1u128 << (8 * len)) - 1);
-            let init = 0xdead_beef_u32.wrapping_add(len as u32);
-            let mut a = init.wrapping_add(words as u32);
-            let mut b = init.wrapping_add((words >> 32) as u32);
-            let mut c = init.wrapping_add((words >> 64) as u32);
+    match short_key_state(buf, start, end) {
+        Some([mut a, mut b, mut c]) => {
             final_mix(&mut a, &mut b, &mut c);
             ((c as u64) << 32) | b as u64
         }
-        _ => feature_hash(&buf[start..end]),
+        None => feature_hash(&buf[start..end]),
     }
+}
+
+/// The state `(a, b, c)` just before the final mix for the key `buf[start..end]`, when it
+/// is 1 to 12 bytes long and 16 bytes can be read from `start` (one load, masked to the
+/// key); `None` otherwise.
+#[inline(always)]
+fn short_key_state(buf: &[u8], start: usize, end: usize) -> Option<[u32; 3]> {
+    let len = end.wrapping_sub(start);
+    let window = buf.get(start..start + 16)?;
+    if !(1..=12).contains(&len) || end > buf.len() {
+        return None;
+    }
+    let words = u128::from_le_bytes(window.try_into().unwrap()) & ((1u128 << (8 * len)) - 1);
+    let init = 0xdead_beef_u32.wrapping_add(len as u32);
+    Some([
+        init.wrapping_add(words as u32),
+        init.wrapping_add((words >> 32) as u32),
+        init.wrapping_add((words >> 64) as u32),
+    ])
 }
 
 /// Keys hashed together by [`feature_hashes_in`]: one 512-bit vector of 32-bit lanes.
@@ -161,25 +172,9 @@ fn feature_hashes_lanes(buf: &[u8], spans: &[(u32, u32)], out: &mut Vec<u64>) {
         // Lanes whose key is not 1 to 12 bytes with 16 readable bytes from its start.
         let mut slow = 0u32;
         for (lane, &(start, end)) in chunk.iter().enumerate() {
-            let (start, end) = (start as usize, end as usize);
-            let len = end.wrapping_sub(start);
-            match buf.get(start..start + 16) {
-                Some(window) if (1..=12).contains(&len) && end <= buf.len() => {
-                    let lo = u64::from_le_bytes(window[..8].try_into().unwrap());
-                    let hi = u64::from_le_bytes(window[8..].try_into().unwrap());
-                    // Keep the key's `len` bytes: `lo` holds up to 8, `hi` the rest.
-                    let lo = if len >= 8 {
-                        lo
-                    } else {
-                        lo & ((1u64 << (8 * len)) - 1)
-                    };
-                    let hi = hi & ((1u64 << (8 * len.saturating_sub(8))) - 1);
-                    let init = 0xdead_beef_u32.wrapping_add(len as u32);
-                    a[lane] = init.wrapping_add(lo as u32);
-                    b[lane] = init.wrapping_add((lo >> 32) as u32);
-                    c[lane] = init.wrapping_add(hi as u32);
-                }
-                _ => slow |= 1 << lane,
+            match short_key_state(buf, start as usize, end as usize) {
+                Some([x, y, z]) => (a[lane], b[lane], c[lane]) = (x, y, z),
+                None => slow |= 1 << lane,
             }
         }
         for lane in 0..LANES {

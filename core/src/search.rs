@@ -16,6 +16,7 @@
 
 use crate::simhash::hamming;
 use crate::tables::TableDesign;
+use std::rc::Rc;
 
 /// Finds the keys shared by two or more entries: the work of sorting a table.
 ///
@@ -231,7 +232,7 @@ impl SearchStats {
 /// are shared by every branch of a node (a reference count, not a copy per branch: at k = 6
 /// on 10M fingerprints, allocating a copy per branch was a tenth of the search).
 struct Level {
-    masks: std::rc::Rc<[u64]>,
+    masks: Rc<[u64]>,
     chosen: usize,
 }
 
@@ -287,7 +288,7 @@ impl BucketSearch {
             return;
         }
         stats.splits += 1;
-        let masks: std::rc::Rc<[u64]> = split_bits(free, blocks).into();
+        let masks: Rc<[u64]> = split_bits(free, blocks).into();
         let parent_len = items.len();
         for j in 0..blocks {
             let mask = masks[j];
@@ -302,7 +303,7 @@ impl BucketSearch {
                         .count();
                 if end - start >= 2 {
                     levels.push(Level {
-                        masks: std::rc::Rc::clone(&masks),
+                        masks: Rc::clone(&masks),
                         chosen: j,
                     });
                     let run = &mut items[start..end];

@@ -475,7 +475,7 @@ fn run_worker(worker: &mut Worker, shared: Arc<Shared>) -> Option<JobSummary> {
             ctx.clone(),
             keep_ranks.clone(),
         );
-        if ctx.shared.config.urls_known() {
+        if urls_known {
             let mirroring = crate::stages::mirrors::detect_mirrors(
                 docs.clone(),
                 assignments.clone(),

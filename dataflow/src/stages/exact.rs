@@ -22,7 +22,8 @@ use crate::worker::WorkerCtx;
 ///
 /// One operator with two outputs. The simple way, one output of "representative or edge"
 /// split by timely's `partition` and two `flat_map`s, copied each record four more times
-/// on its way to the tables (a quarter of the memory traffic of a 2M-fingerprint search).
+/// on its way to the tables (with `split_docs`, a 2M-fingerprint search took 0.90x the time
+/// without them).
 pub fn fold_exact<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
