@@ -8,6 +8,10 @@
 //! 130 and 143 when `run` or `search` is interrupted by SIGINT or SIGTERM (see
 //! `interrupt.rs`).
 
+// The argument structs' doc comments are clap's `--help` text, written for a terminal
+// (`[:POLICY]`, `id<TAB>hex`), not rustdoc markup.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 mod cluster_args;
 mod commands;
 mod input_args;

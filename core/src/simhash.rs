@@ -93,7 +93,7 @@ static SPREAD: [u64; 256] = spread_table();
 /// Folds feature hashes of weight 1 each (the set weighting: pass distinct hashes).
 ///
 /// The 64 bit counts are kept as 64 byte-wide counters in eight `u64` words: each byte of a
-/// hash adds its eight bits at once through [`SPREAD`]. Every 255 hashes, before a byte can
+/// hash adds its eight bits at once through `SPREAD`. Every 255 hashes, before a byte can
 /// overflow, the byte counters are moved into wide ones.
 pub fn fold_unweighted(hashes: &[u64]) -> u64 {
     let mut ones = [0u64; 64];

@@ -18,7 +18,7 @@
 //!    lost process, after telling the others (process 0 relays it), so every process exits
 //!    non-zero and nobody writes `_SUCCESS`. A finished process says `bye` first.
 //!    The other processes also watch each other directly, on a **mesh** of the same
-//!    heartbeat links between every pair of them ([`form_mesh`]): each binds a port of its
+//!    heartbeat links between every pair of them (`form_mesh`): each binds a port of its
 //!    own (any free one) before its hello, process 0 hands the addresses out with `go`, and
 //!    the links form before timely starts. So a partition between processes 1 and 2, which
 //!    both still reach process 0, is detected by both within `peer_timeout`: each ends
@@ -861,7 +861,7 @@ fn listen(addresses: &[String], me: usize) -> Result<TcpListener, JobError> {
     })
 }
 
-/// Connects the data connections (see [`connect_data`]) once the heartbeat runs; on failure
+/// Connects the data connections (see `connect_data`) once the heartbeat runs; on failure
 /// the others are told, and the job stops.
 fn with_data_connections(
     mut control: Control,
@@ -1484,7 +1484,7 @@ fn watch(
 }
 
 impl Control {
-    /// The connections timely runs the job over (see [`connect_data`]): one per other
+    /// The connections timely runs the job over (see `connect_data`): one per other
     /// process, in process order, `None` at this process's own place.
     pub fn take_data_connections(&mut self) -> Vec<Option<TcpStream>> {
         std::mem::take(&mut self.data)

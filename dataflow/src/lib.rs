@@ -14,30 +14,46 @@
 //! println!("{} near-duplicate pairs", summary.counts.near_pairs);
 //! ```
 //!
-//! The dataflow, as every worker builds it:
+//! The dataflow, as every worker builds it ([`job`] wires it; one module per stage under
+//! [`stages`], in the order documents pass through them):
 //!
 //! ```text
-//! read (own units) ──exchange to home──▶ fingerprint ──▶ fingerprints/part-W
-//!        │                                   │
-//!        │                  exchange by exact key ──▶ fold exact ──▶ exact edges ─┐
-//!        │                                   │               │                    │
-//!        │                                   │      representatives               │
-//!        │                                   │               │                    │
-//!        │                                   │   count ─▶ every worker: rounds (memory limit)
-//!        │                                   │               │                    │
-//!        │                                   │   exchange by (table, key) ──▶ bucket search ──▶ near edges
-//!        │                                   │                                    │
-//!        │                                   │                pairs/part-W ◀── edges ──▶ local union-find
-//!        │                                   │                                    │ forests to worker 0
-//!        │                                   │                               merge, label, keep
-//!        │                                   │                                    │ exchange by doc
-//!        │                                   └──────────────▶ clusters/part-W ◀───┘
+//! read (own units) ──to home──▶ fingerprint ──▶ fingerprints/part-W
+//!                                   │
+//!                               split_docs ──▶ document numbers ─────────────────────┐
+//!                                   │     └──▶ id hashes ──▶ duplicate-id count      │
+//!        ┌──────────────────────────┼──────────────────────────────┐               │
+//!        │ (inputs with URLs)       │                               │               │
+//!   revisits ─▶ exact edges    exchange by exact key ──▶ fold exact ──▶ exact edges  │
+//!   urls ─────▶ url edges                               │                            │
+//!                                              representatives                       │
+//!                                                       │                            │
+//!                    rounds (memory limit) ──▶ exchange by (table, key) or band      │
+//!                                                       │                            │
+//!                           bucket search (spilled past the limit) ──▶ near edges    │
+//!                                                       │                            │
+//!                            verify (--verify, MinHash --threshold) ──▶ near edges   │
+//!                                                       │                            │
+//!                        all edges ──▶ pairs/part-W ──▶ local union-find             │
+//!                                                       │ forests to worker 0        │
+//!                                        merge, label, keep (--cluster star: stars)  │
+//!                                                       │ back to each home          │
+//!                         (URLs) mirrors/, hosts/ ◀──── ┤                            │
+//!                                                       └──▶ clusters/part-W ◀───────┘
 //! ```
 //!
-//! Then a second small dataflow sends each worker's report to worker 0, which writes
-//! `summary.json` and `_SUCCESS`. Module by module: [`plan`] (units), [`read`], [`home`]
-//! (which worker fingerprints a document), [`fingerprint`], [`exact`], [`near`] (with
-//! [`rounds`] and [`spill`]), [`clusters`], [`output`], [`job`].
+//! Then a second small dataflow sends each worker's report to worker 0, which checks the
+//! keep column and writes `summary.json` and `_SUCCESS` ([`output`]); `--write-dedup` and
+//! the index follow. `neardup substrings` (and `run --substrings`, over the documents the
+//! clusters keep) runs its own dataflow: read, parse at home, suffix arrays per worker,
+//! windows meeting by key ([`stages::substrings`], [`stages::substring_spill`]).
+//!
+//! Module by module: [`plan`] (units, and [`plan::home`]: which worker fingerprints a
+//! document), [`stages::read`], [`stages::fingerprint`], [`stages::split`],
+//! [`stages::exact`], [`stages::revisits`], [`stages::urls`], [`stages::near`] (with
+//! [`stages::near::rounds`] and [`stages::near::spill`]), [`stages::verify`],
+//! [`stages::pairs`], [`stages::clusters`], [`stages::mirrors`], [`output`], [`job`];
+//! [`control`] (the processes' handshake and mesh) and [`live`] (the live service).
 
 pub mod config;
 pub mod control;

@@ -111,7 +111,7 @@ pub fn supported(config: &JobConfig) -> Result<(), ConfigError> {
 }
 
 /// What the job's result depends on, as recorded in `_resume/job.json` and compared by
-/// `--resume`: [`JobConfig::fingerprint`] without the settings of [`NOT_RECORDED`], with
+/// `--resume`: [`JobConfig::fingerprint`] without the settings of `NOT_RECORDED`, with
 /// each input's path, size and modification time (nanoseconds: a file rewritten in place
 /// to the same size is caught by its time), every document field setting, the
 /// `--write-dedup` directory and the cluster warning.

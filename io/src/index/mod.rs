@@ -42,7 +42,7 @@
 //! shingle set, so that candidates are verified as the run verified its pairs: exact
 //! Jaccard over the shingle sets, else the signatures' estimate ([`MinHashParams`]).
 //!
-//! The byte layout of every file is in docs/index.md; [`write`] and [`read`] follow it.
+//! The byte layout of every file is in docs/index.md; [`mod@write`] and [`mod@read`] follow it.
 
 pub mod matches;
 pub mod read;

@@ -22,7 +22,7 @@
 //! the manifest's `next_generation` when it was started), so a restart knows whether the
 //! log's records are still to be replayed, or were made over an index that someone else has
 //! changed since (refused); a crash in the middle of a checkpoint is resolved the same way
-//! (see [`Writer::checkpoint`]).
+//! (see `Writer::checkpoint`).
 //!
 //! Document numbers: the written documents of one log take the file number the index
 //! would give its next batch, `files << 40 | n`, numbered in write order; a checkpoint

@@ -75,7 +75,7 @@ pub struct SearchShape {
     pub bands: bool,
     pub workers: usize,
     pub workers_here: usize,
-    /// The smallest spilled partition planned ([`MIN_PARTITION_ENTRIES`] unless a test
+    /// The smallest spilled partition planned ([`MIN_PARTITION_ENTRIES`](crate::config::MIN_PARTITION_ENTRIES) unless a test
     /// wants many partitions of a small input).
     pub min_partition_entries: u64,
 }
