@@ -164,6 +164,11 @@ pub struct Manifest {
     /// The number the next generation gets.
     pub next_generation: u32,
     pub generations: Vec<GenerationEntry>,
+    /// Generation directories this manifest replaced (a compaction, a checkpoint), which
+    /// a writer removes: the only directories below `next_generation` it ever deletes.
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<String>,
 }
 
 /// One generation in the manifest.
@@ -285,6 +290,7 @@ impl Manifest {
         }
         let manifest: Manifest =
             serde_json::from_value(value).map_err(|e| corrupt(&path, e.to_string()))?;
+        manifest.check_generations(&path)?;
         if let Some(g) = manifest
             .generations
             .iter()
@@ -328,6 +334,144 @@ impl Manifest {
             }
         }
         Ok(manifest)
+    }
+}
+
+impl Manifest {
+    /// Refuses a manifest whose generations do not add up: a directory that is not the
+    /// plain name `gen-NNNNN` of its entry's number (so nothing outside the index is ever
+    /// read or removed), numbers that do not rise below `next_generation`, file numbers
+    /// that do not follow on from one generation to the next up to `files`, and totals of
+    /// documents and indexed documents other than the sums of the generations' (an entry
+    /// removed or damaged).
+    fn check_generations(&self, path: &Path) -> Result<(), IoError> {
+        let mut number = None;
+        let (mut files, mut documents, mut indexed) = (0u64, 0u64, 0u64);
+        for (i, g) in self.generations.iter().enumerate() {
+            let entry = || format!("generation entry {i} (number {}, dir {:?})", g.number, g.dir);
+            if g.dir != generation_dir(g.number) {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "{}: a generation's dir must be {:?}, a plain name inside the index",
+                        entry(),
+                        generation_dir(g.number)
+                    ),
+                ));
+            }
+            if number.is_some_and(|n| g.number <= n) || g.number >= self.next_generation {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "{}: numbers must rise, below next_generation {}",
+                        entry(),
+                        self.next_generation
+                    ),
+                ));
+            }
+            number = Some(g.number);
+            if g.file_offset != files {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "{}: its files start at {}, but the generations before it end at {files} (an entry is missing)",
+                        entry(),
+                        g.file_offset
+                    ),
+                ));
+            }
+            if g.indexed > g.documents {
+                return Err(corrupt(
+                    path,
+                    format!("{}: {} indexed of {} documents", entry(), g.indexed, g.documents),
+                ));
+            }
+            files = files.saturating_add(g.files);
+            documents = documents.saturating_add(g.documents);
+            indexed = indexed.saturating_add(g.indexed);
+        }
+        let totals = [
+            ("files", files, self.files),
+            ("documents", documents, self.documents),
+            ("indexed documents", indexed, self.indexed),
+        ];
+        for (what, sum, total) in totals {
+            if sum != total {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "the generations hold {sum} {what}, the manifest's total is {total} (an entry is missing or damaged)"
+                    ),
+                ));
+            }
+        }
+        for name in &self.retired {
+            let retired = parse_generation_dir(name).filter(|&n| n < self.next_generation);
+            if retired.is_none() || self.generations.iter().any(|g| &g.dir == name) {
+                return Err(corrupt(
+                    path,
+                    format!("retired {name:?} is not a replaced generation of the index"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The number of a generation directory's name (`gen-00012`: 12); `None` for any other name.
+pub(crate) fn parse_generation_dir(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix("gen-")?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let number = digits.parse().ok()?;
+    (generation_dir(number) == name).then_some(number)
+}
+
+/// Checks the index directory `dir` against its manifest: every generation the manifest
+/// names is a directory there (not a symbolic link, which could lead out of the index), and
+/// no directory that looks like a generation numbered below `next_generation` is there
+/// unnamed and not retired: its entry was taken out of the manifest, and answering from the
+/// others would lose its documents. (A generation numbered from `next_generation` on is what
+/// a writer interrupted before its manifest leaves; readers ignore it and the next writer
+/// removes it.)
+pub(crate) fn check_directory(dir: &Path, manifest: &Manifest) -> Result<(), IoError> {
+    for g in &manifest.generations {
+        let path = dir.join(&g.dir);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(corrupt(
+                    &path,
+                    "not a directory inside the index (a symbolic link or a file)".into(),
+                ))
+            }
+            Err(cause) => return Err(IoError::Open { path, cause }),
+        }
+    }
+    let listing = std::fs::read_dir(dir).map_err(|cause| IoError::Open {
+        path: dir.to_path_buf(),
+        cause,
+    })?;
+    let mut unnamed: Vec<String> = listing
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            parse_generation_dir(name).is_some_and(|n| n < manifest.next_generation)
+                && !manifest.generations.iter().any(|g| &g.dir == name)
+                && !manifest.retired.contains(name)
+        })
+        .collect();
+    unnamed.sort();
+    match unnamed.first() {
+        None => Ok(()),
+        Some(name) => Err(corrupt(
+            &dir.join(MANIFEST),
+            format!(
+                "{name} is a generation the manifest does not name (below its next_generation {}): its entry was removed, so its documents would be missing; restore manifest.json, or move {name} out of the index if it is not wanted",
+                manifest.next_generation
+            ),
+        )),
     }
 }
 

@@ -19,8 +19,8 @@ use neardup_core::similarity::jaccard;
 use neardup_core::TableDesign;
 
 use super::{
-    band_file, corrupt, design_of, generation_file, table_file, GenerationEntry, Manifest,
-    MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST,
+    band_file, corrupt, design_of, generation_file, table_file, FileSum, GenerationEntry,
+    Manifest, MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST,
     FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, HEADER_BYTES, KIND_BAND, KIND_CLUSTERS,
     KIND_DOCS, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST, SHINGLES_FILE,
     SIGNATURES_FILE,
@@ -144,6 +144,7 @@ impl Index {
             "index files are little-endian; this machine is not".into(),
         ));
         let manifest = Manifest::load(dir)?;
+        super::check_directory(dir, &manifest)?;
         let design = match manifest.minhash {
             None => Some(design_of(&manifest, &dir.join(MANIFEST))?),
             Some(_) => None,
@@ -151,79 +152,11 @@ impl Index {
         let mut generations = Vec::with_capacity(manifest.generations.len());
         let mut changes = HashMap::new();
         for entry in &manifest.generations {
-            let format = entry.format;
-            let docs = map_checked(dir, entry, DOCS_FILE, verify)?;
-            let path = generation_file(dir, entry, DOCS_FILE);
-            let (count, id_bytes) = header(&docs, &path, KIND_DOCS, format)?;
-            expect(&path, "documents", count, entry.documents)?;
-            let count = count as usize;
-            let size =
-                HEADER_BYTES + 8 * doc_words(format) * count + padded8(count) + id_bytes as usize;
-            expect(&path, "bytes", docs.len() as u64, size as u64)?;
-            // A simhash index's tables say their masks, a MinHash index's their bands.
-            let (kind, names, extras): (u32, Vec<String>, Vec<u64>) =
-                match (&design, &manifest.minhash) {
-                    (Some(design), _) => (
-                        KIND_TABLE,
-                        (0..design.tables()).map(table_file).collect(),
-                        design.masks().to_vec(),
-                    ),
-                    (None, Some(m)) => (
-                        KIND_BAND,
-                        (0..m.bands).map(band_file).collect(),
-                        (0..m.bands as u64).collect(),
-                    ),
-                    (None, None) => unreachable!("a simhash index has a design"),
-                };
-            let mut tables = Vec::with_capacity(names.len());
-            for (name, &extra) in names.iter().zip(&extras) {
-                let map = map_checked(dir, entry, name, verify)?;
-                let path = generation_file(dir, entry, name);
-                let (n, recorded) = header(&map, &path, kind, format)?;
-                expect(&path, "entries", n, entry.indexed)?;
-                if recorded != extra {
-                    let what = if kind == KIND_TABLE {
-                        format!("mask {recorded:016x}, expected {extra:016x}")
-                    } else {
-                        format!("band {recorded}, expected {extra}")
-                    };
-                    return Err(corrupt(&path, what));
-                }
-                let size = HEADER_BYTES + 8 * n as usize + padded8(4 * n as usize);
-                expect(&path, "bytes", map.len() as u64, size as u64)?;
-                tables.push(map);
-            }
-            let (signatures, shingles) = match &manifest.minhash {
-                Some(m) => map_minhash(dir, entry, m, count, verify)?,
-                None => (None, None),
-            };
-            let clusters = map_checked(dir, entry, CLUSTERS_FILE, verify)?;
-            let path = generation_file(dir, entry, CLUSTERS_FILE);
-            let (n, _) = header(&clusters, &path, KIND_CLUSTERS, format)?;
-            expect(&path, "changes", n, entry.cluster_changes)?;
-            expect(
-                &path,
-                "bytes",
-                clusters.len() as u64,
-                (HEADER_BYTES + 16 * n as usize) as u64,
-            )?;
-            let n = n as usize;
-            let docs_changed = words(&clusters, HEADER_BYTES, n);
-            let new_clusters = words(&clusters, HEADER_BYTES + 8 * n, n);
-            for (&doc, &cluster) in docs_changed.iter().zip(new_clusters) {
-                changes.insert(doc, cluster as i64);
-            }
+            let generation = map_generation(dir, entry, &manifest, design.as_ref(), verify)?;
+            read_changes(dir, entry, verify, &mut changes)?;
             // The Parquet table is for other programs; its size and checksum are checked too.
             drop(map_checked(dir, entry, DOCUMENTS_PARQUET, verify)?);
-            generations.push(GenerationMap {
-                docs,
-                count,
-                tables,
-                indexed: entry.indexed as usize,
-                format,
-                signatures,
-                shingles,
-            });
+            generations.push(generation);
         }
         Ok(Index {
             dir: dir.to_path_buf(),
@@ -233,6 +166,25 @@ impl Index {
             generations,
             changes,
         })
+    }
+
+    /// Checks every mapped file again against the checksum the manifest gives it: what was
+    /// read since [`Index::open`] is what the writer wrote, unless a file was changed in
+    /// place under the map (outside the index's contract, see [`map_checked`]). A
+    /// checkpoint of `neardup serve` calls it before it writes what it read from here.
+    pub fn verify(&self) -> Result<(), IoError> {
+        for (generation, entry) in self.generations.iter().zip(&self.manifest.generations) {
+            let names = table_names(&self.manifest, self.design.as_ref());
+            let mut files: Vec<(&str, &Mmap)> = vec![(DOCS_FILE, &generation.docs)];
+            files.extend(names.iter().map(String::as_str).zip(&generation.tables));
+            files.extend(generation.signatures.iter().map(|m| (SIGNATURES_FILE, m)));
+            files.extend(generation.shingles.iter().map(|m| (SHINGLES_FILE, m)));
+            for (name, map) in files {
+                let sum = checksum_of(&self.dir, entry, name)?;
+                check_sum(&generation_file(&self.dir, entry, name), map, sum)?;
+            }
+        }
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {
@@ -285,11 +237,15 @@ impl Index {
             keys.extend(generation.tables.iter().map(|m| words(m, HEADER_BYTES, n)));
             query::query(design, &self.permutations, &keys, fp, k, |m| {
                 let rows = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n);
-                found(Match {
-                    generation: g,
-                    row: rows[m.position],
-                    hamming: m.hamming,
-                })
+                let row = rows[m.position];
+                // A row past the documents (a table damaged and not verified) names none.
+                if (row as usize) < generation.count {
+                    found(Match {
+                        generation: g,
+                        row,
+                        hamming: m.hamming,
+                    })
+                }
             });
         }
     }
@@ -308,14 +264,11 @@ impl Index {
             keys.extend(generation.tables.iter().map(|m| words(m, HEADER_BYTES, n)));
             query::query_batch(design, &self.permutations, &keys, fps, k, |m| {
                 let rows = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n);
-                found(
-                    m.query,
-                    Match {
-                        generation: g,
-                        row: rows[m.position],
-                        hamming: m.hamming,
-                    },
-                )
+                let row = rows[m.position];
+                if (row as usize) < generation.count {
+                    let hamming = m.hamming;
+                    found(m.query, Match { generation: g, row, hamming })
+                }
             });
         }
     }
@@ -355,6 +308,7 @@ impl Index {
                 let run = query::equal_range(sorted, key);
                 rows.extend_from_slice(&u32s(table, HEADER_BYTES + 8 * n, n)[run]);
             }
+            rows.retain(|&row| (row as usize) < generation.count);
             rows.sort_unstable();
             rows.dedup();
             for &row in &rows {
@@ -390,8 +344,14 @@ impl Index {
         let ids_at = flags_at + padded8(n);
         let start = if r == 0 { 0 } else { ends[r - 1] as usize };
         let id = (flags & FLAG_HAS_ID != 0).then(|| {
-            std::str::from_utf8(&bytes[ids_at + start..ids_at + ends[r] as usize])
-                .unwrap_or("<id not UTF-8>")
+            // Id ends are checked on open with checksums; without, a damaged one gives a
+            // placeholder, never a read outside the file.
+            (ids_at.checked_add(start))
+                .zip(ids_at.checked_add(ends[r] as usize))
+                .and_then(|(from, to)| bytes.get(from..to))
+                .map_or("<id damaged>", |id| {
+                    std::str::from_utf8(id).unwrap_or("<id not UTF-8>")
+                })
         });
         let cluster_id = match self.changes.get(&doc_id) {
             Some(&c) => Some(c),
@@ -438,6 +398,138 @@ impl Index {
     pub fn docs(&self) -> impl Iterator<Item = DocView<'_>> + '_ {
         (0..self.generations.len())
             .flat_map(move |g| (0..self.generations[g].count).map(move |r| self.doc(g, r as u32)))
+    }
+}
+
+/// The table files of a generation: a simhash index's permutation tables, a MinHash
+/// index's band tables.
+fn table_names(manifest: &Manifest, design: Option<&TableDesign>) -> Vec<String> {
+    match (design, &manifest.minhash) {
+        (Some(design), _) => (0..design.tables()).map(table_file).collect(),
+        (None, Some(m)) => (0..m.bands).map(band_file).collect(),
+        (None, None) => unreachable!("a simhash index has a design"),
+    }
+}
+
+/// Maps one generation's documents and tables (and a MinHash generation's sketches),
+/// checking each file's size, header and, with [`Verify::Checksums`], checksum and the
+/// positions it holds (id ends, table rows), so that no read of it leaves its file.
+fn map_generation(
+    dir: &Path,
+    entry: &GenerationEntry,
+    manifest: &Manifest,
+    design: Option<&TableDesign>,
+    verify: Verify,
+) -> Result<GenerationMap, IoError> {
+    let format = entry.format;
+    let docs = map_checked(dir, entry, DOCS_FILE, verify)?;
+    let path = generation_file(dir, entry, DOCS_FILE);
+    let (count, id_bytes) = header(&docs, &path, KIND_DOCS, format)?;
+    expect(&path, "documents", count, entry.documents)?;
+    let count = count as usize;
+    let size = HEADER_BYTES + 8 * doc_words(format) * count + padded8(count) + id_bytes as usize;
+    expect(&path, "bytes", docs.len() as u64, size as u64)?;
+    if verify == Verify::Checksums {
+        check_id_ends(&docs, &path, count, id_bytes)?;
+    }
+    // A simhash index's tables say their masks, a MinHash index's their bands.
+    let (kind, extras): (u32, Vec<u64>) = match design {
+        Some(design) => (KIND_TABLE, design.masks().to_vec()),
+        None => (KIND_BAND, (0..table_names(manifest, None).len() as u64).collect()),
+    };
+    let mut tables = Vec::with_capacity(extras.len());
+    for (name, &extra) in table_names(manifest, design).iter().zip(&extras) {
+        let map = map_checked(dir, entry, name, verify)?;
+        let path = generation_file(dir, entry, name);
+        let (n, recorded) = header(&map, &path, kind, format)?;
+        expect(&path, "entries", n, entry.indexed)?;
+        if recorded != extra {
+            let what = if kind == KIND_TABLE {
+                format!("mask {recorded:016x}, expected {extra:016x}")
+            } else {
+                format!("band {recorded}, expected {extra}")
+            };
+            return Err(corrupt(&path, what));
+        }
+        let size = HEADER_BYTES + 8 * n as usize + padded8(4 * n as usize);
+        expect(&path, "bytes", map.len() as u64, size as u64)?;
+        if verify == Verify::Checksums {
+            check_rows(&map, &path, n as usize, count)?;
+        }
+        tables.push(map);
+    }
+    let (signatures, shingles) = match &manifest.minhash {
+        Some(m) => map_minhash(dir, entry, m, count, verify)?,
+        None => (None, None),
+    };
+    Ok(GenerationMap {
+        docs,
+        count,
+        tables,
+        indexed: entry.indexed as usize,
+        format,
+        signatures,
+        shingles,
+    })
+}
+
+/// Reads a generation's `clusters.bin` into `changes` (doc -> its latest cluster).
+fn read_changes(
+    dir: &Path,
+    entry: &GenerationEntry,
+    verify: Verify,
+    changes: &mut HashMap<u64, i64>,
+) -> Result<(), IoError> {
+    let clusters = map_checked(dir, entry, CLUSTERS_FILE, verify)?;
+    let path = generation_file(dir, entry, CLUSTERS_FILE);
+    let (n, _) = header(&clusters, &path, KIND_CLUSTERS, entry.format)?;
+    expect(&path, "changes", n, entry.cluster_changes)?;
+    expect(
+        &path,
+        "bytes",
+        clusters.len() as u64,
+        (HEADER_BYTES + 16 * n as usize) as u64,
+    )?;
+    let n = n as usize;
+    let docs_changed = words(&clusters, HEADER_BYTES, n);
+    let new_clusters = words(&clusters, HEADER_BYTES + 8 * n, n);
+    for (&doc, &cluster) in docs_changed.iter().zip(new_clusters) {
+        changes.insert(doc, cluster as i64);
+    }
+    Ok(())
+}
+
+/// Refuses a `docs.bin` whose id ends (its fourth column, in every format) fall or pass
+/// its id bytes.
+fn check_id_ends(docs: &[u8], path: &Path, count: usize, id_bytes: u64) -> Result<(), IoError> {
+    let ends = words(docs, HEADER_BYTES + 24 * count, count);
+    let mut previous = 0;
+    for (row, &end) in ends.iter().enumerate() {
+        if end < previous || end > id_bytes {
+            return Err(corrupt(
+                path,
+                format!(
+                    "document {row}'s id ends at byte {end}, after {previous} and within {id_bytes} expected"
+                ),
+            ));
+        }
+        previous = end;
+    }
+    Ok(())
+}
+
+/// Refuses a table (or band) whose rows name a document past the generation's `count`.
+fn check_rows(table: &[u8], path: &Path, n: usize, count: usize) -> Result<(), IoError> {
+    let rows = u32s(table, HEADER_BYTES + 8 * n, n);
+    match rows.iter().position(|&row| row as usize >= count) {
+        None => Ok(()),
+        Some(entry) => Err(corrupt(
+            path,
+            format!(
+                "entry {entry} names row {}, but the generation has {count} documents",
+                rows[entry]
+            ),
+        )),
     }
 }
 
@@ -489,15 +581,13 @@ fn map_minhash(
     Ok((Some(map), Some(sets)))
 }
 
-/// Maps one file of a generation after checking its size (and checksum) against the manifest.
-fn map_checked(
+/// The checksum the manifest gives file `name` of generation `entry`.
+fn checksum_of<'a>(
     dir: &Path,
-    entry: &GenerationEntry,
+    entry: &'a GenerationEntry,
     name: &str,
-    verify: Verify,
-) -> Result<Mmap, IoError> {
-    let path = generation_file(dir, entry, name);
-    let sum = entry
+) -> Result<&'a FileSum, IoError> {
+    entry
         .checksums
         .iter()
         .find(|s| s.name == name)
@@ -506,18 +596,43 @@ fn map_checked(
                 &dir.join(MANIFEST),
                 format!("no checksum of {}/{name}", entry.dir),
             )
-        })?;
-    let file = File::open(&path).map_err(|cause| IoError::Open {
+        })
+}
+
+/// Refuses `bytes` (the file at `path`) unless its xxh3-64 is `sum`'s.
+fn check_sum(path: &Path, bytes: &[u8], sum: &FileSum) -> Result<(), IoError> {
+    let found = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes));
+    if found != sum.xxh3 {
+        return Err(corrupt(
+            path,
+            format!("checksum {found}, the manifest says {}", sum.xxh3),
+        ));
+    }
+    Ok(())
+}
+
+/// Maps one file of a generation after checking its size (and checksum) against the manifest.
+fn map_checked(
+    dir: &Path,
+    entry: &GenerationEntry,
+    name: &str,
+    verify: Verify,
+) -> Result<Mmap, IoError> {
+    let path = generation_file(dir, entry, name);
+    let sum = checksum_of(dir, entry, name)?;
+    let open = |cause| IoError::Open {
         path: path.clone(),
         cause,
-    })?;
-    let size = file
-        .metadata()
-        .map_err(|cause| IoError::Open {
-            path: path.clone(),
-            cause,
-        })?
-        .len();
+    };
+    // Not through a symbolic link, which could lead out of the index.
+    if !std::fs::symlink_metadata(&path).map_err(open)?.is_file() {
+        return Err(corrupt(
+            &path,
+            "not a file inside the index (a symbolic link or a directory)".into(),
+        ));
+    }
+    let file = File::open(&path).map_err(open)?;
+    let size = file.metadata().map_err(open)?.len();
     if size != sum.bytes {
         let what = if size < sum.bytes {
             "truncated"
@@ -530,19 +645,11 @@ fn map_checked(
         ));
     }
     // SAFETY: the index's files are never changed in place (a writer writes new files and
-    // renames them); a file changed by someone else under the map is outside that contract.
-    let map = unsafe { Mmap::map(&file) }.map_err(|cause| IoError::Open {
-        path: path.clone(),
-        cause,
-    })?;
+    // renames them); a file changed by someone else under the map is outside that contract
+    // (reads stay within the map; [`Index::verify`] finds such a change).
+    let map = unsafe { Mmap::map(&file) }.map_err(open)?;
     if verify == Verify::Checksums {
-        let found = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&map));
-        if found != sum.xxh3 {
-            return Err(corrupt(
-                &path,
-                format!("checksum {found}, the manifest says {}", sum.xxh3),
-            ));
-        }
+        check_sum(&path, &map, sum)?;
     }
     Ok(map)
 }

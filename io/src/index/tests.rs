@@ -607,3 +607,269 @@ fn minhash_manifests_that_disagree_with_themselves_are_refused() {
     std::fs::write(&manifest, &text).unwrap();
     Index::open(&path, Verify::Checksums).unwrap();
 }
+
+/// An index of three generations (files 0, 1, 2) at `path`.
+fn three_generations(path: &std::path::Path) {
+    let mut writer = IndexWriter::create(path, &spec()).unwrap();
+    let mut rng = SeededRng::new(3);
+    for file in 0..3 {
+        writer.add(batch(&mut rng, file, 60)).unwrap();
+    }
+}
+
+fn edit_manifest(path: &std::path::Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let file = path.join(MANIFEST);
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    edit(&mut value);
+    std::fs::write(&file, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+}
+
+fn writer_error(path: &std::path::Path) -> String {
+    match IndexWriter::open(path) {
+        Ok(mut writer) => match writer.compact() {
+            Ok(()) => panic!("compacted"),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Issue 39, case 5: a manifest whose generation `dir` leads out of the index (`..`, an
+/// absolute path, a symbolic link) is refused by readers and writers, and what the user
+/// keeps there is never removed.
+#[test]
+fn generation_dirs_leading_out_of_the_index_are_refused_and_never_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    three_generations(&path);
+    let decoy = dir.path().join("decoy").join("gen-00001");
+    std::fs::create_dir_all(decoy.parent().unwrap()).unwrap();
+    // The decoy holds a true copy of the generation (so that a reader could answer from
+    // it) and a file of the user's.
+    std::fs::rename(path.join("gen-00001"), &decoy).unwrap();
+    std::fs::write(decoy.join("mine.txt"), "keep me").unwrap();
+    let original = std::fs::read(path.join(MANIFEST)).unwrap();
+    for outside in [
+        "../decoy/gen-00001".to_string(),
+        decoy.display().to_string(),
+    ] {
+        edit_manifest(&path, |m| m["generations"][1]["dir"] = json!(outside));
+        let e = error(Index::open(&path, Verify::Checksums));
+        let entry = format!("generation entry 1 (number 1, dir {outside:?})");
+        assert!(e.contains("manifest.json: damaged index"), "{e}");
+        assert!(e.contains(&entry), "{e}");
+        assert!(e.contains("must be \"gen-00001\", a plain name"), "{e}");
+        let e = writer_error(&path);
+        assert!(e.contains(&entry), "{e}");
+        assert!(decoy.join("mine.txt").exists() && decoy.join(DOCS_FILE).exists());
+    }
+    // The right name, but a symbolic link out of the index.
+    std::fs::write(path.join(MANIFEST), &original).unwrap();
+    std::os::unix::fs::symlink(&decoy, path.join("gen-00001")).unwrap();
+    let e = error(Index::open(&path, Verify::Checksums));
+    assert!(
+        e.contains("gen-00001: damaged index: not a directory inside the index"),
+        "{e}"
+    );
+    let e = writer_error(&path);
+    assert!(e.contains("not a directory inside the index"), "{e}");
+    assert!(decoy.join("mine.txt").exists() && decoy.join(DOCS_FILE).exists());
+    // A file of a generation that is a link out of the index is refused too.
+    std::fs::remove_file(path.join("gen-00001")).unwrap();
+    std::fs::create_dir(path.join("gen-00001")).unwrap();
+    for entry in std::fs::read_dir(&decoy).unwrap() {
+        let from = entry.unwrap().path();
+        std::os::unix::fs::symlink(&from, path.join("gen-00001").join(from.file_name().unwrap()))
+            .unwrap();
+    }
+    let e = error(Index::open(&path, Verify::Checksums));
+    assert!(
+        e.contains("gen-00001/docs.bin: damaged index: not a file inside the index"),
+        "{e}"
+    );
+    assert!(decoy.join("mine.txt").exists());
+}
+
+/// Issue 39, case 7: a generation's entry taken out of the manifest makes readers and
+/// writers refuse the index (the totals, the file numbers, or the unnamed directory give
+/// it away), and its directory is never removed.
+#[test]
+fn a_generation_taken_out_of_the_manifest_is_refused_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    three_generations(&path);
+    let original = std::fs::read(path.join(MANIFEST)).unwrap();
+    let manifest = Manifest::load(&path).unwrap();
+    let removed = |m: &mut serde_json::Value, g: usize| {
+        m["generations"].as_array_mut().unwrap().remove(g);
+    };
+    // The middle one: the file numbers no longer follow on.
+    edit_manifest(&path, |m| removed(m, 1));
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(e.contains("manifest.json: damaged index: generation entry 1 (number 2, dir \"gen-00002\"): its files start at 2, but the generations before it end at 1 (an entry is missing)"), "{e}");
+    assert!(writer_error(&path).contains("an entry is missing"));
+    assert!(path.join("gen-00001").join(DOCS_FILE).exists());
+    // The last one: the totals no longer add up.
+    std::fs::write(path.join(MANIFEST), &original).unwrap();
+    edit_manifest(&path, |m| removed(m, 2));
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(
+        e.contains("the generations hold 2 files, the manifest's total is 3 (an entry is missing or damaged)"),
+        "{e}"
+    );
+    assert!(writer_error(&path).contains("an entry is missing"));
+    // The last one with the totals made to agree: its directory gives it away.
+    let g = &manifest.generations[2];
+    edit_manifest(&path, |m| {
+        m["files"] = json!(manifest.files - g.files);
+        m["documents"] = json!(manifest.documents - g.documents);
+        m["indexed"] = json!(manifest.indexed - g.indexed);
+    });
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(e.contains("manifest.json: damaged index: gen-00002 is a generation the manifest does not name (below its next_generation 3)"), "{e}");
+    assert!(writer_error(&path).contains("gen-00002 is a generation the manifest does not name"));
+    assert!(path.join("gen-00002").join(DOCS_FILE).exists());
+    // Totals that disagree with every entry in place.
+    std::fs::write(path.join(MANIFEST), &original).unwrap();
+    edit_manifest(&path, |m| m["documents"] = json!(manifest.documents + 1));
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(e.contains("the generations hold 180 documents, the manifest's total is 181"), "{e}");
+    std::fs::write(path.join(MANIFEST), &original).unwrap();
+    assert_eq!(Index::open(&path, Verify::Checksums).unwrap().generations(), 3);
+}
+
+/// A compaction names the generations it replaced as retired: a writer that dies before
+/// removing them leaves an index that readers open and the next writer cleans up.
+#[test]
+fn generations_a_compaction_replaced_are_removed_by_the_next_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    three_generations(&path);
+    let kept = tempfile::tempdir().unwrap();
+    for g in ["gen-00000", "gen-00001"] {
+        copy_dir(&path.join(g), &kept.path().join(g));
+    }
+    IndexWriter::open(&path).unwrap().compact().unwrap();
+    let manifest = Manifest::load(&path).unwrap();
+    assert_eq!(manifest.retired, ["gen-00000", "gen-00001", "gen-00002"]);
+    // As if the compaction had died before removing two of them.
+    for g in ["gen-00000", "gen-00001"] {
+        copy_dir(&kept.path().join(g), &path.join(g));
+    }
+    assert_eq!(Index::open(&path, Verify::Checksums).unwrap().generations(), 1);
+    let mut writer = IndexWriter::open(&path).unwrap();
+    assert!(!path.join("gen-00000").exists() && !path.join("gen-00001").exists());
+    writer.add(batch(&mut SeededRng::new(9), 3, 5)).unwrap();
+    // Once gone, they are no longer named.
+    assert!(writer.manifest().retired.is_empty());
+    drop(writer);
+    assert_eq!(Index::open(&path, Verify::Checksums).unwrap().generations(), 2);
+    // A retired name that is no generation of the index is refused.
+    edit_manifest(&path, |m| m["retired"] = json!(["../decoy"]));
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(e.contains("retired \"../decoy\" is not a replaced generation"), "{e}");
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// Writes `bytes` at `offset` of the file at `path` in place (same inode, as a map of it
+/// sees), keeping its size.
+fn overwrite(path: &std::path::Path, offset: u64, bytes: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(bytes).unwrap();
+}
+
+/// Issue 39, case 3: a table whose rows name documents past the generation's end is
+/// refused on open with checksums, even when its checksum was made to agree; without
+/// checksums a query skips such a row instead of panicking; and a file changed under an
+/// open index is found by `Index::verify`.
+#[test]
+fn damaged_rows_are_refused_or_skipped_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    small_index(&path);
+    let table = path.join("gen-00000").join("table-000.bin");
+    let original = std::fs::read(&table).unwrap();
+    let n = u64::from_le_bytes(original[16..24].try_into().unwrap()) as usize;
+    // The last row's top byte: a row far past the 100 documents.
+    let last = HEADER_BYTES + 8 * n + 4 * n - 1;
+    let mut damaged = original.clone();
+    damaged[last] ^= 0x80;
+    std::fs::write(&table, &damaged).unwrap();
+    let e = error(Index::open(&path, Verify::Checksums));
+    assert!(e.contains("table-000.bin: damaged index: checksum"), "{e}");
+    // A forged checksum does not make the rows right.
+    let sum = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&damaged));
+    edit_manifest(&path, |m| {
+        for s in m["generations"][0]["checksums"].as_array_mut().unwrap() {
+            if s["name"] == "table-000.bin" {
+                s["xxh3"] = json!(sum);
+            }
+        }
+    });
+    let e = error(Index::open(&path, Verify::Checksums));
+    assert!(
+        e.contains(&format!("table-000.bin: damaged index: entry {} names row", n - 1)),
+        "{e}"
+    );
+    assert!(e.contains("but the generation has 100 documents"), "{e}");
+    // Without checksums the damaged row is never followed: only the document whose entry
+    // it was goes unfound (a document meets itself first in table 0).
+    let index = Index::open(&path, Verify::Sizes).unwrap();
+    let unfound = (0..100)
+        .map(|row| index.doc(0, row))
+        .filter(|doc| !doc.empty && !answers(&index, doc.simhash, 3).contains(&(doc.doc_id, 0)))
+        .count();
+    assert_eq!(unfound, 1);
+    drop(index);
+    std::fs::write(&table, &original).unwrap();
+    let index = Index::open(&path, Verify::Sizes).unwrap();
+    assert!(index.verify().is_err(), "the forged checksum is not the file's");
+    drop(index);
+    edit_manifest(&path, |m| {
+        for s in m["generations"][0]["checksums"].as_array_mut().unwrap() {
+            if s["name"] == "table-000.bin" {
+                s["xxh3"] = json!(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&original)));
+            }
+        }
+    });
+    // A byte of docs.bin changed in place while the index is open.
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    index.verify().unwrap();
+    let docs = path.join("gen-00000").join(DOCS_FILE);
+    let simhash_at = (HEADER_BYTES + 8 * 100 + 5 * 8) as u64;
+    let before = index.doc(0, 5).simhash;
+    overwrite(&docs, simhash_at, &(before ^ 1).to_le_bytes());
+    assert_eq!(index.doc(0, 5).simhash, before ^ 1, "the map sees the change");
+    let e = index.verify().err().unwrap().to_string();
+    assert!(e.contains("docs.bin: damaged index: checksum"), "{e}");
+    // Id ends that pass the id bytes are refused on open (a forged checksum again).
+    drop(index);
+    let mut bytes = std::fs::read(&docs).unwrap();
+    bytes[simhash_at as usize..simhash_at as usize + 8].copy_from_slice(&before.to_le_bytes());
+    let ends_at = HEADER_BYTES + 24 * 100;
+    bytes[ends_at..ends_at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&docs, &bytes).unwrap();
+    edit_manifest(&path, |m| {
+        for s in m["generations"][0]["checksums"].as_array_mut().unwrap() {
+            if s["name"] == DOCS_FILE {
+                s["xxh3"] = json!(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)));
+            }
+        }
+    });
+    let e = error(Index::open(&path, Verify::Checksums));
+    assert!(e.contains("docs.bin: damaged index: document 0's id ends at byte 18446744073709551615"), "{e}");
+    // Without checksums, its id is a placeholder, never a read outside the file.
+    let index = Index::open(&path, Verify::Sizes).unwrap();
+    let id = index.doc(0, 0).id;
+    assert!(id.is_none() || id == Some("<id damaged>"), "{id:?}");
+}

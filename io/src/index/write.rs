@@ -157,6 +157,7 @@ impl IndexWriter {
             files: 0,
             next_generation: 0,
             generations: Vec::new(),
+            retired: Vec::new(),
         };
         manifest.format = manifest.write_format();
         let writer = IndexWriter {
@@ -175,6 +176,7 @@ impl IndexWriter {
         Manifest::load(dir)?;
         let lock = DirLock::acquire(dir, INDEX_LOCK, "index directory")?;
         let manifest = Manifest::load(dir)?;
+        super::check_directory(dir, &manifest)?;
         let writer = IndexWriter {
             dir: dir.to_path_buf(),
             manifest,
@@ -377,6 +379,9 @@ impl IndexWriter {
         next.files = batch.files;
         next.next_generation = number + 1;
         next.generations = vec![entry];
+        // Named as retired in the manifest that replaces them, so that a writer that dies
+        // before removing them leaves them to the next one.
+        next.retired.extend(old.iter().cloned());
         self.commit(next)?;
         for dir in old {
             let _ = fs::remove_dir_all(self.dir.join(dir));
@@ -384,7 +389,10 @@ impl IndexWriter {
         Ok(number)
     }
 
-    fn commit(&mut self, next: Manifest) -> Result<(), IoError> {
+    /// Commits `next` as the index's manifest. Retired generations already removed are no
+    /// longer named.
+    fn commit(&mut self, mut next: Manifest) -> Result<(), IoError> {
+        next.retired.retain(|name| self.dir.join(name).exists());
         let mut text = serde_json::to_vec_pretty(&next).map_err(|e| IoError::Write {
             path: self.dir.join(MANIFEST),
             cause: std::io::Error::other(e),
@@ -395,22 +403,25 @@ impl IndexWriter {
         Ok(())
     }
 
-    /// Removes hidden temporaries and generation directories the manifest does not name:
-    /// what a writer that died left. Only names of the index's own kinds are touched.
+    /// Removes what a writer that died left, and only what is provably a writer's: hidden
+    /// temporaries, generations numbered from `next_generation` on (written, never
+    /// committed: no manifest ever named them), and the generations the manifest names as
+    /// retired (replaced by a compaction or a checkpoint). A generation below
+    /// `next_generation` that the manifest neither names nor retires is never removed
+    /// ([`super::check_directory`] refuses the index instead).
     fn remove_leftovers(&self) -> Result<(), IoError> {
-        let named: Vec<&str> = self
-            .manifest
-            .generations
-            .iter()
-            .map(|g| g.dir.as_str())
-            .collect();
+        let next = self.manifest.next_generation;
         for name in entries(&self.dir)? {
+            let uncommitted = super::parse_generation_dir(&name).is_some_and(|n| n >= next);
             let leftover = (name.starts_with(".gen-") && name.ends_with(".tmp"))
                 || (name.starts_with(&format!(".{MANIFEST}.")) && name.ends_with(".tmp"))
-                || (is_generation_dir(&name) && !named.contains(&name.as_str()));
+                || uncommitted
+                || self.manifest.retired.contains(&name);
             if leftover {
                 let path = self.dir.join(&name);
-                let _ = if path.is_dir() {
+                // A symbolic link is removed itself, never followed.
+                let directory = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+                let _ = if directory {
                     fs::remove_dir_all(&path)
                 } else {
                     fs::remove_file(&path)
@@ -459,15 +470,10 @@ fn check_sketches(dir: &Path, manifest: &Manifest, docs: &[DocEntry]) -> Result<
     Ok(())
 }
 
-fn is_generation_dir(name: &str) -> bool {
-    name.strip_prefix("gen-")
-        .is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
 /// Names an index writer may leave behind in a directory that has no manifest yet.
 fn is_ours(name: &str) -> bool {
     name == INDEX_LOCK
-        || is_generation_dir(name)
+        || super::parse_generation_dir(name).is_some()
         || (name.starts_with('.') && name.ends_with(".tmp"))
 }
 
@@ -907,6 +913,49 @@ fn write_documents_parquet(
     })
 }
 
+/// Opens file `name` of generation `g` after checking it against the manifest's size and
+/// checksum (a generation is only ever rewritten from data that verified).
+fn open_verified(dir: &Path, g: &GenerationEntry, name: &str) -> Result<File, IoError> {
+    use std::io::{Read, Seek};
+    let path = super::generation_file(dir, g, name);
+    let open = |cause| IoError::Open {
+        path: path.clone(),
+        cause,
+    };
+    if !fs::symlink_metadata(&path).map_err(open)?.is_file() {
+        return Err(super::corrupt(
+            &path,
+            "not a file inside the index (a symbolic link or a directory)".into(),
+        ));
+    }
+    let mut file = File::open(&path).map_err(open)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(open)?;
+    let found = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes));
+    match g.checksums.iter().find(|s| s.name == name) {
+        Some(sum) if sum.bytes == bytes.len() as u64 && sum.xxh3 == found => {}
+        Some(sum) => {
+            return Err(super::corrupt(
+                &path,
+                format!(
+                    "{} bytes of checksum {found}, the manifest says {} bytes of checksum {}",
+                    bytes.len(),
+                    sum.bytes,
+                    sum.xxh3
+                ),
+            ))
+        }
+        None => {
+            return Err(super::corrupt(
+                &dir.join(MANIFEST),
+                format!("no checksum of {}/{name}", g.dir),
+            ))
+        }
+    }
+    file.rewind().map_err(open)?;
+    Ok(file)
+}
+
 /// doc number -> (source, url), from every generation's `documents.parquet`.
 fn read_origins(
     dir: &Path,
@@ -918,10 +967,7 @@ fn read_origins(
     let mut out = std::collections::HashMap::new();
     for g in &manifest.generations {
         let path = super::generation_file(dir, g, DOCUMENTS_PARQUET);
-        let file = File::open(&path).map_err(|cause| IoError::Open {
-            path: path.clone(),
-            cause,
-        })?;
+        let file = open_verified(dir, g, DOCUMENTS_PARQUET)?;
         let parquet = |cause| IoError::Parquet {
             path: path.clone(),
             cause,
