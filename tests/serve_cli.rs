@@ -245,9 +245,16 @@ fn concurrent_clients_all_get_their_answers_and_their_documents_stay() {
     }
 }
 
+/// Mode 600: a token file others may read is refused.
+fn private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
 fn token_server(dir: &Path, token: &str) -> Server {
     let token_file = dir.join("token");
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    private(&token_file);
     Server::start(
         &dir.join("idx"),
         &["--create", "--token-file", s(&token_file)],
@@ -306,6 +313,7 @@ fn a_token_protected_listener_refuses_a_missing_or_wrong_token() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --token-file"));
     std::fs::write(dir.path().join("short"), "abc").unwrap();
+    private(&dir.path().join("short"));
     let out = neardup()
         .args(["serve", "--index", s(&dir.path().join("other")), "--create"])
         .args(["--token-file", s(&dir.path().join("short"))])

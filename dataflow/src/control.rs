@@ -168,26 +168,8 @@ impl Secret {
     /// read or write it (any of the mode bits 0o077): a secret others can read is none.
     pub fn from_file(path: &Path) -> Result<Secret, JobError> {
         let shown = path.display();
-        let meta = std::fs::metadata(path)
-            .map_err(|e| JobError::Cluster(format!("{shown}: cannot read the secret file: {e}")))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = meta.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(JobError::Cluster(format!(
-                    "{shown}: the secret file may be read or written by others (mode {mode:03o}); \
-                     make it private with `chmod 600 {shown}`"
-                )));
-            }
-        }
-        #[cfg(not(unix))]
-        let _ = meta;
-        let mut bytes = std::fs::read(path)
-            .map_err(|e| JobError::Cluster(format!("{shown}: cannot read the secret file: {e}")))?;
-        while bytes.last().is_some_and(|b| b.is_ascii_whitespace()) {
-            bytes.pop();
-        }
+        let bytes = neardup_io::secret::read_secret_file(path, "secret file")
+            .map_err(|e| JobError::Cluster(e.to_string()))?;
         if bytes.is_empty() {
             return Err(JobError::Cluster(format!(
                 "{shown}: the secret file is empty (write a random secret into it, e.g. \

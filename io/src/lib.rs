@@ -63,6 +63,7 @@
 //! * [`index`] is a saved index: the sorted permutation tables of runs, memory-mapped for
 //!   queries, with generations added atomically (docs/index.md).
 //! * [`lock`] takes the exclusive lock a run holds on every directory it writes.
+//! * [`secret`] reads a file holding a secret, refused when others may read it.
 //! * [`dedup_out`] writes a deduplicated corpus, each file in its own format.
 //! * [`html`] turns web payloads into text: bytes to UTF-8 by the WHATWG charset rules,
 //!   then HTML to visible text or to main content.
@@ -85,6 +86,7 @@ pub mod parquet_out;
 pub mod readahead;
 pub mod record;
 pub mod run_dir;
+pub mod secret;
 pub mod source;
 pub mod stream;
 pub mod wal;

@@ -33,6 +33,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use subtle::ConstantTimeEq;
 
+mod connections;
+
 const EXAMPLES: &str = "\
 Examples:
   Serve an index made by a run (loopback only), then ask it and write to it:
@@ -72,6 +74,23 @@ pub const MAX_ID_BYTES: usize = 1024;
 /// Runtime threads answering requests (the writer thread is apart).
 pub const DEFAULT_THREADS: usize = 2;
 
+/// The most threads answering requests (many more than the cores gain nothing).
+pub const MAX_THREADS: usize = 256;
+
+/// How long a connection may take to send a request head, after it opens or after its
+/// previous answer (so also how long an idle keep-alive connection is kept).
+pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 30;
+
+/// The most connections served at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// Descriptors kept apart from connections, beyond those open when serving starts: a
+/// checkpoint's files, and the connections being refused.
+const SPARE_FDS: u64 = 32 + connections::REFUSALS as u64;
+
+/// After SIGTERM, how long an answer may take once its body has arrived.
+const SHUTDOWN_MARGIN: Duration = Duration::from_secs(30);
+
 /// Flags of `neardup serve`.
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
@@ -99,6 +118,14 @@ pub struct ServeArgs {
     /// Seconds a client may take to send a request body
     #[arg(long, default_value_t = DEFAULT_REQUEST_TIMEOUT_SECS, value_name = "SECS")]
     pub request_timeout: u64,
+    /// Seconds a connection may take to send a request head, after it opens or after its
+    /// previous answer (an idle connection is closed after this long)
+    #[arg(long, default_value_t = DEFAULT_HEADER_TIMEOUT_SECS, value_name = "SECS")]
+    pub header_timeout: u64,
+    /// Connections served at once (lowered to what the open-file limit allows); more are
+    /// answered 503
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    pub max_connections: usize,
     /// Threads answering requests
     #[arg(long, default_value_t = DEFAULT_THREADS, value_name = "N")]
     pub threads: usize,
@@ -118,23 +145,9 @@ struct App {
 type Shared = Arc<App>;
 
 pub fn run(args: &ServeArgs) -> Result<()> {
-    if args.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
+    check_args(args)?;
     let token = match &args.token_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read the token file", path.display()))?;
-            let token = text.trim();
-            if token.len() < 16 {
-                bail!(
-                    "{}: the token must have at least 16 characters (it has {})",
-                    path.display(),
-                    token.len()
-                );
-            }
-            Some(token.as_bytes().to_vec())
-        }
+        Some(path) => Some(read_token(path)?),
         None if !args.listen.ip().is_loopback() => bail!(
             "--listen {}: listening beyond loopback needs --token-file (a bearer token every request must carry)",
             args.listen
@@ -152,7 +165,6 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         checkpoint_interval: (args.checkpoint_interval > 0)
             .then(|| Duration::from_secs(args.checkpoint_interval)),
     })?;
-    let stats = service.stats();
     let app = Arc::new(App {
         service,
         scheme,
@@ -168,34 +180,131 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         .enable_time()
         .build()
         .context("cannot start the runtime")?;
-    let served = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let address = listener.local_addr()?;
-        eprintln!(
-            "neardup serve: listening on http://{address} ({} documents, {} clusters, k = {}, {} log records replayed{}, started in {:.2} s)",
-            stats.documents,
-            stats.clusters,
-            stats.k,
-            stats.replayed_records,
-            if stats.torn_bytes_dropped > 0 {
-                format!(", a torn last record of {} bytes dropped", stats.torn_bytes_dropped)
-            } else {
-                String::new()
-            },
-            stats.startup_millis as f64 / 1000.0
-        );
-        axum::serve(listener, router(app.clone(), args.max_body))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("the server failed")
-    });
+    let served = runtime.block_on(listen_and_serve(args, app.clone()));
     // The requests in flight have been answered; the writer syncs the log and stops.
     app.service.shutdown()?;
     drop(runtime);
     eprintln!("neardup serve: stopped; every acknowledged write is in the log");
     served
+}
+
+/// The flags' bounds that clap does not check.
+fn check_args(args: &ServeArgs) -> Result<()> {
+    if !(1..=MAX_THREADS).contains(&args.threads) {
+        bail!(
+            "--threads {}: from 1 to {MAX_THREADS} threads answer requests",
+            args.threads
+        );
+    }
+    if args.max_connections == 0 {
+        bail!("--max-connections must be at least 1");
+    }
+    if args.header_timeout == 0 {
+        bail!("--header-timeout must be at least 1 second");
+    }
+    Ok(())
+}
+
+/// Binds `--listen`, says so, and serves until SIGTERM or SIGINT.
+async fn listen_and_serve(args: &ServeArgs, app: Shared) -> Result<()> {
+    let stats = app.service.stats();
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let address = listener.local_addr()?;
+    let limits = connections::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout),
+        max_connections: connection_limit(args.max_connections)?,
+        grace: Duration::from_secs(args.request_timeout) + SHUTDOWN_MARGIN,
+    };
+    eprintln!(
+        "neardup serve: listening on http://{address} ({} documents, {} clusters, k = {}, {} log records replayed{}, started in {:.2} s)",
+        stats.documents,
+        stats.clusters,
+        stats.k,
+        stats.replayed_records,
+        if stats.torn_bytes_dropped > 0 {
+            format!(", a torn last record of {} bytes dropped", stats.torn_bytes_dropped)
+        } else {
+            String::new()
+        },
+        stats.startup_millis as f64 / 1000.0
+    );
+    let router = router(app.clone(), args.max_body);
+    connections::serve(listener, router, limits, shutdown_signal()).await;
+    Ok(())
+}
+
+/// The bearer token of `--token-file`: the file must be private (as a cluster's secret
+/// file), the token one line of at least 16 characters that a request header can carry.
+fn read_token(path: &std::path::Path) -> Result<Vec<u8>> {
+    let bytes = neardup_io::secret::read_secret_file(path, "token file")?;
+    let start = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let token = &bytes[start..];
+    if let Some(at) = token.iter().position(|b| b.is_ascii_control()) {
+        let what = match token[at] {
+            b'\n' => "a line break".to_string(),
+            b'\r' => "a carriage return".to_string(),
+            b'\t' => "a tab".to_string(),
+            0 => "a NUL byte".to_string(),
+            b => format!("the control character 0x{b:02x}"),
+        };
+        bail!(
+            "{}: the token has {what} at byte {}: no request header can carry it (write the token as one line of printable characters)",
+            path.display(),
+            start + at
+        );
+    }
+    if token.len() < 16 {
+        bail!(
+            "{}: the token must have at least 16 characters (it has {})",
+            path.display(),
+            token.len()
+        );
+    }
+    Ok(token.to_vec())
+}
+
+/// `--max-connections`, lowered to what the open-file limit leaves (its soft limit is
+/// raised towards the hard one first, as far as needed), so that running out of
+/// descriptors cannot stop the service.
+fn connection_limit(requested: usize) -> Result<usize> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Ok(requested);
+    }
+    // Open now: stdio, the index's lock and log, the runtime's, the listener.
+    let open = std::fs::read_dir("/proc/self/fd").map_or(32, |d| d.count() as u64);
+    let wanted = (requested as u64).saturating_add(open + SPARE_FDS);
+    if limit.rlim_cur < wanted && limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: wanted.min(limit.rlim_max),
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit only reads the struct it is given.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit.rlim_cur = raised.rlim_cur;
+        }
+    }
+    let room = limit.rlim_cur.saturating_sub(open + SPARE_FDS);
+    if room == 0 {
+        bail!(
+            "the open-file limit ({}) leaves no room for connections ({open} descriptors are open and {SPARE_FDS} kept for checkpoints); raise it (ulimit -n)",
+            limit.rlim_cur
+        );
+    }
+    let allowed = room.min(requested as u64) as usize;
+    if allowed < requested {
+        eprintln!(
+            "neardup serve: --max-connections {requested} lowered to {allowed}: the open-file limit is {} (ulimit -n), {open} descriptors are open and {SPARE_FDS} kept for checkpoints",
+            limit.rlim_cur
+        );
+    }
+    Ok(allowed)
 }
 
 /// SIGTERM or SIGINT.
@@ -534,8 +643,19 @@ async fn stats(State(app): State<Shared>) -> Response {
     Json(value).into_response()
 }
 
-async fn healthz() -> Response {
-    Json(json!({"status": "ok"})).into_response()
+/// `GET /healthz`: ok, or 503 once writes are refused (reads are still answered).
+async fn healthz(State(app): State<Shared>) -> Response {
+    match app.service.stats().write_failure {
+        None => Json(json!({"status": "ok"})).into_response(),
+        Some(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "status": "refusing writes",
+                "reason": format!("a log write failed ({reason}); reads are answered, writes are refused until a restart"),
+            })),
+        )
+            .into_response(),
+    }
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
@@ -691,7 +811,11 @@ async fn metrics(State(app): State<Shared>) -> Response {
             "# HELP neardup_{name} {help}\n# TYPE neardup_{name} counter\nneardup_{name} {value}\n"
         ));
     };
-    counter("writes_total", "Writes applied.", stats.writes);
+    counter(
+        "writes_total",
+        "Writes that changed something (a delete of an absent id is none).",
+        stats.writes,
+    );
     counter(
         "write_batches_total",
         "Log syncs (one per batch of writes).",

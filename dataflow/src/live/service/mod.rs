@@ -206,12 +206,15 @@ pub struct Stats {
     pub generation: u32,
     pub log_bytes: u64,
     pub log_records: u64,
+    /// Writes that changed something (a delete of an absent id is none).
     pub writes: u64,
     pub batches: u64,
     pub checkpoints: u64,
     pub replayed_records: u64,
     pub torn_bytes_dropped: u64,
     pub startup_millis: u64,
+    /// Why writes are refused (a failed log write), if they are.
+    pub write_failure: Option<String>,
 }
 
 type Reply<T> = Box<dyn FnOnce(T) + Send>;
@@ -654,6 +657,7 @@ impl Writer {
             let reason = e.to_string();
             eprintln!("neardup serve: {reason}; refusing writes from now on");
             self.failed = Some(reason.clone());
+            self.stats.lock().expect("stats lock").write_failure = Some(reason.clone());
             for (_, reply) in batch {
                 reply(Err(ServiceError::Failed(reason.clone())));
             }
@@ -688,7 +692,7 @@ impl Writer {
             let mut stats = self.stats.lock().expect("stats lock");
             stats.log_bytes = self.wal.bytes();
             stats.log_records = self.wal.records();
-            stats.writes += batch.len() as u64;
+            stats.writes += encoded.len() as u64;
             stats.batches += 1;
         }
         for ((_, reply), answer) in batch.into_iter().zip(answers) {
