@@ -39,6 +39,12 @@
 //! stays under [`MirrorParams::min_paths`] like the handful of boilerplate pages any two
 //! unrelated sites share.
 //!
+//! **Cost.** Only copies with the same last path segment can link, pages on one host never
+//! link, and copies at one place (host and path) link alike: [`cluster_links`] sorts a
+//! cluster's pages into distinct places by last segment and host and compares only places
+//! that make a link, so its work is a sort and one comparison per link made, never the
+//! square of a cluster's pages (a soft-404 page at 100,000 paths of one host compares none).
+//!
 //! The pieces ([`cluster_links`], [`count_links`], [`paths_under`], [`verdict`],
 //! [`mirror_groups`]) are what the dataflow stage runs on different workers (by cluster, by
 //! host pair, by host); [`find_mirrors`] composes them in one place, for tests and small
@@ -215,49 +221,135 @@ pub struct ClusterLinks {
     /// The cluster lies on more than `max_hosts` hosts: only links to its anchor (the
     /// host with the smallest name) were made.
     pub star: bool,
+    /// Pairs of places (a host and a path) compared: the work done. Each makes a link, so
+    /// this is at most the number of links, whatever the pages that make none.
+    pub compared: u64,
+}
+
+/// The copies of a cluster's page at one place, a host and a path.
+struct Place<'p> {
+    host: &'p str,
+    path: &'p str,
+    /// The last path segment: only places with the same one link.
+    last: &'p str,
+    /// The exact-duplicate keys of the copies, sorted, without repeats.
+    exacts: Vec<u128>,
+}
+
+/// The last segment of a path (after its last `/`); none without a `/`, as such a path has
+/// no segment a suffix can hold (see [`split_common_suffix`]).
+fn last_segment(path: &str) -> Option<&str> {
+    path.rsplit_once('/').map(|(_, last)| last)
+}
+
+/// The distinct places of `pages`, sorted by (last segment, host, path): the copies at one
+/// place make the same links with any other place, so they are compared once.
+fn places(pages: &[Page]) -> Vec<Place<'_>> {
+    let mut sorted: Vec<(&str, &Page)> = pages
+        .iter()
+        .filter_map(|p| Some((last_segment(&p.path)?, p)))
+        .collect();
+    sorted.sort_unstable_by(|(la, a), (lb, b)| {
+        (la, &a.host, &a.path, a.exact).cmp(&(lb, &b.host, &b.path, b.exact))
+    });
+    let mut out: Vec<Place> = Vec::new();
+    for (last, p) in sorted {
+        match out.last_mut() {
+            Some(place) if place.host == p.host && place.path == p.path => {
+                if place.exacts.last() != Some(&p.exact) {
+                    place.exacts.push(p.exact);
+                }
+            }
+            _ => out.push(Place {
+                host: &p.host,
+                path: &p.path,
+                last,
+                exacts: vec![p.exact],
+            }),
+        }
+    }
+    out
+}
+
+/// True if two sorted key lists share a key.
+fn share_a_key(a: &[u128], b: &[u128]) -> bool {
+    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    small.iter().any(|k| large.binary_search(k).is_ok())
+}
+
+/// The links between the copies at two places with the same last segment, `a.host <
+/// b.host`: one per value of `identical` that some pair of their copies gives.
+fn link_places(a: &Place, b: &Place, links: &mut Vec<Link>) {
+    let Some((prefix_a, rel, _)) = split_common_suffix(a.path, b.path) else {
+        return;
+    };
+    let prefix_b = &b.path[..b.path.len() - rel.len()];
+    let key = MirrorKey {
+        host_a: a.host.into(),
+        prefix_a: prefix_a.into(),
+        host_b: b.host.into(),
+        prefix_b: prefix_b.into(),
+    };
+    let same = share_a_key(&a.exacts, &b.exacts);
+    // Some pair differs unless each side has one key, the same.
+    let differ = !(same && a.exacts.len() == 1 && b.exacts.len() == 1);
+    if differ {
+        links.push(Link {
+            key: key.clone(),
+            rel: rel.into(),
+            identical: false,
+        });
+    }
+    if same {
+        links.push(Link {
+            key,
+            rel: rel.into(),
+            identical: true,
+        });
+    }
 }
 
 /// The links of one content cluster's pages (see the module docs): every two pages on
 /// different hosts, or, when the cluster lies on more than `max_hosts` hosts, every page on
 /// the anchor (the smallest host name) with every page elsewhere (the star rule).
+///
+/// Only copies with the same last path segment link, and copies at the same place link
+/// alike, so the pages are sorted into distinct places by last segment and host, and only
+/// places on different hosts within one last segment are compared: the work is a sort of
+/// the pages and one comparison per link made (`compared`), never a pair of pages that
+/// cannot link (a cluster of 100,000 pages on one host makes no comparison at all).
 pub fn cluster_links(pages: &[Page], max_hosts: usize) -> ClusterLinks {
     let hosts: BTreeSet<&str> = pages.iter().map(|p| p.host.as_str()).collect();
     let anchor = match hosts.first() {
         Some(&first) if hosts.len() > max_hosts => Some(first),
         _ => None,
     };
-    let mut links = BTreeSet::new();
-    for (i, p) in pages.iter().enumerate() {
-        for q in &pages[i + 1..] {
-            let (a, b) = match p.host.cmp(&q.host) {
-                std::cmp::Ordering::Less => (p, q),
-                std::cmp::Ordering::Greater => (q, p),
-                std::cmp::Ordering::Equal => continue,
-            };
-            // The anchor is the smallest host: in a star it is always side a.
-            if anchor.is_some_and(|anchor| a.host != anchor) {
-                continue;
+    let places = places(pages);
+    let mut made = ClusterLinks {
+        star: anchor.is_some(),
+        ..ClusterLinks::default()
+    };
+    for same_last in places.chunk_by(|a, b| a.last == b.last) {
+        // Runs of one host, in host order: side a is always the earlier run.
+        let runs: Vec<&[Place]> = same_last.chunk_by(|a, b| a.host == b.host).collect();
+        for (i, run_a) in runs.iter().enumerate() {
+            // In a star only the anchor links, and as the smallest host it is run 0.
+            if anchor.is_some_and(|anchor| run_a[0].host != anchor) {
+                break;
             }
-            let Some((prefix_a, rel, _)) = split_common_suffix(&a.path, &b.path) else {
-                continue;
-            };
-            let prefix_b = &b.path[..b.path.len() - rel.len()];
-            links.insert(Link {
-                key: MirrorKey {
-                    host_a: a.host.clone(),
-                    prefix_a: prefix_a.into(),
-                    host_b: b.host.clone(),
-                    prefix_b: prefix_b.into(),
-                },
-                rel: rel.into(),
-                identical: a.exact == b.exact,
-            });
+            for run_b in &runs[i + 1..] {
+                for a in run_a.iter() {
+                    for b in run_b.iter() {
+                        made.compared += 1;
+                        link_places(a, b, &mut made.links);
+                    }
+                }
+            }
         }
     }
-    ClusterLinks {
-        links: links.into_iter().collect(),
-        star: anchor.is_some(),
-    }
+    made.links.sort_unstable();
+    made.links.dedup();
+    made
 }
 
 /// Shared and identical paths per key, from every cluster's links (in any order, with
@@ -611,6 +703,110 @@ mod tests {
         let all = cluster_links(&robots, 100);
         assert!(!all.star);
         assert_eq!(all.links.len(), 100 * 99 / 2);
+    }
+
+    /// Issue 39, case 8: a cluster of many pages on one host (a soft-404 page served at every
+    /// path, or one page captured again and again) compared every two of its pages, though
+    /// pages on one host never link: 100,000 of them cost 5 * 10^9 comparisons. The work is
+    /// now the links made, whatever the pages that make none.
+    #[test]
+    fn a_large_cluster_costs_the_links_it_makes_not_its_pages_squared() {
+        let mut pages: Vec<Page> = (0..10_000)
+            .map(|i| Page::new("one.example", &format!("/p{i}"), 7, 1))
+            .collect();
+        pages.extend((0..2_000).map(|_| Page::new("one.example", "/missing", 7, 1)));
+        for host in ["b.example", "c.example", "d.example"] {
+            pages.push(Page::new(host, "/p0", 7, 1));
+            pages.push(Page::new(host, "/x/missing", 7, 2));
+        }
+        let made = cluster_links(&pages, DEFAULT_MAX_CLUSTER_HOSTS);
+        let link = |ha: &str, pa: &str, hb: &str, pb: &str, rel: &str, identical| Link {
+            key: MirrorKey {
+                host_a: ha.into(),
+                prefix_a: pa.into(),
+                host_b: hb.into(),
+                prefix_b: pb.into(),
+            },
+            rel: rel.into(),
+            identical,
+        };
+        let mut want = Vec::new();
+        let hosts = ["b.example", "c.example", "d.example", "one.example"];
+        for (i, a) in hosts.iter().enumerate() {
+            for b in &hosts[i + 1..] {
+                want.push(link(a, "/", b, "/", "p0", true));
+                if *b == "one.example" {
+                    // 2,000 copies of /missing, all exact key 1: one link, not identical.
+                    want.push(link(a, "/x/", b, "/", "missing", false));
+                } else {
+                    want.push(link(a, "/", b, "/", "x/missing", true));
+                }
+            }
+        }
+        want.sort();
+        assert_eq!(made.links, want);
+        assert!(!made.star);
+        // Each pair of places compared makes a link: 12, not 72 million.
+        assert_eq!(made.compared, 12);
+    }
+
+    /// The links of every two pages of a cluster on different hosts, compared directly (the
+    /// star rule: only pairs whose smaller host is the cluster's smallest): the oracle of
+    /// [`cluster_links`], which compares only places that can link.
+    fn brute_cluster_links(pages: &[Page], max_hosts: usize) -> Vec<Link> {
+        let hosts: BTreeSet<&str> = pages.iter().map(|p| p.host.as_str()).collect();
+        let star = hosts.len() > max_hosts;
+        let mut links = BTreeSet::new();
+        for p in pages {
+            for q in pages {
+                if p.host >= q.host || (star && hosts.first() != Some(&p.host.as_str())) {
+                    continue;
+                }
+                if let Some((prefix_a, rel, _)) = split_common_suffix(&p.path, &q.path) {
+                    links.insert(Link {
+                        key: MirrorKey {
+                            host_a: p.host.clone(),
+                            prefix_a: prefix_a.into(),
+                            host_b: q.host.clone(),
+                            prefix_b: q.path[..q.path.len() - rel.len()].into(),
+                        },
+                        rel: rel.into(),
+                        identical: p.exact == q.exact,
+                    });
+                }
+            }
+        }
+        links.into_iter().collect()
+    }
+
+    /// Pages of one cluster, with repeats (captures of one URL, with the same or other
+    /// content), paths without a leading `/`, and few hosts so that places pair often.
+    fn cluster_strategy() -> impl Strategy<Value = Vec<Page>> {
+        let page = (
+            prop::sample::select(vec!["a.org", "b.org", "c.net", "d.com", "e.io"]),
+            prop::sample::select(vec!["/", "", "/x/", "x/"]),
+            prop::collection::vec(prop::sample::select(vec!["x", "y", "p.html", ""]), 0..3),
+            0u128..3,
+        )
+            .prop_map(|(host, lead, segs, exact)| {
+                Page::new(host, &format!("{lead}{}", segs.join("/")), 0, exact)
+            });
+        prop::collection::vec(page, 0..40)
+    }
+
+    proptest! {
+        #[test]
+        fn cluster_links_match_every_pair_compared(
+            pages in cluster_strategy(),
+            max_hosts in 1usize..6,
+        ) {
+            let made = cluster_links(&pages, max_hosts);
+            prop_assert_eq!(&made.links, &brute_cluster_links(&pages, max_hosts));
+            let hosts: BTreeSet<&str> = pages.iter().map(|p| p.host.as_str()).collect();
+            prop_assert_eq!(made.star, hosts.len() > max_hosts);
+            // Every comparison makes a link (one or two: identical and not).
+            prop_assert!(made.compared <= made.links.len() as u64);
+        }
     }
 
     /// `n` mirrors of www.apache.org under `/pub/apache/`, each holding the 12 pages of the
