@@ -617,7 +617,7 @@ fn a_damaged_index_is_refused_on_start_and_never_checkpointed() {
     let put = put_doc(&service, "w", pool[4]);
     let manifest = std::fs::read(dir.join(neardup_io::index::MANIFEST)).unwrap();
     overwrite(&docs, simhash_at, &[original[simhash_at as usize] ^ 1]);
-    let e = service.checkpoint().err().expect("refused").to_string();
+    let e = service.checkpoint().expect_err("refused").to_string();
     assert!(
         e.contains("gen-00000/docs.bin: damaged index: checksum"),
         "{e}"
