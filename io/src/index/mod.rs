@@ -348,7 +348,12 @@ impl Manifest {
         let mut number = None;
         let (mut files, mut documents, mut indexed) = (0u64, 0u64, 0u64);
         for (i, g) in self.generations.iter().enumerate() {
-            let entry = || format!("generation entry {i} (number {}, dir {:?})", g.number, g.dir);
+            let entry = || {
+                format!(
+                    "generation entry {i} (number {}, dir {:?})",
+                    g.number, g.dir
+                )
+            };
             if g.dir != generation_dir(g.number) {
                 return Err(corrupt(
                     path,
@@ -383,7 +388,12 @@ impl Manifest {
             if g.indexed > g.documents {
                 return Err(corrupt(
                     path,
-                    format!("{}: {} indexed of {} documents", entry(), g.indexed, g.documents),
+                    format!(
+                        "{}: {} indexed of {} documents",
+                        entry(),
+                        g.indexed,
+                        g.documents
+                    ),
                 ));
             }
             files = files.saturating_add(g.files);

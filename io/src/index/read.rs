@@ -19,8 +19,8 @@ use neardup_core::similarity::jaccard;
 use neardup_core::TableDesign;
 
 use super::{
-    band_file, corrupt, design_of, generation_file, table_file, FileSum, GenerationEntry,
-    Manifest, MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST,
+    band_file, corrupt, design_of, generation_file, table_file, FileSum, GenerationEntry, Manifest,
+    MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST,
     FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, HEADER_BYTES, KIND_BAND, KIND_CLUSTERS,
     KIND_DOCS, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST, SHINGLES_FILE,
     SIGNATURES_FILE,
@@ -267,7 +267,14 @@ impl Index {
                 let row = rows[m.position];
                 if (row as usize) < generation.count {
                     let hamming = m.hamming;
-                    found(m.query, Match { generation: g, row, hamming })
+                    found(
+                        m.query,
+                        Match {
+                            generation: g,
+                            row,
+                            hamming,
+                        },
+                    )
                 }
             });
         }
@@ -435,7 +442,10 @@ fn map_generation(
     // A simhash index's tables say their masks, a MinHash index's their bands.
     let (kind, extras): (u32, Vec<u64>) = match design {
         Some(design) => (KIND_TABLE, design.masks().to_vec()),
-        None => (KIND_BAND, (0..table_names(manifest, None).len() as u64).collect()),
+        None => (
+            KIND_BAND,
+            (0..table_names(manifest, None).len() as u64).collect(),
+        ),
     };
     let mut tables = Vec::with_capacity(extras.len());
     for (name, &extra) in table_names(manifest, design).iter().zip(&extras) {

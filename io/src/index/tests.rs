@@ -680,8 +680,11 @@ fn generation_dirs_leading_out_of_the_index_are_refused_and_never_removed() {
     std::fs::create_dir(path.join("gen-00001")).unwrap();
     for entry in std::fs::read_dir(&decoy).unwrap() {
         let from = entry.unwrap().path();
-        std::os::unix::fs::symlink(&from, path.join("gen-00001").join(from.file_name().unwrap()))
-            .unwrap();
+        std::os::unix::fs::symlink(
+            &from,
+            path.join("gen-00001").join(from.file_name().unwrap()),
+        )
+        .unwrap();
     }
     let e = error(Index::open(&path, Verify::Checksums));
     assert!(
@@ -734,9 +737,15 @@ fn a_generation_taken_out_of_the_manifest_is_refused_and_kept() {
     std::fs::write(path.join(MANIFEST), &original).unwrap();
     edit_manifest(&path, |m| m["documents"] = json!(manifest.documents + 1));
     let e = error(Index::open(&path, Verify::Sizes));
-    assert!(e.contains("the generations hold 180 documents, the manifest's total is 181"), "{e}");
+    assert!(
+        e.contains("the generations hold 180 documents, the manifest's total is 181"),
+        "{e}"
+    );
     std::fs::write(path.join(MANIFEST), &original).unwrap();
-    assert_eq!(Index::open(&path, Verify::Checksums).unwrap().generations(), 3);
+    assert_eq!(
+        Index::open(&path, Verify::Checksums).unwrap().generations(),
+        3
+    );
 }
 
 /// A compaction names the generations it replaced as retired: a writer that dies before
@@ -757,18 +766,27 @@ fn generations_a_compaction_replaced_are_removed_by_the_next_writer() {
     for g in ["gen-00000", "gen-00001"] {
         copy_dir(&kept.path().join(g), &path.join(g));
     }
-    assert_eq!(Index::open(&path, Verify::Checksums).unwrap().generations(), 1);
+    assert_eq!(
+        Index::open(&path, Verify::Checksums).unwrap().generations(),
+        1
+    );
     let mut writer = IndexWriter::open(&path).unwrap();
     assert!(!path.join("gen-00000").exists() && !path.join("gen-00001").exists());
     writer.add(batch(&mut SeededRng::new(9), 3, 5)).unwrap();
     // Once gone, they are no longer named.
     assert!(writer.manifest().retired.is_empty());
     drop(writer);
-    assert_eq!(Index::open(&path, Verify::Checksums).unwrap().generations(), 2);
+    assert_eq!(
+        Index::open(&path, Verify::Checksums).unwrap().generations(),
+        2
+    );
     // A retired name that is no generation of the index is refused.
     edit_manifest(&path, |m| m["retired"] = json!(["../decoy"]));
     let e = error(Index::open(&path, Verify::Sizes));
-    assert!(e.contains("retired \"../decoy\" is not a replaced generation"), "{e}");
+    assert!(
+        e.contains("retired \"../decoy\" is not a replaced generation"),
+        "{e}"
+    );
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
@@ -818,7 +836,10 @@ fn damaged_rows_are_refused_or_skipped_never_a_panic() {
     });
     let e = error(Index::open(&path, Verify::Checksums));
     assert!(
-        e.contains(&format!("table-000.bin: damaged index: entry {} names row", n - 1)),
+        e.contains(&format!(
+            "table-000.bin: damaged index: entry {} names row",
+            n - 1
+        )),
         "{e}"
     );
     assert!(e.contains("but the generation has 100 documents"), "{e}");
@@ -833,7 +854,10 @@ fn damaged_rows_are_refused_or_skipped_never_a_panic() {
     drop(index);
     std::fs::write(&table, &original).unwrap();
     let index = Index::open(&path, Verify::Sizes).unwrap();
-    assert!(index.verify().is_err(), "the forged checksum is not the file's");
+    assert!(
+        index.verify().is_err(),
+        "the forged checksum is not the file's"
+    );
     drop(index);
     edit_manifest(&path, |m| {
         for s in m["generations"][0]["checksums"].as_array_mut().unwrap() {
@@ -849,7 +873,11 @@ fn damaged_rows_are_refused_or_skipped_never_a_panic() {
     let simhash_at = (HEADER_BYTES + 8 * 100 + 5 * 8) as u64;
     let before = index.doc(0, 5).simhash;
     overwrite(&docs, simhash_at, &(before ^ 1).to_le_bytes());
-    assert_eq!(index.doc(0, 5).simhash, before ^ 1, "the map sees the change");
+    assert_eq!(
+        index.doc(0, 5).simhash,
+        before ^ 1,
+        "the map sees the change"
+    );
     let e = index.verify().err().unwrap().to_string();
     assert!(e.contains("docs.bin: damaged index: checksum"), "{e}");
     // Id ends that pass the id bytes are refused on open (a forged checksum again).
@@ -867,7 +895,10 @@ fn damaged_rows_are_refused_or_skipped_never_a_panic() {
         }
     });
     let e = error(Index::open(&path, Verify::Checksums));
-    assert!(e.contains("docs.bin: damaged index: document 0's id ends at byte 18446744073709551615"), "{e}");
+    assert!(
+        e.contains("docs.bin: damaged index: document 0's id ends at byte 18446744073709551615"),
+        "{e}"
+    );
     // Without checksums, its id is a placeholder, never a read outside the file.
     let index = Index::open(&path, Verify::Sizes).unwrap();
     let id = index.doc(0, 0).id;

@@ -46,12 +46,31 @@ impl Record {
         bincode::serialize(self).expect("a record serializes")
     }
 
-    /// Decodes the `n`-th record of the log at `path` (named in the error).
-    pub fn decode(bytes: &[u8], path: &Path, n: usize) -> Result<Record, ServiceError> {
-        bincode::deserialize(bytes).map_err(|e| ServiceError::BadRecord {
-            path: path.to_path_buf(),
-            record: n,
-            reason: e.to_string(),
+    /// Decodes a record: all of `bytes`, as [`Record::encode`] wrote it. The error says what
+    /// is wrong in words (the caller names the log, the record and its offset).
+    pub fn decode(bytes: &[u8]) -> Result<Record, String> {
+        use bincode::Options;
+        let options = bincode::DefaultOptions::new()
+            .with_fixint_encoding()
+            .reject_trailing_bytes();
+        options.deserialize(bytes).map_err(|e| match *e {
+            bincode::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                format!(
+                    "a length inside it (of an id, url or time) runs past its {} bytes",
+                    bytes.len()
+                )
+            }
+            bincode::ErrorKind::InvalidUtf8Encoding(_) => {
+                "an id, url or time that is not UTF-8".to_string()
+            }
+            bincode::ErrorKind::InvalidTagEncoding(tag) => {
+                format!("tag {tag} where a put (0) or a delete (1), or a url or time absent (0) or present (1), belongs")
+            }
+            bincode::ErrorKind::InvalidBoolEncoding(b) => format!("{b} where a flag is 0 or 1"),
+            bincode::ErrorKind::Custom(m) if m.contains("bytes remaining") => {
+                format!("bytes after its end (its fields end before its {} bytes)", bytes.len())
+            }
+            other => other.to_string(),
         })
     }
 }

@@ -65,10 +65,14 @@ pub enum ServiceError {
     Io(#[from] neardup_io::IoError),
     #[error(transparent)]
     Wal(#[from] WalError),
-    #[error("{}: record {record} cannot be read: {reason}", path.display())]
+    #[error(
+        "{}: record {record} (at byte {offset}) cannot be replayed: {reason}; restore the file, or move it away to start from the last checkpoint without the writes from there on",
+        path.display()
+    )]
     BadRecord {
         path: PathBuf,
         record: usize,
+        offset: u64,
         reason: String,
     },
     #[error("{}: {reason}", path.display())]
@@ -425,6 +429,9 @@ struct Writer {
     last_checkpoint: Instant,
     /// Set after a failed log write: writes are refused from then on.
     failed: Option<String>,
+    /// Whether the documents present differ from the index's (writes since the last
+    /// checkpoint, or clusters the index does not hold): else a checkpoint writes nothing.
+    unsaved: bool,
 }
 
 impl Writer {
@@ -434,7 +441,9 @@ impl Writer {
         if index.manifest().minhash.is_some() {
             return Err(ServiceError::MinHashIndex { path: dir });
         }
-        let base = Index::open(&dir, Verify::Sizes)?;
+        // Every byte checked once: a damaged index would answer wrongly, and be carried
+        // into the next checkpoint with valid checksums.
+        let base = Index::open(&dir, Verify::Checksums)?;
         let digests = log::read_digests(&dir)?;
         let mut store = Store::new(base, &digests);
         drop(digests);
@@ -474,39 +483,15 @@ impl Writer {
         };
         let file = manifest.files;
         let mut live = LiveClusters::new();
-        // The index's documents and the edges between them.
         let k = store.k();
-        let base = store.base();
-        for view in base.docs() {
-            if !view.empty {
-                live.add_document(view.doc_id);
-            }
-        }
-        for view in base.docs() {
-            if !view.empty {
-                base.query(view.simhash, k, |m| {
-                    let other = base.doc(m.generation, m.row).doc_id;
-                    if other > view.doc_id {
-                        live.add_edge(view.doc_id, other);
-                    }
-                });
-            }
-        }
-        let changes = live.commit();
-        store.relabel(&changes);
-        // Then the log.
-        let mut next_doc = file << FILE_SHIFT;
-        for (n, chunk) in records.chunks(REPLAY_BATCH).enumerate() {
-            for (i, bytes) in chunk.iter().enumerate() {
-                let record = Record::decode(bytes, &log_path, n * REPLAY_BATCH + i + 1)?;
-                if let Record::Put { doc, .. } = &record {
-                    next_doc = next_doc.max(doc + 1);
-                }
-                apply(&mut store, &mut live, record);
-            }
-            let changes = live.commit();
-            store.relabel(&changes);
-        }
+        cluster_base(&mut store, &mut live);
+        // Whether the index holds other clusters than those of its documents' edges (a run
+        // and the service may link differently): then a checkpoint has something to write.
+        let reclustered = store
+            .base()
+            .docs()
+            .any(|v| v.cluster_id != store.cluster(v.doc_id).0.map(|c| c as i64));
+        let next_doc = replay(&mut store, &mut live, &records, &log_path, file)?;
         let stats = Stats {
             k,
             scheme: manifest.scheme.clone(),
@@ -533,6 +518,7 @@ impl Writer {
             interval: config.checkpoint_interval,
             last_checkpoint: Instant::now(),
             failed: None,
+            unsaved: reclustered || !records.is_empty(),
         };
         Ok((writer, store, stats))
     }
@@ -565,7 +551,7 @@ impl Writer {
                     }
                     self.write_batch(batch);
                 }
-                Job::Checkpoint(reply) => reply(self.checkpoint(true)),
+                Job::Checkpoint(reply) => reply(self.checkpoint()),
                 Job::Stop(done) => {
                     let _ = done.send(self.wal.sync().map_err(ServiceError::from));
                     return;
@@ -595,7 +581,7 @@ impl Writer {
     }
 
     fn timed_checkpoint(&mut self) {
-        if let Err(e) = self.checkpoint(false) {
+        if let Err(e) = self.checkpoint() {
             eprintln!("neardup serve: checkpoint failed: {e}");
         }
         self.last_checkpoint = Instant::now();
@@ -651,6 +637,7 @@ impl Writer {
         let logged = if encoded.is_empty() {
             Ok(())
         } else {
+            self.unsaved = true;
             self.wal.append(&encoded).and_then(|()| self.wal.sync())
         };
         if let Err(e) = logged {
@@ -700,16 +687,19 @@ impl Writer {
         }
     }
 
-    /// Writes the documents present as a new index generation, then starts a new log. A
-    /// timed checkpoint (`force` false) is skipped when nothing was written since the last.
+    /// Writes the documents present as a new index generation, then starts a new log;
+    /// nothing when they are the index's already (no write since the last checkpoint).
+    /// What it carries over from the index is checked against the index's checksums first
+    /// ([`Index::verify`]): a file changed under the service is refused, never rewritten
+    /// with new checksums.
     ///
     /// The new log is made first, beside the old one (`serve.wal.next`, stamped with the
     /// generation after the checkpoint's), then the generation is committed, then the new
     /// log is renamed over the old. A restart that finds `serve.wal.next` knows from its
     /// stamp whether the generation was committed (see [`Writer::open`]).
-    fn checkpoint(&mut self, force: bool) -> Result<CheckpointInfo, ServiceError> {
+    fn checkpoint(&mut self) -> Result<CheckpointInfo, ServiceError> {
         let started = Instant::now();
-        if self.wal.records() == 0 && !force {
+        if !self.unsaved {
             return Ok(CheckpointInfo {
                 generation: None,
                 documents: self.store.read().expect("store lock").documents(),
@@ -718,6 +708,7 @@ impl Writer {
         }
         let (docs, documents) = {
             let store = self.store.read().expect("store lock");
+            store.base().verify()?;
             log::write_digests(&self.dir, store.known_digests())?;
             (store.entries(SERVE_SOURCE), store.documents())
         };
@@ -744,6 +735,7 @@ impl Writer {
         self.file = self.index.manifest().files;
         self.next_doc = self.file << FILE_SHIFT;
         self.last_checkpoint = Instant::now();
+        self.unsaved = false;
         let mut stats = self.stats.lock().expect("stats lock");
         stats.generation = generation;
         stats.checkpoints += 1;
@@ -755,6 +747,77 @@ impl Writer {
             millis: started.elapsed().as_millis() as u64,
         })
     }
+}
+
+/// Adds the index's documents and the edges between them to `live`, and labels the
+/// store's documents with the clusters they make.
+fn cluster_base(store: &mut Store, live: &mut LiveClusters) {
+    let k = store.k();
+    let base = store.base();
+    for view in base.docs() {
+        if !view.empty {
+            live.add_document(view.doc_id);
+        }
+    }
+    for view in base.docs() {
+        if !view.empty {
+            base.query(view.simhash, k, |m| {
+                let other = base.doc(m.generation, m.row).doc_id;
+                if other > view.doc_id {
+                    live.add_edge(view.doc_id, other);
+                }
+            });
+        }
+    }
+    let changes = live.commit();
+    store.relabel(&changes);
+}
+
+/// Replays the log's `records` over the store and the clusters; returns the next document
+/// number. Each record is checked as well as decoded: a put's number must be of this log's
+/// file and above every earlier one (the writer numbers puts in write order), so that a
+/// record that passes its CRC but was not written so (forged or damaged) is refused, naming
+/// the log, the record and its byte offset, instead of giving two documents one number.
+fn replay(
+    store: &mut Store,
+    live: &mut LiveClusters,
+    records: &[Vec<u8>],
+    log_path: &Path,
+    file: u64,
+) -> Result<u64, ServiceError> {
+    let first = file << FILE_SHIFT;
+    let mut next_doc = first;
+    let mut offset = neardup_io::wal::WAL_HEADER_BYTES;
+    for (n, chunk) in records.chunks(REPLAY_BATCH).enumerate() {
+        for (i, bytes) in chunk.iter().enumerate() {
+            let number = n * REPLAY_BATCH + i + 1;
+            let bad = |reason: String| ServiceError::BadRecord {
+                path: log_path.to_path_buf(),
+                record: number,
+                offset,
+                reason,
+            };
+            let record = Record::decode(bytes).map_err(bad)?;
+            if let Record::Put { doc, .. } = &record {
+                if *doc >> FILE_SHIFT != file {
+                    return Err(bad(format!(
+                        "doc number {doc} is not of this log's file {file} (numbers from {first})"
+                    )));
+                }
+                if *doc < next_doc {
+                    return Err(bad(format!(
+                        "doc number {doc} was given before (the log's next is {next_doc})"
+                    )));
+                }
+                next_doc = doc + 1;
+            }
+            apply(store, live, record);
+            offset += neardup_io::wal::RECORD_HEADER_BYTES + bytes.len() as u64;
+        }
+        let changes = live.commit();
+        store.relabel(&changes);
+    }
+    Ok(next_doc)
 }
 
 /// Applies one logged write to the store and the clusters (not yet committed), returning

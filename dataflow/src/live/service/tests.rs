@@ -544,3 +544,199 @@ fn a_log_left_by_a_crash_during_a_checkpoint_is_not_replayed_twice() {
     );
     assert!(err.to_string().contains("serve.wal"), "{err}");
 }
+
+fn put_doc(service: &Service, id: &str, content: Content) -> PutAnswer {
+    let answer = service
+        .write(Write::Put(NewDoc {
+            id: id.into(),
+            simhash: content.simhash,
+            digest: content.digest,
+            empty: content.empty,
+            url: None,
+            time: None,
+        }))
+        .unwrap();
+    match answer {
+        Answer::Put(put) => put,
+        other => panic!("a put answered {other:?}"),
+    }
+}
+
+fn open_error(dir: &Path) -> String {
+    match Service::open(Config {
+        index: dir.to_path_buf(),
+        checkpoint_interval: None,
+    }) {
+        Ok(_) => panic!("the service opened"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Writes `bytes` at `offset` of the file at `path` in place (the same inode: a map of it
+/// sees the change), keeping its size.
+fn overwrite(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(bytes).unwrap();
+}
+
+/// Issue 39, case 3: the service verifies the index's checksums on start (a flipped byte
+/// of `docs.bin` would answer a wrong fingerprint; a flipped last byte of a table would
+/// send a row past the documents), and a checkpoint verifies what it carries over, so that
+/// a file changed under the running service is refused, not rewritten with new checksums.
+#[test]
+fn a_damaged_index_is_refused_on_start_and_never_checkpointed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let pool = pool();
+    make_base(&dir, &pool);
+    let generation = dir.join("gen-00000");
+    let docs = generation.join("docs.bin");
+    // Row 2's simhash: after the 64-byte header and the 5 doc numbers.
+    let simhash_at = 64 + 8 * 5 + 2 * 8;
+    let original = std::fs::read(&docs).unwrap();
+    overwrite(&docs, simhash_at, &[original[simhash_at as usize] ^ 1]);
+    let e = open_error(&dir);
+    assert!(
+        e.contains("gen-00000/docs.bin: damaged index: checksum"),
+        "{e}"
+    );
+    std::fs::write(&docs, &original).unwrap();
+    let table = generation.join("table-000.bin");
+    let table_bytes = std::fs::read(&table).unwrap();
+    let last = table_bytes.len() as u64 - 1;
+    overwrite(&table, last, &[table_bytes[last as usize] ^ 0x80]);
+    let e = open_error(&dir);
+    assert!(e.contains("gen-00000/table-000.bin: damaged index"), "{e}");
+    std::fs::write(&table, &table_bytes).unwrap();
+
+    // Changed while the service runs: the checkpoint refuses, the index stays as it was,
+    // and the log keeps the write.
+    let service = open(&dir);
+    let put = put_doc(&service, "w", pool[4]);
+    let manifest = std::fs::read(dir.join(neardup_io::index::MANIFEST)).unwrap();
+    overwrite(&docs, simhash_at, &[original[simhash_at as usize] ^ 1]);
+    let e = service.checkpoint().expect_err("refused").to_string();
+    assert!(
+        e.contains("gen-00000/docs.bin: damaged index: checksum"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join(neardup_io::index::MANIFEST)).unwrap(),
+        manifest
+    );
+    drop(service);
+    std::fs::write(&docs, &original).unwrap();
+    let service = open(&dir);
+    assert_eq!(service.get("w").unwrap().doc_id, put.doc_id);
+    assert_eq!(service.stats().replayed_records, 1);
+    service.checkpoint().unwrap();
+    drop(service);
+    Index::open(&dir, Verify::Checksums).unwrap();
+}
+
+/// Issue 39: a checkpoint with nothing to write (no write since the last one) writes no
+/// generation and answers `null`, as docs/serve.md says.
+#[test]
+fn a_checkpoint_with_nothing_to_write_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let pool = pool();
+    make_base(&dir, &pool);
+    let manifest = || std::fs::read(dir.join(neardup_io::index::MANIFEST)).unwrap();
+    let service = open(&dir);
+    // The base's near copies b0 and b1 are clustered by the service, not in the index:
+    // the first checkpoint has their cluster to write.
+    assert!(service.checkpoint().unwrap().generation.is_some());
+    let after = manifest();
+    let again = service.checkpoint().unwrap();
+    assert_eq!(again.generation, None);
+    assert_eq!(again.documents, 5);
+    assert_eq!(manifest(), after);
+    // A delete of nothing is no write either.
+    service.write(Write::Delete("nobody".into())).unwrap();
+    assert_eq!(service.checkpoint().unwrap().generation, None);
+    put_doc(&service, "w", pool[9]);
+    assert!(service.checkpoint().unwrap().generation.is_some());
+    let after = manifest();
+    drop(service);
+    let service = open(&dir);
+    assert_eq!(service.checkpoint().unwrap().generation, None);
+    assert_eq!(manifest(), after);
+}
+
+/// The log of the service at `dir` with `record` appended as a record with a good CRC;
+/// returns the byte offset it is at.
+fn append_forged(dir: &Path, record: &[u8]) -> u64 {
+    let (mut wal, _) = Wal::open(&dir.join(LOG_FILE)).unwrap();
+    let offset = wal.bytes();
+    wal.append(&[record]).unwrap();
+    wal.sync().unwrap();
+    offset
+}
+
+/// Issue 39: a log record that passes its CRC but was not written so (forged, or damaged
+/// before its CRC was made) is refused on replay, naming the log, the record and its
+/// byte offset: a put repeating a document number, a put of another log's file, an id
+/// whose length runs past the record.
+#[test]
+fn forged_log_records_are_refused_naming_their_offset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let pool = pool();
+    make_base(&dir, &pool);
+    let service = open(&dir);
+    let first = put_doc(&service, "x", pool[3]);
+    put_doc(&service, "y", pool[8]);
+    drop(service);
+    let log = std::fs::read(dir.join(LOG_FILE)).unwrap();
+    let forged = |doc: u64, id: &str| {
+        Record::Put {
+            doc,
+            id: id.into(),
+            simhash: pool[5].simhash,
+            digest: pool[5].digest,
+            empty: false,
+            url: None,
+            time: None,
+        }
+        .encode()
+    };
+    let refused = |record: Vec<u8>, reason: &str| {
+        std::fs::write(dir.join(LOG_FILE), &log).unwrap();
+        let offset = append_forged(&dir, &record);
+        let e = open_error(&dir);
+        let at = format!("serve.wal: record 3 (at byte {offset}) cannot be replayed: {reason}");
+        assert!(e.contains(&at), "{e}\nexpected {at}");
+        assert!(e.contains("restore the file, or move it away"), "{e}");
+    };
+    refused(
+        forged(first.doc_id, "z"),
+        &format!(
+            "doc number {} was given before (the log's next is {})",
+            first.doc_id,
+            first.doc_id + 2
+        ),
+    );
+    refused(
+        forged(3, "z"),
+        "doc number 3 is not of this log's file 1 (numbers from 1099511627776)",
+    );
+    // The id's length (after the kind, 4 bytes, and the doc number, 8) made too large.
+    let mut long_id = forged(first.doc_id + 2, "z");
+    long_id[12..20].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let n = long_id.len();
+    refused(
+        long_id,
+        &format!("a length inside it (of an id, url or time) runs past its {n} bytes"),
+    );
+    let mut trailing = forged(first.doc_id + 2, "z");
+    trailing.push(0);
+    refused(trailing, "bytes after its end");
+    // The same record written as the writer would have numbered it is replayed.
+    std::fs::write(dir.join(LOG_FILE), &log).unwrap();
+    append_forged(&dir, &forged(first.doc_id + 2, "z"));
+    let service = open(&dir);
+    assert_eq!(service.get("z").unwrap().doc_id, first.doc_id + 2);
+}
