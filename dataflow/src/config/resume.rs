@@ -16,7 +16,8 @@
 //!
 //! A run that succeeds removes `_resume/`. `--resume` ([`examine`]) then finds one of:
 //!
-//! - nothing (no directory, or an empty one): the run starts from the beginning;
+//! - nothing (no directory, an empty one, or one holding only the cut marker of a run killed
+//!   while writing it): the run starts from the beginning;
 //! - a complete run (`_SUCCESS`): refused, there is nothing to resume;
 //! - a failed run without a job record (another version, or something else): refused;
 //! - a failed run of another job: refused, naming each difference as `k (4 vs 3)` (this
@@ -172,7 +173,8 @@ pub fn examine(config: &JobConfig) -> Result<Examined, ConfigError> {
             .collect(),
         Err(_) => return Ok(Examined::Nothing),
     };
-    if entries.is_empty() {
+    // Empty, or what a run killed while writing its marker left.
+    if entries.is_empty() || neardup_io::run_dir::only_cut_markers(dir).is_ok_and(|c| c.is_some()) {
         return Ok(Examined::Nothing);
     }
     if entries.iter().any(|n| n == SUCCESS) {
