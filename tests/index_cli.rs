@@ -1098,3 +1098,153 @@ fn pairs_with_indexed_documents_of_the_same_content_are_exact() {
     }
     assert!(exact >= 5 && near >= 5, "exact {exact}, near {near}");
 }
+
+/// The test hook that kills a run (SIGKILL) when it reaches a phase
+/// (`neardup_dataflow::stages::fingerprint::resume::KILL_AT`): `index`, its index
+/// generation committed; `success`, its `_SUCCESS` written.
+const KILL_AT: &str = "NEARDUP_TEST_KILL_AT";
+
+/// `neardup run ARGS --output OUT INPUTS` killed by the hook at `phase`.
+fn killed_at(phase: &str, out: &Path, args: &[&str], inputs: &[&Path]) {
+    use std::os::unix::process::ExitStatusExt;
+    let output = neardup()
+        .arg("run")
+        .args(args)
+        .args(["--output", s(out)])
+        .args(inputs.iter().map(|p| s(p)))
+        .env(KILL_AT, phase)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.signal(),
+        Some(9),
+        "the hook kills the run at {phase} ({:?}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Two batches, `a` then `b`, and a clean index of them (`--index`, then `--against
+/// --update-index`) with the second run's output: the oracle of the tests below.
+fn two_batches(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let a = write(&dir.join("a.jsonl"), &jsonl(&corpus(61, 60, "a")));
+    let b = write(&dir.join("b.jsonl"), &jsonl(&corpus(62, 60, "b")));
+    let clean = dir.join("clean-index");
+    run_ok(&dir.join("clean-a"), &["--index", s(&clean)], &[&a]);
+    let against = ["--against", s(&clean), "--update-index"];
+    run_ok(&dir.join("clean-b"), &against, &[&b]);
+    assert_eq!(index_files(&clean).as_array().unwrap().len(), 2);
+    (a, b, clean)
+}
+
+#[test]
+fn a_run_killed_once_its_success_is_written_has_its_index_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, clean) = two_batches(dir.path());
+    let index = dir.path().join("index");
+    let (out_a, out_b) = (dir.path().join("out-a"), dir.path().join("out-b"));
+    killed_at("success", &out_a, &["--index", s(&index)], &[&a]);
+    assert!(out_a.join("_SUCCESS").is_file());
+    let against = ["--against", s(&index), "--update-index"];
+    killed_at("success", &out_b, &against, &[&b]);
+    assert!(out_b.join("_SUCCESS").is_file());
+    // A run with _SUCCESS has its generation: the index is the clean one.
+    assert_eq!(index_files(&index), index_files(&clean));
+    assert_eq!(
+        against_pairs(&out_b),
+        against_pairs(&dir.path().join("clean-b"))
+    );
+}
+
+#[test]
+fn a_run_killed_once_its_index_generation_is_committed_completes_without_adding_it_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, clean) = two_batches(dir.path());
+    let clean_b = dir.path().join("clean-b");
+    let index = dir.path().join("index");
+    let (out_a, out_b) = (dir.path().join("out-a"), dir.path().join("out-b"));
+    // --index: killed before _SUCCESS, the index written; resumed, it is not written again.
+    killed_at("index", &out_a, &["--index", s(&index)], &[&a]);
+    assert!(!out_a.join("_SUCCESS").exists());
+    assert_eq!(index_files(&index).as_array().unwrap().len(), 1);
+    let output = run_ok(&out_a, &["--index", s(&index), "--resume"], &[&a]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("already holds this batch"), "{stderr}");
+    assert_eq!(index_files(&index).as_array().unwrap().len(), 1);
+    // --against --update-index: the same; the batch is compared with the index as it was
+    // before its generation, so the against-* files are those of the clean run.
+    let against = ["--against", s(&index), "--update-index"];
+    killed_at("index", &out_b, &against, &[&b]);
+    assert!(!out_b.join("_SUCCESS").exists());
+    assert_eq!(index_files(&index).as_array().unwrap().len(), 2);
+    let resume = ["--against", s(&index), "--update-index", "--resume"];
+    let output = run_ok(&out_b, &resume, &[&b]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("already holds this batch") && !stderr.contains("added to the index"),
+        "{stderr}"
+    );
+    assert_eq!(index_files(&index), index_files(&clean));
+    assert_eq!(against_pairs(&out_b), against_pairs(&clean_b));
+    assert_eq!(against_clusters(&out_b), against_clusters(&clean_b));
+    // Run again from the start, into another directory: still not added twice.
+    let again = dir.path().join("again-b");
+    run_ok(&again, &against, &[&b]);
+    assert_eq!(index_files(&index), index_files(&clean));
+    assert_eq!(against_pairs(&again), against_pairs(&clean_b));
+}
+
+/// A small tmpfs mounted at a directory for as long as it lives (root only).
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", s(at)])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        status.success().then(|| Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn an_index_that_cannot_be_written_fails_the_run_which_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(&dir.path().join("a.jsonl"), &jsonl(&corpus(63, 300, "a")));
+    let index = dir.path().join("index");
+    // The index on a full disk: room for its lock, not for a generation.
+    let Some(full) = Tmpfs::mount(&index, "64k") else {
+        eprintln!("skipped: cannot mount a tmpfs (needs root) to fill a disk");
+        return;
+    };
+    let out = dir.path().join("out");
+    let mut cmd = neardup();
+    cmd.args(["run", "--index", s(&index), "--output", s(&out), s(&a)]);
+    let stderr = assert_fails(&mut cmd, &out, &["--index", "No space left on device"]);
+    assert!(stderr.contains(s(&index)), "{stderr}");
+    let errors = summary(&out)["errors"].clone();
+    assert!(
+        errors.to_string().contains("No space left on device"),
+        "{errors}"
+    );
+    assert!(!index.join("manifest.json").exists());
+    // Room again: the failed run resumes, and the index gets its generation.
+    drop(full);
+    let output = run_ok(&out, &["--index", s(&index), "--resume"], &[&a]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("reusing the fingerprints"), "{stderr}");
+    let generations = index_files(&index);
+    assert_eq!(generations.as_array().unwrap().len(), 1);
+    assert_eq!(
+        generations[0]["documents"],
+        summary(&out)["counts"]["documents"]
+    );
+}

@@ -175,6 +175,47 @@ fn a_refused_dedup_directory_leaves_the_output_untouched() {
     assert_eq!((snapshot(&out), snapshot(&dedup)), before);
 }
 
+/// What a run killed while writing its `.neardup` marker leaves (issue 39): the lock file
+/// of the dead run and the marker's hidden temporary file, cut short. It holds nothing of
+/// anyone's, so a run into it, with `--overwrite` or `--resume`, takes it like an empty
+/// directory (and removes the cut marker).
+#[test]
+fn a_directory_holding_only_a_cut_marker_is_taken_as_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = corpus(&dir.path().join("corpus.jsonl"), 200, 9);
+    for (i, flag) in [None, Some("--overwrite"), Some("--resume")]
+        .iter()
+        .enumerate()
+    {
+        let out = dir.path().join(format!("out-{i}"));
+        write(&out.join(".neardup.lock"), b"");
+        write(&out.join("..neardup.4242.tmp"), b"neard");
+        let mut cmd = neardup();
+        cmd.args(["run", "--output", s(&out), s(&input)]);
+        cmd.args(flag.iter());
+        let output = cmd.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{flag:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_consistent(&out);
+        assert!(!out.join("..neardup.4242.tmp").exists());
+        assert_eq!(
+            std::fs::read_to_string(out.join(".neardup")).unwrap(),
+            "neardup output\n"
+        );
+    }
+    // Anything else beside it is still refused, and kept.
+    let out = dir.path().join("mine");
+    write(&out.join("..neardup.4242.tmp"), b"neard");
+    write(&out.join("notes.txt"), b"precious");
+    let mut cmd = neardup();
+    cmd.args(["run", "--overwrite", "--output", s(&out), s(&input)]);
+    assert_refused(&mut cmd, &["it is not a neardup output", "notes.txt"]);
+    assert_eq!(std::fs::read(out.join("notes.txt")).unwrap(), b"precious");
+}
+
 /// Starts a run over a corpus that keeps it busy for seconds, waits until its workers run,
 /// sends `signal`, and checks the end: the exit code, the message, no temporary or spill
 /// files, no `_SUCCESS`, `summary.json` saying why, and the lock released (a new run into

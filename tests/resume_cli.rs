@@ -281,3 +281,62 @@ fn verification_is_not_resumed() {
     );
     assert!(!out.exists(), "refused before anything is written");
 }
+
+/// The resume parts verify themselves (issue 39, case 4): one flipped byte anywhere in a
+/// part (its header, its first entries, its middle, its end), a part copied over another,
+/// or a part of a run of another job is refused, naming the file, with no
+/// `_SUCCESS` (never an abort, never a result with documents that exist nowhere); the
+/// parts put back, the run resumes to the clean result.
+#[test]
+fn damaged_or_misplaced_resume_parts_are_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = inputs(dir.path());
+    let input_refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let clean = dir.path().join("clean");
+    run_ok(&clean, &["-w", "2"], &input_refs);
+    let (out, other) = (dir.path().join("out"), dir.path().join("other"));
+    killed_run(&out, &["-w", "2"], &inputs, 2);
+    // A run of another job (one input less).
+    killed_run(&other, &["-w", "2"], &inputs[1..], 2);
+    let part = |dir: &Path, n: usize| dir.join(format!("_resume/part-{n:05}.bin"));
+    let originals = [
+        std::fs::read(part(&out, 0)).unwrap(),
+        std::fs::read(part(&out, 1)).unwrap(),
+    ];
+    let resume = || {
+        let mut cmd = neardup();
+        cmd.arg("run")
+            .args(["-w", "2", "--resume", "--output", s(&out)]);
+        cmd.args(inputs.iter().map(|p| s(p)));
+        cmd
+    };
+    let len = originals[0].len();
+    for at in [12, 60, len / 3, len / 2, len - 2] {
+        let mut bytes = originals[0].clone();
+        bytes[at] ^= 0x10;
+        std::fs::write(part(&out, 0), &bytes).unwrap();
+        let name = format!("{}", part(&out, 0).display());
+        let stderr = common::assert_fails(&mut resume(), &out, &[&name, "damaged"]);
+        assert!(stderr.contains("--overwrite"), "byte {at}: {stderr}");
+        std::fs::write(part(&out, 0), &originals[0]).unwrap();
+    }
+    // Part 0 copied over part 1.
+    std::fs::write(part(&out, 1), &originals[0]).unwrap();
+    let name = format!("{}", part(&out, 1).display());
+    common::assert_fails(
+        &mut resume(),
+        &out,
+        &[&name, "holds part 0 of 2, not part 1 of 2"],
+    );
+    // Part 1 of a run of another job.
+    std::fs::copy(part(&other, 1), part(&out, 1)).unwrap();
+    common::assert_fails(
+        &mut resume(),
+        &out,
+        &[&name, "belongs to a run of another job"],
+    );
+    // The parts put back: the run resumes to the clean result.
+    std::fs::write(part(&out, 1), &originals[1]).unwrap();
+    run_ok(&out, &["-w", "2", "--resume"], &input_refs);
+    assert_same_result(&clean, &out);
+}

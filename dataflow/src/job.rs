@@ -682,6 +682,7 @@ fn finalize(mut report: WorkerReport, shared: &Shared) -> JobSummary {
     if let Err(e) = output::commit(&config.output, &mut summary) {
         summary.errors.push(e.to_string());
     }
+    crate::stages::fingerprint::resume::kill_at("success");
     if config.output.join(neardup_io::run_dir::SUCCESS).is_file() {
         // Complete: nothing left to resume.
         if let Err(e) = neardup_io::run_dir::remove_resume(&config.output) {

@@ -249,11 +249,13 @@ pub fn prepare_all(targets: &[Target], overwrite: bool) -> Result<Prepared, IoEr
         .collect::<Result<Vec<_>, _>>()?;
     for (target, doomed) in targets.iter().zip(doomed) {
         clear(target.dir, &doomed)?;
+        // The marker before anything else: a run killed before it is written leaves nothing
+        // but the lock and the marker's temporary file (see `only_cut_markers`).
+        write_atomically(&target.dir.join(MARKER), MARKER_TEXT.as_bytes())?;
         for &table in target.tables {
             let sub = target.dir.join(table.dir_name());
             std::fs::create_dir_all(&sub).map_err(prepare_err("cannot create", &sub))?;
         }
-        write_atomically(&target.dir.join(MARKER), MARKER_TEXT.as_bytes())?;
     }
     Ok(prepared)
 }
@@ -284,11 +286,9 @@ fn check(target: &Target, overwrite: bool, probe_lock: bool) -> Result<Vec<PathB
     if let Some(err) = locked() {
         return Err(err);
     }
-    let non_empty = std::fs::read_dir(dir)
-        .map_err(prepare_err("cannot read", dir))?
-        .any(|e| e.map_or(true, |e| e.file_name() != LOCK));
-    if !non_empty {
-        return Ok(Vec::new());
+    if let Some(cut) = only_cut_markers(dir)? {
+        // Empty, but for what a run killed while writing its marker left: those go.
+        return Ok(cut);
     }
     let refusal = if !overwrite {
         Err(IoError::NotEmpty {
@@ -300,6 +300,27 @@ fn check(target: &Target, overwrite: bool, probe_lock: bool) -> Result<Vec<PathB
     // Another run may have taken the directory since the lock was looked at: say so rather
     // than describe what it is writing.
     refusal.map_err(|err| locked().unwrap_or(err))
+}
+
+/// Whether `dir` holds nothing but the lock and hidden temporary files of the marker (what a
+/// run killed while it wrote its marker leaves): then it is taken as empty, and the
+/// temporary files are returned (for [`clear`] to remove); `None` when it holds anything
+/// else.
+pub fn only_cut_markers(dir: &Path) -> Result<Option<Vec<PathBuf>>, IoError> {
+    let mut cut = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(prepare_err("cannot read", dir))? {
+        let entry = entry.map_err(prepare_err("cannot read", dir))?;
+        let name = entry.file_name();
+        if name == LOCK {
+            continue;
+        }
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if !(is_file && temporary_of(&name.to_string_lossy()) == Some(MARKER)) {
+            return Ok(None);
+        }
+        cut.push(entry.path());
+    }
+    Ok(Some(cut))
 }
 
 /// Step 3 of [`prepare_all`]: removes `doomed` (neardup's own entries of `dir`), `_SUCCESS`

@@ -124,6 +124,29 @@ pub fn create(dir: &Path, config: &JobConfig, shingles: bool) -> Result<IndexWri
     )?)
 }
 
+/// [`create`], unless `dir` is an index holding just `batch` and the output directory is an
+/// unfinished run of this job with every fingerprint committed: its run was stopped after
+/// writing the index and before its `_SUCCESS`, and the index is left as it is (`None`), so
+/// that the run, resumed or run again there, does not write it twice. An index anywhere else
+/// is refused as [`create`] refuses it.
+pub fn create_unless_holding(
+    dir: &Path,
+    config: &JobConfig,
+    shingles: bool,
+    batch: &str,
+) -> Result<Option<IndexWriter>> {
+    use neardup_dataflow::config::resume::{examine, Examined};
+    if let Ok(manifest) = Manifest::load(dir) {
+        let holding =
+            matches!(&manifest.generations[..], [only] if only.batch.as_deref() == Some(batch));
+        if holding && matches!(examine(config), Ok(Examined::Fingerprints { .. })) {
+            check_indexable(config, shingles)?;
+            return Ok(None);
+        }
+    }
+    create(dir, config, shingles).map(Some)
+}
+
 /// Creates the index at `dir` for `neardup search` over fingerprint tables: the scheme
 /// their metadata names (`unknown` for tables without it: such an index answers
 /// fingerprint queries only).
@@ -159,17 +182,24 @@ pub fn add_run(writer: &mut IndexWriter, run: &Path, tables: Option<&[PathBuf]>)
         Some(tables) => neardup_io::index::run::read_documents(run, tables)?,
         None => read_run_documents(run)?,
     };
-    add_documents(writer, run, read, None)
+    add_documents(writer, run, read, None, None)
 }
 
 /// The documents of the run at `run`, whose parts are committed and whose `_SUCCESS` is not
 /// written yet (a [`neardup_dataflow::config::BeforeCommit`] step), with what only its
 /// resume parts hold: each document's content digest and keep rank, and for a MinHash
-/// index (`minhash`) its signature and, where the index keeps them, its shingle set.
-pub fn batch_documents(run: &Path, minhash: Option<&MinHashParams>) -> Result<RunDocuments> {
+/// index (`minhash`) its signature and, where the index keeps them, its shingle set. The
+/// resume parts must be those of the job `job`
+/// ([`neardup_dataflow::config::resume::record_id`]).
+pub fn batch_documents(
+    run: &Path,
+    minhash: Option<&MinHashParams>,
+    job: u128,
+) -> Result<RunDocuments> {
     use neardup_dataflow::stages::fingerprint::resume;
     let mut read = neardup_io::index::run::read_committed_parts(run)?;
-    let mut extras = resume::document_extras(run, minhash.is_some()).map_err(anyhow::Error::msg)?;
+    let mut extras =
+        resume::document_extras(run, minhash.is_some(), job).map_err(anyhow::Error::msg)?;
     for doc in &mut read.docs {
         if let Some(&(digest, rank)) = extras.keys.get(&doc.doc_id) {
             doc.digest = (digest != 0).then_some(digest);
@@ -198,12 +228,14 @@ pub fn batch_documents(run: &Path, minhash: Option<&MinHashParams>) -> Result<Ru
 }
 
 /// Adds a run's documents (`read`, in the run's numbering) to the index as a new
-/// generation whose ranks follow `keep`; returns its document count.
+/// generation whose ranks follow `keep`, named `batch` in the manifest; returns its
+/// document count.
 pub fn add_documents(
     writer: &mut IndexWriter,
     run: &Path,
     read: RunDocuments,
     keep: Option<String>,
+    batch: Option<&str>,
 ) -> Result<u64> {
     if !read.fingerprint.is_null() && read.fingerprint != writer.manifest().fingerprint {
         bail!(
@@ -218,12 +250,13 @@ pub fn add_documents(
         doc.cluster_id = doc.cluster_id.map(|c| c + shift as i64);
     }
     let n = docs.len() as u64;
-    writer.add(NewGeneration {
+    let generation = NewGeneration {
         files: read.files,
         docs,
         cluster_changes: Vec::new(),
         keep,
-    })?;
+    };
+    writer.add_named(generation, batch)?;
     Ok(n)
 }
 
@@ -396,8 +429,12 @@ pub fn indexed_rank(
 pub struct AgainstOutcome {
     pub summary: AgainstSummary,
     /// The batch in the index's numbering, with its clusters and the indexed documents whose
-    /// cluster it changed: what `--update-index` adds once the run is committed.
+    /// cluster it changed: what `--update-index` adds before the run's `_SUCCESS`.
     pub generation: NewGeneration,
+    /// The generation of the index that holds the batch already (added by an earlier run of
+    /// the same job that did not finish): the batch was compared with the index before it,
+    /// and is not added again.
+    pub held: Option<u32>,
 }
 
 /// The incremental step of `neardup run --against DIR`: the batch run at `run` (numbered as
@@ -405,8 +442,9 @@ pub struct AgainstOutcome {
 /// pairs between new and indexed documents, the clusters they form with the batch's own
 /// pairs, written to the run directory. It runs before the run's `_SUCCESS` (see
 /// [`neardup_dataflow::config::BeforeCommit`]): a run with `_SUCCESS` always has its
-/// `against-*` files. The batch is added to the index (with the returned generation) only
-/// after `_SUCCESS`.
+/// `against-*` files, and with `--update-index` its generation (the returned one, added
+/// before `_SUCCESS`). An index that holds `batch` already (see
+/// [`neardup_io::index::Manifest::before_batch`]) is compared as it was before it.
 ///
 /// Clusters follow the run's rule, the smallest doc number is the id: the batch's numbers
 /// come after every indexed one, so a cluster that only grows keeps its id, a merge takes the
@@ -421,6 +459,7 @@ pub fn against(
     threshold: f64,
     expected: &Manifest,
     keep: &AgainstKeep,
+    (batch, job): (&str, u128),
 ) -> Result<AgainstOutcome> {
     use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -428,13 +467,13 @@ pub fn against(
     use neardup_io::index::{Index, MergeRow, Verify};
     use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow, PartWriter};
 
-    let index = Index::open(dir, Verify::Checksums)?;
-    let manifest = index.manifest().clone();
+    let (manifest, held) = Manifest::load(dir)?.before_batch(batch);
     if &manifest != expected {
         bail!("{}: the index changed while the batch ran", dir.display());
     }
+    let index = Index::open_as(dir, manifest.clone(), Verify::Checksums)?;
     let shift = manifest.files << FILE_SHIFT;
-    let read = batch_documents(run, manifest.minhash.as_ref())?;
+    let read = batch_documents(run, manifest.minhash.as_ref(), job)?;
     let outputs = neardup_io::run_dir::read_run_parts(run)?;
     let mut docs = read.docs;
     let simhash: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
@@ -617,6 +656,7 @@ pub fn against(
             cluster_changes: changes,
             keep: Some(keep.policy.describe()),
         },
+        held,
     })
 }
 

@@ -9,6 +9,7 @@ use neardup_dataflow::config::{
     BeforeCommit, ClusterMode, JobConfigBuilder, SubstringJob, VerifyMode, DEFAULT_K,
     DEFAULT_TABLES,
 };
+use neardup_dataflow::stages::fingerprint::resume::kill_at;
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
 use neardup_io::input::scan_inputs;
 use neardup_io::record::{FieldSpec, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
@@ -421,36 +422,77 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .job
         .configure(args.quality.configure(builder))?
         .build()?;
+    // The batch as an index names it: a run of the same job finds it there, and a batch
+    // is never added twice (docs/index.md).
+    let job = neardup_dataflow::config::resume::record_id(&config);
+    let batch = format!("{job:032x}");
     // The index is created (and locked) before the job, so that a directory it cannot go
-    // into is refused before the work; process 0 writes it once the run is committed.
-    let mut index = match &args.index {
-        Some(dir) if args.job.cluster.process == 0 => Some((
-            dir,
-            super::index::create(dir, &config, args.index_shingles)?,
-        )),
+    // into is refused before the work; process 0 writes it before the run's _SUCCESS.
+    let index = match &args.index {
+        Some(dir) if args.job.cluster.process == 0 => {
+            let writer =
+                super::index::create_unless_holding(dir, &config, args.index_shingles, &batch)?;
+            if writer.is_none() {
+                notice(&args.job, &format!(
+                    "--index {}: the index already holds this batch (written by an earlier run of the same job that did not finish): it is not written again",
+                    dir.display()
+                ));
+            }
+            writer.map(|w| (dir.clone(), w))
+        }
         _ => None,
     };
     // A MinHash index keeps what no output table holds: each document's signature (and
     // shingle set), written beside the resume parts by every worker. (The other processes
     // of a run with --index check here that the index can hold it.)
-    let index_minhash = match (&index, &args.index, &args.against) {
-        (Some((_, writer)), _, _) => writer.manifest().minhash.clone(),
-        (None, Some(_), _) => super::index::check_indexable(&config, args.index_shingles)?,
-        (None, None, Some(dir)) => neardup_io::index::Manifest::load(dir)?.minhash,
-        (None, None, None) => None,
+    let index_minhash = match (&args.index, &args.against) {
+        (Some(_), _) => super::index::check_indexable(&config, args.index_shingles)?,
+        (None, Some(dir)) => neardup_io::index::Manifest::load(dir)?.minhash,
+        (None, None) => None,
     };
     if let Some(m) = &index_minhash {
         config.index_sketches = Some(neardup_dataflow::config::IndexSketches {
             shingles: m.shingles,
         });
     }
-    // Against an index: the run must make the index's fingerprints and tables; with
-    // --update-index the index is locked from now on. Process 0 compares the batch with the
-    // index after the job's parts are committed and before its _SUCCESS (so a run with
-    // _SUCCESS has its against-* files); the batch joins the index after _SUCCESS.
-    let mut update = None;
-    let found = Arc::new(Mutex::new(None));
+    let steps = IndexSteps::default();
     if let Some(dir) = &args.against {
+        steps.against(&mut config, args, dir, (&batch, job))?;
+    }
+    if let Some((dir, writer)) = index {
+        steps.index(&mut config, dir, writer, index_minhash, (&batch, job));
+    }
+    let keep = config.keep.describe();
+    if args.resume && !args.job.quiet {
+        resume_notice(&config, args.job.log_format);
+    }
+    execute(config, &args.job)?;
+    steps.report(args, &keep);
+    Ok(())
+}
+
+/// The steps a run with `--index` or `--against` takes before its `_SUCCESS` (process 0,
+/// see [`BeforeCommit`]), and what they found, printed once the run is committed.
+#[derive(Default)]
+struct IndexSteps {
+    /// `--index`: the documents written.
+    written: Arc<Mutex<Option<(PathBuf, u64)>>>,
+    /// `--against`: what the comparison found, and whether the batch was added.
+    found: Arc<Mutex<Option<(super::index::AgainstOutcome, bool)>>>,
+}
+
+impl IndexSteps {
+    /// `--against DIR`: refuses a run the index cannot be compared with; on process 0,
+    /// compares the batch with the index before `_SUCCESS` (so a run with `_SUCCESS` has
+    /// its against-* files) and with `--update-index` adds it (locked from now on), unless
+    /// the index holds it already (`batch`, see `Manifest::before_batch`).
+    fn against(
+        &self,
+        config: &mut JobConfig,
+        args: &RunArgs,
+        dir: &Path,
+        (batch, job): (&str, u128),
+    ) -> Result<()> {
         if config.keep.prefers_canonical_hosts() {
             bail!(
                 "--keep {} cannot be used with --against: mirror groups are found within one \
@@ -459,52 +501,89 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 config.keep.inner().describe()
             );
         }
-        let manifest = neardup_io::index::Manifest::load(dir)?;
-        super::index::check_against(&manifest, dir, &config, args.update_index)?;
-        if args.job.cluster.process == 0 {
-            if args.update_index {
-                update = Some(neardup_io::index::IndexWriter::open(dir)?);
-            }
-            let (dir, k, slot) = (dir.clone(), config.design.k(), found.clone());
-            let threshold = config.verify.map_or(0.0, |v| v.min_jaccard);
-            let keep = super::index::AgainstKeep {
-                policy: config.keep.clone(),
-                given: args.job.keep.is_some(),
-            };
-            config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
-                let outcome = super::index::against(&dir, run, k, threshold, &manifest, &keep)
-                    .map_err(|e| format!("--against {}: {e:#}", dir.display()))?;
-                *slot.lock().expect("the against slot") = Some(outcome);
-                Ok(())
-            })));
+        let (manifest, held) = neardup_io::index::Manifest::load(dir)?.before_batch(batch);
+        super::index::check_against(&manifest, dir, config, args.update_index)?;
+        if args.job.cluster.process != 0 {
+            return Ok(());
         }
-    }
-    // A new index: the run's documents are read before _SUCCESS (their digests and ranks
-    // are in the resume parts, removed with it) and written after it.
-    let documents = Arc::new(Mutex::new(None));
-    if index.is_some() {
-        let slot = documents.clone();
-        let minhash = index_minhash.clone();
+        if let Some(generation) = held {
+            notice(&args.job, &format!(
+                "--against {}: the index already holds this batch (generation {generation}, added by an earlier run of the same job that did not finish): it is compared with the index as it was before it, and not added again",
+                dir.display()
+            ));
+        }
+        let update = match args.update_index {
+            true => Some(Mutex::new(neardup_io::index::IndexWriter::open(dir)?)),
+            false => None,
+        };
+        let (dir, k, slot) = (dir.to_path_buf(), config.design.k(), self.found.clone());
+        let threshold = config.verify.map_or(0.0, |v| v.min_jaccard);
+        let keep = super::index::AgainstKeep {
+            policy: config.keep.clone(),
+            given: args.job.keep.is_some(),
+        };
+        let batch = batch.to_string();
         config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
-            let read = super::index::batch_documents(run, minhash.as_ref())
+            let mut outcome =
+                super::index::against(&dir, run, k, threshold, &manifest, &keep, (&batch, job))
+                    .map_err(|e| format!("--against {}: {e:#}", dir.display()))?;
+            let add = update.as_ref().filter(|_| outcome.held.is_none());
+            if let Some(writer) = add {
+                let generation = std::mem::take(&mut outcome.generation);
+                let mut writer = writer.lock().expect("the index writer");
+                writer
+                    .add_named(generation, Some(&batch))
+                    .map_err(|e| format!("--update-index {}: {e}", dir.display()))?;
+                kill_at("index");
+            }
+            *slot.lock().expect("the against slot") = Some((outcome, add.is_some()));
+            Ok(())
+        })));
+        Ok(())
+    }
+
+    /// `--index DIR`, new: the run's documents (with what only its resume parts hold: their
+    /// digests, ranks and sketches) written as the index's generation before `_SUCCESS`.
+    fn index(
+        &self,
+        config: &mut JobConfig,
+        dir: PathBuf,
+        writer: neardup_io::index::IndexWriter,
+        minhash: Option<neardup_io::index::MinHashParams>,
+        (batch, job): (&str, u128),
+    ) {
+        let (slot, keep, batch) = (
+            self.written.clone(),
+            config.keep.describe(),
+            batch.to_string(),
+        );
+        let writer = Mutex::new(writer);
+        config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
+            let read = super::index::batch_documents(run, minhash.as_ref(), job)
                 .map_err(|e| format!("--index: {e:#}"))?;
-            *slot.lock().expect("the documents slot") = Some(read);
+            let mut writer = writer.lock().expect("the index writer");
+            let documents = super::index::add_documents(
+                &mut writer,
+                run,
+                read,
+                Some(keep.clone()),
+                Some(&batch),
+            )
+            .map_err(|e| format!("--index {}: {e:#}", dir.display()))?;
+            *slot.lock().expect("the index slot") = Some((dir.clone(), documents));
+            kill_at("index");
             Ok(())
         })));
     }
-    let keep = config.keep.describe();
-    if args.resume && !args.job.quiet {
-        resume_notice(&config, args.job.log_format);
-    }
-    let output = config.output.clone();
-    execute(config, &args.job)?;
-    let outcome = found.lock().expect("the against slot").take();
-    if let (Some(dir), Some(outcome)) = (&args.against, outcome) {
-        let found = &outcome.summary;
-        if let Some(writer) = update.as_mut() {
-            writer.add(outcome.generation)?;
+
+    /// Prints what the steps did (the run is committed).
+    fn report(&self, args: &RunArgs, keep: &str) {
+        if args.job.quiet {
+            return;
         }
-        if !args.job.quiet {
+        let found = self.found.lock().expect("the against slot").take();
+        if let (Some(dir), Some((outcome, added))) = (&args.against, found) {
+            let found = &outcome.summary;
             if found.unranked > 0 {
                 eprintln!(
                     "neardup: warning: --keep {}: {} indexed documents of the batch's clusters have no rank under it (their generation was ranked by another policy) and rank last",
@@ -519,18 +598,28 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 found.indexed_pairs,
                 found.joined,
                 found.merges,
-                if update.is_some() { "; added to the index" } else { "" }
+                if added { "; added to the index" } else { "" }
             );
         }
-    }
-    let read = documents.lock().expect("the documents slot").take();
-    if let (Some((dir, writer)), Some(read)) = (&mut index, read) {
-        let documents = super::index::add_documents(writer, &output, read, Some(keep))?;
-        if !args.job.quiet {
+        if let Some((dir, documents)) = self.written.lock().expect("the index slot").take() {
             eprintln!("  index: {} ({documents} documents)", dir.display());
         }
     }
-    Ok(())
+}
+
+/// A notice on stderr (unless `--quiet`), as text or a JSON event.
+fn notice(args: &JobArgs, notice: &str) {
+    if args.quiet {
+        return;
+    }
+    if args.log_format == LogFormat::Json {
+        eprintln!(
+            "{}",
+            serde_json::json!({"event": "notice", "notice": notice})
+        );
+    } else {
+        eprintln!("neardup: notice: {notice}");
+    }
 }
 
 /// Says how `--resume` will start (refusals are the job's errors, reported by it).

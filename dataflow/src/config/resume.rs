@@ -16,7 +16,8 @@
 //!
 //! A run that succeeds removes `_resume/`. `--resume` ([`examine`]) then finds one of:
 //!
-//! - nothing (no directory, or an empty one): the run starts from the beginning;
+//! - nothing (no directory, an empty one, or one holding only the cut marker of a run killed
+//!   while writing it): the run starts from the beginning;
 //! - a complete run (`_SUCCESS`): refused, there is nothing to resume;
 //! - a failed run without a job record (another version, or something else): refused;
 //! - a failed run of another job: refused, naming each difference as `k (4 vs 3)` (this
@@ -25,7 +26,8 @@
 //!   the run starts from the beginning and replaces it (a missing part's documents came
 //!   from every reader, so correctness needs all of them read again);
 //! - a failed run of this job with every resume part: the dataflow reads the resume parts
-//!   instead of the inputs, `fingerprints/` is kept as it is, the other tables are written
+//!   (each verified, see [`crate::stages::fingerprint::resume`]: a damaged part, one copied
+//!   over another or from a run of another job is refused, naming it) instead of the inputs, `fingerprints/` is kept as it is, the other tables are written
 //!   again. The result is the one a clean run gives: the later stages see the same
 //!   documents, and results never depend on the number of workers (a resumed run may use
 //!   another `-w`).
@@ -133,6 +135,15 @@ pub fn job_record(config: &JobConfig) -> BTreeMap<String, Value> {
     record
 }
 
+/// The job's identity: xxh3-128 of its [`job_record`], so the same for a resumed run and for
+/// a run of the same job again, and another for other inputs or parameters. Every resume
+/// part carries it (a part of another job is refused), and a saved index names the batch
+/// of a generation by it in hex ([`neardup_io::index::GenerationEntry::batch`]).
+pub fn record_id(config: &JobConfig) -> u128 {
+    let record = serde_json::to_vec(&job_record(config)).expect("a map of JSON values encodes");
+    xxhash_rust::xxh3::xxh3_128(&record)
+}
+
 /// An input as the job record has it: absolute path, size and modification time.
 fn describe_input(path: &Path) -> Value {
     match std::fs::metadata(path) {
@@ -172,7 +183,8 @@ pub fn examine(config: &JobConfig) -> Result<Examined, ConfigError> {
             .collect(),
         Err(_) => return Ok(Examined::Nothing),
     };
-    if entries.is_empty() {
+    // Empty, or what a run killed while writing its marker left.
+    if entries.is_empty() || neardup_io::run_dir::only_cut_markers(dir).is_ok_and(|c| c.is_some()) {
         return Ok(Examined::Nothing);
     }
     if entries.iter().any(|n| n == SUCCESS) {

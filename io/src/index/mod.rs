@@ -195,6 +195,13 @@ pub struct GenerationEntry {
     /// generations of several policies).
     #[serde(default)]
     pub keep: Option<String>,
+    /// The batch the generation holds, as the run that added it names it (`neardup run`:
+    /// xxh3-128 of its job record, the inputs and parameters `--resume` compares), so that
+    /// a run of the same job that did not finish, resumed or run again, finds its batch
+    /// there and does not add it twice ([`Manifest::before_batch`]); absent for other
+    /// generations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
 }
 
 fn format_one() -> u32 {
@@ -253,6 +260,28 @@ impl Manifest {
         } else {
             SIMHASH_INDEX_FORMAT
         }
+    }
+
+    /// The index as it was before the generation holding `batch` was added (see
+    /// [`GenerationEntry::batch`]), with that generation's number; the index itself and
+    /// `None` when no generation holds it. Only the manifest changes: the generations it
+    /// names are those of the index then (open it with [`crate::index::Index::open_as`]).
+    pub fn before_batch(&self, batch: &str) -> (Manifest, Option<u32>) {
+        let Some(at) = self
+            .generations
+            .iter()
+            .position(|g| g.batch.as_deref() == Some(batch))
+        else {
+            return (self.clone(), None);
+        };
+        let entry = &self.generations[at];
+        let mut before = self.clone();
+        before.generations.truncate(at);
+        before.documents = before.generations.iter().map(|g| g.documents).sum();
+        before.indexed = before.generations.iter().map(|g| g.indexed).sum();
+        before.files = entry.file_offset;
+        before.next_generation = entry.number;
+        (before, Some(entry.number))
     }
 
     /// The table masks as numbers.

@@ -138,12 +138,17 @@ impl Index {
     /// each checked as `verify` says. Refuses an index of another format, a missing,
     /// truncated or damaged file, naming it.
     pub fn open(dir: &Path, verify: Verify) -> Result<Index, IoError> {
+        Index::open_as(dir, Manifest::load(dir)?, verify)
+    }
+
+    /// [`Index::open`] with the generations `manifest` names (the index's own manifest, or
+    /// one of its earlier states: [`Manifest::before_batch`]).
+    pub fn open_as(dir: &Path, manifest: Manifest, verify: Verify) -> Result<Index, IoError> {
         #[cfg(target_endian = "big")]
         return Err(corrupt(
             dir,
             "index files are little-endian; this machine is not".into(),
         ));
-        let manifest = Manifest::load(dir)?;
         super::check_directory(dir, &manifest)?;
         let design = match manifest.minhash {
             None => Some(design_of(&manifest, &dir.join(MANIFEST))?),

@@ -201,7 +201,13 @@ impl IndexWriter {
     }
 
     /// Writes `batch` as a new generation and commits it (see the module docs).
-    pub fn add(&mut self, mut batch: Generation) -> Result<(), IoError> {
+    pub fn add(&mut self, batch: Generation) -> Result<(), IoError> {
+        self.add_named(batch, None)
+    }
+
+    /// [`IndexWriter::add`], the generation's manifest entry naming the batch it holds
+    /// (`name`, see [`super::GenerationEntry::batch`]).
+    pub fn add_named(&mut self, mut batch: Generation, name: Option<&str>) -> Result<(), IoError> {
         let offset = self.manifest.files;
         let end = offset + batch.files;
         if end > MAX_FILES {
@@ -234,7 +240,8 @@ impl IndexWriter {
         }
         check_sketches(&self.dir, &self.manifest, &batch.docs)?;
         let number = self.manifest.next_generation;
-        let entry = write_generation(&self.dir, number, &self.manifest, &batch, offset)?;
+        let mut entry = write_generation(&self.dir, number, &self.manifest, &batch, offset)?;
+        entry.batch = name.map(str::to_string);
         let mut next = self.manifest.clone();
         next.format = next.write_format();
         next.documents += entry.documents;
@@ -573,6 +580,7 @@ fn write_generation(
             checksums,
             format,
             keep: batch.keep.clone(),
+            batch: None,
         })
     })();
     let entry = match result {

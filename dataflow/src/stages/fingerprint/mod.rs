@@ -107,7 +107,7 @@ impl FingerprintState {
             None
         };
         let resume = match writer {
-            Some(_) => match resume::ResumeWriter::create(&config.output, ctx.part()) {
+            Some(_) => match resume::ResumeWriter::create(config, ctx.part()) {
                 Ok(w) => Some(w),
                 Err(e) => {
                     ctx.fail(e.to_string());
