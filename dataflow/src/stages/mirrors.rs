@@ -33,7 +33,7 @@ use std::rc::Rc;
 
 use neardup_core::mirrors::{
     cluster_links, count_links, mirror_groups, paths_under, verdict, Link, LinkCount, Mirror,
-    MirrorKey, Page, Verdict,
+    MirrorKey, MirrorParams, Page, Verdict,
 };
 use neardup_core::mix::{mix2, mix64};
 use neardup_io::parquet_out::{HostRow, MirrorRow, OutputRow, PartWriter};
@@ -118,10 +118,24 @@ pub fn detect_mirrors<'s>(
     assignments: StreamVec<'s, u64, Assignment>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, u64> {
-    let params = ctx.shared.config.mirrors;
+    let (hosted, clustered) = pages_from_homes(docs, assignments, &ctx);
+    let links = links_per_cluster(clustered, &ctx);
+    let (requests, candidates) = count_per_host_pair(links, &ctx);
+    let (answers, host_infos) = answer_from_hosts(hosted, requests, &ctx);
+    let mirrors = judge_candidates(candidates, answers, &ctx);
+    let groups = groups_at_worker_0(mirrors, &ctx);
+    write_hosts(host_infos, groups, &ctx)
+}
+
+/// Step 1: the pages at their homes, once their clusters are known: every page to its
+/// host's worker, every clustered page to its cluster's worker.
+fn pages_from_homes<'s>(
+    docs: StreamVec<'s, u64, DocFp>,
+    assignments: StreamVec<'s, u64, Assignment>,
+    ctx: &Rc<WorkerCtx>,
+) -> (StreamVec<'s, u64, HostedPage>, StreamVec<'s, u64, Page>) {
     let canonical_keep = ctx.shared.config.keep.prefers_canonical_hosts();
     let home = ctx.home.clone();
-    // 1. Pages at their homes, once their clusters are known.
     let home_msgs = docs.binary_frontier::<_, CapacityContainerBuilder<Vec<HomeMsg>>, _, _, _, _>(
         assignments,
         Pipeline,
@@ -133,38 +147,19 @@ pub fn detect_mirrors<'s>(
             let mut pages: Vec<HomePage> = Vec::new();
             let mut clusters: HashMap<u64, u64> = HashMap::new();
             move |(docs, docs_frontier), (assigned, assigned_frontier), output| {
-                docs.for_each(|_, data| {
-                    pages.extend(data.drain(..).filter_map(|d| {
-                        // Without exact keys (--no-exact), the simhash stands in for
-                        // "identical content", marked so the two never meet.
-                        let exact = match d.exact_key {
-                            0 => (1 << 127) | d.simhash as u128,
-                            key => key,
-                        };
-                        d.page.map(|p| (d.doc_id, exact, p))
-                    }))
-                });
+                docs.for_each(|_, data| pages.extend(data.drain(..).filter_map(home_page)));
                 assigned.for_each(|_, data| {
                     clusters.extend(data.drain(..).map(|a| (a.doc_id, a.cluster_id)))
                 });
                 if docs_frontier.is_empty() && assigned_frontier.is_empty() {
                     if let Some(cap) = cap.take() {
                         let clusters = std::mem::take(&mut clusters);
-                        let mut session = output.session(&cap);
-                        for (doc, exact, page) in std::mem::take(&mut pages) {
-                            let (host, path) = *page;
-                            let cluster = clusters.get(&doc).copied();
-                            if let Some(cluster) = cluster {
-                                session.give(HomeMsg::Clustered(Page {
-                                    host: host.clone(),
-                                    path: path.clone(),
-                                    cluster,
-                                    exact,
-                                }));
-                            }
-                            let doc = (canonical_keep && cluster.is_some()).then_some(doc);
-                            session.give(HomeMsg::Hosted { host, path, doc });
-                        }
+                        let pages = std::mem::take(&mut pages);
+                        output.session(&cap).give_iterator(
+                            pages
+                                .into_iter()
+                                .flat_map(|p| home_msgs(p, &clusters, canonical_keep)),
+                        );
                     }
                 }
             }
@@ -182,10 +177,50 @@ pub fn detect_mirrors<'s>(
         HomeMsg::Clustered(page) => Some(page),
         HomeMsg::Hosted { .. } => None,
     });
+    (hosted, clustered)
+}
 
-    // 2. Links per cluster.
+/// A document with a URL as its home keeps it. Without exact keys (--no-exact), the
+/// simhash stands in for "identical content", marked so the two never meet.
+fn home_page(d: DocFp) -> Option<HomePage> {
+    let exact = match d.exact_key {
+        0 => (1 << 127) | d.simhash as u128,
+        key => key,
+    };
+    d.page.map(|p| (d.doc_id, exact, p))
+}
+
+/// What a home sends of one page: to its cluster's worker if it is clustered, and to its
+/// host's worker (with its doc_id when the kept documents prefer canonical hosts).
+fn home_msgs(
+    (doc, exact, page): HomePage,
+    clusters: &HashMap<u64, u64>,
+    canonical_keep: bool,
+) -> impl Iterator<Item = HomeMsg> {
+    let (host, path) = *page;
+    let cluster = clusters.get(&doc).copied();
+    let clustered = cluster.map(|cluster| {
+        HomeMsg::Clustered(Page {
+            host: host.clone(),
+            path: path.clone(),
+            cluster,
+            exact,
+        })
+    });
+    let doc = (canonical_keep && cluster.is_some()).then_some(doc);
+    clustered
+        .into_iter()
+        .chain(std::iter::once(HomeMsg::Hosted { host, path, doc }))
+}
+
+/// Step 2: the links of each cluster's pages, at the cluster's worker.
+fn links_per_cluster<'s>(
+    clustered: StreamVec<'s, u64, Page>,
+    ctx: &Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, Link> {
+    let max_hosts = ctx.shared.config.mirrors.max_cluster_hosts;
     let link_ctx = ctx.clone();
-    let links = clustered.unary_frontier(
+    clustered.unary_frontier(
         Exchange::new(ctx.meter("mirrors", |p: &Page| mix64(p.cluster))),
         "ClusterLinks",
         move |cap, _| {
@@ -202,7 +237,7 @@ pub fn detect_mirrors<'s>(
                         let mut links: Vec<Link> = Vec::new();
                         let mut stars = 0u64;
                         for cluster in pages.chunk_by(|a, b| a.cluster == b.cluster) {
-                            let made = cluster_links(cluster, params.max_cluster_hosts);
+                            let made = cluster_links(cluster, max_hosts);
                             stars += u64::from(made.star);
                             links.extend(made.links);
                         }
@@ -212,9 +247,16 @@ pub fn detect_mirrors<'s>(
                 }
             }
         },
-    );
+    )
+}
 
-    // 3. Counts per host pair; candidates ask both hosts for their paths.
+/// Step 3: shared paths per key at the host pair's worker; the keys with enough ask both
+/// hosts for their paths under the prefixes. Returns the requests and the candidates.
+fn count_per_host_pair<'s>(
+    links: StreamVec<'s, u64, Link>,
+    ctx: &Rc<WorkerCtx>,
+) -> (StreamVec<'s, u64, PairMsg>, StreamVec<'s, u64, PairMsg>) {
+    let min_paths = ctx.shared.config.mirrors.min_paths;
     let asks = links.unary_frontier(
         Exchange::new(ctx.meter("mirrors", |l: &Link| pair_route(&l.key))),
         "CountLinks",
@@ -227,7 +269,7 @@ pub fn detect_mirrors<'s>(
                     if let Some(cap) = cap.take() {
                         let mut session = output.session(&cap);
                         for (key, count) in count_links(std::mem::take(&mut links)) {
-                            if count.shared_paths < params.min_paths {
+                            if count.shared_paths < min_paths {
                                 continue;
                             }
                             session.give(PairMsg::Request(key.clone(), Side::A));
@@ -245,8 +287,19 @@ pub fn detect_mirrors<'s>(
     });
     let candidates = parts.pop().expect("two parts");
     let requests = parts.pop().expect("two parts");
+    (requests, candidates)
+}
 
-    // 4. Host workers: the path lists answer requests; the hosts' own rows wait for groups.
+/// (distinct sorted paths, documents, clustered doc_ids) of the hosts of one worker.
+type HostLists = BTreeMap<String, (Vec<String>, u64, Vec<u64>)>;
+
+/// Step 4: at each host's worker, its sorted path list answers the requests; its own row
+/// waits for the groups. Returns the answers and the hosts' infos.
+fn answer_from_hosts<'s>(
+    hosted: StreamVec<'s, u64, HostedPage>,
+    requests: StreamVec<'s, u64, PairMsg>,
+    ctx: &Rc<WorkerCtx>,
+) -> (StreamVec<'s, u64, PairMsg>, StreamVec<'s, u64, HostInfo>) {
     let host_out = hosted
         .binary_frontier::<_, CapacityContainerBuilder<Vec<Result<PairMsg, HostInfo>>>, _, _, _, _>(
             requests,
@@ -273,28 +326,10 @@ pub fn detect_mirrors<'s>(
                     });
                     if hosted_frontier.is_empty() && asked_frontier.is_empty() {
                         if let Some(cap) = cap.take() {
-                            // (distinct sorted paths, documents, clustered doc_ids) per host.
-                            let hosts: BTreeMap<String, (Vec<String>, u64, Vec<u64>)> =
-                                std::mem::take(&mut paths)
-                                    .into_iter()
-                                    .map(|(host, (mut list, docs))| {
-                                        let documents = list.len() as u64;
-                                        list.sort_unstable();
-                                        list.dedup();
-                                        (host, (list, documents, docs))
-                                    })
-                                    .collect();
+                            let hosts = host_lists(std::mem::take(&mut paths));
                             let mut session = output.session(&cap);
                             for (key, side) in std::mem::take(&mut requests) {
-                                let (host, prefix) = match side {
-                                    Side::A => (&key.host_a, &key.prefix_a),
-                                    Side::B => (&key.host_b, &key.prefix_b),
-                                };
-                                let (under, documents) =
-                                    hosts.get(host).map_or((0, 0), |(list, docs, _)| {
-                                        (paths_under(list, prefix), *docs)
-                                    });
-                                session.give(Ok(PairMsg::Answer(key, side, under, documents)));
+                                session.give(Ok(answer(&hosts, key, side)));
                             }
                             for (host, (list, documents, docs)) in hosts {
                                 session.give(Err((host, documents, list.len() as u64, docs)));
@@ -310,73 +345,128 @@ pub fn detect_mirrors<'s>(
     });
     let host_infos = parts.pop().expect("two parts").flat_map(|m| m.err());
     let answers = parts.pop().expect("two parts").flat_map(|m| m.ok());
+    (answers, host_infos)
+}
 
-    // 5. Judge each candidate with its two answers; write mirrors/.
+/// Each host's paths sorted and deduplicated, with its number of documents.
+fn host_lists(paths: HashMap<String, (Vec<String>, Vec<u64>)>) -> HostLists {
+    paths
+        .into_iter()
+        .map(|(host, (mut list, docs))| {
+            let documents = list.len() as u64;
+            list.sort_unstable();
+            list.dedup();
+            (host, (list, documents, docs))
+        })
+        .collect()
+}
+
+/// The answer to a request: the side's paths under its prefix, and its host's documents.
+fn answer(hosts: &HostLists, key: MirrorKey, side: Side) -> PairMsg {
+    let (host, prefix) = match side {
+        Side::A => (&key.host_a, &key.prefix_a),
+        Side::B => (&key.host_b, &key.prefix_b),
+    };
+    let (under, documents) = hosts
+        .get(host)
+        .map_or((0, 0), |(list, docs, _)| (paths_under(list, prefix), *docs));
+    PairMsg::Answer(key, side, under, documents)
+}
+
+/// Step 5: each candidate meets its two answers at the host pair's worker, which judges it
+/// and writes `mirrors/`; the `mirror` verdicts go on with both hosts' documents.
+fn judge_candidates<'s>(
+    candidates: StreamVec<'s, u64, PairMsg>,
+    answers: StreamVec<'s, u64, PairMsg>,
+    ctx: &Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, (Mirror, u64, u64)> {
+    let params = ctx.shared.config.mirrors;
     let judge_ctx = ctx.clone();
-    let mirrors = candidates
-        .binary_frontier::<_, CapacityContainerBuilder<Vec<(Mirror, u64, u64)>>, _, _, _, _>(
-            answers,
-            Exchange::new(ctx.meter("mirrors", PairMsg::route)),
-            Exchange::new(ctx.meter("mirrors", PairMsg::route)),
-            "JudgeMirrors",
-            move |cap, _| {
-                let mut cap = Some(cap);
-                let mut counts: BTreeMap<MirrorKey, LinkCount> = BTreeMap::new();
-                let mut answered: HashMap<(MirrorKey, bool), (u64, u64)> = HashMap::new();
-                move |(cands, cands_frontier), (answers, answers_frontier), output| {
-                    cands.for_each(|_, data| {
-                        for m in data.drain(..) {
-                            if let PairMsg::Candidate(key, count) = m {
-                                counts.insert(key, count);
-                            }
-                        }
-                    });
-                    answers.for_each(|_, data| {
-                        for m in data.drain(..) {
-                            if let PairMsg::Answer(key, side, under, docs) = m {
-                                answered.insert((key, side == Side::A), (under, docs));
-                            }
-                        }
-                    });
-                    if cands_frontier.is_empty() && answers_frontier.is_empty() {
-                        if let Some(cap) = cap.take() {
-                            let mut rows = Vec::new();
-                            let mut groups = Vec::new();
-                            for (key, count) in std::mem::take(&mut counts) {
-                                let a = answered
-                                    .get(&(key.clone(), true))
-                                    .copied()
-                                    .unwrap_or_default();
-                                let b = answered
-                                    .get(&(key.clone(), false))
-                                    .copied()
-                                    .unwrap_or_default();
-                                let Some(m) = verdict(key, count, a.0, b.0, &params) else {
-                                    continue;
-                                };
-                                rows.push(mirror_row(&m));
-                                if m.verdict == Verdict::Mirror {
-                                    groups.push((m, a.1, b.1));
-                                }
-                            }
-                            answered.clear();
-                            {
-                                let mut report = judge_ctx.report.borrow_mut();
-                                report.mirrors +=
-                                    rows.iter().filter(|r| r.verdict == "mirror").count() as u64;
-                                report.partial_mirrors +=
-                                    rows.iter().filter(|r| r.verdict == "partial").count() as u64;
-                            }
-                            write_part(&judge_ctx, Table::Mirrors, rows);
-                            output.session(&cap).give_iterator(groups.into_iter());
+    candidates.binary_frontier::<_, CapacityContainerBuilder<Vec<(Mirror, u64, u64)>>, _, _, _, _>(
+        answers,
+        Exchange::new(ctx.meter("mirrors", PairMsg::route)),
+        Exchange::new(ctx.meter("mirrors", PairMsg::route)),
+        "JudgeMirrors",
+        move |cap, _| {
+            let mut cap = Some(cap);
+            let mut counts: BTreeMap<MirrorKey, LinkCount> = BTreeMap::new();
+            let mut answered: Answered = HashMap::new();
+            move |(cands, cands_frontier), (answers, answers_frontier), output| {
+                cands.for_each(|_, data| {
+                    for m in data.drain(..) {
+                        if let PairMsg::Candidate(key, count) = m {
+                            counts.insert(key, count);
                         }
                     }
+                });
+                answers.for_each(|_, data| {
+                    for m in data.drain(..) {
+                        if let PairMsg::Answer(key, side, under, docs) = m {
+                            answered.insert((key, side == Side::A), (under, docs));
+                        }
+                    }
+                });
+                if cands_frontier.is_empty() && answers_frontier.is_empty() {
+                    if let Some(cap) = cap.take() {
+                        let counts = std::mem::take(&mut counts);
+                        let answered = std::mem::take(&mut answered);
+                        let (rows, groups) = judge(counts, &answered, &params);
+                        {
+                            let mut report = judge_ctx.report.borrow_mut();
+                            report.mirrors +=
+                                rows.iter().filter(|r| r.verdict == "mirror").count() as u64;
+                            report.partial_mirrors +=
+                                rows.iter().filter(|r| r.verdict == "partial").count() as u64;
+                        }
+                        write_part(&judge_ctx, Table::Mirrors, rows);
+                        output.session(&cap).give_iterator(groups.into_iter());
+                    }
                 }
-            },
-        );
+            }
+        },
+    )
+}
 
-    // 6. Worker 0: groups; each host's worker writes hosts/.
-    let groups = mirrors.unary_frontier(
+/// The answers at a host pair's worker: `(key, side is a)` to (paths under the prefix,
+/// the host's documents).
+type Answered = HashMap<(MirrorKey, bool), (u64, u64)>;
+
+/// The `mirrors/` rows of the candidates, and the `mirror` verdicts with both hosts'
+/// documents.
+fn judge(
+    counts: BTreeMap<MirrorKey, LinkCount>,
+    answered: &Answered,
+    params: &MirrorParams,
+) -> (Vec<MirrorRow>, Vec<(Mirror, u64, u64)>) {
+    let mut rows = Vec::new();
+    let mut groups = Vec::new();
+    for (key, count) in counts {
+        let a = answered
+            .get(&(key.clone(), true))
+            .copied()
+            .unwrap_or_default();
+        let b = answered
+            .get(&(key.clone(), false))
+            .copied()
+            .unwrap_or_default();
+        let Some(m) = verdict(key, count, a.0, b.0, params) else {
+            continue;
+        };
+        rows.push(mirror_row(&m));
+        if m.verdict == Verdict::Mirror {
+            groups.push((m, a.1, b.1));
+        }
+    }
+    (rows, groups)
+}
+
+/// Step 6, at worker 0: the mirror groups of the hosts in `mirror` verdicts, as `(host,
+/// canonical host, group size)`.
+fn groups_at_worker_0<'s>(
+    mirrors: StreamVec<'s, u64, (Mirror, u64, u64)>,
+    ctx: &Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, (String, String, u64)> {
+    mirrors.unary_frontier(
         Exchange::new(ctx.meter("mirrors", |_: &(Mirror, u64, u64)| 0)),
         "MirrorGroups",
         move |cap, _| {
@@ -402,7 +492,16 @@ pub fn detect_mirrors<'s>(
                 }
             }
         },
-    );
+    )
+}
+
+/// Step 6 at each host's worker: `hosts/`, one row per host; and step 7, the doc_ids of the
+/// clustered pages on mirroring hosts (collected only under `--keep canonical-host`).
+fn write_hosts<'s>(
+    host_infos: StreamVec<'s, u64, HostInfo>,
+    groups: StreamVec<'s, u64, (String, String, u64)>,
+    ctx: &Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, u64> {
     let write_ctx = ctx.clone();
     host_infos.binary_frontier::<_, CapacityContainerBuilder<Vec<u64>>, _, _, _, _>(
         groups,
@@ -425,39 +524,46 @@ pub fn detect_mirrors<'s>(
                     let Some(cap) = cap.take() else {
                         return;
                     };
-                    let mut infos = std::mem::take(&mut infos);
-                    infos.sort_unstable();
-                    // 7. The clustered pages on mirroring hosts (only collected under
-                    // --keep canonical-host).
-                    let mut mirroring: Vec<u64> = Vec::new();
-                    let rows: Vec<HostRow> = infos
-                        .into_iter()
-                        .map(|(host, documents, paths, docs)| {
-                            let (canonical_host, group_size) = groups
-                                .get(&host)
-                                .cloned()
-                                .unwrap_or_else(|| (host.clone(), 1));
-                            if canonical_host != host {
-                                mirroring.extend(docs);
-                            }
-                            HostRow {
-                                host,
-                                documents,
-                                paths,
-                                canonical_host,
-                                group_size,
-                            }
-                        })
-                        .collect();
+                    let infos = std::mem::take(&mut infos);
+                    let (rows, mirroring) = host_rows(infos, &std::mem::take(&mut groups));
                     write_ctx.report.borrow_mut().hosts += rows.len() as u64;
                     write_part(&write_ctx, Table::Hosts, rows);
-                    groups.clear();
                     output.session(&cap).give_iterator(mirroring.into_iter());
                     write_ctx.stage_done("mirrors");
                 }
             }
         },
     )
+}
+
+/// The `hosts/` rows of one worker's hosts, sorted, and the doc_ids of their clustered
+/// pages on mirroring hosts (in a group, not its canonical host).
+fn host_rows(
+    mut infos: Vec<HostInfo>,
+    groups: &HashMap<String, (String, u64)>,
+) -> (Vec<HostRow>, Vec<u64>) {
+    infos.sort_unstable();
+    let mut mirroring: Vec<u64> = Vec::new();
+    let rows = infos
+        .into_iter()
+        .map(|(host, documents, paths, docs)| {
+            let (canonical_host, group_size) = groups
+                .get(&host)
+                .cloned()
+                .unwrap_or_else(|| (host.clone(), 1));
+            if canonical_host != host {
+                mirroring.extend(docs);
+            }
+            HostRow {
+                host,
+                documents,
+                paths,
+                canonical_host,
+                group_size,
+            }
+        })
+        .collect();
+    (rows, mirroring)
 }
 
 fn mirror_row(m: &Mirror) -> MirrorRow {
