@@ -513,6 +513,69 @@ fn records_that_are_not_pages_are_counted_by_reason() {
     );
 }
 
+/// Issue 39: an HTTP head cut off by the record's end is the `truncated` skip that
+/// docs/inputs.md lists, never an error, in a WARC (plain and gzip) and in an ARC file, with
+/// or without `--skip-invalid`; the record after it is read.
+#[test]
+fn an_http_head_cut_by_the_records_end_is_a_truncated_skip() {
+    use neardup_io::web::testing::arc;
+    let dir = tempfile::tempdir().unwrap();
+    let cut_heads: [&[u8]; 3] = [
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Ty",
+        b"HTTP/1.0 200",
+    ];
+    let page = http(
+        200,
+        "text/plain",
+        b"a whole page after the cut ones, about owls",
+    );
+    let urls: Vec<String> = (0..3).map(|i| format!("http://cut.example/{i}")).collect();
+    let mut records: Vec<Vec<u8>> = cut_heads
+        .iter()
+        .zip(&urls)
+        .map(|(head, url)| warc("response", Some(url), "application/http", head))
+        .collect();
+    records.push(warc(
+        "response",
+        Some("http://whole.example/"),
+        "application/http",
+        &page,
+    ));
+    let mut arc_records: Vec<(&str, &str, &[u8])> = urls
+        .iter()
+        .zip(cut_heads)
+        .map(|(url, head)| (url.as_str(), "text/html", head))
+        .collect();
+    arc_records.push(("http://whole.example/", "text/plain", &page));
+    let inputs = [
+        ("cut.warc", records.concat()),
+        ("cut.warc.gz", gzip_members(&records)),
+        ("cut.arc", arc(&arc_records)),
+    ];
+    let truncated: BTreeMap<String, u64> = [("truncated".to_string(), 3)].into();
+    let arc_truncated: BTreeMap<String, u64> =
+        [("truncated".to_string(), 3), ("other type".to_string(), 1)].into();
+    for (name, bytes) in inputs {
+        let path = write(&dir.path().join(name), &bytes);
+        for flags in [&[][..], &["--skip-invalid"][..]] {
+            let out = dir.path().join(format!("out-{name}-{}", flags.len()));
+            run_ok(&out, flags, &[&path]);
+            let summary = summary(&out);
+            let skipped: BTreeMap<String, u64> =
+                serde_json::from_value(summary["counts"]["skipped_records"].clone()).unwrap();
+            let want = if name.ends_with(".arc") {
+                &arc_truncated
+            } else {
+                &truncated
+            };
+            assert_eq!(&skipped, want, "{name} {flags:?}");
+            let urls: Vec<_> = documents(&out).into_values().filter_map(|d| d.0).collect();
+            assert_eq!(urls, ["http://whole.example/"], "{name} {flags:?}");
+        }
+    }
+}
+
 #[test]
 fn an_empty_archive_is_a_run_with_no_documents() {
     let dir = tempfile::tempdir().unwrap();

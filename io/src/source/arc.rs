@@ -245,7 +245,7 @@ impl ArcReader {
         let block_cut = (block.len() as u64) < head.length;
         let at = head.start.file_offset.unwrap_or(head.start.pos);
         let (content_type, body, cut) = if http::starts_like_http(&block) {
-            match http_payload(block, block_cut, self.max, at) {
+            match http_payload(block, self.max, at) {
                 Ok(p) => p,
                 Err(payload) => {
                     out.payload = payload;

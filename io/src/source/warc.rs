@@ -434,7 +434,7 @@ impl WarcReader {
         let warc_type = head.header.get("Content-Type");
         let at = head.start.file_offset.unwrap_or(head.start.pos);
         let (content_type, body) = if kind == "response" && http::starts_like_http(&block) {
-            match http_payload(block, block_cut, self.max, at) {
+            match http_payload(block, self.max, at) {
                 Ok((content_type, body, cut)) => (content_type, (body, cut)),
                 Err(payload) => {
                     out.payload = payload;
@@ -462,24 +462,18 @@ impl WarcReader {
 
 /// The payload of an HTTP response block: its Content-Type, the body with its transfer
 /// and content encodings undone (at most `max` bytes), and whether it was cut; or what to
-/// report instead (a skip, or a malformed record at byte `at`).
+/// report instead (a skip, or a malformed record at byte `at`). A head that does not end
+/// before the block does (the record ends first, or the part of a huge block that is read)
+/// is the `truncated` skip of docs/inputs.md, like a record marked `WARC-Truncated`.
 pub(crate) fn http_payload(
     mut block: Vec<u8>,
-    block_cut: bool,
     max: u64,
     at: u64,
 ) -> Result<(Option<String>, Vec<u8>, bool), Payload> {
     let malformed = |what: String| Payload::Invalid(RecordError::Malformed { offset: at, what });
     let head = match http::parse_head(&block) {
         Ok(h) => h,
-        Err(HeadError::Incomplete) if block_cut => {
-            return Err(Payload::Skipped(SkipReason::Truncated))
-        }
-        Err(HeadError::Incomplete) => {
-            return Err(malformed(
-                "the HTTP head does not end inside the record".into(),
-            ))
-        }
+        Err(HeadError::Incomplete) => return Err(Payload::Skipped(SkipReason::Truncated)),
         Err(HeadError::Malformed(why)) => {
             return Err(malformed(format!("malformed HTTP head: {why}")))
         }
