@@ -692,3 +692,59 @@ fn lsh_bands_in_rounds_or_spilled_find_the_same_pairs() {
     );
     assert!(summary["counts"]["spilled_bytes"].as_u64().unwrap() > 0);
 }
+
+/// MinHash: documents with one shingle set but different exact keys (a cyclic text repeated
+/// and rotated) have one signature, so they share every band. Each is one candidate with
+/// the smallest of them, verified like any other, not one of `n(n-1)/2` per band (issue
+/// 39); they are still one cluster.
+#[test]
+fn minhash_identical_signatures_are_linked_by_linear_pairs() {
+    const N: usize = 400;
+    let words = ["alpha", "bravo", "charlie", "delta"];
+    let mut texts: Vec<String> = (0..N)
+        .map(|i| {
+            let (rotation, repeats) = (i % 4, 3 + i / 4);
+            (0..4 * repeats)
+                .map(|j| words[(rotation + j) % 4])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    // The same words in another cycle: another shingle set, in no pair with the others.
+    texts.push("alpha charlie bravo delta ".repeat(5));
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("cycles.jsonl");
+    let lines: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| serde_json::json!({"id": i, "text": t}).to_string())
+        .collect();
+    std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+    let first = shingles(&texts[0], 3);
+    assert!(texts[1..N]
+        .iter()
+        .all(|t| jaccard(&first, &shingles(t, 3)) == 1.0));
+    for workers in ["1", "2"] {
+        let out = tmp.path().join(format!("out-{workers}"));
+        neardup()
+            .args(["run", "-q", "-w", workers, "--method", "minhash"])
+            .args(["--shingle", "3", "--threshold", "0.8", "--output"])
+            .arg(&out)
+            .arg(&corpus)
+            .assert()
+            .success();
+        let mut found = pairs(&out);
+        found.sort_by_key(|p| (p.0, p.1));
+        let expected: Vec<(u64, u64, String, Option<f32>)> = (1..N as u64)
+            .map(|m| (0, m, "near".to_string(), Some(1.0)))
+            .collect();
+        assert_eq!(found.len(), expected.len(), "{workers} workers");
+        assert_eq!(found, expected, "{workers} workers");
+        let labels = cluster_labels(&out);
+        assert_eq!(
+            labels,
+            (0..N as u64).map(|d| (d, 0)).collect(),
+            "{workers} workers"
+        );
+    }
+}

@@ -71,6 +71,11 @@ pub struct DocFp {
 pub enum EdgeKind {
     Exact,
     Near,
+    /// A document whose fingerprint (the whole simhash) another document of its bucket has
+    /// too, linked to the group's representative, the smallest `doc_id`
+    /// ([`neardup_core::search::fold_identical`]): written as a `near` pair at distance 0.
+    /// The group is one unit for star clustering, like an exact group.
+    SameFingerprint,
     /// The same normalized URL, whatever the content (a recrawl of one page).
     Url,
 }

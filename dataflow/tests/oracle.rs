@@ -37,6 +37,31 @@ fn oracle_components(docs: &[u64], pairs: &[(u64, u64)]) -> BTreeMap<u64, (i64, 
         .collect()
 }
 
+/// What `pairs/` lists (docs/outputs.md): one representative per distinct fingerprint (its
+/// smallest doc), every pair within `k` among the representatives, and every other document
+/// with a fingerprint paired with its representative at distance 0.
+fn listed_pairs(items: &[Item], k: u32) -> PairSet {
+    let mut groups: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for it in items {
+        groups.entry(it.fp).or_default().push(it.doc);
+    }
+    let mut reps = Vec::new();
+    let mut listed = PairSet::new();
+    for (&fp, docs) in groups.iter_mut() {
+        docs.sort_unstable();
+        reps.push(Item { fp, doc: docs[0] });
+        for &m in &docs[1..] {
+            listed.insert((docs[0], m, 0, "near".to_string()));
+        }
+    }
+    listed.extend(
+        brute_force_pairs(&reps, k)
+            .into_iter()
+            .map(|p| (p.doc_a, p.doc_b, p.hamming as u8, "near".to_string())),
+    );
+    listed
+}
+
 fn run(config: JobConfig) -> neardup_dataflow::JobSummary {
     run_job(config, Arc::new(Progress::default())).expect("job succeeds")
 }
@@ -63,6 +88,18 @@ fn planted_fingerprints(dir: &Path, n: usize, k: u32) -> Vec<Item> {
             fp: (0x0012_3456_789a_u64 << 24) | (splitmix64(&mut state) & 0xff_ffff),
             doc: (7 << 40) | (1_000_000 + i),
         });
+    }
+    // A dense group (templated pages): 1000 equal fingerprints, 300 equal to another one 2
+    // bits away, and 20 one or two bits from the first.
+    let dense = splitmix64(&mut state);
+    for i in 0..1320u64 {
+        let fp = match i {
+            0..1000 => dense,
+            1000..1300 => dense ^ 0b101,
+            _ => dense ^ (1 << (i % 64)) ^ ((i % (k as u64 + 2) > 1) as u64) << 40,
+        };
+        let doc = (splitmix64(&mut state) % 1000) << 40 | (2_000_000 + i);
+        items.push(Item { fp, doc });
     }
     std::fs::create_dir_all(dir).unwrap();
     // Tagged as neardup tags simhash-doc fingerprints.
@@ -104,14 +141,17 @@ fn search_equals_brute_force_on_planted_fingerprints_at_any_parallelism() {
     ] {
         let fps_dir = tmp.path().join(format!("fps-{k}"));
         let items = planted_fingerprints(&fps_dir, 4000, k);
-        let expected: PairSet = brute_force_pairs(&items, k)
-            .into_iter()
-            .map(|p| (p.doc_a, p.doc_b, p.hamming as u8, "near".to_string()))
-            .collect();
+        let expected = listed_pairs(&items, k);
         let docs: Vec<u64> = items.iter().map(|i| i.doc).collect();
-        let expected_clusters = oracle_components(
-            &docs,
-            &expected.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>(),
+        // The components of every pair within k, not only of the pairs listed.
+        let all: Vec<(u64, u64)> = brute_force_pairs(&items, k)
+            .iter()
+            .map(|p| (p.doc_a, p.doc_b))
+            .collect();
+        let expected_clusters = oracle_components(&docs, &all);
+        assert!(
+            expected.len() * 10 < all.len(),
+            "k={k}: the dense group makes most pairs within k, and few are listed"
         );
         let mut first_keep = None;
         for workers in [1, 2, 4] {
@@ -173,10 +213,7 @@ fn search_in_rounds_equals_brute_force() {
     let tmp = tempfile::tempdir().unwrap();
     let fps_dir = tmp.path().join("fps");
     let items = planted_fingerprints(&fps_dir, 3000, 3);
-    let expected: PairSet = brute_force_pairs(&items, 3)
-        .into_iter()
-        .map(|p| (p.doc_a, p.doc_b, p.hamming as u8, "near".to_string()))
-        .collect();
+    let expected = listed_pairs(&items, 3);
     // The last case leaves the rounds to a memory limit that 4 workers can meet only in
     // several rounds (each fingerprint goes to 4 workers at once, or fewer in rounds).
     let shape = neardup_dataflow::stages::near::rounds::SearchShape {
@@ -224,10 +261,7 @@ fn spilled_search_equals_brute_force() {
     let tmp = tempfile::tempdir().unwrap();
     let fps_dir = tmp.path().join("fps");
     let items = planted_fingerprints(&fps_dir, 3000, 3);
-    let expected: PairSet = brute_force_pairs(&items, 3)
-        .into_iter()
-        .map(|p| (p.doc_a, p.doc_b, p.hamming as u8, "near".to_string()))
-        .collect();
+    let expected = listed_pairs(&items, 3);
     let scratch = tmp.path().join("scratch");
     std::fs::create_dir(&scratch).unwrap();
     // A limit of a few KiB spills everything: the waiting fingerprints, and every table's
@@ -272,6 +306,45 @@ fn spilled_search_equals_brute_force() {
         assert!(!out.join("_spill").exists());
         assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
         assert!(out.join("_SUCCESS").exists());
+    }
+}
+
+/// Star clusters with equal fingerprints folded: every document of one fingerprint has its
+/// representative's neighbours, so the group founds or joins a star as one; the stars are
+/// those of every pair within k, under a keep policy that prefers other members than the
+/// representatives (the longest, `bytes` = doc % 977).
+#[test]
+fn star_clusters_of_folded_fingerprints_equal_those_of_all_pairs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fps_dir = tmp.path().join("fps");
+    let items = planted_fingerprints(&fps_dir, 2000, 3);
+    let all: Vec<(u64, u64)> = brute_force_pairs(&items, 3)
+        .iter()
+        .map(|p| (p.doc_a, p.doc_b))
+        .collect();
+    let ranks: fxhash::FxHashMap<u64, u64> = all
+        .iter()
+        .flat_map(|&(a, b)| [a, b])
+        .map(|d| (d, u64::MAX - d % 977))
+        .collect();
+    let expected: BTreeMap<u64, i64> = neardup_core::star::star_clusters(&ranks, &[], &all)
+        .into_iter()
+        .map(|(d, label)| (d, label as i64))
+        .collect();
+    for workers in [1, 2] {
+        let out = tmp.path().join(format!("w{workers}"));
+        let files = vec![fps_dir.join("part-00000.parquet")];
+        let mut config = JobConfig::new(JobInput::Fingerprints { files }, out.clone());
+        config.keep = KeepPolicy::Longest;
+        config.cluster = neardup_dataflow::config::ClusterMode::Star;
+        config.parallelism = Parallelism::local(workers);
+        run(config);
+        let got: BTreeMap<u64, i64> = read_clusters(&out)
+            .into_iter()
+            .filter(|(_, (c, _, _))| *c >= 0)
+            .map(|(d, (c, _, _))| (d, c))
+            .collect();
+        assert_eq!(got, expected, "{workers} workers");
     }
 }
 

@@ -53,7 +53,10 @@ pub fn local_forest<'s>(
                         kept_edges.push(ForestMsg::Edge {
                             a: e.a,
                             b: e.b,
-                            // A recrawl of a page is as much one document as an exact copy.
+                            // A recrawl of a page is as much one document as an exact copy,
+                            // and so is a group of one fingerprint: its members have the
+                            // same neighbours (only its representative's near pairs are
+                            // listed), so every star holds all of it or none.
                             exact: e.kind != EdgeKind::Near,
                         });
                     } else {

@@ -33,7 +33,7 @@ pub fn write_pairs<'s>(
                 for edge in data.iter() {
                     let kind = match edge.kind {
                         EdgeKind::Exact => PairKind::Exact,
-                        EdgeKind::Near => PairKind::Near,
+                        EdgeKind::Near | EdgeKind::SameFingerprint => PairKind::Near,
                         EdgeKind::Url => PairKind::Url,
                     };
                     buffered.push(PairRow {

@@ -2,7 +2,7 @@
 //! and every bucket searched for pairs within `k` bits (or, for LSH bands, every pair in a
 //! bucket is a candidate).
 
-use neardup_core::search::{BucketSearch, Item, KeyGrouper};
+use neardup_core::search::{fold_identical, BucketSearch, Item, KeyGrouper};
 use neardup_core::TableDesign;
 
 use super::keys::Keys;
@@ -85,6 +85,39 @@ impl<'a> BucketState<'a> {
         }
     }
 
+    /// Fills `items` with the bucket's members, one per distinct fingerprint: equal
+    /// fingerprints are folded to their smallest doc_id and linked to it by a
+    /// [`EdgeKind::SameFingerprint`] edge from the first table (they share every table's
+    /// key, so they meet in every table's bucket). Otherwise a group of `n` documents with
+    /// one fingerprint (pages that differ only in numbers) would be `n(n-1)/2` pairs,
+    /// compared pair by pair in every table since no split can tell them apart.
+    fn fold(&mut self, table: usize, slice: &[TableRecord], members: &[u64]) {
+        let record = |i: u64| &slice[i as usize];
+        // Items carry their record's index, which leads back to doc_id and rank.
+        self.items.clear();
+        self.items.extend(members.iter().map(|&i| Item {
+            fp: record(i).value,
+            doc: i,
+        }));
+        let design = self.design;
+        let edges = &mut self.searched.edges;
+        fold_identical(
+            &mut self.items,
+            |it| record(it.doc).doc_id,
+            |rep, member| {
+                if design.first_shared_table(rep.fp, rep.fp) == Some(table) {
+                    let (x, y) = (record(rep.doc), record(member.doc));
+                    edges.push(Edge::new(
+                        (x.doc_id, x.rank),
+                        (y.doc_id, y.rank),
+                        0,
+                        EdgeKind::SameFingerprint,
+                    ));
+                }
+            },
+        );
+    }
+
     /// Searches one bucket: the records at `members` of `slice`, which share their key in
     /// `lane`.
     fn bucket(&mut self, keys: &Keys, lane: u32, slice: &[TableRecord], members: &[u64]) {
@@ -121,21 +154,24 @@ impl<'a> BucketState<'a> {
             self.searched.comparisons += 1;
             let d = neardup_core::hamming(x.value, y.value);
             if d <= self.searcher.k && design.first_shared_table(x.value, y.value) == Some(table) {
+                // Two equal fingerprints are a group of one fingerprint, folded as below.
+                let kind = match d {
+                    0 => EdgeKind::SameFingerprint,
+                    _ => EdgeKind::Near,
+                };
                 self.searched.edges.push(Edge::new(
                     (x.doc_id, x.rank),
                     (y.doc_id, y.rank),
                     d,
-                    EdgeKind::Near,
+                    kind,
                 ));
             }
             return;
         }
-        // Items carry their record's index, which leads back to doc_id and rank.
-        self.items.clear();
-        self.items.extend(members.iter().map(|&i| Item {
-            fp: record(i).value,
-            doc: i,
-        }));
+        self.fold(table, slice, members);
+        if self.items.len() < 2 {
+            return;
+        }
         let accept = |a: u64, b: u64| design.first_shared_table(a, b) == Some(table);
         let edges = &mut self.searched.edges;
         let stats = self.searcher.search(

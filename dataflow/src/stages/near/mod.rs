@@ -17,6 +17,7 @@ pub mod buckets;
 pub mod enter;
 pub mod keys;
 pub mod rounds;
+pub mod signatures;
 pub mod spill;
 
 use std::cell::{Cell, RefCell};
@@ -25,7 +26,7 @@ use std::rc::Rc;
 
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::{Capability, Probe};
+use timely::dataflow::operators::{Capability, Concat, Probe};
 use timely::dataflow::{ProbeHandle, StreamVec};
 
 use self::buckets::{search, Searched};
@@ -44,7 +45,23 @@ pub enum Planned {
     Spill(SpillShape),
 }
 
+/// The near pairs (candidates, in MinHash mode) among the representatives.
 pub fn search_tables<'s>(
+    reps: StreamVec<'s, u64, DocFp>,
+    ctx: Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, Edge> {
+    match ctx.shared.config.lsh {
+        // Identical signatures are folded before the bands (the simhash search folds equal
+        // fingerprints inside its buckets, where they all meet).
+        Some(_) => {
+            let (reps, folded) = signatures::fold_signatures(reps, ctx.clone());
+            search_buckets(reps, ctx).concat(folded)
+        }
+        None => search_buckets(reps, ctx),
+    }
+}
+
+fn search_buckets<'s>(
     reps: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Edge> {
