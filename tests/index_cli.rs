@@ -1247,4 +1247,73 @@ fn an_index_that_cannot_be_written_fails_the_run_which_resumes() {
         generations[0]["documents"],
         summary(&out)["counts"]["documents"]
     );
+
+/// Issue 39, cases 5 and 7: a manifest whose generation `dir` leads out of the index, or
+/// from which a generation's entry was taken, is refused by `query`, `run --against` and
+/// `index compact`, naming the manifest and the entry; nothing is removed, inside the
+/// index or out of it.
+#[test]
+fn manifest_entries_leading_out_or_missing_are_refused_and_nothing_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(&dir.path().join("a.jsonl"), &jsonl(&corpus(8, 10, "a")));
+    let b = write(&dir.path().join("b.jsonl"), &jsonl(&corpus(9, 10, "b")));
+    let index = dir.path().join("index");
+    run_ok(&dir.path().join("out-a"), &["--index", s(&index)], &[&a]);
+    run_ok(
+        &dir.path().join("out-b"),
+        &["--against", s(&index), "--update-index"],
+        &[&b],
+    );
+    let manifest = index.join("manifest.json");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    let edit = |edit: &dyn Fn(&mut Value)| {
+        let mut value: Value = serde_json::from_str(&original).unwrap();
+        edit(&mut value);
+        std::fs::write(&manifest, value.to_string()).unwrap();
+    };
+    let refused_everywhere = |needles: &[&str]| {
+        assert_refused(
+            neardup().args(["query", "--index", s(&index), "--text", "a b c"]),
+            needles,
+        );
+        assert_refused(
+            neardup().args(["run", "--against", s(&index)]).args([
+                "--output",
+                s(&dir.path().join("out-c")),
+                s(&a),
+            ]),
+            needles,
+        );
+        assert_refused(neardup().args(["index", "compact", s(&index)]), needles);
+    };
+    // Case 5: the second generation's dir moved out of the index, with a file of the
+    // user's beside it.
+    let decoy = dir.path().join("decoy");
+    std::fs::create_dir(&decoy).unwrap();
+    std::fs::rename(index.join("gen-00001"), decoy.join("gen-00001")).unwrap();
+    std::fs::write(decoy.join("gen-00001").join("mine.txt"), "keep").unwrap();
+    let absolute = decoy.join("gen-00001").display().to_string();
+    for outside in ["../decoy/gen-00001", absolute.as_str()] {
+        edit(&|m| m["generations"][1]["dir"] = Value::from(outside));
+        let entry = format!("generation entry 1 (number 1, dir {outside:?})");
+        refused_everywhere(&["manifest.json: damaged index", &entry, "a plain name"]);
+        assert!(decoy.join("gen-00001").join("mine.txt").exists());
+        assert!(decoy.join("gen-00001").join("docs.bin").exists());
+    }
+    std::fs::rename(decoy.join("gen-00001"), index.join("gen-00001")).unwrap();
+    std::fs::remove_file(index.join("gen-00001").join("mine.txt")).unwrap();
+    // Case 7: the second generation's entry taken out.
+    edit(&|m| {
+        m["generations"].as_array_mut().unwrap().remove(1);
+    });
+    refused_everywhere(&[
+        "manifest.json: damaged index: the generations hold 1 files, the manifest's total is 2 (an entry is missing or damaged)",
+    ]);
+    assert!(index.join("gen-00001").join("docs.bin").exists());
+    std::fs::write(&manifest, &original).unwrap();
+    assert!(neardup()
+        .args(["query", "--index", s(&index), "--text", "a b c"])
+        .status()
+        .unwrap()
+        .success());
 }

@@ -371,3 +371,65 @@ fn sigterm_answers_the_request_in_flight_then_stops_with_its_write_kept() {
         );
     }
 }
+
+/// Issue 39, case 3: `neardup serve` verifies the index's checksums on start: a flipped
+/// byte of `docs.bin` (a wrong fingerprint) or of a table's last row (a row past the
+/// documents) is refused naming the file, rc 1, instead of being served (and carried into
+/// the next checkpoint with new checksums) or panicking.
+#[test]
+fn a_damaged_index_is_refused_on_start_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("corpus.jsonl");
+    let lines: Vec<String> = (0..20)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"base-{i}\", \"text\": {}}}",
+                quoted(&page(i, 200))
+            )
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let index = dir.path().join("idx");
+    let out = neardup()
+        .args([
+            "run",
+            "--index",
+            s(&index),
+            "--output",
+            s(&dir.path().join("out")),
+        ])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refused = |file: &str, at: usize| {
+        let path = index.join("gen-00000").join(file);
+        let original = std::fs::read(&path).unwrap();
+        let mut damaged = original.clone();
+        damaged[at] ^= 0x80;
+        std::fs::write(&path, &damaged).unwrap();
+        let mut cmd = std::process::Command::new(common::BIN);
+        cmd.args(["serve", "--index", s(&index), "--listen", "127.0.0.1:0"]);
+        let mut proc = common::Proc::spawn("neardup serve", cmd);
+        let status = proc.wait(Duration::from_secs(60));
+        let stderr = proc.stderr();
+        assert_eq!(status.and_then(|s| s.code()), Some(1), "{}", proc.log());
+        let needle = format!("gen-00000/{file}: damaged index: checksum");
+        assert!(stderr.contains(&needle), "{stderr}");
+        std::fs::write(&path, &original).unwrap();
+    };
+    // Row 5's simhash in docs.bin: after the header and the 20 doc numbers.
+    refused("docs.bin", 64 + 8 * 20 + 8 * 5);
+    let table = std::fs::metadata(index.join("gen-00000").join("table-000.bin")).unwrap();
+    refused("table-000.bin", table.len() as usize - 1);
+    // Restored, it serves.
+    let server = Server::start(&index, &[]);
+    assert_eq!(
+        server.request("GET", "/v1/documents/base-5", None).status,
+        200
+    );
+}
