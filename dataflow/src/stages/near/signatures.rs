@@ -76,11 +76,14 @@ fn fold(mut docs: Vec<DocFp>, mut rep: impl FnMut(DocFp), mut edge: impl FnMut(E
     while let Some(first) = docs.next() {
         while let Some(member) = docs.next_if(|d| d.bands == first.bands) {
             members += 1;
+            // A plain near pair, not a unit for --cluster star (as equal simhashes are): an
+            // equal signature does not prove the members equally similar to everything, so
+            // a star holds only documents with a verified pair to its kept document.
             edge(Edge::new(
                 (first.doc_id, first.rank),
                 (member.doc_id, member.rank),
                 0,
-                EdgeKind::SameFingerprint,
+                EdgeKind::Near,
             ));
         }
         rep(first);
@@ -128,7 +131,7 @@ mod tests {
         assert_eq!(linked, vec![(3, 7, 30, 70), (3, 9, 30, 90)]);
         assert!(edges
             .iter()
-            .all(|e| e.kind == EdgeKind::SameFingerprint && e.hamming == 0));
+            .all(|e| e.kind == EdgeKind::Near && e.hamming == 0));
         assert_eq!(members, 2);
     }
 }
