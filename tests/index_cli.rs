@@ -1194,6 +1194,39 @@ fn a_run_killed_once_its_index_generation_is_committed_completes_without_adding_
     assert_eq!(against_pairs(&again), against_pairs(&clean_b));
 }
 
+#[test]
+fn a_search_killed_once_its_success_is_written_has_its_index_generation() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let docs = write(&dir.path().join("a.jsonl"), &jsonl(&corpus(63, 60, "a")));
+    let run = dir.path().join("run");
+    run_ok(&run, &[], &[&docs]);
+    let tables: Vec<String> = std::fs::read_dir(run.join("fingerprints"))
+        .unwrap()
+        .map(|e| e.unwrap().path().to_string_lossy().into_owned())
+        .filter(|p| p.ends_with(".parquet"))
+        .collect();
+    let search = |out: &Path, index: &Path, kill: Option<&str>| {
+        let mut cmd = neardup();
+        cmd.args(["search", "-q", "--index", s(index), "--output", s(out)])
+            .args(&tables);
+        if let Some(phase) = kill {
+            cmd.env(KILL_AT, phase);
+        }
+        cmd.output().unwrap()
+    };
+    let clean = dir.path().join("clean-index");
+    let output = search(&dir.path().join("clean"), &clean, None);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(index_files(&clean).as_array().unwrap().len(), 1);
+    // Killed right after `_SUCCESS`: the generation was written before it.
+    let (out, index) = (dir.path().join("out"), dir.path().join("index"));
+    let output = search(&out, &index, Some("success"));
+    assert_eq!(output.status.signal(), Some(9), "{output:?}");
+    assert!(out.join("_SUCCESS").is_file());
+    assert_eq!(index_files(&index), index_files(&clean));
+}
+
 /// A small tmpfs mounted at a directory for as long as it lives (root only).
 struct Tmpfs(std::path::PathBuf);
 
@@ -1247,6 +1280,7 @@ fn an_index_that_cannot_be_written_fails_the_run_which_resumes() {
         generations[0]["documents"],
         summary(&out)["counts"]["documents"]
     );
+}
 
 /// Issue 39, cases 5 and 7: a manifest whose generation `dir` leads out of the index, or
 /// from which a generation's entry was taken, is refused by `query`, `run --against` and
@@ -1313,7 +1347,8 @@ fn manifest_entries_leading_out_or_missing_are_refused_and_nothing_is_removed() 
     std::fs::write(&manifest, &original).unwrap();
     assert!(neardup()
         .args(["query", "--index", s(&index), "--text", "a b c"])
-        .status()
+        .output()
         .unwrap()
+        .status
         .success());
 }

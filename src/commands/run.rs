@@ -659,18 +659,23 @@ pub fn search(args: &SearchArgs) -> Result<()> {
     let tables = files.clone();
     let builder =
         JobConfig::builder(JobInput::Fingerprints { files }, args.job.output.clone()).exact(false);
-    let config = args.job.configure(builder)?.build()?;
-    let mut index = match &args.index {
-        Some(dir) if args.job.cluster.process == 0 => Some((
-            dir,
-            super::index::create_for_tables(dir, &tables, &config.design)?,
-        )),
-        _ => None,
-    };
-    let output = config.output.clone();
+    let mut config = args.job.configure(builder)?.build()?;
+    // --index: the generation is written before `_SUCCESS` (process 0, see
+    // [`BeforeCommit`]), so a complete run always has its index.
+    let written = Arc::new(Mutex::new(None));
+    if let (Some(dir), 0) = (&args.index, args.job.cluster.process) {
+        let writer = super::index::create_for_tables(dir, &tables, &config.design)?;
+        let (writer, dir, slot) = (Mutex::new(writer), dir.clone(), written.clone());
+        config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
+            let mut writer = writer.lock().expect("the index writer");
+            let documents = super::index::add_run(&mut writer, run, Some(&tables))
+                .map_err(|e| format!("--index {}: {e:#}", dir.display()))?;
+            *slot.lock().expect("the index slot") = Some((dir.clone(), documents));
+            Ok(())
+        })));
+    }
     execute(config, &args.job)?;
-    if let Some((dir, writer)) = &mut index {
-        let documents = super::index::add_run(writer, &output, Some(&tables))?;
+    if let Some((dir, documents)) = written.lock().expect("the index slot").take() {
         if !args.job.quiet {
             eprintln!("  index: {} ({documents} documents)", dir.display());
         }
