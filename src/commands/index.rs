@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use neardup_core::{Method, Scheme, TableDesign, Weighting};
 use neardup_dataflow::config::{JobConfig, KeepPolicy};
-use neardup_io::index::run::{read_run_documents, RunDocuments};
+use neardup_io::index::run::RunDocuments;
 use neardup_io::index::{DocView, MinHashParams, VERIFY_ESTIMATE, VERIFY_JACCARD};
 use neardup_io::index::{IndexSpec, IndexWriter, Manifest, NewGeneration, FILE_SHIFT};
 
@@ -174,14 +174,11 @@ pub fn create_for_tables(
     )?)
 }
 
-/// Adds the committed run at `run` to the index as a new generation; returns its document
-/// count. Its documents are those of its `fingerprints/` table, or of `tables` (a search).
-/// Such a generation has no keep ranks (see [`batch_documents`] for a run's).
-pub fn add_run(writer: &mut IndexWriter, run: &Path, tables: Option<&[PathBuf]>) -> Result<u64> {
-    let read = match tables {
-        Some(tables) => neardup_io::index::run::read_documents(run, tables)?,
-        None => read_run_documents(run)?,
-    };
+/// Adds the run at `run` (a search over the fingerprint tables `tables`, its parts committed
+/// and its `_SUCCESS` not written yet) to the index as a new generation; returns its document
+/// count. Such a generation has no keep ranks (see [`batch_documents`] for a run's).
+pub fn add_run(writer: &mut IndexWriter, run: &Path, tables: &[PathBuf]) -> Result<u64> {
+    let read = neardup_io::index::run::read_search_documents(run, tables)?;
     add_documents(writer, run, read, None, None)
 }
 

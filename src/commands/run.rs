@@ -668,7 +668,7 @@ pub fn search(args: &SearchArgs) -> Result<()> {
         let (writer, dir, slot) = (Mutex::new(writer), dir.clone(), written.clone());
         config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
             let mut writer = writer.lock().expect("the index writer");
-            let documents = super::index::add_run(&mut writer, run, Some(&tables))
+            let documents = super::index::add_run(&mut writer, run, &tables)
                 .map_err(|e| format!("--index {}: {e:#}", dir.display()))?;
             *slot.lock().expect("the index slot") = Some((dir.clone(), documents));
             Ok(())

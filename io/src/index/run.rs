@@ -35,32 +35,19 @@ pub struct RunDocuments {
     pub files: u64,
 }
 
-/// Reads the run at `dir` (refused without `_SUCCESS`): its documents from its own
-/// `fingerprints/` table.
-pub fn read_run_documents(dir: &Path) -> Result<RunDocuments, IoError> {
-    let parts = committed_parts(&RunDir::new(dir).table(Table::Fingerprints))?;
-    read_documents(dir, &parts)
-}
-
-/// Reads the run at `dir` (refused without `_SUCCESS`) with its documents from the
-/// fingerprint tables `fingerprints` (a `neardup search` over them): `doc_id` and `simhash`
-/// are needed; `id`, `source`, `url` and `empty` are read where the tables have them.
-pub fn read_documents(
+/// The documents of a `neardup search` over the fingerprint tables `fingerprints`, whose run
+/// at `dir` has committed its parts and not yet written `_SUCCESS` (a step that runs before
+/// it; see `neardup_dataflow::config::BeforeCommit`): `doc_id` and `simhash` are needed;
+/// `id`, `source`, `url` and `empty` are read where the tables have them.
+pub fn read_search_documents(
     dir: &Path,
     fingerprints: &[std::path::PathBuf],
 ) -> Result<RunDocuments, IoError> {
-    let run = RunDir::new(dir);
-    if !run.success().exists() {
-        return Err(IoError::BadTable {
-            path: dir.to_path_buf(),
-            reason: "no _SUCCESS: the run is incomplete or failed".into(),
-        });
-    }
     read_parts(dir, fingerprints)
 }
 
-/// [`read_run_documents`] of a run whose parts are committed but whose `_SUCCESS` is not
-/// written yet (a step that runs before it; see `neardup_dataflow::config::BeforeCommit`).
+/// The documents of a run from its own `fingerprints/` table, its parts committed and its
+/// `_SUCCESS` not written yet (a step that runs before it; see `neardup_dataflow::config::BeforeCommit`).
 pub fn read_committed_parts(dir: &Path) -> Result<RunDocuments, IoError> {
     let parts = committed_parts(&RunDir::new(dir).table(Table::Fingerprints))?;
     read_parts(dir, &parts)
