@@ -304,7 +304,7 @@ fn check(target: &Target, overwrite: bool, probe_lock: bool) -> Result<Vec<PathB
 
 /// Whether `dir` holds nothing but the lock and hidden temporary files of the marker (what a
 /// run killed while it wrote its marker leaves): then it is taken as empty, and the
-/// temporary files are returned (for [`clear`] to remove); `None` when it holds anything
+/// temporary files are returned (for `clear` to remove); `None` when it holds anything
 /// else.
 pub fn only_cut_markers(dir: &Path) -> Result<Option<Vec<PathBuf>>, IoError> {
     let mut cut = Vec::new();

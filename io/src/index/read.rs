@@ -175,7 +175,7 @@ impl Index {
 
     /// Checks every mapped file again against the checksum the manifest gives it: what was
     /// read since [`Index::open`] is what the writer wrote, unless a file was changed in
-    /// place under the map (outside the index's contract, see [`map_checked`]). A
+    /// place under the map (outside the index's contract, see `map_checked`). A
     /// checkpoint of `neardup serve` calls it before it writes what it read from here.
     pub fn verify(&self) -> Result<(), IoError> {
         for (generation, entry) in self.generations.iter().zip(&self.manifest.generations) {
