@@ -687,17 +687,8 @@ pub fn search(args: &SearchArgs) -> Result<()> {
 /// `neardup_io::input`), and SIGINT/SIGTERM handled from here on.
 fn inputs(patterns: &[String], args: &JobArgs) -> Result<Vec<neardup_io::input::InputFile>> {
     let scan = scan_inputs(patterns, false)?;
-    if !args.quiet {
-        for notice in scan.notices() {
-            if args.log_format == LogFormat::Json {
-                eprintln!(
-                    "{}",
-                    serde_json::json!({"event": "notice", "notice": notice})
-                );
-            } else {
-                eprintln!("neardup: notice: {notice}");
-            }
-        }
+    for text in scan.notices() {
+        notice(args, &text);
     }
     let cluster = &args.cluster;
     let process = (cluster.processes > 1).then(|| {
