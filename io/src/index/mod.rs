@@ -467,6 +467,20 @@ pub(crate) fn parse_generation_dir(name: &str) -> Option<u32> {
     (generation_dir(number) == name).then_some(number)
 }
 
+/// The names in the index directory `dir`, sorted.
+pub(crate) fn entries(dir: &Path) -> Result<Vec<String>, IoError> {
+    let listing = std::fs::read_dir(dir).map_err(|cause| IoError::Open {
+        path: dir.to_path_buf(),
+        cause,
+    })?;
+    let mut names: Vec<String> = listing
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// Checks the index directory `dir` against its manifest: every generation the manifest
 /// names is a directory there (not a symbolic link, which could lead out of the index), and
 /// no directory that looks like a generation numbered below `next_generation` is there
@@ -488,20 +502,14 @@ pub(crate) fn check_directory(dir: &Path, manifest: &Manifest) -> Result<(), IoE
             Err(cause) => return Err(IoError::Open { path, cause }),
         }
     }
-    let listing = std::fs::read_dir(dir).map_err(|cause| IoError::Open {
-        path: dir.to_path_buf(),
-        cause,
-    })?;
-    let mut unnamed: Vec<String> = listing
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+    let unnamed: Vec<String> = entries(dir)?
+        .into_iter()
         .filter(|name| {
             parse_generation_dir(name).is_some_and(|n| n < manifest.next_generation)
                 && !manifest.generations.iter().any(|g| &g.dir == name)
                 && !manifest.retired.contains(name)
         })
         .collect();
-    unnamed.sort();
     match unnamed.first() {
         None => Ok(()),
         Some(name) => Err(corrupt(

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::{
-    band_file, design_of, generation_dir, table_file, FileSum, GenerationEntry, Manifest,
+    band_file, design_of, entries, generation_dir, table_file, FileSum, GenerationEntry, Manifest,
     MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FILE_SHIFT, FLAG_BYTES,
     FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, HEADER_BYTES, INDEX_LOCK,
     KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC,
@@ -482,19 +482,6 @@ fn is_ours(name: &str) -> bool {
     name == INDEX_LOCK
         || super::parse_generation_dir(name).is_some()
         || (name.starts_with('.') && name.ends_with(".tmp"))
-}
-
-fn entries(dir: &Path) -> Result<Vec<String>, IoError> {
-    let listing = fs::read_dir(dir).map_err(|cause| IoError::Open {
-        path: dir.to_path_buf(),
-        cause,
-    })?;
-    let mut names: Vec<String> = listing
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    Ok(names)
 }
 
 fn invalid(dir: &Path, reason: String) -> IoError {
