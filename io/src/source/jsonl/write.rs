@@ -6,8 +6,8 @@ use std::io::Write;
 use std::path::Path;
 
 use super::super::{Kept, Strikes};
-use super::numbered_by_offset;
 use super::parse::parse_record;
+use super::pieces::numbered_by_offset;
 use crate::error::IoError;
 use crate::file::InputFile;
 use crate::record::FieldSpec;
