@@ -163,17 +163,16 @@ mod tests {
                 removed: 2
             }
         );
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            fs::File::open(&out).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(reader.schema().fields().len(), 2);
+        let table = crate::parquet_in::TableFile::open(&out).unwrap();
+        assert_eq!(table.schema().fields().len(), 2);
         let mut content = Vec::new();
-        for b in reader.build().unwrap() {
-            let b = b.unwrap();
-            let c = b.column(0).as_string::<i32>();
-            content.extend((0..c.len()).map(|i| c.value(i).to_string()));
-        }
+        table
+            .for_each_batch(|b| {
+                let c = b.column(0).as_string::<i32>();
+                content.extend((0..c.len()).map(|i| c.value(i).to_string()));
+                Ok(())
+            })
+            .unwrap();
         assert_eq!(content, ["a", "c", "e"]);
     }
 

@@ -57,6 +57,8 @@
 //! * [`parquet_out`] writes the output tables (fingerprints, pairs,
 //!   clusters) as part files that appear atomically, and small files such
 //!   as `summary.json` the same way.
+//! * [`parquet_in`] reads a Parquet table back ([`parquet_in::TableFile`]), with the same
+//!   errors (the file named) for every reader.
 //! * [`run_dir`] owns the layout of a run's output directory: table and part
 //!   names, `summary.json`, `_SUCCESS`, preparing and committing it, and
 //!   reading a finished run back.
@@ -82,6 +84,7 @@ pub mod html;
 pub mod index;
 pub mod input;
 pub mod lock;
+pub mod parquet_in;
 pub mod parquet_out;
 pub mod readahead;
 pub mod record;

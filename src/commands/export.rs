@@ -42,7 +42,6 @@ use arrow::datatypes::UInt64Type;
 use neardup_core::{Method, Scheme, SchemeName};
 use neardup_io::run_dir::{self, Protected, RunDir, RunOutputs};
 use neardup_io::IoError;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 pub const EXPORT_EXAMPLES: &str = "\
 Examples:
@@ -308,43 +307,31 @@ struct SubstringRow {
 /// Reads every committed part of `substrings/` (columns `doc_id`, `start`, `end`, UInt64).
 fn read_substrings(dir: &Path) -> Result<Vec<SubstringRow>, IoError> {
     let mut rows = Vec::new();
-    for path in run_dir::committed_parts(dir)? {
+    run_dir::each_part_batch(dir, None, |path, batch| {
         let bad = |reason: String| IoError::BadTable {
-            path: path.clone(),
+            path: path.to_path_buf(),
             reason,
         };
-        let file = File::open(&path).map_err(|cause| IoError::Open {
-            path: path.clone(),
-            cause,
-        })?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .and_then(|b| b.build())
-            .map_err(|cause| IoError::Parquet {
-                path: path.clone(),
-                cause,
-            })?;
-        for batch in reader {
-            let batch = batch.map_err(|e| bad(e.to_string()))?;
-            let column = |name: &str| {
-                batch
-                    .column_by_name(name)
-                    .ok_or_else(|| bad(format!("no column {name:?}")))?
-                    .as_primitive_opt::<UInt64Type>()
-                    .ok_or_else(|| bad(format!("column {name:?} is not UInt64")))
-            };
-            let (docs, starts, ends) = (column("doc_id")?, column("start")?, column("end")?);
-            for i in 0..batch.num_rows() {
-                if docs.is_null(i) || starts.is_null(i) || ends.is_null(i) {
-                    return Err(bad(format!("row {i} of a batch has a null")));
-                }
-                rows.push(SubstringRow {
-                    doc_id: docs.value(i),
-                    start: starts.value(i),
-                    end: ends.value(i),
-                });
+        let column = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| bad(format!("no column {name:?}")))?
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(|| bad(format!("column {name:?} is not UInt64")))
+        };
+        let (docs, starts, ends) = (column("doc_id")?, column("start")?, column("end")?);
+        for i in 0..batch.num_rows() {
+            if docs.is_null(i) || starts.is_null(i) || ends.is_null(i) {
+                return Err(bad(format!("row {i} of a batch has a null")));
             }
+            rows.push(SubstringRow {
+                doc_id: docs.value(i),
+                start: starts.value(i),
+                end: ends.value(i),
+            });
         }
-    }
+        Ok(())
+    })?;
     rows.sort_unstable();
     Ok(rows)
 }

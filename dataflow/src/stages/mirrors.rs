@@ -36,7 +36,7 @@ use neardup_core::mirrors::{
     MirrorKey, MirrorParams, Page, Verdict,
 };
 use neardup_core::mix::{mix2, mix64};
-use neardup_io::parquet_out::{HostRow, MirrorRow, OutputRow, PartWriter};
+use neardup_io::parquet_out::{HostRow, OutputRow, PartWriter};
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -414,9 +414,11 @@ fn judge_candidates<'s>(
                         {
                             let mut report = judge_ctx.report.borrow_mut();
                             report.mirrors +=
-                                rows.iter().filter(|r| r.verdict == "mirror").count() as u64;
+                                rows.iter().filter(|r| r.verdict == Verdict::Mirror).count() as u64;
                             report.partial_mirrors +=
-                                rows.iter().filter(|r| r.verdict == "partial").count() as u64;
+                                rows.iter()
+                                    .filter(|r| r.verdict == Verdict::Partial)
+                                    .count() as u64;
                         }
                         write_part(&judge_ctx, Table::Mirrors, rows);
                         output.session(&cap).give_iterator(groups.into_iter());
@@ -437,7 +439,7 @@ fn judge(
     counts: BTreeMap<MirrorKey, LinkCount>,
     answered: &Answered,
     params: &MirrorParams,
-) -> (Vec<MirrorRow>, Vec<(Mirror, u64, u64)>) {
+) -> (Vec<Mirror>, Vec<(Mirror, u64, u64)>) {
     let mut rows = Vec::new();
     let mut groups = Vec::new();
     for (key, count) in counts {
@@ -452,7 +454,7 @@ fn judge(
         let Some(m) = verdict(key, count, a.0, b.0, params) else {
             continue;
         };
-        rows.push(mirror_row(&m));
+        rows.push(m.clone());
         if m.verdict == Verdict::Mirror {
             groups.push((m, a.1, b.1));
         }
@@ -564,23 +566,6 @@ fn host_rows(
         })
         .collect();
     (rows, mirroring)
-}
-
-fn mirror_row(m: &Mirror) -> MirrorRow {
-    MirrorRow {
-        host_a: m.host_a.clone(),
-        prefix_a: m.prefix_a.clone(),
-        host_b: m.host_b.clone(),
-        prefix_b: m.prefix_b.clone(),
-        shared_paths: m.shared_paths,
-        paths_a: m.paths_a,
-        paths_b: m.paths_b,
-        share_a: m.share_a,
-        share_b: m.share_b,
-        identical_paths: m.identical_paths,
-        near_paths: m.near_paths,
-        verdict: m.verdict.as_str().to_owned(),
-    }
 }
 
 /// Writes this worker's part of `table` (possibly empty, like every table's parts).

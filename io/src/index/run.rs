@@ -7,17 +7,16 @@
 //! depend on the parallelism either.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Int64Type, TimestampMicrosecondType, UInt64Type};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
 use super::write::DocEntry;
 use super::FILE_SHIFT;
 use crate::error::IoError;
+use crate::parquet_in::TableFile;
 use crate::parquet_out::{TableTag, PARAM_FINGERPRINT, PARAM_SEARCH};
 use crate::run_dir::{committed_parts, RunDir, Table};
 
@@ -147,25 +146,10 @@ fn each_batch(
     table: &'static str,
     mut f: impl FnMut(Option<&TableTag>, &RecordBatch) -> Result<(), IoError>,
 ) -> Result<(), IoError> {
-    let file = File::open(path).map_err(|cause| IoError::Open {
-        path: path.to_path_buf(),
-        cause,
-    })?;
-    let parquet = |cause| IoError::Parquet {
-        path: path.to_path_buf(),
-        cause,
-    };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet)?;
-    let tag = TableTag::from_key_values(
-        path,
-        builder.metadata().file_metadata().key_value_metadata(),
-    )?;
+    let file = TableFile::open(path)?;
+    let tag = file.tag()?;
     if let Some(tag) = &tag {
         tag.expect_table(path, table)?;
     }
-    for batch in builder.build().map_err(parquet)? {
-        let batch = batch.map_err(|e| bad(path, &e.to_string()))?;
-        f(tag.as_ref(), &batch)?;
-    }
-    Ok(())
+    file.for_each_batch(|batch| f(tag.as_ref(), batch))
 }

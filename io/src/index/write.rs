@@ -29,6 +29,7 @@ use super::{
 use crate::atomic::{sync_parent, write_atomically};
 use crate::error::IoError;
 use crate::lock::DirLock;
+use crate::parquet_in::TableFile;
 use crate::parquet_out::{OutputRow, PartWriter, TableMeta, PARAM_FINGERPRINT};
 
 /// One document of a new generation. `doc_id` and `cluster_id` are index numbers (the run's
@@ -958,24 +959,11 @@ fn read_origins(
 ) -> Result<std::collections::HashMap<u64, (String, Option<String>)>, IoError> {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::UInt64Type;
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let mut out = std::collections::HashMap::new();
     for g in &manifest.generations {
         let path = super::generation_file(dir, g, DOCUMENTS_PARQUET);
         let file = open_verified(dir, g, DOCUMENTS_PARQUET)?;
-        let parquet = |cause| IoError::Parquet {
-            path: path.clone(),
-            cause,
-        };
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(parquet)?
-            .build()
-            .map_err(parquet)?;
-        for batch in reader {
-            let batch = batch.map_err(|e| IoError::BadTable {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
+        TableFile::of_file(&path, file)?.for_each_batch(|batch| {
             let bad = || IoError::BadTable {
                 path: path.clone(),
                 reason: "not an index documents table".into(),
@@ -1001,7 +989,8 @@ fn read_origins(
                     ),
                 );
             }
-        }
+            Ok(())
+        })?;
     }
     Ok(out)
 }

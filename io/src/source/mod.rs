@@ -70,6 +70,7 @@
 //! ```
 
 pub mod arc;
+mod archive;
 pub mod fingerprints;
 pub mod jsonl;
 pub mod parquet;

@@ -1,5 +1,5 @@
 //! What the web-archive formats share: a stream that knows where records lie in the file
-//! ([`stream`]), the HTTP response inside a record ([`http`]), capture dates, and the reasons
+//! ([`stream`]), the records of an archive head by head ([`records`]), the HTTP response inside a record ([`http`]), capture dates, and the reasons
 //! a record is not a document.
 //!
 //! A crawl archive holds much besides pages: request records, metadata, robots.txt, images,
@@ -11,6 +11,7 @@
 //! records; [`document`] turns a kept payload into a [`Record`].
 
 pub mod http;
+pub mod records;
 pub mod stream;
 pub mod testing;
 

@@ -8,16 +8,14 @@
 //! overhead ~16) to count removals per host.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float32Type, Int64Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
-use neardup_io::run_dir::{committed_parts, RunDir, Table};
+use neardup_io::parquet_in::TableFile;
+use neardup_io::run_dir::{committed_parts, each_part_batch, RunDir, Table};
 use neardup_io::IoError;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ProjectionMask;
 use serde_json::Value;
 
 /// Borderline pairs shown side by side: the near pairs farthest apart (largest Hamming
@@ -114,25 +112,9 @@ fn bad(path: &Path, reason: impl Into<String>) -> IoError {
 fn each_batch(
     dir: &Path,
     columns: &[&str],
-    mut f: impl FnMut(&Path, &RecordBatch) -> Result<(), IoError>,
+    f: impl FnMut(&Path, &RecordBatch) -> Result<(), IoError>,
 ) -> Result<(), IoError> {
-    for path in committed_parts(dir)? {
-        let file = File::open(&path).map_err(|cause| IoError::Open {
-            path: path.clone(),
-            cause,
-        })?;
-        let parquet = |cause| IoError::Parquet {
-            path: path.clone(),
-            cause,
-        };
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet)?;
-        let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
-        for batch in builder.with_projection(mask).build().map_err(parquet)? {
-            let batch = batch.map_err(|e| bad(&path, e.to_string()))?;
-            f(&path, &batch)?;
-        }
-    }
-    Ok(())
+    each_part_batch(dir, Some(columns), f)
 }
 
 fn u64s<'a>(
@@ -243,16 +225,7 @@ fn has_column(dir: &Path, name: &str) -> Result<bool, IoError> {
     let Some(path) = committed_parts(dir)?.into_iter().next() else {
         return Ok(false);
     };
-    let file = File::open(&path).map_err(|cause| IoError::Open {
-        path: path.clone(),
-        cause,
-    })?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|cause| IoError::Parquet {
-            path: path.clone(),
-            cause,
-        })?;
-    Ok(builder.schema().column_with_name(name).is_some())
+    Ok(TableFile::open(&path)?.has_column(name))
 }
 
 /// Reads `clusters/`: the size histogram and the members of the largest clusters; returns
@@ -424,56 +397,42 @@ fn shown_table(dir: &Path, sort_by: &[&str]) -> Result<Option<ShownTable>, IoErr
     let mut shown = ShownTable::default();
     let mut keyed: Vec<(std::cmp::Reverse<u64>, u64, Vec<String>)> = Vec::new();
     let mut seen = 0u64;
-    let parts: Vec<PathBuf> = committed_parts(dir)?;
-    for path in parts {
-        let file = File::open(&path).map_err(|cause| IoError::Open {
-            path: path.clone(),
-            cause,
-        })?;
-        let parquet = |cause| IoError::Parquet {
-            path: path.clone(),
-            cause,
-        };
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .and_then(|b| b.build())
-            .map_err(parquet)?;
-        for batch in reader {
-            let batch = batch.map_err(|e| bad(&path, e.to_string()))?;
-            if shown.columns.is_empty() {
-                shown.columns = batch
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().clone())
-                    .collect();
-            }
-            let key_col = sort_by
+    each_part_batch(dir, None, |path, batch| {
+        if shown.columns.is_empty() {
+            shown.columns = batch
+                .schema()
+                .fields()
                 .iter()
-                .find_map(|name| batch.column_by_name(name))
-                .and_then(|c| arrow::compute::cast(c, &arrow::datatypes::DataType::UInt64).ok());
-            let options = FormatOptions::default().with_null("");
-            let formatters = batch
-                .columns()
-                .iter()
-                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| bad(&path, e.to_string()))?;
-            for i in 0..batch.num_rows() {
-                let key = key_col
-                    .as_ref()
-                    .map(|k| k.as_primitive::<UInt64Type>())
-                    .filter(|k| k.is_valid(i))
-                    .map_or(0, |k| k.value(i));
-                let row = formatters.iter().map(|f| f.value(i).to_string()).collect();
-                keyed.push((std::cmp::Reverse(key), seen, row));
-                seen += 1;
-                if keyed.len() > 4 * HOST_ROWS {
-                    keyed.sort();
-                    keyed.truncate(HOST_ROWS);
-                }
+                .map(|f| f.name().clone())
+                .collect();
+        }
+        let key_col = sort_by
+            .iter()
+            .find_map(|name| batch.column_by_name(name))
+            .and_then(|c| arrow::compute::cast(c, &arrow::datatypes::DataType::UInt64).ok());
+        let options = FormatOptions::default().with_null("");
+        let formatters = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(path, e.to_string()))?;
+        for i in 0..batch.num_rows() {
+            let key = key_col
+                .as_ref()
+                .map(|k| k.as_primitive::<UInt64Type>())
+                .filter(|k| k.is_valid(i))
+                .map_or(0, |k| k.value(i));
+            let row = formatters.iter().map(|f| f.value(i).to_string()).collect();
+            keyed.push((std::cmp::Reverse(key), seen, row));
+            seen += 1;
+            if keyed.len() > 4 * HOST_ROWS {
+                keyed.sort();
+                keyed.truncate(HOST_ROWS);
             }
         }
-    }
+        Ok(())
+    })?;
     keyed.sort();
     keyed.truncate(HOST_ROWS);
     shown.rows = keyed.into_iter().map(|(_, _, row)| row).collect();
