@@ -222,12 +222,8 @@ fn read_file(
     for unit in kind.units(file)? {
         let mut reader = kind.open(file, &unit, spec)?;
         while reader.next_into(&mut next)? {
-            let parsed = match &mut next.payload {
-                Payload::Raw(raw) => {
-                    let mut record = Record::default();
-                    kind.parse_into(raw, spec, &mut record).map(|()| record)
-                }
-                Payload::Fields(record) => Ok(std::mem::take(record)),
+            // Blank lines and records skipped by reason are counted, not read.
+            match &next.payload {
                 Payload::Blank(_) => {
                     part.summary.blank_lines += 1;
                     continue;
@@ -240,11 +236,14 @@ fn read_file(
                         .or_default() += 1;
                     continue;
                 }
-                Payload::Fingerprint(_) => continue,
-                Payload::Invalid(e) => Err(e.clone()),
+                _ => {}
+            }
+            let mut record = Record::default();
+            let Some(parsed) = next.payload.document_into(kind, spec, &mut record) else {
+                continue;
             };
             let record = match parsed {
-                Ok(record) => record,
+                Ok(()) => record,
                 Err(e) => {
                     let err = kind.record_error(&file.path, next.record, e);
                     if !skip_invalid {
