@@ -60,6 +60,7 @@ pub mod control;
 pub mod error;
 pub mod job;
 pub mod live;
+pub mod operators;
 pub mod output;
 pub mod plan;
 pub mod progress;

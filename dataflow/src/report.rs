@@ -71,7 +71,8 @@ pub struct WorkerReport {
     /// Near pairs dropped by verification (below --min-jaccard).
     pub rejected: u64,
     pub comparisons: u64,
-    pub splits: u64,
+    /// Buckets split because they were too large (summary.json's `bucket_splits`).
+    pub bucket_splits: u64,
     pub largest_buckets: Vec<BucketInfo>,
     pub clusters: u64,
     pub clustered_documents: u64,
@@ -196,47 +197,16 @@ impl WorkerReport {
     }
 
     /// Adds another worker's report to this one.
-    pub fn merge(&mut self, other: WorkerReport) {
-        self.documents += other.documents;
-        self.empty += other.empty;
-        self.skipped += other.skipped;
-        self.blank_lines += other.blank_lines;
-        for (reason, n) in other.skipped_records {
-            *self.skipped_records.entry(reason).or_default() += n;
-        }
-        self.truncated += other.truncated;
-        self.revisits_linked += other.revisits_linked;
-        self.keep_value_missing += other.keep_value_missing;
+    pub fn merge(&mut self, mut other: WorkerReport) {
+        self.add_counts(&mut other);
         self.skip_examples.extend(other.skip_examples);
         self.skip_examples.sort();
         self.skip_examples.truncate(SKIP_EXAMPLES);
-        self.bytes += other.bytes;
         self.errors.extend(other.errors);
-        self.exact_groups += other.exact_groups;
-        self.exact_duplicates += other.exact_duplicates;
-        self.table_records += other.table_records;
-        self.spilled_bytes += other.spilled_bytes;
-        self.exact_pairs += other.exact_pairs;
-        self.near_pairs += other.near_pairs;
-        self.url_pairs += other.url_pairs;
-        self.cross_host_pairs += other.cross_host_pairs;
-        self.mirrors += other.mirrors;
-        self.partial_mirrors += other.partial_mirrors;
-        self.hosts += other.hosts;
-        self.mirror_star_clusters += other.mirror_star_clusters;
-        self.keep_moved_to_canonical_host += other.keep_moved_to_canonical_host;
-        self.candidates += other.candidates;
-        self.rejected += other.rejected;
-        self.comparisons += other.comparisons;
-        self.splits += other.splits;
         self.largest_buckets.extend(other.largest_buckets);
         keep_largest(&mut self.largest_buckets, |b| b.size);
-        self.clusters += other.clusters;
-        self.clustered_documents += other.clustered_documents;
-        self.documents_to_remove += other.documents_to_remove;
         self.largest_clusters.extend(other.largest_clusters);
         keep_largest(&mut self.largest_clusters, |c| c.size);
-        self.duplicate_ids += other.duplicate_ids;
         for (stage, secs) in other.stage_seconds {
             let slot = self.stage_seconds.entry(stage).or_insert(0.0);
             *slot = slot.max(secs);
@@ -341,105 +311,129 @@ pub struct Network {
     pub by_stage: BTreeMap<String, u64>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Counts {
-    pub documents: u64,
-    pub bytes: u64,
-    pub empty: u64,
-    pub skipped: u64,
-    pub blank_lines: u64,
+/// Declares the counts once: [`Counts`] (summary.json's `counts`, in its order), what the
+/// summary takes from the merged report ([`Counts::of`]), and how reports add up
+/// (`WorkerReport::add_counts`). Each count is the [`WorkerReport`] field of the same name,
+/// summed over workers, unless it is derived from the others (`= |r: &WorkerReport| ...`).
+/// The report's own fields stay declared by hand, in their order: it is the layout of the
+/// counts a resume part ends with (bincode, [`crate::stages::fingerprint::resume`]).
+macro_rules! counts {
+    ($($(#[$attr:meta])* $name:ident: $ty:ty $(= $derived:expr)?,)*) => {
+        #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+        pub struct Counts {
+            $($(#[$attr])* pub $name: $ty,)*
+        }
+
+        impl Counts {
+            /// The counts of a (merged) report.
+            pub fn of(r: &WorkerReport) -> Counts {
+                Counts {
+                    $($name: counts!(@value r $name $($derived)?),)*
+                }
+            }
+        }
+
+        impl WorkerReport {
+            /// Adds the counts of `other` to this report's (taking them from `other`).
+            fn add_counts(&mut self, other: &mut WorkerReport) {
+                $(counts!(@add self other $name $($derived)?);)*
+            }
+        }
+    };
+    (@value $r:ident $name:ident) => { $r.$name.clone() };
+    (@value $r:ident $name:ident $derived:expr) => { ($derived)($r) };
+    (@add $to:ident $from:ident $name:ident) => {
+        Tally::add(&mut $to.$name, std::mem::take(&mut $from.$name))
+    };
+    (@add $to:ident $from:ident $name:ident $derived:expr) => {};
+}
+
+/// How a count of one report adds another's.
+trait Tally {
+    fn add(&mut self, other: Self);
+}
+
+impl Tally for u64 {
+    fn add(&mut self, other: u64) {
+        *self += other;
+    }
+}
+
+impl Tally for BTreeMap<String, u64> {
+    fn add(&mut self, other: Self) {
+        for (key, n) in other {
+            *self.entry(key).or_default() += n;
+        }
+    }
+}
+
+counts! {
+    documents: u64,
+    bytes: u64,
+    empty: u64,
+    skipped: u64,
+    blank_lines: u64,
     /// Records that are not documents, by reason ("other type", "status", "revisit",
     /// "truncated", "not text", "too long"); see docs/inputs.md.
     #[serde(default)]
-    pub skipped_records: BTreeMap<String, u64>,
+    skipped_records: BTreeMap<String, u64>,
     /// Documents cut at --max-doc-bytes.
     #[serde(default)]
-    pub truncated: u64,
+    truncated: u64,
     /// WARC revisit records reported as exact duplicates of the capture they name (their
     /// edges are among exact_pairs).
     #[serde(default)]
-    pub revisits_linked: u64,
-    pub duplicate_ids: u64,
-    pub exact_groups: u64,
-    pub exact_duplicates: u64,
-    pub exact_pairs: u64,
-    pub near_pairs: u64,
+    revisits_linked: u64,
+    duplicate_ids: u64,
+    exact_groups: u64,
+    exact_duplicates: u64,
+    exact_pairs: u64,
+    near_pairs: u64,
     /// Pairs of documents with the same normalized URL (`--url-normalize`), whatever their
     /// content: N - 1 per URL seen N times (their edges are in pairs/ with kind `url`).
     #[serde(default)]
-    pub url_pairs: u64,
+    url_pairs: u64,
     /// Exact and near pairs whose two documents have known, different hosts (the host of
     /// the normalized URL): copies of a page on another site.
     #[serde(default)]
-    pub cross_host_pairs: u64,
+    cross_host_pairs: u64,
     /// Rows of mirrors/ with verdict `mirror`, and with verdict `partial`.
     #[serde(default)]
-    pub mirrors: u64,
+    mirrors: u64,
     #[serde(default)]
-    pub partial_mirrors: u64,
+    partial_mirrors: u64,
     /// Rows of hosts/: distinct hosts of the documents' URLs.
     #[serde(default)]
-    pub hosts: u64,
+    hosts: u64,
     /// Content clusters spread over more than the mirror host limit, whose hosts were
     /// linked only to the cluster's anchor (the star rule: mirror networks, robots.txt, 404
     /// pages, parked templates).
     #[serde(default)]
-    pub mirror_star_clusters: u64,
+    mirror_star_clusters: u64,
     /// Clusters whose kept document `--keep canonical-host` moved: the inner policy's
     /// choice was on a mirroring host (in a mirror group, not its canonical host) and
     /// another copy was not.
     #[serde(default)]
-    pub keep_moved_to_canonical_host: u64,
-    pub candidates: u64,
-    pub rejected: u64,
-    pub pairs: u64,
-    pub clusters: u64,
-    pub clustered_documents: u64,
-    pub documents_to_remove: u64,
-    pub keep_value_missing: u64,
-    pub table_records: u64,
+    keep_moved_to_canonical_host: u64,
+    candidates: u64,
+    rejected: u64,
+    /// Every pair written to pairs/.
+    pairs: u64 = |r: &WorkerReport| r.exact_pairs + r.near_pairs + r.url_pairs,
+    clusters: u64,
+    clustered_documents: u64,
+    documents_to_remove: u64,
+    keep_value_missing: u64,
+    table_records: u64,
     /// Bytes the table search wrote to disk when it spilled (0: it fit in memory).
     #[serde(default)]
-    pub spilled_bytes: u64,
-    pub comparisons: u64,
-    pub bucket_splits: u64,
+    spilled_bytes: u64,
+    comparisons: u64,
+    bucket_splits: u64,
 }
 
 impl JobSummary {
     pub fn from_report(report: WorkerReport, parameters: Parameters) -> Self {
-        let counts = Counts {
-            documents: report.documents,
-            bytes: report.bytes,
-            empty: report.empty,
-            skipped: report.skipped,
-            blank_lines: report.blank_lines,
-            skipped_records: report.skipped_records,
-            truncated: report.truncated,
-            revisits_linked: report.revisits_linked,
-            duplicate_ids: report.duplicate_ids,
-            exact_groups: report.exact_groups,
-            exact_duplicates: report.exact_duplicates,
-            exact_pairs: report.exact_pairs,
-            near_pairs: report.near_pairs,
-            url_pairs: report.url_pairs,
-            cross_host_pairs: report.cross_host_pairs,
-            mirrors: report.mirrors,
-            partial_mirrors: report.partial_mirrors,
-            hosts: report.hosts,
-            mirror_star_clusters: report.mirror_star_clusters,
-            keep_moved_to_canonical_host: report.keep_moved_to_canonical_host,
-            candidates: report.candidates,
-            rejected: report.rejected,
-            pairs: report.exact_pairs + report.near_pairs + report.url_pairs,
-            clusters: report.clusters,
-            clustered_documents: report.clustered_documents,
-            documents_to_remove: report.documents_to_remove,
-            keep_value_missing: report.keep_value_missing,
-            table_records: report.table_records,
-            spilled_bytes: report.spilled_bytes,
-            comparisons: report.comparisons,
-            bucket_splits: report.splits,
-        };
+        let counts = Counts::of(&report);
         JobSummary {
             version: env!("CARGO_PKG_VERSION").to_string(),
             parameters,

@@ -14,8 +14,8 @@ use neardup_core::similarity::DEFAULT_JACCARD_SHINGLE;
 use neardup_core::verdict::{self, compare_texts};
 use neardup_core::Scheme;
 use neardup_io::input::expand_inputs;
-use neardup_io::record::FieldSpec;
-use neardup_io::source::{Payload, SourceRecord, UnitSpec};
+use neardup_io::record::{FieldSpec, Record};
+use neardup_io::source::{SourceRecord, UnitSpec};
 use serde::Serialize;
 
 use crate::commands::write_stdout;
@@ -163,9 +163,11 @@ impl Doc {
         };
         let kind = file.format.kind();
         let mut reader = kind.open(file, &UnitSpec::whole_file(file), spec)?;
-        let mut record = SourceRecord::default();
-        let text = match (reader.next_into(&mut record)?, record.payload) {
-            (true, Payload::Fields(r)) => r.text,
+        let (mut next, mut record) = (SourceRecord::default(), Record::default());
+        // A plain file holds one document, or fails to open (not UTF-8).
+        let read = reader.next_into(&mut next)?;
+        let text = match read.then(|| next.payload.document_into(kind, spec, &mut record)) {
+            Some(Some(Ok(()))) => record.text,
             _ => bail!("{source}: no document"),
         };
         Ok(Doc { source, text })

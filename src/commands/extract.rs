@@ -105,11 +105,37 @@ pub fn run(args: &ExtractArgs) -> Result<()> {
     let _locked = run_dir::prepare(&args.output, args.overwrite, &[Table::Documents], &protect)?;
     let table = RunDir::new(&args.output).table(Table::Documents);
 
+    let bar = progress_bar(&files, args.quiet);
+    let parts = read_files(&files, &spec, args, &table, &bar);
+    bar.finish_and_clear();
+
+    let mut summary = Summary {
+        version: env!("CARGO_PKG_VERSION"),
+        command: std::env::args().collect(),
+        inputs: files.len(),
+        ..Summary::default()
+    };
+    for part in parts {
+        summary.add(part?.summary);
+    }
+    summary.invalid_examples.sort();
+    summary.invalid_examples.truncate(5);
+    summary.seconds = started.elapsed().as_secs_f64();
+    let json = serde_json::to_vec_pretty(&summary).context("serializing summary.json")?;
+    run_dir::commit(&args.output, &json, true)?;
+    if !args.quiet {
+        print_summary(&summary, &table);
+    }
+    Ok(())
+}
+
+/// The progress bar, over the bytes of all input files (hidden with `--quiet`).
+fn progress_bar(files: &[InputFile], quiet: bool) -> ProgressBar {
     let total: u64 = files
         .iter()
         .map(|f| std::fs::metadata(&f.path).map(|m| m.len()).unwrap_or(0))
         .sum();
-    let bar = if args.quiet {
+    let bar = if quiet {
         ProgressBar::hidden()
     } else {
         ProgressBar::new(total)
@@ -120,9 +146,21 @@ pub fn run(args: &ExtractArgs) -> Result<()> {
         )
         .expect("a valid template"),
     );
+    bar
+}
+
+/// Reads the files on `--workers` threads, each taking the next file not yet taken; one
+/// part per thread.
+fn read_files(
+    files: &[InputFile],
+    spec: &FieldSpec,
+    args: &ExtractArgs,
+    table: &Path,
+    bar: &ProgressBar,
+) -> Vec<Result<Part>> {
     let next = AtomicU64::new(0);
     let workers = (args.workers as usize).min(files.len()).max(1);
-    let parts: Vec<Result<Part>> = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 scope.spawn(|| {
@@ -132,7 +170,7 @@ pub fn run(args: &ExtractArgs) -> Result<()> {
                         let Some(file) = files.get(i) else {
                             return Ok(part);
                         };
-                        read_file(i, file, &spec, args.skip_invalid, &table, &mut part)?;
+                        read_file(i, file, spec, args.skip_invalid, table, &mut part)?;
                         bar.inc(std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0));
                     }
                 })
@@ -145,53 +183,44 @@ pub fn run(args: &ExtractArgs) -> Result<()> {
                     .unwrap_or_else(|_| bail!("an extract thread panicked"))
             })
             .collect()
-    });
-    bar.finish_and_clear();
+    })
+}
 
-    let mut summary = Summary {
-        version: env!("CARGO_PKG_VERSION"),
-        command: std::env::args().collect(),
-        inputs: files.len(),
-        ..Summary::default()
-    };
-    for part in parts {
-        let s = part?.summary;
-        summary.documents += s.documents;
-        summary.bytes += s.bytes;
-        summary.truncated += s.truncated;
-        summary.blank_lines += s.blank_lines;
-        summary.invalid += s.invalid;
-        summary.invalid_examples.extend(s.invalid_examples);
+impl Summary {
+    /// Adds a thread's counts.
+    fn add(&mut self, s: Summary) {
+        self.documents += s.documents;
+        self.bytes += s.bytes;
+        self.truncated += s.truncated;
+        self.blank_lines += s.blank_lines;
+        self.invalid += s.invalid;
+        self.invalid_examples.extend(s.invalid_examples);
         for (reason, n) in s.skipped_records {
-            *summary.skipped_records.entry(reason).or_default() += n;
+            *self.skipped_records.entry(reason).or_default() += n;
         }
     }
-    summary.invalid_examples.sort();
-    summary.invalid_examples.truncate(5);
-    summary.seconds = started.elapsed().as_secs_f64();
-    let json = serde_json::to_vec_pretty(&summary).context("serializing summary.json")?;
-    run_dir::commit(&args.output, &json, true)?;
-    if !args.quiet {
-        let skipped: u64 = summary.skipped_records.values().sum();
-        eprintln!(
-            "neardup extract: {} documents ({:.1} MB of text) from {} files in {:.2} s; {} records skipped ({}), {} truncated, {} invalid\n  output: {}",
-            summary.documents,
-            summary.bytes as f64 / 1e6,
-            summary.inputs,
-            summary.seconds,
-            skipped,
-            summary
-                .skipped_records
-                .iter()
-                .map(|(r, n)| format!("{r} {n}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            summary.truncated,
-            summary.invalid,
-            table.display()
-        );
-    }
-    Ok(())
+}
+
+/// The summary line on stderr.
+fn print_summary(summary: &Summary, table: &Path) {
+    let skipped: u64 = summary.skipped_records.values().sum();
+    eprintln!(
+        "neardup extract: {} documents ({:.1} MB of text) from {} files in {:.2} s; {} records skipped ({}), {} truncated, {} invalid\n  output: {}",
+        summary.documents,
+        summary.bytes as f64 / 1e6,
+        summary.inputs,
+        summary.seconds,
+        skipped,
+        summary
+            .skipped_records
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        summary.truncated,
+        summary.invalid,
+        table.display()
+    );
 }
 
 /// Reads every record of `file` into part `index` of `table`, counting in `part`.
@@ -222,12 +251,8 @@ fn read_file(
     for unit in kind.units(file)? {
         let mut reader = kind.open(file, &unit, spec)?;
         while reader.next_into(&mut next)? {
-            let parsed = match &mut next.payload {
-                Payload::Raw(raw) => {
-                    let mut record = Record::default();
-                    kind.parse_into(raw, spec, &mut record).map(|()| record)
-                }
-                Payload::Fields(record) => Ok(std::mem::take(record)),
+            // Blank lines and records skipped by reason are counted, not read.
+            match &next.payload {
                 Payload::Blank(_) => {
                     part.summary.blank_lines += 1;
                     continue;
@@ -240,11 +265,14 @@ fn read_file(
                         .or_default() += 1;
                     continue;
                 }
-                Payload::Fingerprint(_) => continue,
-                Payload::Invalid(e) => Err(e.clone()),
+                _ => {}
+            }
+            let mut record = Record::default();
+            let Some(parsed) = next.payload.document_into(kind, spec, &mut record) else {
+                continue;
             };
             let record = match parsed {
-                Ok(record) => record,
+                Ok(()) => record,
                 Err(e) => {
                     let err = kind.record_error(&file.path, next.record, e);
                     if !skip_invalid {

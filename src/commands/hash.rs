@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use neardup_core::{encoding, DocFingerprint, Fingerprinter, Method};
 use neardup_io::input::InputFile;
 use neardup_io::record::{FieldSpec, Record, RecordError, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
-use neardup_io::source::{Payload, SourceRecord};
+use neardup_io::source::SourceRecord;
 use neardup_io::IoError;
 use serde::ser::{Serialize, Serializer};
 
@@ -187,15 +187,8 @@ impl<W: Write> Hasher<W> {
                 Err(e) => return Err(e),
             };
             while reader.next_into(&mut next)? {
-                let parsed = match &mut next.payload {
-                    Payload::Raw(raw) => kind.parse_into(raw, spec, &mut record),
-                    Payload::Blank(_) => Err(RecordError::EmptyLine),
-                    Payload::Fields(fields) => {
-                        std::mem::swap(&mut record, fields);
-                        Ok(())
-                    }
-                    Payload::Invalid(e) => Err(e.clone()),
-                    Payload::Fingerprint(_) | Payload::Skipped(_) => continue,
+                let Some(parsed) = next.payload.document_into(kind, spec, &mut record) else {
+                    continue;
                 };
                 if let Err(e) = parsed {
                     self.invalid(kind.record_error(&file.path, next.record, e))?;

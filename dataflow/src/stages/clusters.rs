@@ -22,12 +22,12 @@ use std::rc::Rc;
 
 use neardup_core::unionfind::UnionFind;
 use neardup_io::parquet_out::{ClusterRow, PartWriter};
-use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
 
 use crate::config::{ClusterMode, SUMMARY_TOP};
+use crate::operators::CollectComplete;
 use crate::output::{OutputDirs, Table};
 use crate::records::{Assignment, Edge, EdgeKind, ForestMsg};
 use crate::report::ClusterInfo;
@@ -41,52 +41,48 @@ pub fn local_forest<'s>(
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, ForestMsg> {
     let star = ctx.shared.config.cluster == ClusterMode::Star;
-    edges.unary_frontier(Pipeline, "LocalForest", move |cap, _| {
-        let mut cap = Some(cap);
-        let mut uf = UnionFind::new();
-        let mut ranks: HashMap<u64, u64> = HashMap::default();
-        let mut kept_edges: Vec<ForestMsg> = Vec::new();
-        move |(input, frontier), output| {
-            input.for_each(|_, data| {
-                for e in data.drain(..) {
-                    if star {
-                        kept_edges.push(ForestMsg::Edge {
-                            a: e.a,
-                            b: e.b,
-                            // A recrawl of a page is as much one document as an exact copy,
-                            // and so is a group of one fingerprint: its members have the
-                            // same neighbours (only its representative's near pairs are
-                            // listed), so every star holds all of it or none.
-                            exact: e.kind != EdgeKind::Near,
-                        });
-                    } else {
-                        uf.union(e.a, e.b);
-                    }
-                    ranks.insert(e.a, e.rank_a);
-                    ranks.insert(e.b, e.rank_b);
+    let state: (UnionFind, HashMap<u64, u64>, Vec<ForestMsg>) = Default::default();
+    edges.collect_complete(
+        Pipeline,
+        "LocalForest",
+        state,
+        move |(uf, ranks, kept_edges), data| {
+            for e in data.drain(..) {
+                if star {
+                    kept_edges.push(ForestMsg::Edge {
+                        a: e.a,
+                        b: e.b,
+                        // A recrawl of a page is as much one document as an exact copy,
+                        // and so is a group of one fingerprint: its members have the
+                        // same neighbours (only its representative's near pairs are
+                        // listed), so every star holds all of it or none.
+                        exact: e.kind != EdgeKind::Near,
+                    });
+                } else {
+                    uf.union(e.a, e.b);
                 }
-            });
-            if frontier.is_empty() {
-                if let Some(cap) = cap.take() {
-                    // Everything is taken, so this worker's forest is freed before worker 0
-                    // builds the merged one.
-                    let mut session = output.session(&cap);
-                    session.give_iterator(std::mem::take(&mut kept_edges).into_iter());
-                    let links = std::mem::take(&mut uf).forest_edges();
-                    session.give_iterator(
-                        links
-                            .into_iter()
-                            .map(|(doc, root)| ForestMsg::Link { doc, root }),
-                    );
-                    session.give_iterator(
-                        std::mem::take(&mut ranks)
-                            .into_iter()
-                            .map(|(doc, rank)| ForestMsg::Rank { doc, rank }),
-                    );
-                }
+                ranks.insert(e.a, e.rank_a);
+                ranks.insert(e.b, e.rank_b);
             }
-        }
-    })
+        },
+        |(mut uf, ranks, kept_edges), session| {
+            // Everything is moved out, so this worker's forest is freed before worker 0
+            // builds the merged one.
+            session.give_iterator(kept_edges.into_iter());
+            let links = uf.forest_edges();
+            drop(uf);
+            session.give_iterator(
+                links
+                    .into_iter()
+                    .map(|(doc, root)| ForestMsg::Link { doc, root }),
+            );
+            session.give_iterator(
+                ranks
+                    .into_iter()
+                    .map(|(doc, rank)| ForestMsg::Rank { doc, rank }),
+            );
+        },
+    )
 }
 
 /// The keep ranks of the clustered documents, handed inside worker 0 from
@@ -102,49 +98,47 @@ pub fn merge_forests<'s>(
     ctx: Rc<WorkerCtx>,
     keep_ranks: KeepRanks,
 ) -> StreamVec<'s, u64, Assignment> {
-    forest.unary_frontier(
+    /// What worker 0 gathers: the forests' union-find, the ranks, and under `--cluster
+    /// star` the exact and near edges.
+    type Merged = (
+        UnionFind,
+        HashMap<u64, u64>,
+        Vec<(u64, u64)>,
+        Vec<(u64, u64)>,
+    );
+    forest.collect_complete(
         Exchange::new(ctx.meter("clusters", |_: &ForestMsg| 0)),
         "MergeForests",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut uf = UnionFind::new();
-            let mut ranks: HashMap<u64, u64> = HashMap::default();
-            let (mut exact, mut near) = (Vec::new(), Vec::new());
-            move |(input, frontier), output| {
-                input.for_each(|_, data| {
-                    for msg in data.drain(..) {
-                        match msg {
-                            ForestMsg::Link { doc, root } => uf.union(doc, root),
-                            ForestMsg::Rank { doc, rank } => {
-                                ranks.insert(doc, rank);
-                            }
-                            ForestMsg::Edge { a, b, exact: true } => exact.push((a, b)),
-                            ForestMsg::Edge { a, b, exact: false } => near.push((a, b)),
-                        }
+        Merged::default(),
+        |(uf, ranks, exact, near), data| {
+            for msg in data.drain(..) {
+                match msg {
+                    ForestMsg::Link { doc, root } => uf.union(doc, root),
+                    ForestMsg::Rank { doc, rank } => {
+                        ranks.insert(doc, rank);
                     }
-                });
-                if frontier.is_empty() {
-                    if let Some(cap) = cap.take() {
-                        let members = match ctx.shared.config.cluster {
-                            ClusterMode::Star => star_clusters(&ranks, &exact, &near),
-                            ClusterMode::Components => {
-                                for &doc in ranks.keys() {
-                                    uf.union(doc, doc);
-                                }
-                                std::mem::take(&mut uf).components_by_min()
-                            }
-                        };
-                        (exact, near) = (Vec::new(), Vec::new());
-                        let ranks = std::mem::take(&mut ranks);
-                        let assignments = assign(members, &ranks, &ctx);
-                        if ctx.shared.config.keep.prefers_canonical_hosts() {
-                            *keep_ranks.borrow_mut() = ranks;
-                        }
-                        output.session(&cap).give_iterator(assignments.into_iter());
-                        ctx.stage_done("cluster");
-                    }
+                    ForestMsg::Edge { a, b, exact: true } => exact.push((a, b)),
+                    ForestMsg::Edge { a, b, exact: false } => near.push((a, b)),
                 }
             }
+        },
+        move |(mut uf, ranks, exact, near), session| {
+            let members = match ctx.shared.config.cluster {
+                ClusterMode::Star => star_clusters(&ranks, &exact, &near),
+                ClusterMode::Components => {
+                    for &doc in ranks.keys() {
+                        uf.union(doc, doc);
+                    }
+                    uf.components_by_min()
+                }
+            };
+            drop((uf, exact, near));
+            let assignments = assign(members, &ranks, &ctx);
+            if ctx.shared.config.keep.prefers_canonical_hosts() {
+                *keep_ranks.borrow_mut() = ranks;
+            }
+            session.give_iterator(assignments.into_iter());
+            ctx.stage_done("cluster");
         },
     )
 }
@@ -195,29 +189,21 @@ pub fn prefer_canonical_hosts<'s>(
     keep_ranks: KeepRanks,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Assignment> {
-    assignments.binary_frontier::<_, CapacityContainerBuilder<Vec<Assignment>>, _, _, _, _>(
+    let state: (Vec<Assignment>, HashSet<u64>) = Default::default();
+    assignments.collect_complete_with(
         mirroring,
         Pipeline,
         Exchange::new(ctx.meter("clusters", |_: &u64| 0)),
         "PreferCanonicalHosts",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut assigned: Vec<Assignment> = Vec::new();
-            let mut mirroring: HashSet<u64> = HashSet::default();
-            move |(input, frontier), (named, named_frontier), output| {
-                input.for_each(|_, data| assigned.append(data));
-                named.for_each(|_, data| mirroring.extend(data.drain(..)));
-                if frontier.is_empty() && named_frontier.is_empty() {
-                    let Some(cap) = cap.take() else {
-                        return;
-                    };
-                    let ranks = std::mem::take(&mut *keep_ranks.borrow_mut());
-                    let mut assigned = std::mem::take(&mut assigned);
-                    let moved = rekeep(&mut assigned, &ranks, &std::mem::take(&mut mirroring));
-                    ctx.report.borrow_mut().keep_moved_to_canonical_host += moved;
-                    output.session(&cap).give_iterator(assigned.into_iter());
-                }
-            }
+        state,
+        |(assigned, _), data| assigned.append(data),
+        |(_, mirroring), data| mirroring.extend(data.drain(..)),
+        move |(mut assigned, mirroring), session| {
+            let ranks = std::mem::take(&mut *keep_ranks.borrow_mut());
+            let moved = rekeep(&mut assigned, &ranks, &mirroring);
+            drop(mirroring);
+            ctx.report.borrow_mut().keep_moved_to_canonical_host += moved;
+            session.give_iterator(assigned.into_iter());
         },
     )
 }
@@ -262,64 +248,53 @@ pub fn write_clusters<'s>(
     removed_at_home: Option<RemovedAtHome>,
 ) -> StreamVec<'s, u64, ()> {
     let home = ctx.home.clone();
-    doc_ids.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
+    let state: (Vec<u64>, HashMap<u64, Assignment>) = Default::default();
+    doc_ids.collect_complete_with(
         assignments,
         Pipeline,
         Exchange::new(ctx.meter("clusters", move |a: &Assignment| home.route(a.doc_id))),
         "WriteClusters",
-        move |_, _| {
-            let mut home_docs: Vec<u64> = Vec::new();
-            let mut assigned: HashMap<u64, Assignment> = HashMap::default();
-            let mut done = false;
-            move |(docs, docs_frontier), (assignments, assignments_frontier), _output| {
-                docs.for_each(|_, data| home_docs.extend_from_slice(data));
-                assignments
-                    .for_each(|_, data| assigned.extend(data.drain(..).map(|a| (a.doc_id, a))));
-                if !done && docs_frontier.is_empty() && assignments_frontier.is_empty() {
-                    done = true;
-                    // Taken, so both are freed once the part is written.
-                    let (mut home_docs, assigned) = (
-                        std::mem::take(&mut home_docs),
-                        std::mem::take(&mut assigned),
-                    );
-                    home_docs.sort_unstable();
-                    let rows = home_docs.iter().map(|doc| match assigned.get(doc) {
-                        Some(a) => ClusterRow {
-                            doc_id: *doc,
-                            cluster_id: a.cluster_id as i64,
-                            cluster_size: a.cluster_size,
-                            keep: a.keep,
-                        },
-                        None => ClusterRow {
-                            doc_id: *doc,
-                            cluster_id: -1,
-                            cluster_size: 1,
-                            keep: true,
-                        },
-                    });
-                    let removed = assigned.values().filter(|a| !a.keep).count() as u64;
-                    if let Some(set) = &removed_at_home {
-                        set.borrow_mut()
-                            .extend(assigned.values().filter(|a| !a.keep).map(|a| a.doc_id));
-                    }
-                    let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Clusters);
-                    let meta = crate::output::search_meta(&ctx.shared.config);
-                    let written = PartWriter::<ClusterRow>::create(&dir, ctx.part(), &meta)
-                        .and_then(|mut w| {
-                            rows.into_iter().try_for_each(|row| w.push(row))?;
-                            w.commit()
-                        });
-                    match written {
-                        Ok(path) => {
-                            let mut report = ctx.report.borrow_mut();
-                            report.parts.push(path.display().to_string());
-                            report.documents_to_remove += removed;
-                        }
-                        Err(e) => ctx.fail(e.to_string()),
-                    }
-                    ctx.stage_done("write");
-                }
+        state,
+        |(home_docs, _), data| home_docs.extend_from_slice(data),
+        |(_, assigned), data| assigned.extend(data.drain(..).map(|a| (a.doc_id, a))),
+        move |(mut home_docs, assigned), _| {
+            // Both are moved in here, so both are freed once the part is written.
+            home_docs.sort_unstable();
+            let rows = home_docs.iter().map(|doc| match assigned.get(doc) {
+                Some(a) => ClusterRow {
+                    doc_id: *doc,
+                    cluster_id: a.cluster_id as i64,
+                    cluster_size: a.cluster_size,
+                    keep: a.keep,
+                },
+                None => ClusterRow {
+                    doc_id: *doc,
+                    cluster_id: -1,
+                    cluster_size: 1,
+                    keep: true,
+                },
+            });
+            let removed = assigned.values().filter(|a| !a.keep).count() as u64;
+            if let Some(set) = &removed_at_home {
+                set.borrow_mut()
+                    .extend(assigned.values().filter(|a| !a.keep).map(|a| a.doc_id));
             }
+            let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Clusters);
+            let meta = crate::output::search_meta(&ctx.shared.config);
+            let written =
+                PartWriter::<ClusterRow>::create(&dir, ctx.part(), &meta).and_then(|mut w| {
+                    rows.into_iter().try_for_each(|row| w.push(row))?;
+                    w.commit()
+                });
+            match written {
+                Ok(path) => {
+                    let mut report = ctx.report.borrow_mut();
+                    report.parts.push(path.display().to_string());
+                    report.documents_to_remove += removed;
+                }
+                Err(e) => ctx.fail(e.to_string()),
+            }
+            ctx.stage_done("write");
         },
     )
 }

@@ -8,12 +8,10 @@
 
 use std::rc::Rc;
 
-use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
-use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::StreamVec;
 
+use crate::operators::CollectComplete;
 use crate::records::{DocFp, Edge, EdgeKind};
 use crate::worker::WorkerCtx;
 
@@ -28,51 +26,27 @@ pub fn fold_exact<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
 ) -> (StreamVec<'s, u64, DocFp>, StreamVec<'s, u64, Edge>) {
-    let mut builder = OperatorBuilder::new("FoldExact".to_owned(), docs.scope());
-    let mut input = builder.new_input(
-        docs,
+    docs.collect_complete_split(
         Exchange::new(ctx.meter("exact", |d: &DocFp| exact_route(d))),
-    );
-    let (reps_out, reps) = builder.new_output::<Vec<DocFp>>();
-    let (edges_out, edges) = builder.new_output::<Vec<Edge>>();
-    let mut reps_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<DocFp>>>::from(reps_out);
-    let mut edges_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<Edge>>>::from(edges_out);
-    builder.build(move |capabilities| {
-        // Held until every document has arrived: one for each output.
-        let mut capabilities = Some(capabilities);
-        let mut docs: Vec<DocFp> = Vec::new();
-        move |frontiers| {
-            let mut reps_out = reps_out.activate();
-            let mut edges_out = edges_out.activate();
-            input.for_each(|time, data| {
-                // A document without a key (exact folding off, or fingerprint input) has
-                // no group to wait for: it goes on at once instead of being held.
-                let mut session = reps_out.session(&time);
-                for doc in data.drain(..).filter(|d| !d.empty) {
-                    if doc.exact_key == 0 {
-                        session.give(doc);
-                    } else {
-                        docs.push(doc);
-                    }
-                }
-            });
-            if frontiers[0].is_empty() {
-                if let Some(capabilities) = capabilities.take() {
-                    let mut reps = reps_out.session(&capabilities[0]);
-                    let mut edges = edges_out.session(&capabilities[1]);
-                    fold(
-                        std::mem::take(&mut docs),
-                        &ctx,
-                        |rep| reps.give(rep),
-                        |edge| edges.give(edge),
-                    );
-                    ctx.stage_done("exact");
-                    ctx.shared.progress.reach(crate::progress::Stage::Searching);
+        "FoldExact",
+        Vec::new(),
+        |docs, data, reps| {
+            // A document without a key (exact folding off, or fingerprint input) has no
+            // group to wait for: it goes on at once instead of being held.
+            for doc in data.drain(..).filter(|d| !d.empty) {
+                if doc.exact_key == 0 {
+                    reps.give(doc);
+                } else {
+                    docs.push(doc);
                 }
             }
-        }
-    });
-    (reps, edges)
+        },
+        move |docs, reps, edges| {
+            fold(docs, &ctx, |rep| reps.give(rep), |edge| edges.give(edge));
+            ctx.stage_done("exact");
+            ctx.shared.progress.reach(crate::progress::Stage::Searching);
+        },
+    )
 }
 
 /// Documents with the same key meet; documents without a key (0) are spread by number.

@@ -12,10 +12,10 @@
 use std::rc::Rc;
 
 use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Filter;
 use timely::dataflow::StreamVec;
 
+use crate::operators::CollectComplete;
 use crate::records::{DocFp, Edge, EdgeKind};
 use crate::worker::WorkerCtx;
 
@@ -26,30 +26,23 @@ pub fn link_revisits<'s>(
 ) -> StreamVec<'s, u64, Edge> {
     // Only documents with a payload digest take part (archive records): the others would
     // all travel to one worker for nothing.
-    docs.filter(|d| d.digest.is_some()).unary_frontier(
+    docs.filter(|d| d.digest.is_some()).collect_complete(
         // xxh3-128 of the digest text: its low word is a fine route.
         Exchange::new(ctx.meter("revisits", |d: &DocFp| {
             d.digest.map_or(0, |(key, _)| key as u64)
         })),
         "LinkRevisits",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut seen: Vec<(u128, bool, u64, u64)> = Vec::new();
-            move |(input, frontier), output| {
-                input.for_each(|_, data| {
-                    seen.extend(
-                        data.drain(..)
-                            .filter_map(|d| d.digest.map(|(k, r)| (k, r, d.doc_id, d.rank))),
-                    );
-                });
-                if frontier.is_empty() {
-                    if let Some(cap) = cap.take() {
-                        let edges = link(std::mem::take(&mut seen));
-                        ctx.report.borrow_mut().revisits_linked += edges.len() as u64;
-                        output.session(&cap).give_iterator(edges.into_iter());
-                    }
-                }
-            }
+        Vec::new(),
+        |seen, data| {
+            seen.extend(
+                data.drain(..)
+                    .filter_map(|d| d.digest.map(|(k, r)| (k, r, d.doc_id, d.rank))),
+            );
+        },
+        move |seen, session| {
+            let edges = link(seen);
+            ctx.report.borrow_mut().revisits_linked += edges.len() as u64;
+            session.give_iterator(edges.into_iter());
         },
     )
 }

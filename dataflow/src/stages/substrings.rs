@@ -50,6 +50,8 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::{ProbeHandle, StreamVec};
 
 use crate::config::{JobInput, SubstringJob};
+use crate::operators::collect::Give;
+use crate::operators::CollectComplete;
 use crate::output::{OutputDirs, Table};
 use crate::progress::Progress;
 use crate::records::{RawBody, RawDoc};
@@ -179,32 +181,43 @@ struct Held {
     counts: SubstringCounts,
 }
 
-/// Finds the repeated passages of `docs` and writes this worker's part of `substrings/`.
+/// Finds the repeated passages of `docs` and writes this worker's part of `substrings/`:
+/// operators 2 to 6 of the module docs, one function each, sharing what the worker holds.
 pub fn find_substrings<'s>(
     docs: StreamVec<'s, u64, DocText>,
     ctx: Rc<WorkerCtx>,
     job: SubstringJob,
 ) {
     let held = Rc::new(RefCell::new(Held::default()));
-    let n = job.settings.min_bytes;
-    let origin = ctx.index;
-    let config = &ctx.shared.config;
-    let block_bytes = block_bytes(&job, config.memory_limit, config.parallelism.workers);
     if ctx.peers > MAX_ORIGINS {
         ctx.fail(format!(
             "repeated passages: at most {MAX_ORIGINS} workers in all, not {}",
             ctx.peers
         ));
     }
-    // 2. Pack: documents into blocks; each document's anchors to the owner of their hash.
-    let pack_held = held.clone();
-    let pack_ctx = ctx.clone();
-    let anchors = docs.unary_frontier(Pipeline, "SubstringPack", move |cap, _| {
+    let anchors = pack(docs, &ctx, &job, held.clone());
+    let hot = count_anchors(anchors, &ctx);
+    let records = scan(hot, &ctx, &job, held.clone());
+    let verdicts = resolve(records, &ctx, held.clone());
+    report_verdicts(verdicts, ctx, job, held);
+}
+
+/// Operator 2, pack: documents into blocks; each document's anchors to the owner of their hash.
+fn pack<'s>(
+    docs: StreamVec<'s, u64, DocText>,
+    ctx: &Rc<WorkerCtx>,
+    job: &SubstringJob,
+    held: Rc<RefCell<Held>>,
+) -> StreamVec<'s, u64, AnchorRecord> {
+    let n = job.settings.min_bytes;
+    let origin = ctx.index;
+    let config = &ctx.shared.config;
+    let block_bytes = block_bytes(job, config.memory_limit, config.parallelism.workers);
+    let ctx = ctx.clone();
+    docs.unary_frontier(Pipeline, "SubstringPack", move |cap, _| {
         let mut cap = Some(cap);
         let mut block = Block::new();
         let mut winnow = Winnow::new(n);
-        let ctx = pack_ctx;
-        let held = pack_held;
         move |(input, frontier), output| {
             let Some(c) = cap.as_ref() else {
                 input.for_each(|_, _| {});
@@ -256,113 +269,126 @@ pub fn find_substrings<'s>(
                 cap = None;
             }
         }
-    });
-    // 3. Count: the anchors of one hash meet at its owner; the hot ones go back.
-    let hot = anchors.unary_frontier(
+    })
+}
+
+/// Operator 3, count: the anchors of one hash meet at its owner; the hot ones go back.
+fn count_anchors<'s>(
+    anchors: StreamVec<'s, u64, AnchorRecord>,
+    ctx: &WorkerCtx,
+) -> StreamVec<'s, u64, AnchorRecord> {
+    anchors.collect_complete(
         Exchange::new(ctx.meter("substrings", |r: &AnchorRecord| r.hash)),
         "SubstringAnchors",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut owned: Vec<AnchorRecord> = Vec::new();
-            move |(input, frontier), output| {
-                input.for_each(|_, data| owned.append(data));
-                if frontier.is_empty() {
-                    if let Some(c) = cap.take() {
-                        let mut session = output.session(&c);
-                        hot_anchors(&mut owned, |r| session.give(r));
-                        owned = Vec::new();
-                    }
-                }
-            }
-        },
-    );
-    // 4. Scan: once every hot anchor is known, one block per activation: its suffix array,
-    // one record per distinct window that can repeat.
-    let scan_held = held.clone();
-    let scan_ctx = ctx.clone();
+        Vec::new(),
+        |owned, data| owned.append(data),
+        |mut owned, session| hot_anchors(&mut owned, |r| session.give(r)),
+    )
+}
+
+/// Operator 4, scan: once every hot anchor is known, one block per activation: its suffix array,
+/// one record per distinct window that can repeat.
+///
+/// Not [`CollectComplete`]: what it does once the anchors are complete takes many
+/// activations (one block each, so the records of one block at a time wait in the channel).
+fn scan<'s>(
+    hot: StreamVec<'s, u64, AnchorRecord>,
+    ctx: &Rc<WorkerCtx>,
+    job: &SubstringJob,
+    held: Rc<RefCell<Held>>,
+) -> StreamVec<'s, u64, WindowRecord> {
+    let n = job.settings.min_bytes;
+    let origin = ctx.index;
     let scope = hot.scope();
-    let records = hot.unary_frontier(
-        Exchange::new(ctx.meter("substrings", |r: &AnchorRecord| r.origin() as u64)),
-        "SubstringScan",
-        move |cap, info| {
-            let activator = scope.activator_for(info.address);
-            let mut cap = Some(cap);
-            let mut next = 0usize;
-            let mut winnow = Winnow::new(n);
-            let ctx = scan_ctx;
-            let held = scan_held;
-            move |(input, frontier), output| {
-                input.for_each(|_, data| {
-                    let mut h = held.borrow_mut();
-                    let Held { blocks, hot, .. } = &mut *h;
-                    for r in data.drain(..) {
-                        while hot.len() <= r.block() {
-                            hot.push(Bits::new(blocks[hot.len()].len()));
-                        }
-                        hot[r.block()].set(r.offset());
-                    }
-                });
-                if !frontier.is_empty() {
-                    return;
-                }
-                let Some(c) = cap.as_ref() else {
-                    return;
-                };
+    let route = ctx.meter("substrings", |r: &AnchorRecord| r.origin() as u64);
+    let ctx = ctx.clone();
+    hot.unary_frontier(Exchange::new(route), "SubstringScan", move |cap, info| {
+        let activator = scope.activator_for(info.address);
+        let mut cap = Some(cap);
+        let mut next = 0usize;
+        let mut winnow = Winnow::new(n);
+        move |(input, frontier), output| {
+            input.for_each(|_, data| {
                 let mut h = held.borrow_mut();
-                if next < h.blocks.len() {
-                    let mut session = output.session(c);
-                    let mut sent = 0u64;
-                    let Held {
-                        blocks,
-                        hot,
-                        collector,
-                        counts,
-                        ..
-                    } = &mut *h;
-                    let block = &blocks[next];
-                    let keep = winnow.as_mut().map(|w| match hot.get(next) {
-                        Some(hot) => block.hot_windows(w, hot),
-                        // No anchor of this block is hot: none of its windows can repeat.
-                        None => Bits::new(block.len()),
-                    });
-                    if let Some(hot) = hot.get_mut(next) {
-                        *hot = Bits::default();
+                let Held { blocks, hot, .. } = &mut *h;
+                for r in data.drain(..) {
+                    while hot.len() <= r.block() {
+                        hot.push(Bits::new(blocks[hot.len()].len()));
                     }
-                    if let Err(e) = collector.scan(block, n, origin as u32, keep.as_ref(), |r| {
-                        sent += 1;
-                        session.give(r)
-                    }) {
-                        ctx.fail(e.to_string());
-                    }
-                    counts.blocks += 1;
-                    counts.window_records += sent;
-                    drop(session);
-                    drop(h);
-                    next += 1;
-                    activator.activate();
-                } else {
-                    ctx.stage_done("substrings scan");
-                    cap = None;
+                    hot[r.block()].set(r.offset());
                 }
+            });
+            if !frontier.is_empty() {
+                return;
             }
-        },
-    );
-    // 5. Resolve: every record of a key meets at its owner, in memory up to the worker's
-    // share of --memory-limit and in sorted runs on disk beyond it.
+            let Some(c) = cap.as_ref() else {
+                return;
+            };
+            let mut h = held.borrow_mut();
+            if next < h.blocks.len() {
+                let mut session = output.session(c);
+                let mut sent = 0u64;
+                let Held {
+                    blocks,
+                    hot,
+                    collector,
+                    counts,
+                    ..
+                } = &mut *h;
+                let block = &blocks[next];
+                let keep = winnow.as_mut().map(|w| match hot.get(next) {
+                    Some(hot) => block.hot_windows(w, hot),
+                    // No anchor of this block is hot: none of its windows can repeat.
+                    None => Bits::new(block.len()),
+                });
+                if let Some(hot) = hot.get_mut(next) {
+                    *hot = Bits::default();
+                }
+                if let Err(e) = collector.scan(block, n, origin as u32, keep.as_ref(), |r| {
+                    sent += 1;
+                    session.give(r)
+                }) {
+                    ctx.fail(e.to_string());
+                }
+                counts.blocks += 1;
+                counts.window_records += sent;
+                drop(session);
+                drop(h);
+                next += 1;
+                activator.activate();
+            } else {
+                ctx.stage_done("substrings scan");
+                cap = None;
+            }
+        }
+    })
+}
+
+/// Operator 5, resolve: every record of a key meets at its owner, in memory up to the worker's
+/// share of --memory-limit and in sorted runs on disk beyond it.
+///
+/// Not [`CollectComplete`]: once the records are complete it folds them
+/// [`RESOLVE_BATCH`] per activation, so that only one batch of verdicts waits in the channel.
+fn resolve<'s>(
+    records: StreamVec<'s, u64, WindowRecord>,
+    ctx: &Rc<WorkerCtx>,
+    held: Rc<RefCell<Held>>,
+) -> StreamVec<'s, u64, Verdict> {
+    let config = &ctx.shared.config;
     let budget = OwnedRecords::budget(config.memory_limit, config.parallelism.workers);
     let spill_dir = SpillDir::new(&config.spill_root(), ctx.index);
-    let resolve_held = held.clone();
-    let resolve_ctx = ctx.clone();
-    let verdicts = records.unary_frontier(
-        Exchange::new(ctx.meter("substrings", |r: &WindowRecord| {
-            ((r.key >> 64) as u64) ^ (r.key as u64)
-        })),
+    let scope = records.scope();
+    let route = ctx.meter("substrings", |r: &WindowRecord| {
+        ((r.key >> 64) as u64) ^ (r.key as u64)
+    });
+    let ctx = ctx.clone();
+    records.unary_frontier(
+        Exchange::new(route),
         "SubstringResolve",
         move |cap, info| {
             let activator = scope.activator_for(info.address);
             let mut cap = Some(cap);
             let mut owned = Some(OwnedRecords::new(spill_dir, budget));
-            let ctx = resolve_ctx;
             move |(input, frontier), output| {
                 input.for_each(|_, data| {
                     if let Some(o) = owned.as_mut() {
@@ -391,7 +417,7 @@ pub fn find_substrings<'s>(
                         if let Err(e) = result {
                             ctx.fail(spill_error(o, e));
                         }
-                        let mut h = resolve_held.borrow_mut();
+                        let mut h = held.borrow_mut();
                         h.counts.spill_runs += o.spill_runs;
                         h.counts.spilled_bytes += o.spilled_bytes;
                         o.remove();
@@ -401,24 +427,29 @@ pub fn find_substrings<'s>(
                 }
             }
         },
-    );
-    // 6. Report: verdicts to window starts to ranges, at the origin.
-    let mut done = false;
-    verdicts.sink(
+    )
+}
+
+/// Operator 6, report: verdicts to window starts to ranges, at the origin.
+fn report_verdicts<'s>(
+    verdicts: StreamVec<'s, u64, Verdict>,
+    ctx: Rc<WorkerCtx>,
+    job: SubstringJob,
+    held: Rc<RefCell<Held>>,
+) {
+    verdicts.collect_complete(
         Exchange::new(ctx.meter("substrings", |v: &Verdict| v.origin as u64)),
         "SubstringReport",
-        move |(input, frontier)| {
-            input.for_each(|_, data| {
-                let mut h = held.borrow_mut();
-                for v in data.drain(..) {
-                    h.collector.apply(v, job.settings.occurrences);
-                }
-            });
-            if frontier.is_empty() && !done {
-                done = true;
-                let taken = std::mem::take(&mut *held.borrow_mut());
-                report(&ctx, taken, &job);
+        held,
+        move |held, data| {
+            let mut h = held.borrow_mut();
+            for v in data.drain(..) {
+                h.collector.apply(v, job.settings.occurrences);
             }
+        },
+        move |held, _: &mut Give<'_, '_, u64, ()>| {
+            let taken = std::mem::take(&mut *held.borrow_mut());
+            report(&ctx, taken, &job);
         },
     );
 }

@@ -21,12 +21,12 @@
 use fxhash::FxHashMap as HashMap;
 use std::rc::Rc;
 
-use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
-use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 use timely::dataflow::StreamVec;
 
+use crate::operators::collect::Give;
+use crate::operators::CollectComplete;
 use crate::records::{DocFp, Edge, EdgeKind};
 use crate::worker::WorkerCtx;
 
@@ -43,24 +43,14 @@ pub fn link_urls<'s>(
             .filter(|_| !d.empty)
             .map(|k| (k, d.doc_id, d.rank))
     })
-    .unary_frontier(
+    .collect_complete(
         Exchange::new(ctx.meter("urls", |&(k, _, _): &(u128, u64, u64)| k as u64)),
         "LinkUrls",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut seen: Vec<(u128, u64, u64)> = Vec::new();
-            move |(input, frontier), output| {
-                input.for_each(|_, data| {
-                    seen.append(data);
-                });
-                if frontier.is_empty() {
-                    if let Some(cap) = cap.take() {
-                        let edges = link(std::mem::take(&mut seen));
-                        output.session(&cap).give_iterator(edges.into_iter());
-                        ctx.stage_done("urls");
-                    }
-                }
-            }
+        Vec::new(),
+        |seen, data| seen.append(data),
+        move |seen, session| {
+            session.give_iterator(link(seen).into_iter());
+            ctx.stage_done("urls");
         },
     )
 }
@@ -87,73 +77,62 @@ pub fn count_cross_host<'s>(
 ) {
     let home = ctx.home.clone();
     // At the home of `a`: (b, host of a).
-    let halfway = docs
-        .clone()
-        .binary_frontier::<_, CapacityContainerBuilder<Vec<(u64, u64)>>, _, _, _, _>(
-            edges,
-            Pipeline,
-            Exchange::new(ctx.meter("urls", move |e: &Edge| home.route(e.a))),
-            "CrossHostA",
-            |cap, _| {
-                let mut cap = Some(cap);
-                let mut hosts: HashMap<u64, u64> = HashMap::default();
-                let mut pending: Vec<(u64, u64)> = Vec::new();
-                move |(docs, docs_frontier), (edges, edges_frontier), output| {
-                    docs.for_each(|_, data| {
-                        hosts.extend(
-                            data.iter()
-                                .filter_map(|d| d.host_hash.map(|h| (d.doc_id, h))),
-                        )
-                    });
-                    edges.for_each(|_, data| {
-                        pending.extend(
-                            data.iter()
-                                .filter(|e| e.kind != EdgeKind::Url)
-                                .map(|e| (e.a, e.b)),
-                        )
-                    });
-                    if docs_frontier.is_empty() && edges_frontier.is_empty() {
-                        if let Some(cap) = cap.take() {
-                            let hosts = std::mem::take(&mut hosts);
-                            let out = std::mem::take(&mut pending)
-                                .into_iter()
-                                .filter_map(|(a, b)| hosts.get(&a).map(|&h| (b, h)));
-                            output.session(&cap).give_iterator(out);
-                        }
-                    }
-                }
-            },
-        );
+    let halfway = docs.clone().collect_complete_with(
+        edges,
+        Pipeline,
+        Exchange::new(ctx.meter("urls", move |e: &Edge| home.route(e.a))),
+        "CrossHostA",
+        Hosts::default(),
+        |hosts, data| hosts.add_docs(data),
+        |hosts, data: &mut Vec<Edge>| {
+            hosts.pending.extend(
+                data.iter()
+                    .filter(|e| e.kind != EdgeKind::Url)
+                    .map(|e| (e.a, e.b)),
+            )
+        },
+        |Hosts { hosts, pending }, session| {
+            let out = pending
+                .into_iter()
+                .filter_map(|(a, b)| hosts.get(&a).map(|&h| (b, h)));
+            session.give_iterator(out);
+        },
+    );
     let home = ctx.home.clone();
-    docs.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
+    docs.collect_complete_with(
         halfway,
         Pipeline,
         Exchange::new(ctx.meter("urls", move |(b, _): &(u64, u64)| home.route(*b))),
         "CrossHostB",
-        move |_, _| {
-            let mut hosts: HashMap<u64, u64> = HashMap::default();
-            let mut pending: Vec<(u64, u64)> = Vec::new();
-            let mut done = false;
-            move |(docs, docs_frontier), (pairs, pairs_frontier), _output| {
-                docs.for_each(|_, data| {
-                    hosts.extend(
-                        data.iter()
-                            .filter_map(|d| d.host_hash.map(|h| (d.doc_id, h))),
-                    )
-                });
-                pairs.for_each(|_, data| pending.append(data));
-                if !done && docs_frontier.is_empty() && pairs_frontier.is_empty() {
-                    done = true;
-                    let crossing = pending
-                        .iter()
-                        .filter(|(b, host_a)| hosts.get(b).is_some_and(|h| h != host_a))
-                        .count();
-                    ctx.report.borrow_mut().cross_host_pairs += crossing as u64;
-                    (hosts, pending) = (HashMap::default(), Vec::new());
-                }
-            }
+        Hosts::default(),
+        |hosts, data| hosts.add_docs(data),
+        |hosts, data| hosts.pending.append(data),
+        move |Hosts { hosts, pending }, _: &mut Give<'_, '_, u64, ()>| {
+            let crossing = pending
+                .iter()
+                .filter(|(b, host_a)| hosts.get(b).is_some_and(|h| h != host_a))
+                .count();
+            ctx.report.borrow_mut().cross_host_pairs += crossing as u64;
         },
     );
+}
+
+/// What each half of [`count_cross_host`] holds at a home worker: the host hash of each
+/// document whose home it is, and the pairs waiting for a host there (`(a, b)` at the
+/// home of `a`, then `(b, host of a)` at the home of `b`).
+#[derive(Default)]
+struct Hosts {
+    hosts: HashMap<u64, u64>,
+    pending: Vec<(u64, u64)>,
+}
+
+impl Hosts {
+    fn add_docs(&mut self, docs: &[DocFp]) {
+        self.hosts.extend(
+            docs.iter()
+                .filter_map(|d| d.host_hash.map(|h| (d.doc_id, h))),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -210,6 +210,31 @@ impl Default for Payload {
     }
 }
 
+impl Payload {
+    /// The document this record holds, for a command that reads documents: a raw line
+    /// parsed by `kind` into `record`, or decoded fields swapped into it (the payload keeps
+    /// `record`'s old buffers). `Some(Err)` for a record that does not decode, and for a
+    /// blank line ([`RecordError::EmptyLine`]); `None` for a record that holds no document
+    /// (skipped by reason, a fingerprint row).
+    pub fn document_into(
+        &mut self,
+        kind: &dyn SourceKind,
+        spec: &FieldSpec,
+        record: &mut Record,
+    ) -> Option<Result<(), RecordError>> {
+        match self {
+            Payload::Raw(raw) => Some(kind.parse_into(raw, spec, record)),
+            Payload::Fields(fields) => {
+                std::mem::swap(record, fields);
+                Some(Ok(()))
+            }
+            Payload::Blank(_) => Some(Err(RecordError::EmptyLine)),
+            Payload::Invalid(e) => Some(Err(e.clone())),
+            Payload::Fingerprint(_) | Payload::Skipped(_) => None,
+        }
+    }
+}
+
 /// Yields the records of one unit, in order.
 pub trait RecordReader: Send {
     /// Reads the next record into `out` (reusing its buffers where it can) and

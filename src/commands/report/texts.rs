@@ -120,15 +120,13 @@ fn read_file(
             if !records.contains(&record.record) {
                 continue;
             }
-            let text = match &record.payload {
-                Payload::Raw(line) => {
-                    let mut parsed = Record::default();
-                    match kind.parse_into(line, fields, &mut parsed) {
-                        Ok(()) => parsed.text,
-                        Err(e) => format!("(the record cannot be read: {e})"),
-                    }
-                }
-                Payload::Fields(rec) => rec.text.clone(),
+            // Only a line that fails to parse is shown as such; other records that hold
+            // no document are passed over.
+            let raw = matches!(record.payload, Payload::Raw(_));
+            let mut parsed = Record::default();
+            let text = match record.payload.document_into(kind, fields, &mut parsed) {
+                Some(Ok(())) => parsed.text,
+                Some(Err(e)) if raw => format!("(the record cannot be read: {e})"),
                 _ => continue,
             };
             out.insert(record.record, text);

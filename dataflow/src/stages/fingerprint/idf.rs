@@ -24,6 +24,8 @@ use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
 use crate::config::JobInput;
+use crate::operators::collect::Give;
+use crate::operators::CollectComplete;
 use crate::records::{RawBody, RawDoc};
 use crate::stages::read::read_units;
 use crate::worker::WorkerCtx;
@@ -84,30 +86,22 @@ pub fn document_frequencies(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> IdfTable
             },
         )
         .probe_with(&probe)
-        .unary_frontier::<timely::container::CapacityContainerBuilder<Vec<Count>>, _, _, _>(
+        .collect_complete(
             Exchange::new(ctx.meter(
                 "document frequencies",
                 |(feature, _): &(Option<u64>, u64)| feature.map_or(0, mix64),
             )),
             "CountFeatures",
-            move |cap, _| {
-                let mut cap = Some(cap);
-                let mut share = FeatureCounts::default();
-                move |(input, frontier), output| {
-                    input.for_each(|_, data| {
-                        for (feature, n) in data.drain(..) {
-                            share.add(feature, n);
-                        }
-                    });
-                    if frontier.is_empty() {
-                        if let Some(cap) = cap.take() {
-                            // Every worker gets every count.
-                            let mut session = output.session(&cap);
-                            for to in 0..peers {
-                                session.give_iterator(share.counts().map(|(h, n)| (to, h, n)));
-                            }
-                        }
-                    }
+            FeatureCounts::default(),
+            |share, data| {
+                for (feature, n) in data.drain(..) {
+                    share.add(feature, n);
+                }
+            },
+            move |share, session: &mut Give<'_, '_, u64, Count>| {
+                // Every worker gets every count.
+                for to in 0..peers {
+                    session.give_iterator(share.counts().map(|(h, n)| (to, h, n)));
                 }
             },
         )

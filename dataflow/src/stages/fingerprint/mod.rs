@@ -15,7 +15,7 @@ use neardup_core::features::FeatureConfig;
 use neardup_core::urlnorm::{host_and_path, normalize_url};
 use neardup_core::{Fingerprinter, Scheme};
 use neardup_io::parquet_out::{FingerprintRow, PartWriter};
-use neardup_io::record::Record;
+use neardup_io::record::{Origin, Record};
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
@@ -79,6 +79,50 @@ struct FingerprintState {
     /// whose home this is, to find duplicate document numbers once all have arrived (every
     /// copy of a number has the same home). 16 bytes per fingerprint until this stage ends.
     positions: Vec<(u64, u64)>,
+}
+
+/// What a document's origin (its URL and capture) gives the later stages, besides the
+/// fingerprint: computed once per document at its home.
+struct WebKeys {
+    fetched_at: Option<i64>,
+    /// xxh3-128 of the payload digest, and whether the record is a revisit.
+    digest: Option<(u128, bool)>,
+    /// The normalized URL (`--url-normalize`), its xxh3-128, and its host and path.
+    url_normalized: Option<String>,
+    url_key: Option<u128>,
+    page: Option<(String, String)>,
+    /// xxh3-64 of the host: the normalized URL's, else the origin's.
+    host_hash: Option<u64>,
+}
+
+impl WebKeys {
+    fn of(origin: Option<&Origin>, config: &crate::config::JobConfig) -> WebKeys {
+        let fetched_at = origin.and_then(|o| o.fetched_at);
+        let digest = origin.and_then(|o| {
+            let d = o.payload_digest.as_deref()?;
+            Some((xxhash_rust::xxh3::xxh3_128(d.as_bytes()), o.revisit))
+        });
+        let url_normalized = origin
+            .and_then(|o| o.url.as_deref())
+            .and_then(|url| normalize_url(url, config.url_normalize));
+        let url_key = url_normalized
+            .as_deref()
+            .map(|u| xxhash_rust::xxh3::xxh3_128(u.as_bytes()));
+        let page = url_normalized.as_deref().and_then(host_and_path);
+        let host = page
+            .as_ref()
+            .map(|(host, _)| host.clone())
+            .or_else(|| origin.and_then(|o| o.host()));
+        let host_hash = host.as_deref().map(|h| xxh3_64(h.as_bytes()));
+        WebKeys {
+            fetched_at,
+            digest,
+            url_normalized,
+            url_key,
+            page,
+            host_hash,
+        }
+    }
 }
 
 /// Where a fingerprint was read, packed like a document number: `file << RECORD_BITS | row`
@@ -231,32 +275,16 @@ impl FingerprintState {
         let bytes = record.text.len() as u64;
         let config = &self.ctx.shared.config;
         let origin = record.origin.take();
-        let fetched_at = origin.as_ref().and_then(|o| o.fetched_at);
-        let digest = origin.as_ref().and_then(|o| {
-            let d = o.payload_digest.as_deref()?;
-            Some((xxhash_rust::xxh3::xxh3_128(d.as_bytes()), o.revisit))
-        });
-        let rank = config.keep.rank(bytes, record.extra, fetched_at);
-        let url_normalized = origin
-            .as_ref()
-            .and_then(|o| o.url.as_deref())
-            .and_then(|url| normalize_url(url, config.url_normalize));
-        let url_key = url_normalized
-            .as_deref()
-            .map(|u| xxhash_rust::xxh3::xxh3_128(u.as_bytes()));
-        let page = url_normalized.as_deref().and_then(host_and_path);
-        let host = page
-            .as_ref()
-            .map(|(host, _)| host.clone())
-            .or_else(|| origin.as_ref().and_then(|o| o.host()));
-        let host_hash = host.as_deref().map(|h| xxh3_64(h.as_bytes()));
+        let web = WebKeys::of(origin.as_deref(), config);
+        let rank = config.keep.rank(bytes, record.extra, web.fetched_at);
         let id_hash = record.id.as_ref().map(|id| xxh3_64(id.as_bytes()));
         {
             let mut report = self.ctx.report.borrow_mut();
             report.documents += 1;
             report.bytes += bytes;
             report.empty += u64::from(fp.is_empty());
-            report.keep_value_missing += u64::from(config.keep.missing(record.extra, fetched_at));
+            report.keep_value_missing +=
+                u64::from(config.keep.missing(record.extra, web.fetched_at));
             report.truncated += u64::from(record.truncated);
         }
         if let Some(writer) = self.writer.as_mut() {
@@ -271,10 +299,10 @@ impl FingerprintState {
                 empty: fp.is_empty(),
                 host: origin.as_ref().and_then(|o| o.host()),
                 url: origin.as_ref().and_then(|o| o.url.clone()),
-                fetched_at,
+                fetched_at: web.fetched_at,
                 offset: origin.as_ref().and_then(|o| o.offset),
                 length: origin.as_ref().and_then(|o| o.length),
-                url_normalized,
+                url_normalized: web.url_normalized,
             };
             if let Err(e) = writer.push(row) {
                 self.ctx.fail(e.to_string());
@@ -299,45 +327,51 @@ impl FingerprintState {
             empty: fp.is_empty(),
             id_hash,
             bands,
-            digest,
-            url_key,
-            host_hash,
-            page: page.map(Box::new),
+            digest: web.digest,
+            url_key: web.url_key,
+            host_hash: web.host_hash,
+            page: web.page.map(Box::new),
         };
-        if let Some(resume) = self.resume.as_mut() {
-            let mut written = resume.push(&doc);
-            if let (Ok(()), Some(sketches)) = (&written, self.ctx.shared.config.index_sketches) {
-                // An empty document has no signature (the index writes an empty set's).
-                let signature = if fp.is_empty() {
-                    &[][..]
-                } else {
-                    self.fingerprinter.signature()
-                };
-                written = resume.push_sketch(resume::SketchRef {
-                    doc_id,
-                    signature,
-                    shingles: set
-                        .as_ref()
-                        .filter(|(_, shingles)| *shingles && sketches.shingles)
-                        .map(|(set, _)| &set[..]),
-                });
-            }
-            if let Err(e) = written {
-                // Resuming is a convenience: the run itself goes on without it.
-                self.ctx
-                    .report
-                    .borrow_mut()
-                    .warnings
-                    .push(format!("{e}: this run cannot be resumed if it fails"));
-                if let Some(resume) = self.resume.take() {
-                    resume.discard();
-                }
-            }
-        }
+        self.write_resume(&doc, set.as_ref());
         if let Some((set, _)) = set {
             self.sets.insert(doc_id, set);
         }
         Some(doc)
+    }
+
+    /// Writes the document (and its sketch, for a MinHash index) to this worker's resume
+    /// part; on failure the part is given up, with a warning (resuming is a convenience:
+    /// the run itself goes on without it).
+    fn write_resume(&mut self, doc: &DocFp, set: Option<&(Box<[u64]>, bool)>) {
+        let Some(resume) = self.resume.as_mut() else {
+            return;
+        };
+        let mut written = resume.push(doc);
+        if let (Ok(()), Some(sketches)) = (&written, self.ctx.shared.config.index_sketches) {
+            // An empty document has no signature (the index writes an empty set's).
+            let signature = if doc.empty {
+                &[][..]
+            } else {
+                self.fingerprinter.signature()
+            };
+            written = resume.push_sketch(resume::SketchRef {
+                doc_id: doc.doc_id,
+                signature,
+                shingles: set
+                    .filter(|(_, shingles)| *shingles && sketches.shingles)
+                    .map(|(set, _)| &set[..]),
+            });
+        }
+        if let Err(e) = written {
+            self.ctx
+                .report
+                .borrow_mut()
+                .warnings
+                .push(format!("{e}: this run cannot be resumed if it fails"));
+            if let Some(resume) = self.resume.take() {
+                resume.discard();
+            }
+        }
     }
 
     /// With verification on, the set the document is verified by, kept (unsorted) at its

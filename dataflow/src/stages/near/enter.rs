@@ -24,6 +24,7 @@ use super::keys::Keys;
 use super::rounds::{held_in_memory, SearchShape};
 use super::spill::{HeldFingerprints, Replay, SpillDir, Waiting};
 use super::{spill_error, Planned};
+use crate::operators::CollectComplete;
 use crate::progress::Progress;
 use crate::records::{DocFp, TableRecord};
 use crate::report::SearchPlan;
@@ -299,21 +300,17 @@ fn count_to_every_worker<'s>(
     peers: usize,
     limit: u64,
 ) -> StreamVec<'s, u64, (u64, u64, u64)> {
-    reps.unary_frontier(Pipeline, "CountFingerprints", move |cap, _| {
-        let mut cap = Some(cap);
-        let mut n = 0u64;
-        move |(input, frontier), output| {
-            input.for_each(|_, data| n += data.len() as u64);
-            if frontier.is_empty() {
-                if let Some(cap) = cap.take() {
-                    let mut session = output.session(&cap);
-                    for to in 0..peers as u64 {
-                        session.give((to, n, limit));
-                    }
-                }
+    reps.collect_complete(
+        Pipeline,
+        "CountFingerprints",
+        0u64,
+        |n, data| *n += data.len() as u64,
+        move |n, session| {
+            for to in 0..peers as u64 {
+                session.give((to, n, limit));
             }
-        }
-    })
+        },
+    )
 }
 
 /// Chooses the rounds (and whether to spill) for `total` fingerprints and the smallest

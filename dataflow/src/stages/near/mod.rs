@@ -210,7 +210,7 @@ fn search_round(ctx: &WorkerCtx, records: Vec<TableRecord>, keys: &Keys) -> Vec<
         report.note_bucket(info);
     }
     report.comparisons += comparisons;
-    report.splits += splits;
+    report.bucket_splits += splits;
     // Pairs that go on to verification (or deduplication) are counted there.
     if matches!(keys, Keys::Tables { .. }) && config.verify.is_none() {
         report.near_pairs += edges.len() as u64;

@@ -13,12 +13,10 @@
 use std::rc::Rc;
 
 use neardup_core::mix::mix2;
-use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
-use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::StreamVec;
 
+use crate::operators::CollectComplete;
 use crate::records::{DocFp, Edge, EdgeKind};
 use crate::worker::WorkerCtx;
 
@@ -28,38 +26,16 @@ pub fn fold_signatures<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
 ) -> (StreamVec<'s, u64, DocFp>, StreamVec<'s, u64, Edge>) {
-    let mut builder = OperatorBuilder::new("FoldSignatures".to_owned(), docs.scope());
-    let mut input = builder.new_input(
-        docs,
+    docs.collect_complete_split(
         Exchange::new(ctx.meter("signatures", |d: &DocFp| signature_route(&d.bands))),
-    );
-    let (reps_out, reps) = builder.new_output::<Vec<DocFp>>();
-    let (edges_out, edges) = builder.new_output::<Vec<Edge>>();
-    let mut reps_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<DocFp>>>::from(reps_out);
-    let mut edges_out = OutputBuilder::<_, CapacityContainerBuilder<Vec<Edge>>>::from(edges_out);
-    builder.build(move |capabilities| {
-        // Held until every document has arrived: one for each output.
-        let mut capabilities = Some(capabilities);
-        let mut docs: Vec<DocFp> = Vec::new();
-        move |frontiers| {
-            let mut reps_out = reps_out.activate();
-            let mut edges_out = edges_out.activate();
-            input.for_each(|_, data| docs.append(data));
-            if frontiers[0].is_empty() {
-                if let Some(capabilities) = capabilities.take() {
-                    let mut reps = reps_out.session(&capabilities[0]);
-                    let mut edges = edges_out.session(&capabilities[1]);
-                    let members = fold(
-                        std::mem::take(&mut docs),
-                        |rep| reps.give(rep),
-                        |edge| edges.give(edge),
-                    );
-                    ctx.report.borrow_mut().candidates += members;
-                }
-            }
-        }
-    });
-    (reps, edges)
+        "FoldSignatures",
+        Vec::new(),
+        |docs, data, _| docs.append(data),
+        move |docs, reps, edges| {
+            let members = fold(docs, |rep| reps.give(rep), |edge| edges.give(edge));
+            ctx.report.borrow_mut().candidates += members;
+        },
+    )
 }
 
 /// Equal signatures meet on one worker.

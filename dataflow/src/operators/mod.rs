@@ -1,0 +1,11 @@
+//! Operators of our own, in timely's style: one per file, each an extension trait on
+//! timely's streams with an example that runs. The stages use them where they would
+//! otherwise write the same operator out again.
+//!
+//! | operator | what it does |
+//! |---|---|
+//! | [`collect`] | fold a stream into a state, and use the state once the stream is complete |
+
+pub mod collect;
+
+pub use collect::CollectComplete;
