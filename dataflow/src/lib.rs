@@ -10,11 +10,11 @@
 //! let fields = FieldSpec { text_field: "text".into(), id_field: Some("id".into()), extra_field: None, ..Default::default() };
 //! let mut config = JobConfig::new(JobInput::Documents { files, fields }, "out".into());
 //! config.parallelism = Parallelism::local(2);
-//! let summary = run_job(config, Arc::new(Progress::default())).unwrap();
-//! println!("{} near-duplicate pairs", summary.counts.near_pairs);
+//! let outcome = run_job(config, Arc::new(Progress::default())).unwrap();
+//! println!("{} near-duplicate pairs", outcome.summary.counts.near_pairs);
 //! ```
 //!
-//! The dataflow, as every worker builds it ([`job`] wires it; one module per stage under
+//! The dataflow, as every worker builds it ([`pipeline`] wires it; one module per stage under
 //! [`stages`], in the order documents pass through them):
 //!
 //! ```text
@@ -42,9 +42,10 @@
 //!                                                       └──▶ clusters/part-W ◀───────┘
 //! ```
 //!
-//! Then a second small dataflow sends each worker's report to worker 0, which checks the
-//! keep column and writes `summary.json` and `_SUCCESS` ([`output`]); `--write-dedup` and
-//! the index follow. `neardup substrings` (and `run --substrings`, over the documents the
+//! Then the end of the run ([`finish`], in one documented order): a second small dataflow
+//! sends each worker's report to worker 0, which checks the keep column, writes `--against`'s
+//! files or `--index`'s generation, then `summary.json` and `_SUCCESS` ([`output`]);
+//! `--write-dedup` follows. [`job`] holds the run's lifecycle around it all. `neardup substrings` (and `run --substrings`, over the documents the
 //! clusters keep) runs its own dataflow: read, parse at home, suffix arrays per worker,
 //! windows meeting by key ([`stages::substrings`], [`stages::substring_spill`]).
 //!
@@ -52,16 +53,19 @@
 //! document), [`stages::read`], [`stages::fingerprint`], [`stages::split`],
 //! [`stages::exact`], [`stages::revisits`], [`stages::urls`], [`stages::near`] (with
 //! [`stages::near::rounds`] and [`stages::near::spill`]), [`stages::verify`],
-//! [`stages::pairs`], [`stages::clusters`], [`stages::mirrors`], [`output`], [`job`];
+//! [`stages::pairs`], [`stages::clusters`], [`stages::mirrors`], [`output`], [`finish`],
+//! [`pipeline`], [`job`];
 //! [`control`] (the processes' handshake and mesh) and [`live`] (the live service).
 
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod finish;
 pub mod job;
 pub mod live;
 pub mod operators;
 pub mod output;
+pub mod pipeline;
 pub mod plan;
 pub mod progress;
 pub mod records;
@@ -70,7 +74,8 @@ pub mod stages;
 pub mod worker;
 
 pub use config::{JobConfig, JobInput, KeepPolicy, Parallelism};
-pub use job::run_job;
+pub use finish::{Finish, RunOutcome};
+pub use job::{run_job, run_job_with};
 pub use progress::{Progress, Stage};
 pub use report::JobSummary;
 

@@ -88,7 +88,7 @@ fn process_clusters_over_loopback_equal_one_worker() {
                 };
                 let config = config(&corpus, &out, parallelism);
                 std::thread::spawn(move || {
-                    run_job(config, Arc::new(Progress::default())).map(|s| s.counts.pairs)
+                    run_job(config, Arc::new(Progress::default())).map(|o| o.summary.counts.pairs)
                 })
             })
             .collect();

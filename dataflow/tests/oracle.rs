@@ -63,7 +63,9 @@ fn listed_pairs(items: &[Item], k: u32) -> PairSet {
 }
 
 fn run(config: JobConfig) -> neardup_dataflow::JobSummary {
-    run_job(config, Arc::new(Progress::default())).expect("job succeeds")
+    run_job(config, Arc::new(Progress::default()))
+        .expect("job succeeds")
+        .summary
 }
 
 fn planted_fingerprints(dir: &Path, n: usize, k: u32) -> Vec<Item> {

@@ -1,16 +1,15 @@
 //! `neardup run`: the whole job over a corpus, and `neardup search`: the search alone over
 //! an existing fingerprint table. Both hand a `JobConfig` to `neardup_dataflow::run_job`.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use neardup_dataflow::config::{
-    BeforeCommit, ClusterMode, JobConfigBuilder, SubstringJob, VerifyMode, DEFAULT_K,
-    DEFAULT_TABLES,
+    ClusterMode, JobConfigBuilder, SubstringJob, VerifyMode, DEFAULT_K, DEFAULT_TABLES,
 };
-use neardup_dataflow::stages::fingerprint::resume::kill_at;
-use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
+use neardup_dataflow::finish::{self, AgainstStep, Finish, IndexStep, RunOutcome};
+use neardup_dataflow::{run_job_with, JobConfig, JobError, JobInput, JobSummary, Progress};
 use neardup_io::input::scan_inputs;
 use neardup_io::record::{FieldSpec, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 use neardup_io::source::Format;
@@ -422,31 +421,37 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .job
         .configure(args.quality.configure(builder))?
         .build()?;
-    // The batch as an index names it: a run of the same job finds it there, and a batch
-    // is never added twice (docs/index.md).
-    let job = neardup_dataflow::config::resume::record_id(&config);
-    let batch = format!("{job:032x}");
-    // The index is created (and locked) before the job, so that a directory it cannot go
-    // into is refused before the work; process 0 writes it before the run's _SUCCESS.
-    let index = match &args.index {
-        Some(dir) if args.job.cluster.process == 0 => {
-            let writer =
-                super::index::create_unless_holding(dir, &config, args.index_shingles, &batch)?;
-            if writer.is_none() {
-                notice(&args.job, &format!(
-                    "--index {}: the index already holds this batch (written by an earlier run of the same job that did not finish): it is not written again",
-                    dir.display()
-                ));
-            }
-            writer.map(|w| (dir.clone(), w))
+    let finish = index_steps(args, &mut config)?;
+    let keep = config.keep.describe();
+    if args.resume && !args.job.quiet {
+        resume_notice(&config, args.job.log_format);
+    }
+    let outcome = execute(config, finish, &args.job)?;
+    report_index_steps(args, &outcome, &keep);
+    Ok(())
+}
+
+/// `--index` and `--against`, set up before the job (see `neardup_dataflow::finish`): the
+/// index created (and locked), so that a directory it cannot go into is refused before the
+/// work, or the run checked against the index; process 0 takes the step before the run's
+/// `_SUCCESS`.
+fn index_steps(args: &RunArgs, config: &mut JobConfig) -> Result<Finish> {
+    let lead = args.job.cluster.process == 0;
+    let mut finish = Finish::default();
+    if let (Some(dir), true) = (&args.index, lead) {
+        match IndexStep::create(dir, config, args.index_shingles)? {
+            Some(step) => finish = Finish::index(step),
+            None => notice(&args.job, &format!(
+                "--index {}: the index already holds this batch (written by an earlier run of the same job that did not finish): it is not written again",
+                dir.display()
+            )),
         }
-        _ => None,
-    };
+    }
     // A MinHash index keeps what no output table holds: each document's signature (and
     // shingle set), written beside the resume parts by every worker. (The other processes
     // of a run with --index check here that the index can hold it.)
     let index_minhash = match (&args.index, &args.against) {
-        (Some(_), _) => super::index::check_indexable(&config, args.index_shingles)?,
+        (Some(_), _) => finish::index::check_indexable(config, args.index_shingles)?,
         (None, Some(dir)) => neardup_io::index::Manifest::load(dir)?.minhash,
         (None, None) => None,
     };
@@ -455,155 +460,53 @@ pub fn run(args: &RunArgs) -> Result<()> {
             shingles: m.shingles,
         });
     }
-    let steps = IndexSteps::default();
     if let Some(dir) = &args.against {
-        steps.against(&mut config, args, dir, (&batch, job))?;
+        let (manifest, held) = finish::against::check(dir, config, args.update_index)?;
+        if lead {
+            if let Some(generation) = held {
+                notice(&args.job, &format!(
+                    "--against {}: the index already holds this batch (generation {generation}, added by an earlier run of the same job that did not finish): it is compared with the index as it was before it, and not added again",
+                    dir.display()
+                ));
+            }
+            let keep_given = args.job.keep.is_some();
+            let step = AgainstStep::new(dir, manifest, config, args.update_index, keep_given)?;
+            finish = Finish::against(step);
+        }
     }
-    if let Some((dir, writer)) = index {
-        steps.index(&mut config, dir, writer, index_minhash, (&batch, job));
-    }
-    let keep = config.keep.describe();
-    if args.resume && !args.job.quiet {
-        resume_notice(&config, args.job.log_format);
-    }
-    execute(config, &args.job)?;
-    steps.report(args, &keep);
-    Ok(())
+    Ok(finish)
 }
 
-/// The steps a run with `--index` or `--against` takes before its `_SUCCESS` (process 0,
-/// see [`BeforeCommit`]), and what they found, printed once the run is committed.
-#[derive(Default)]
-struct IndexSteps {
-    /// `--index`: the documents written.
-    written: Arc<Mutex<Option<(PathBuf, u64)>>>,
-    /// `--against`: what the comparison found, and whether the batch was added.
-    found: Arc<Mutex<Option<(super::index::AgainstOutcome, bool)>>>,
-}
-
-impl IndexSteps {
-    /// `--against DIR`: refuses a run the index cannot be compared with; on process 0,
-    /// compares the batch with the index before `_SUCCESS` (so a run with `_SUCCESS` has
-    /// its against-* files) and with `--update-index` adds it (locked from now on), unless
-    /// the index holds it already (`batch`, see `Manifest::before_batch`).
-    fn against(
-        &self,
-        config: &mut JobConfig,
-        args: &RunArgs,
-        dir: &Path,
-        (batch, job): (&str, u128),
-    ) -> Result<()> {
-        if config.keep.prefers_canonical_hosts() {
-            bail!(
-                "--keep {} cannot be used with --against: mirror groups are found within one \
-                 run, not across the index (use the inner policy, e.g. --keep {})",
-                config.keep.describe(),
-                config.keep.inner().describe()
-            );
-        }
-        let (manifest, held) = neardup_io::index::Manifest::load(dir)?.before_batch(batch);
-        super::index::check_against(&manifest, dir, config, args.update_index)?;
-        if args.job.cluster.process != 0 {
-            return Ok(());
-        }
-        if let Some(generation) = held {
-            notice(&args.job, &format!(
-                "--against {}: the index already holds this batch (generation {generation}, added by an earlier run of the same job that did not finish): it is compared with the index as it was before it, and not added again",
-                dir.display()
-            ));
-        }
-        let update = match args.update_index {
-            true => Some(Mutex::new(neardup_io::index::IndexWriter::open(dir)?)),
-            false => None,
-        };
-        let (dir, k, slot) = (dir.to_path_buf(), config.design.k(), self.found.clone());
-        let threshold = config.verify.map_or(0.0, |v| v.min_jaccard);
-        let keep = super::index::AgainstKeep {
-            policy: config.keep.clone(),
-            given: args.job.keep.is_some(),
-        };
-        let batch = batch.to_string();
-        config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
-            let mut outcome =
-                super::index::against(&dir, run, k, threshold, &manifest, &keep, (&batch, job))
-                    .map_err(|e| format!("--against {}: {e:#}", dir.display()))?;
-            let add = update.as_ref().filter(|_| outcome.held.is_none());
-            if let Some(writer) = add {
-                let generation = std::mem::take(&mut outcome.generation);
-                let mut writer = writer.lock().expect("the index writer");
-                writer
-                    .add_named(generation, Some(&batch))
-                    .map_err(|e| format!("--update-index {}: {e}", dir.display()))?;
-                kill_at("index");
-            }
-            *slot.lock().expect("the against slot") = Some((outcome, add.is_some()));
-            Ok(())
-        })));
-        Ok(())
+/// Prints what `--against` and `--index` did (the run is committed).
+fn report_index_steps(args: &RunArgs, outcome: &RunOutcome, keep: &str) {
+    if args.job.quiet {
+        return;
     }
-
-    /// `--index DIR`, new: the run's documents (with what only its resume parts hold: their
-    /// digests, ranks and sketches) written as the index's generation before `_SUCCESS`.
-    fn index(
-        &self,
-        config: &mut JobConfig,
-        dir: PathBuf,
-        writer: neardup_io::index::IndexWriter,
-        minhash: Option<neardup_io::index::MinHashParams>,
-        (batch, job): (&str, u128),
-    ) {
-        let (slot, keep, batch) = (
-            self.written.clone(),
-            config.keep.describe(),
-            batch.to_string(),
-        );
-        let writer = Mutex::new(writer);
-        config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
-            let read = super::index::batch_documents(run, minhash.as_ref(), job)
-                .map_err(|e| format!("--index: {e:#}"))?;
-            let mut writer = writer.lock().expect("the index writer");
-            let documents = super::index::add_documents(
-                &mut writer,
-                run,
-                read,
-                Some(keep.clone()),
-                Some(&batch),
-            )
-            .map_err(|e| format!("--index {}: {e:#}", dir.display()))?;
-            *slot.lock().expect("the index slot") = Some((dir.clone(), documents));
-            kill_at("index");
-            Ok(())
-        })));
-    }
-
-    /// Prints what the steps did (the run is committed).
-    fn report(&self, args: &RunArgs, keep: &str) {
-        if args.job.quiet {
-            return;
-        }
-        let found = self.found.lock().expect("the against slot").take();
-        if let (Some(dir), Some((outcome, added))) = (&args.against, found) {
-            let found = &outcome.summary;
-            if found.unranked > 0 {
-                eprintln!(
-                    "neardup: warning: --keep {}: {} indexed documents of the batch's clusters have no rank under it (their generation was ranked by another policy) and rank last",
-                    keep, found.unranked
-                );
-            }
+    if let (Some(dir), Some(done)) = (&args.against, &outcome.against) {
+        let found = &done.found;
+        if found.unranked > 0 {
             eprintln!(
-                "  against {}: {} new documents, {} pairs among them, {} with indexed documents, {} indexed clusters joined, {} merged{}",
-                dir.display(),
-                found.new_documents,
-                found.batch_pairs,
-                found.indexed_pairs,
-                found.joined,
-                found.merges,
-                if added { "; added to the index" } else { "" }
+                "neardup: warning: --keep {}: {} indexed documents of the batch's clusters have no rank under it (their generation was ranked by another policy) and rank last",
+                keep, found.unranked
             );
         }
-        if let Some((dir, documents)) = self.written.lock().expect("the index slot").take() {
-            eprintln!("  index: {} ({documents} documents)", dir.display());
-        }
+        eprintln!(
+            "  against {}: {} new documents, {} pairs among them, {} with indexed documents, {} indexed clusters joined, {} merged{}",
+            dir.display(),
+            found.new_documents,
+            found.batch_pairs,
+            found.indexed_pairs,
+            found.joined,
+            found.merges,
+            if done.added { "; added to the index" } else { "" }
+        );
+    }
+    if let Some(written) = &outcome.index {
+        eprintln!(
+            "  index: {} ({} documents)",
+            written.dir.display(),
+            written.documents
+        );
     }
 }
 
@@ -659,25 +562,21 @@ pub fn search(args: &SearchArgs) -> Result<()> {
     let tables = files.clone();
     let builder =
         JobConfig::builder(JobInput::Fingerprints { files }, args.job.output.clone()).exact(false);
-    let mut config = args.job.configure(builder)?.build()?;
+    let config = args.job.configure(builder)?.build()?;
     // --index: the generation is written before `_SUCCESS` (process 0, see
-    // [`BeforeCommit`]), so a complete run always has its index.
-    let written = Arc::new(Mutex::new(None));
-    if let (Some(dir), 0) = (&args.index, args.job.cluster.process) {
-        let writer = super::index::create_for_tables(dir, &tables, &config.design)?;
-        let (writer, dir, slot) = (Mutex::new(writer), dir.clone(), written.clone());
-        config.before_commit = Some(BeforeCommit(Arc::new(move |run: &Path| {
-            let mut writer = writer.lock().expect("the index writer");
-            let documents = super::index::add_run(&mut writer, run, &tables)
-                .map_err(|e| format!("--index {}: {e:#}", dir.display()))?;
-            *slot.lock().expect("the index slot") = Some((dir.clone(), documents));
-            Ok(())
-        })));
-    }
-    execute(config, &args.job)?;
-    if let Some((dir, documents)) = written.lock().expect("the index slot").take() {
+    // `neardup_dataflow::finish`), so a complete run always has its index.
+    let finish = match (&args.index, args.job.cluster.process) {
+        (Some(dir), 0) => Finish::index(IndexStep::for_tables(dir, &tables, &config.design)?),
+        _ => Finish::default(),
+    };
+    let outcome = execute(config, finish, &args.job)?;
+    if let Some(written) = &outcome.index {
         if !args.job.quiet {
-            eprintln!("  index: {} ({documents} documents)", dir.display());
+            eprintln!(
+                "  index: {} ({} documents)",
+                written.dir.display(),
+                written.documents
+            );
         }
     }
     Ok(())
@@ -703,7 +602,7 @@ fn inputs(patterns: &[String], args: &JobArgs) -> Result<Vec<neardup_io::input::
     Ok(scan.files)
 }
 
-fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
+fn execute(config: JobConfig, finish: Finish, args: &JobArgs) -> Result<RunOutcome> {
     let near_rule = match (&config.lsh, config.verify) {
         (Some(_), Some(v)) => format!("near with Jaccard >= {}", v.min_jaccard),
         (Some(_), None) => "near LSH candidates, unverified".to_string(),
@@ -717,16 +616,16 @@ fn execute(config: JobConfig, args: &JobArgs) -> Result<()> {
     let output = config.output.clone();
     let progress = Arc::new(Progress::default());
     let view = ProgressView::start(progress.clone(), args.log_format, args.quiet);
-    let result = run_job(config, progress);
+    let result = run_job_with(config, finish, progress);
     drop(view);
     // An interrupted run ends here, whatever its result.
     crate::interrupt::finish(&output);
     match result {
-        Ok(summary) => {
+        Ok(outcome) => {
             if !args.quiet {
-                report(&summary, &near_rule, &output, args.log_format);
+                report(&outcome.summary, &near_rule, &output, args.log_format);
             }
-            Ok(())
+            Ok(outcome)
         }
         Err(JobError::Failed(summary)) => {
             if !args.quiet && args.log_format == LogFormat::Json {

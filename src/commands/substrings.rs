@@ -191,9 +191,9 @@ pub fn run(args: &SubstringsArgs) -> Result<()> {
     drop(view);
     crate::interrupt::finish(&output);
     match result {
-        Ok(summary) => {
+        Ok(outcome) => {
             if !args.quiet {
-                report(&summary, &output, args.log_format);
+                report(&outcome.summary, &output, args.log_format);
             }
             Ok(())
         }

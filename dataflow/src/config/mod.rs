@@ -183,9 +183,6 @@ pub struct JobConfig {
     pub substrings: Option<SubstringJob>,
     /// `--resume`: reuse what a failed run of the same job left (see [`resume`]).
     pub resume: Resume,
-    /// A step of process 0 between the last committed part and `summary.json`/`_SUCCESS`
-    /// (see [`BeforeCommit`]); `None`: nothing.
-    pub before_commit: Option<BeforeCommit>,
     /// MinHash mode, for a saved index (`--index`, `--against`): also keep every document's
     /// signature (and with [`IndexSketches::shingles`] its verification set) in the resume
     /// parts, where [`crate::stages::fingerprint::resume::document_extras`] reads them.
@@ -197,23 +194,6 @@ pub struct JobConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexSketches {
     pub shingles: bool,
-}
-
-/// A step that belongs to a run's output but is not a stage of the job: process 0 runs it
-/// with the output directory once every worker has committed its parts and no worker failed,
-/// before `summary.json` and `_SUCCESS` are written. An error fails the run (it is listed in
-/// the summary's `errors` and no `_SUCCESS` is written), so a directory with `_SUCCESS` always
-/// holds what the step writes (`neardup run --against` writes its `against-*` files so).
-#[derive(Clone)]
-pub struct BeforeCommit(pub std::sync::Arc<BeforeCommitFn>);
-
-/// The function of a [`BeforeCommit`]: the output directory in, an error message out.
-pub type BeforeCommitFn = dyn Fn(&std::path::Path) -> Result<(), String> + Send + Sync;
-
-impl std::fmt::Debug for BeforeCommit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("BeforeCommit")
-    }
 }
 
 impl JobConfig {
@@ -251,7 +231,6 @@ impl JobConfig {
             batches_in_flight: DEFAULT_BATCHES_IN_FLIGHT,
             command_line: Vec::new(),
             resume: Resume::Off,
-            before_commit: None,
             index_sketches: None,
             substrings: None,
             url_normalize: neardup_core::urlnorm::UrlNormalize::Standard,

@@ -10,7 +10,6 @@
 //! ([`neardup_io::parquet_out`], "Table metadata"); [`fingerprints_meta`] and [`search_meta`]
 //! say what they are for a job.
 
-pub mod dedup;
 pub mod stop;
 
 use std::path::Path;

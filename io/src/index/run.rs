@@ -36,7 +36,7 @@ pub struct RunDocuments {
 
 /// The documents of a `neardup search` over the fingerprint tables `fingerprints`, whose run
 /// at `dir` has committed its parts and not yet written `_SUCCESS` (a step that runs before
-/// it; see `neardup_dataflow::config::BeforeCommit`): `doc_id` and `simhash` are needed;
+/// it; see `neardup_dataflow::finish`): `doc_id` and `simhash` are needed;
 /// `id`, `source`, `url` and `empty` are read where the tables have them.
 pub fn read_search_documents(
     dir: &Path,
@@ -46,7 +46,7 @@ pub fn read_search_documents(
 }
 
 /// The documents of a run from its own `fingerprints/` table, its parts committed and its
-/// `_SUCCESS` not written yet (a step that runs before it; see `neardup_dataflow::config::BeforeCommit`).
+/// `_SUCCESS` not written yet (a step that runs before it; see `neardup_dataflow::finish`).
 pub fn read_committed_parts(dir: &Path) -> Result<RunDocuments, IoError> {
     let parts = committed_parts(&RunDir::new(dir).table(Table::Fingerprints))?;
     read_parts(dir, &parts)

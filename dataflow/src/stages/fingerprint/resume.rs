@@ -546,7 +546,7 @@ fn part_number(path: &Path) -> Option<u32> {
         .ok()
 }
 
-/// What a step that runs before `_SUCCESS` (see [`crate::config::BeforeCommit`]) learns
+/// What a step that runs before `_SUCCESS` (see [`crate::finish`]) learns
 /// from the committed resume parts of a run about every fingerprinted document, by doc
 /// number. None of it is in an output table; `neardup run --index|--against` store it in
 /// the index.

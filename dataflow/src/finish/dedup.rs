@@ -1,11 +1,12 @@
-//! The deduplicated corpus (`--write-dedup DIR`): after a successful run, the kept documents
-//! in each input file's own format, and `removed.parquet` saying which document each removed
-//! one was a duplicate of.
+//! The deduplicated corpus (`--write-dedup DIR`, step 7 of [`crate::finish`]): after a
+//! successful run, the kept documents in each input file's own format, and `removed.parquet`
+//! saying which document each removed one was a duplicate of.
 //!
 //! This pass runs on process 0 after the job has committed, reading the run's own outputs
-//! back (the decisions are there) and every input file once more. It is serial: a corpus
-//! spread over many processes would rather have each process copy its own units; the
-//! outputs would be the same.
+//! back (the decisions are there: every worker of every process wrote its share of the
+//! clusters, and they lie together only in the committed parts) and every input file once
+//! more. It is serial: a corpus spread over many processes would rather have each process
+//! copy its own units; the outputs would be the same.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -17,8 +18,31 @@ use neardup_io::record::FieldSpec;
 use neardup_io::run_dir::{mark_complete, read_run, read_substrings, record_written, REMOVED};
 use neardup_io::source::Strikes;
 
+use super::RunOutcome;
+use crate::config::{JobConfig, JobInput};
 use crate::records::RECORD_BITS;
 use crate::JobError;
+
+/// Step 7 of the end of a run: on process 0 (`lead`), a run that succeeded with
+/// `--write-dedup` writes its deduplicated corpus; its counts go to the summary and the
+/// outcome. Any other result is returned as it is.
+pub(crate) fn after_success(
+    config: &JobConfig,
+    result: Result<RunOutcome, JobError>,
+    lead: bool,
+) -> Result<RunOutcome, JobError> {
+    match (result, &config.write_dedup, &config.input) {
+        (Ok(mut outcome), Some(dir), JobInput::Documents { files, fields }) if lead => {
+            let strike = config.substrings.filter(|job| job.strike).map(|_| fields);
+            let near = !config.substrings.is_some_and(|job| job.only);
+            let counts = write_dedup(&config.output, files, dir, strike, near)?;
+            outcome.summary.dedup = Some((counts.kept, counts.removed));
+            outcome.dedup = Some(counts);
+            Ok(outcome)
+        }
+        (result, _, _) => result,
+    }
+}
 
 /// What the pass wrote.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]

@@ -1,0 +1,605 @@
+//! `--against DIR`: a run's batch deduplicated against a saved index (docs/index.md).
+//!
+//! Before the job, every process refuses a run the index cannot be compared with
+//! ([`check`]). Process 0 then compares the committed batch with the index once every part
+//! is committed and before `_SUCCESS` (`AgainstStep::compare`, step 4 of
+//! [`crate::finish`]): the pairs between new and indexed documents, and the clusters they
+//! form with the batch's own pairs, go to `against-*.parquet` in the run directory; with
+//! `--update-index` the batch is added to the index as a new generation. A run with
+//! `_SUCCESS` always has its `against-*` files, and with `--update-index` its generation.
+//!
+//! Clusters follow the run's rule, the smallest doc number is the id: the batch's numbers
+//! come after every indexed one, so a cluster that only grows keeps its id, a merge takes the
+//! smaller, and the kept document (the smallest) is an indexed one wherever there is one.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use neardup_core::unionfind::UnionFind;
+use neardup_core::Scheme;
+use neardup_io::index::{DocEntry, DocView, Index, IndexWriter, Manifest, MergeRow, Verify};
+use neardup_io::index::{MinHashParams, NewGeneration, FILE_SHIFT};
+use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow, PartWriter};
+
+use super::index::{batch_documents, batch_name, check_indexable};
+use super::{chain, AgainstDone, FinishError};
+use crate::config::{JobConfig, KeepPolicy};
+use crate::stages::fingerprint::resume::kill_at;
+
+/// The files an incremental run adds to its output directory (listed in its marker, so
+/// that `--overwrite` removes them with the rest).
+pub const AGAINST_PAIRS: &str = "against-pairs.parquet";
+pub const AGAINST_CLUSTERS: &str = "against-clusters.parquet";
+pub const AGAINST_MERGES: &str = "against-merges.parquet";
+
+/// `--against DIR`, before the job (every process): refuses a run the index cannot be
+/// compared with (see [`check_against`]; `update`: `--update-index`). Returns the index's
+/// manifest as this run's batch is compared with it, and the generation that holds the
+/// batch already, if any (added by an earlier run of the same job that did not finish: the
+/// batch is compared with the index as it was before it, and not added again; see
+/// [`Manifest::before_batch`]).
+pub fn check(
+    dir: &Path,
+    config: &JobConfig,
+    update: bool,
+) -> Result<(Manifest, Option<u32>), FinishError> {
+    if config.keep.prefers_canonical_hosts() {
+        return Err(FinishError::Refused(format!(
+            "--keep {} cannot be used with --against: mirror groups are found within one \
+             run, not across the index (use the inner policy, e.g. --keep {})",
+            config.keep.describe(),
+            config.keep.inner().describe()
+        )));
+    }
+    let (manifest, held) = Manifest::load(dir)?.before_batch(&batch_name(config));
+    check_against(&manifest, dir, config, update)?;
+    Ok((manifest, held))
+}
+
+/// Refuses, before the job, a run whose fingerprints or tables differ from the index's; for
+/// a MinHash index also another banding or verification, or a looser threshold (a
+/// stricter one only without `update`: a generation holds the pairs of the index's).
+pub fn check_against(
+    manifest: &Manifest,
+    dir: &Path,
+    config: &JobConfig,
+    update: bool,
+) -> Result<(), FinishError> {
+    let (scheme, design) = (&config.scheme, &config.design);
+    check_scheme(manifest, dir, scheme)?;
+    let run = check_indexable(config, false)?;
+    match (&manifest.minhash, run) {
+        (None, None) => {}
+        (Some(index), Some(run)) => return check_minhash_against(index, &run, dir, update),
+        // The same scheme, yet one side is MinHash: a manifest edited by hand.
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(FinishError::Refused(format!(
+                "{}: the manifest's scheme {} does not agree with its minhash member",
+                dir.join(neardup_io::index::MANIFEST).display(),
+                manifest.scheme
+            )))
+        }
+    }
+    if design.k() != manifest.k || design.name() != manifest.tables {
+        return Err(FinishError::Refused(format!(
+            "{}: the index was made with k = {} ({}); this run asks for k = {} ({}): run with the index's -k and --tables",
+            dir.display(),
+            manifest.k,
+            manifest.tables,
+            design.k(),
+            design.name()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a run (or query) whose fingerprints would be of another kind than the index's.
+fn check_scheme(manifest: &Manifest, dir: &Path, scheme: &Scheme) -> Result<(), FinishError> {
+    let params = crate::output::fingerprint_params(scheme);
+    if scheme.name.as_str() != manifest.scheme || params != manifest.fingerprint {
+        return Err(FinishError::Refused(format!(
+            "{}: the index holds {} fingerprints made with {}; this run would make {} fingerprints with {}: run with the index's scheme flags",
+            dir.display(),
+            manifest.scheme,
+            manifest.fingerprint,
+            scheme.name.as_str(),
+            params
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a MinHash run against a MinHash index that would find other candidates or verify
+/// them otherwise: another banding, verification or shingle size, a looser threshold (or,
+/// with `update`, another one).
+fn check_minhash_against(
+    index: &MinHashParams,
+    run: &MinHashParams,
+    dir: &Path,
+    update: bool,
+) -> Result<(), FinishError> {
+    if (run.bands, run.rows) != (index.bands, index.rows) {
+        return Err(FinishError::Refused(format!(
+            "{}: the index's LSH banding is {} bands of {} rows; this run's is {} of {}: run with --bands {} --rows {}",
+            dir.display(),
+            index.bands,
+            index.rows,
+            run.bands,
+            run.rows,
+            index.bands,
+            index.rows
+        )));
+    }
+    if run.verify != index.verify || run.shingle != index.shingle {
+        return Err(FinishError::Refused(format!(
+            "{}: the index verifies candidates by {} (word {}-shingles); this run by {} (word {}-shingles): run with the index's --verify and --verify-shingle",
+            dir.display(),
+            index.verify,
+            index.shingle,
+            run.verify,
+            run.shingle
+        )));
+    }
+    check_threshold(index.threshold, run.threshold, dir, "--threshold")?;
+    if update && run.threshold != index.threshold {
+        return Err(FinishError::Refused(format!(
+            "{}: --update-index needs the index's threshold {} (this run's is {}): a generation holds the pairs of the index's threshold",
+            dir.display(),
+            index.threshold,
+            run.threshold
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a threshold looser than a MinHash index's: its matches were verified at its
+/// own.
+pub fn check_threshold(index: f64, asked: f64, dir: &Path, flag: &str) -> Result<(), FinishError> {
+    if asked < index {
+        return Err(FinishError::Refused(format!(
+            "{}: {flag} {asked} is looser than the index's threshold {index}: its documents were verified at {index} (rebuild the index with --threshold {asked})",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// What an incremental run found.
+#[derive(Clone, Debug, Default)]
+pub struct AgainstSummary {
+    pub new_documents: u64,
+    pub batch_pairs: u64,
+    pub indexed_pairs: u64,
+    /// Indexed clusters (or documents) the batch's documents joined.
+    pub joined: u64,
+    pub merges: u64,
+    /// Indexed documents of the batch's clusters without a rank under the keep policy
+    /// (ranked last): a policy by a column their generation was not ranked by.
+    pub unranked: u64,
+}
+
+/// The order in which `neardup run --against` keeps the documents of a cluster (smallest
+/// first): new after indexed (without `--keep`), the rank, the doc number.
+type KeepKey = (bool, u64, u64);
+
+/// How `neardup run --against` picks the document to keep of a cluster.
+#[derive(Clone, Debug)]
+pub struct AgainstKeep {
+    /// The run's policy (given, or its default).
+    pub policy: KeepPolicy,
+    /// Whether `--keep` was given: then indexed and new documents are ranked together (ties
+    /// to the indexed one); without it an indexed document is kept wherever the cluster has
+    /// one, and the policy decides among indexed, or among new, documents.
+    pub given: bool,
+}
+
+/// An indexed document's rank under `policy`: the stored one if its generation ranked by
+/// the same policy, else made from its bytes or capture time where the policy ranks by
+/// those; `None` for a column the index does not hold (or a format 1 generation).
+pub fn indexed_rank(
+    policy: &KeepPolicy,
+    generation_keep: Option<&str>,
+    doc: &DocView,
+) -> Option<u64> {
+    if generation_keep == Some(policy.describe().as_str()) && doc.rank.is_some() {
+        return doc.rank;
+    }
+    match policy {
+        KeepPolicy::First => Some(0),
+        KeepPolicy::Longest | KeepPolicy::Shortest => doc.bytes.map(|b| policy.rank(b, None, None)),
+        KeepPolicy::Newest | KeepPolicy::Oldest => {
+            doc.bytes.map(|_| policy.rank(0, None, doc.fetched_at))
+        }
+        KeepPolicy::Max(_) | KeepPolicy::Min(_) => None,
+        // Refused with --against before the job starts ([`check`]).
+        KeepPolicy::CanonicalHost(_) => None,
+    }
+}
+
+/// What the incremental step found, and the generation it would add to the index.
+#[derive(Debug, Default)]
+pub struct AgainstOutcome {
+    pub summary: AgainstSummary,
+    /// The batch in the index's numbering, with its clusters and the indexed documents whose
+    /// cluster it changed: what `--update-index` adds before the run's `_SUCCESS`.
+    pub generation: NewGeneration,
+    /// The generation of the index that holds the batch already (added by an earlier run of
+    /// the same job that did not finish): the batch was compared with the index before it,
+    /// and is not added again.
+    pub held: Option<u32>,
+}
+
+/// What a run with `--against` does before `_SUCCESS` (process 0).
+pub struct AgainstStep {
+    dir: PathBuf,
+    /// The index as [`check`] saw it: it must not change while the batch runs.
+    manifest: Manifest,
+    /// `--update-index`: the index's writer, locked from the start of the job.
+    update: Option<Mutex<IndexWriter>>,
+    k: u32,
+    threshold: f64,
+    keep: AgainstKeep,
+    batch: String,
+    job: u128,
+}
+
+impl AgainstStep {
+    /// The step of process 0 for the run `config` against the index at `dir`, whose
+    /// `manifest` [`check`] returned; with `update` (`--update-index`) the index is opened
+    /// for writing (locked from now on). `keep_given`: whether `--keep` was given (see
+    /// [`AgainstKeep`]).
+    pub fn new(
+        dir: &Path,
+        manifest: Manifest,
+        config: &JobConfig,
+        update: bool,
+        keep_given: bool,
+    ) -> Result<AgainstStep, FinishError> {
+        let update = match update {
+            true => Some(Mutex::new(IndexWriter::open(dir)?)),
+            false => None,
+        };
+        Ok(AgainstStep {
+            dir: dir.to_path_buf(),
+            manifest,
+            update,
+            k: config.design.k(),
+            threshold: config.verify.map_or(0.0, |v| v.min_jaccard),
+            keep: AgainstKeep {
+                policy: config.keep.clone(),
+                given: keep_given,
+            },
+            batch: batch_name(config),
+            job: crate::config::resume::record_id(config),
+        })
+    }
+
+    /// Compares the committed run at `run` (its `_SUCCESS` not written yet) with the index,
+    /// and with `--update-index` adds it, unless the index holds it already; an error is the
+    /// run's (it fails, without `_SUCCESS`).
+    pub(super) fn compare(&self, run: &Path) -> Result<AgainstDone, String> {
+        let dir = &self.dir;
+        let mut outcome = against(
+            dir,
+            run,
+            self.k,
+            self.threshold,
+            &self.manifest,
+            &self.keep,
+            (&self.batch, self.job),
+        )
+        .map_err(|e| format!("--against {}: {}", dir.display(), chain(&e)))?;
+        let add = self.update.as_ref().filter(|_| outcome.held.is_none());
+        if let Some(writer) = add {
+            let generation = std::mem::take(&mut outcome.generation);
+            let mut writer = writer.lock().expect("the index writer");
+            writer
+                .add_named(generation, Some(&self.batch))
+                .map_err(|e| format!("--update-index {}: {e}", dir.display()))?;
+            kill_at("index");
+        }
+        Ok(AgainstDone {
+            found: outcome.summary,
+            added: add.is_some(),
+        })
+    }
+}
+
+/// The incremental step of `neardup run --against DIR`: the batch run at `run` (numbered as
+/// the index's next generation) against the index at `dir`, which must still be `expected`:
+/// pairs between new and indexed documents, the clusters they form with the batch's own
+/// pairs, written to the run directory. It runs before the run's `_SUCCESS`; an index that
+/// holds `batch` already (see [`Manifest::before_batch`]) is compared as it was before it.
+///
+/// A simhash index is probed within `k` bits; a MinHash index band by band, its candidates
+/// verified at `threshold` as the index verifies ([`Index::query_minhash`]).
+pub fn against(
+    dir: &Path,
+    run: &Path,
+    k: u32,
+    threshold: f64,
+    expected: &Manifest,
+    keep: &AgainstKeep,
+    (batch, job): (&str, u128),
+) -> Result<AgainstOutcome, FinishError> {
+    let (manifest, held) = Manifest::load(dir)?.before_batch(batch);
+    if &manifest != expected {
+        return Err(FinishError::Refused(format!(
+            "{}: the index changed while the batch ran",
+            dir.display()
+        )));
+    }
+    let index = Index::open_as(dir, manifest.clone(), Verify::Checksums)?;
+    let shift = manifest.files << FILE_SHIFT;
+    // Read back from the committed run: the batch's documents and pairs are spread over
+    // every worker's parts (of every process); process 0 sees them together only there.
+    let read = batch_documents(run, manifest.minhash.as_ref(), job)?;
+    let outputs = neardup_io::run_dir::read_run_parts(run)?;
+    let mut docs = read.docs;
+    let mut found = Comparison::of_batch(&docs, &outputs, shift);
+    for doc in &mut docs {
+        doc.doc_id += shift;
+    }
+    found.probe(&index, &docs, k, threshold);
+    let Comparison {
+        pairs,
+        mut uf,
+        mut summary,
+        joined,
+    } = found;
+    summary.joined = joined.len() as u64;
+    let label: HashMap<u64, u64> = uf.components_by_min().into_iter().collect();
+    let Clusters {
+        members,
+        changes,
+        merges,
+    } = Clusters::gather(&index, &mut docs, &label, keep, &mut summary);
+    write_files(run, dir, &manifest, pairs, members, merges)?;
+    Ok(AgainstOutcome {
+        summary,
+        generation: NewGeneration {
+            files: read.files,
+            docs,
+            cluster_changes: changes,
+            keep: Some(keep.policy.describe()),
+        },
+        held,
+    })
+}
+
+/// Each indexed document stands in the union-find by its cluster (itself when alone).
+fn node(cluster: Option<i64>, doc: u64) -> u64 {
+    cluster.map_or(doc, |c| c as u64)
+}
+
+/// The pairs found so far (in the index's numbering), and the components they make.
+struct Comparison {
+    pairs: Vec<PairRow>,
+    uf: UnionFind,
+    summary: AgainstSummary,
+    /// The union-find nodes of the indexed clusters (or documents) the batch joined.
+    joined: HashSet<u64>,
+}
+
+impl Comparison {
+    /// The batch's own pairs (from its committed `pairs/`), numbered as the index's next
+    /// generation (`shift`).
+    fn of_batch(
+        docs: &[DocEntry],
+        outputs: &neardup_io::run_dir::RunOutputs,
+        shift: u64,
+    ) -> Comparison {
+        let simhash: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
+        let mut pairs: Vec<PairRow> = Vec::new();
+        let mut uf = UnionFind::new();
+        for (a, b, kind) in &outputs.pairs {
+            let h = neardup_core::hamming(simhash[a], simhash[b]);
+            pairs.push(PairRow {
+                doc_a: a + shift,
+                doc_b: b + shift,
+                hamming: h as u8,
+                kind: if kind == "exact" {
+                    PairKind::Exact
+                } else {
+                    PairKind::Near
+                },
+                jaccard: outputs.jaccard.get(&(*a, *b)).copied(),
+            });
+            uf.union(a + shift, b + shift);
+        }
+        let summary = AgainstSummary {
+            new_documents: docs.len() as u64,
+            batch_pairs: pairs.len() as u64,
+            ..Default::default()
+        };
+        Comparison {
+            pairs,
+            uf,
+            summary,
+            joined: HashSet::new(),
+        }
+    }
+
+    /// Every non-empty new document (`docs`, in the index's numbering) probes the index: a
+    /// simhash index with all of them as one batch, a MinHash index one by one.
+    fn probe(&mut self, index: &Index, docs: &[DocEntry], k: u32, threshold: f64) {
+        let probes: Vec<usize> = (0..docs.len()).filter(|&i| !docs[i].empty).collect();
+        if index.minhash().is_some() {
+            for &i in &probes {
+                let doc = &docs[i];
+                let set = doc.shingles.as_ref().map(|set| {
+                    let mut set = set.clone();
+                    set.sort_unstable();
+                    set.dedup();
+                    set
+                });
+                index.query_minhash(&doc.signature, set.as_deref(), threshold, |m| {
+                    self.found(
+                        doc,
+                        index.doc(m.generation, m.row),
+                        0,
+                        Some(m.jaccard as f32),
+                    )
+                });
+            }
+        } else {
+            let fps: Vec<u64> = probes.iter().map(|&i| docs[i].simhash).collect();
+            index.query_batch(&fps, k, |q, m| {
+                self.found(
+                    &docs[probes[q]],
+                    index.doc(m.generation, m.row),
+                    m.hamming,
+                    None,
+                )
+            });
+        }
+    }
+
+    /// A new document `doc` matched the indexed one `old`.
+    fn found(&mut self, doc: &DocEntry, old: DocView, hamming: u32, jaccard: Option<f32>) {
+        // The same content digest (the exact-duplicate key of both runs) is an exact pair.
+        let exact = doc.digest.is_some() && old.digest == doc.digest;
+        self.pairs.push(PairRow {
+            doc_a: old.doc_id,
+            doc_b: doc.doc_id,
+            hamming: hamming as u8,
+            kind: if exact {
+                PairKind::Exact
+            } else {
+                PairKind::Near
+            },
+            jaccard,
+        });
+        self.summary.indexed_pairs += 1;
+        let n = node(old.cluster_id, old.doc_id);
+        self.joined.insert(n);
+        self.uf.union(n, doc.doc_id);
+    }
+}
+
+/// The clusters the batch touched: their members with their keep keys, the indexed
+/// documents whose cluster changed, and the indexed clusters merged into another.
+struct Clusters {
+    members: BTreeMap<u64, Vec<(u64, KeepKey)>>,
+    changes: Vec<(u64, i64)>,
+    merges: BTreeMap<i64, i64>,
+}
+
+impl Clusters {
+    /// The indexed members of every component the batch touched (`label`: each node's
+    /// component), and the clusters that merged; each member with its keep key, the
+    /// smallest is kept. The new documents `docs` get their cluster.
+    fn gather(
+        index: &Index,
+        docs: &mut [DocEntry],
+        label: &HashMap<u64, u64>,
+        keep: &AgainstKeep,
+        summary: &mut AgainstSummary,
+    ) -> Clusters {
+        let key = |new: bool, rank: Option<u64>, doc: u64| {
+            let rank = rank.unwrap_or(u64::MAX);
+            if keep.given {
+                (false, rank, doc)
+            } else {
+                (new, rank, doc)
+            }
+        };
+        let mut members: BTreeMap<u64, Vec<(u64, KeepKey)>> = BTreeMap::new();
+        let mut changes = Vec::new();
+        let mut merges = BTreeMap::new();
+        for g in 0..index.generations() {
+            let policy = index.generation_keep(g);
+            for row in 0..index.generation_documents(g) {
+                let old = index.doc(g, row as u32);
+                let n = node(old.cluster_id, old.doc_id);
+                let Some(&l) = label.get(&n) else { continue };
+                let rank = indexed_rank(&keep.policy, policy, &old);
+                summary.unranked += u64::from(rank.is_none());
+                members
+                    .entry(l)
+                    .or_default()
+                    .push((old.doc_id, key(false, rank, old.doc_id)));
+                if old.cluster_id != Some(l as i64) {
+                    changes.push((old.doc_id, l as i64));
+                }
+                if let Some(c) = old.cluster_id {
+                    if c as u64 != l {
+                        merges.insert(c, l as i64);
+                    }
+                }
+            }
+        }
+        for doc in docs.iter_mut() {
+            if let Some(&l) = label.get(&doc.doc_id) {
+                doc.cluster_id = Some(l as i64);
+                members
+                    .entry(l)
+                    .or_default()
+                    .push((doc.doc_id, key(true, doc.rank, doc.doc_id)));
+            } else {
+                doc.cluster_id = None;
+            }
+        }
+        summary.merges = merges.len() as u64;
+        Clusters {
+            members,
+            changes,
+            merges,
+        }
+    }
+}
+
+/// Writes `against-pairs`, `against-clusters` and `against-merges` to the run directory
+/// `run`, listed in its marker first; their metadata names the index at `dir`.
+fn write_files(
+    run: &Path,
+    dir: &Path,
+    manifest: &Manifest,
+    mut pairs: Vec<PairRow>,
+    members: BTreeMap<u64, Vec<(u64, KeepKey)>>,
+    merges: BTreeMap<i64, i64>,
+) -> Result<(), FinishError> {
+    let meta = neardup_io::parquet_out::TableMeta {
+        scheme: manifest.scheme.clone(),
+        params: serde_json::json!({
+            neardup_io::parquet_out::PARAM_FINGERPRINT: manifest.fingerprint,
+            "index": {"k": manifest.k, "tables": manifest.tables, "minhash": manifest.minhash, "against": dir},
+        }),
+    };
+    let names = [AGAINST_PAIRS, AGAINST_CLUSTERS, AGAINST_MERGES].map(String::from);
+    neardup_io::run_dir::record_written(run, &names)?;
+    pairs.sort_unstable_by_key(|p| (p.doc_a, p.doc_b));
+    let mut w = PartWriter::<PairRow>::create_file(&run.join(AGAINST_PAIRS), &meta)?;
+    for p in pairs {
+        w.push(p)?;
+    }
+    w.commit()?;
+    let mut w = PartWriter::<ClusterRow>::create_file(&run.join(AGAINST_CLUSTERS), &meta)?;
+    for (l, mut docs) in members {
+        docs.sort_unstable();
+        let kept = docs
+            .iter()
+            .min_by_key(|d| d.1)
+            .expect("a cluster has members")
+            .0;
+        for &(d, _) in &docs {
+            w.push(ClusterRow {
+                doc_id: d,
+                cluster_id: l as i64,
+                cluster_size: docs.len() as u32,
+                keep: d == kept,
+            })?;
+        }
+    }
+    w.commit()?;
+    let mut w = PartWriter::<MergeRow>::create_file(&run.join(AGAINST_MERGES), &meta)?;
+    for (c, into) in merges {
+        w.push(MergeRow {
+            cluster_id: c,
+            into_cluster_id: into,
+        })?;
+    }
+    w.commit()?;
+    Ok(())
+}

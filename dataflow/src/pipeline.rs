@@ -1,0 +1,221 @@
+//! The pipeline's wiring: the stages connected into the dataflows every worker runs, in the
+//! order the crate docs draw ([`crate`]). Each stage is a module of [`crate::stages`]; this
+//! module only connects their streams, and hands the worker to [`crate::finish`] once its
+//! dataflows are complete.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use neardup_core::Scheme;
+use timely::dataflow::operators::{Concat, Probe};
+use timely::dataflow::{ProbeHandle, Scope};
+use timely::worker::Worker;
+
+use crate::config::Resume;
+use crate::finish::{Finish, Finished};
+use crate::plan::home::HomeTable;
+use crate::report::{JobSummary, WorkerReport};
+use crate::stages::clusters::{
+    count_duplicate_ids, local_forest, merge_forests, prefer_canonical_hosts, write_clusters,
+    KeepRanks, RemovedAtHome,
+};
+use crate::stages::exact::fold_exact;
+use crate::stages::fingerprint::fingerprint;
+use crate::stages::fingerprint::resume::resumed_docs;
+use crate::stages::near::search_tables;
+use crate::stages::pairs::write_pairs;
+use crate::stages::read::read_units;
+use crate::stages::split::{split_docs, DocStreams};
+use crate::stages::verify::{verify, ShingleSets};
+use crate::worker::{Shared, WorkerCtx};
+
+/// One worker: its dataflows to completion, then the end of the run
+/// ([`crate::finish::exchange`]). Returns the run's summary, and on worker 0 what the step
+/// before `_SUCCESS` did.
+pub(crate) fn run_worker(
+    worker: &mut Worker,
+    shared: Arc<Shared>,
+    finish: Arc<Finish>,
+) -> Option<(JobSummary, Option<Finished>)> {
+    let ctx = Rc::new(WorkerCtx {
+        shared: shared.clone(),
+        index: worker.index(),
+        peers: worker.peers(),
+        report: RefCell::new(WorkerReport::default()),
+        home: HomeTable::for_plan(
+            &shared.plan,
+            &shared.config,
+            worker.peers(),
+            shared.config.parallelism.workers,
+        ),
+        network: Default::default(),
+    });
+    let scheme = fingerprint_scheme(worker, &ctx);
+    if let Some(job) = shared.config.substrings.filter(|job| job.only) {
+        // `neardup substrings`: read, parse at home, search repeated passages.
+        let parsed = ProbeHandle::new();
+        worker.dataflow::<u64, _, _>(|scope| {
+            let raw = read_units(scope, ctx.clone(), parsed.clone());
+            let docs = crate::stages::substrings::parse_documents(raw, ctx.clone(), &parsed, None);
+            crate::stages::substrings::find_substrings(docs, ctx.clone(), job);
+        });
+    } else {
+        // `run --substrings`: the documents the clusters remove, kept at their home.
+        let removed = shared.config.substrings.map(|_| RemovedAtHome::default());
+        worker.dataflow::<u64, _, _>(|scope| near_duplicates(scope, &ctx, scheme, removed.clone()));
+        if let (Some(job), Some(removed)) = (shared.config.substrings, removed) {
+            // `run --substrings`: once the clusters are complete, the corpus is read again
+            // and the search runs over the documents they keep.
+            run_to_completion(worker);
+            search_kept_documents(worker, &ctx, job, removed);
+        }
+    }
+    run_to_completion(worker);
+    crate::finish::exchange::finish_worker(worker, &ctx, &shared, &finish)
+}
+
+/// The scheme the fingerprint stage uses: the job's, with TF-IDF weights filled in by a
+/// first pass that counts document frequencies (its reader's counters are its own). A
+/// resumed run has its fingerprints: no document frequencies to count.
+fn fingerprint_scheme(worker: &mut Worker, ctx: &Rc<WorkerCtx>) -> Scheme {
+    let shared = &ctx.shared;
+    let mut scheme = shared.config.scheme.clone();
+    let resumed = matches!(shared.config.resume, Resume::From(_));
+    let tf_idf = matches!(
+        scheme.method,
+        neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_))
+    );
+    if tf_idf && !resumed {
+        let pass = Rc::new(WorkerCtx {
+            shared: shared.clone(),
+            index: ctx.index,
+            peers: ctx.peers,
+            report: RefCell::new(WorkerReport::default()),
+            home: ctx.home.clone(),
+            network: Default::default(),
+        });
+        let table = crate::stages::fingerprint::idf::document_frequencies(worker, pass.clone());
+        ctx.report
+            .borrow_mut()
+            .errors
+            .extend(pass.report.take().errors);
+        ctx.report.borrow_mut().add_network(pass.network.bytes());
+        scheme.method =
+            neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(Arc::new(table)));
+        ctx.stage_done("document frequencies");
+    }
+    scheme
+}
+
+/// The main dataflow: documents read and fingerprinted (or a resumed run's fingerprints),
+/// exact duplicates folded, the tables searched, candidates verified, pairs written and
+/// clustered, mirrors found where documents have URLs. `removed`: with `run --substrings`,
+/// where the clusters leave the documents they remove.
+fn near_duplicates<'s>(
+    scope: Scope<'s, u64>,
+    ctx: &Rc<WorkerCtx>,
+    scheme: Scheme,
+    removed: Option<RemovedAtHome>,
+) {
+    let config = &ctx.shared.config;
+    // What the fingerprint stage hands to verification, at each document's home.
+    let sets = ShingleSets::default();
+    let docs = if matches!(config.resume, Resume::From(_)) {
+        resumed_docs(scope, ctx.clone())
+    } else {
+        let fingerprinted = ProbeHandle::new();
+        let raw = read_units(scope, ctx.clone(), fingerprinted.clone());
+        fingerprint(raw, ctx.clone(), scheme, sets.clone()).probe_with(&fingerprinted)
+    };
+    // Every reader of `docs` but the last gets its own copy of each batch (timely clones
+    // a message per extra reader), so the stages that only URLs feed (payload digests,
+    // URLs and hosts all come with them: web archives or --url-field) are left out
+    // without them: their streams would be empty. The duplicate-id count and the
+    // clusters read projections that `split_docs` makes as it hands the batch on: with
+    // no URLs, no batch of documents is copied.
+    let urls_known = config.urls_known();
+    let DocStreams {
+        docs,
+        doc_ids,
+        id_hashes,
+    } = split_docs(docs);
+    count_duplicate_ids(id_hashes, ctx.clone());
+    let (reps, mut exact_edges) = fold_exact(docs.clone(), ctx.clone());
+    if urls_known {
+        let revisit_edges = crate::stages::revisits::link_revisits(docs.clone(), ctx.clone());
+        exact_edges = exact_edges.concat(revisit_edges);
+    }
+    let mut near_edges = search_tables(reps, ctx.clone());
+    if config.verify.is_some() || config.lsh.is_some() {
+        near_edges = verify(near_edges, ctx.clone(), sets);
+    }
+    if urls_known {
+        let url_edges = crate::stages::urls::link_urls(docs.clone(), ctx.clone());
+        near_edges = near_edges.concat(url_edges);
+    }
+    let edges = write_pairs(exact_edges.concat(near_edges), ctx.clone());
+    if urls_known {
+        crate::stages::urls::count_cross_host(docs.clone(), edges.clone(), ctx.clone());
+    }
+    let keep_ranks = KeepRanks::default();
+    let mut assignments = merge_forests(
+        local_forest(edges, ctx.clone()),
+        ctx.clone(),
+        keep_ranks.clone(),
+    );
+    if urls_known {
+        let mirroring =
+            crate::stages::mirrors::detect_mirrors(docs.clone(), assignments.clone(), ctx.clone());
+        // --keep canonical-host: the kept documents are chosen again, now that the
+        // mirror groups are known.
+        if config.keep.prefers_canonical_hosts() {
+            assignments = prefer_canonical_hosts(assignments, mirroring, keep_ranks, ctx.clone());
+        }
+    }
+    write_clusters(doc_ids, assignments, ctx.clone(), removed);
+}
+
+/// The second pass of `run --substrings`: reads the corpus again and searches repeated
+/// passages in the documents the clusters keep. A removed document is dropped at its home
+/// before it is parsed: it is never scanned and never holds a first copy. The pass has its
+/// own reader counters (the first pass counted the corpus); its errors, parts, stage times
+/// and the search's counts go to the worker's report.
+fn search_kept_documents(
+    worker: &mut Worker,
+    ctx: &Rc<WorkerCtx>,
+    job: crate::config::SubstringJob,
+    removed: RemovedAtHome,
+) {
+    let pass = Rc::new(WorkerCtx {
+        shared: ctx.shared.clone(),
+        index: ctx.index,
+        peers: ctx.peers,
+        report: RefCell::new(WorkerReport::default()),
+        home: ctx.home.clone(),
+        network: Default::default(),
+    });
+    let parsed = ProbeHandle::new();
+    worker.dataflow::<u64, _, _>(|scope| {
+        let raw = read_units(scope, pass.clone(), parsed.clone());
+        let docs =
+            crate::stages::substrings::parse_documents(raw, pass.clone(), &parsed, Some(removed));
+        crate::stages::substrings::find_substrings(docs, pass.clone(), job);
+    });
+    run_to_completion(worker);
+    let done = pass.report.take();
+    let mut report = ctx.report.borrow_mut();
+    report.errors.extend(done.errors);
+    report.parts.extend(done.parts);
+    report.substrings = done.substrings;
+    for (stage, secs) in done.stage_seconds {
+        report.stage_done(&stage, secs);
+    }
+    report.add_network(pass.network.bytes());
+}
+
+/// Steps the worker until every dataflow installed is complete. (A worker without
+/// dataflows would park for ever in `step_or_park`: nothing would wake it.)
+fn run_to_completion(worker: &mut Worker) {
+    while worker.has_dataflows() && worker.step_or_park(None) {}
+}
