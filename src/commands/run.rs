@@ -447,19 +447,11 @@ fn index_steps(args: &RunArgs, config: &mut JobConfig) -> Result<Finish> {
             )),
         }
     }
-    // A MinHash index keeps what no output table holds: each document's signature (and
-    // shingle set), written beside the resume parts by every worker. (The other processes
-    // of a run with --index check here that the index can hold it.)
-    let index_minhash = match (&args.index, &args.against) {
-        (Some(_), _) => finish::index::check_indexable(config, args.index_shingles)?,
-        (None, Some(dir)) => neardup_io::index::Manifest::load(dir)?.minhash,
-        (None, None) => None,
-    };
-    if let Some(m) = &index_minhash {
-        config.index_sketches = Some(neardup_dataflow::config::IndexSketches {
-            shingles: m.shingles,
-        });
-    }
+    // A MinHash index keeps each document's signature (and shingle set), written beside
+    // the resume parts by every worker.
+    let index = args.index.as_ref().map(|_| args.index_shingles);
+    config.index_sketches =
+        finish::index::sketches_to_keep(config, index, args.against.as_deref())?;
     if let Some(dir) = &args.against {
         let (manifest, held) = finish::against::check(dir, config, args.update_index)?;
         if lead {

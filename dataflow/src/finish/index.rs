@@ -21,7 +21,7 @@ use neardup_io::index::{IndexSpec, IndexWriter, Manifest, NewGeneration, FILE_SH
 use neardup_io::index::{MinHashParams, VERIFY_ESTIMATE, VERIFY_JACCARD};
 
 use super::{chain, refused, FinishError, IndexWritten};
-use crate::config::JobConfig;
+use crate::config::{IndexSketches, JobConfig};
 use crate::stages::fingerprint::resume::{self, kill_at};
 
 /// Refuses, before any work, a run an index cannot hold (queries must be able to
@@ -67,6 +67,26 @@ pub fn check_indexable(
         )),
         Method::Simhash(_) => Ok(None),
     }
+}
+
+/// What a MinHash index needs the workers to keep beside the resume parts, which no output
+/// table holds: each document's signature (and shingle set). For `--index` (`shingles`:
+/// `--index-shingles`) the run's own parameters, refused as [`check_indexable`] refuses
+/// them (every process checks so that the index can hold the run); for `--against DIR` the
+/// index's. `None`: a simhash run, or no index.
+pub fn sketches_to_keep(
+    config: &JobConfig,
+    index: Option<bool>,
+    against: Option<&Path>,
+) -> Result<Option<IndexSketches>, FinishError> {
+    let minhash = match (index, against) {
+        (Some(shingles), _) => check_indexable(config, shingles)?,
+        (None, Some(dir)) => Manifest::load(dir)?.minhash,
+        (None, None) => None,
+    };
+    Ok(minhash.map(|m| IndexSketches {
+        shingles: m.shingles,
+    }))
 }
 
 /// The batch as an index names it (the job's [`crate::config::resume::record_id`] in hex):
