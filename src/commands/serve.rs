@@ -4,8 +4,8 @@
 //! This module is the HTTP layer only: routes, limits, the bearer token, metrics and the
 //! signals. The documents, their clusters and the write-ahead log are
 //! [`neardup_dataflow::live::service`]. Texts are fingerprinted here, on the request's
-//! thread, with the index's own scheme (as `neardup query` does); the service only ever
-//! sees fingerprints and digests.
+//! thread, with the index's own scheme, and `k` is checked, as every index query does
+//! ([`neardup_io::index::answer`]); the service only ever sees fingerprints and digests.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -24,10 +24,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Args;
-use neardup_core::{encoding, Fingerprinter, Scheme, SchemeName, TableDesign};
+use neardup_core::{encoding, Scheme, SchemeName, TableDesign};
 use neardup_dataflow::live::service::{
     Answer, Config, NewDoc, Service, ServiceError, Stats, Write,
 };
+use neardup_io::index::answer::{self, KName, TextFingerprinter};
 use neardup_io::index::{IndexSpec, IndexWriter, Manifest, NewGeneration};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -331,7 +332,7 @@ fn create_index(dir: &std::path::Path) -> Result<()> {
     let scheme = Scheme::simhash_doc();
     let spec = IndexSpec {
         scheme: scheme.name.as_str().to_string(),
-        fingerprint: neardup_dataflow::output::fingerprint_params(&scheme),
+        fingerprint: scheme.params(),
         design: TableDesign::manku16(),
         minhash: None,
     };
@@ -352,7 +353,7 @@ fn serve_scheme(manifest: &Manifest) -> Result<Scheme> {
             manifest.scheme
         );
     }
-    super::query::index_scheme(manifest)
+    Ok(answer::simhash_scheme(manifest)?)
 }
 
 fn router(app: Shared, max_body: usize) -> Router {
@@ -460,20 +461,16 @@ struct QueryResult {
 
 thread_local! {
     /// Each request thread's fingerprinter (it keeps buffers between texts).
-    static FINGERPRINTER: RefCell<Option<Fingerprinter>> = const { RefCell::new(None) };
+    static FINGERPRINTER: RefCell<Option<TextFingerprinter>> = const { RefCell::new(None) };
 }
 
 /// A text's fingerprint and digest (`None`: no features).
 fn fingerprint(scheme: &Scheme, text: &str) -> Option<(u64, u128)> {
     FINGERPRINTER.with(|cell| {
         let mut cell = cell.borrow_mut();
-        let f = cell.get_or_insert_with(|| {
-            let mut f = Fingerprinter::new(scheme.clone());
-            f.set_sort_feature_set(false);
-            f
-        });
-        let fp = f.fingerprint(text);
-        (!fp.is_empty()).then_some((fp.simhash, fp.exact_key))
+        let f = cell.get_or_insert_with(|| TextFingerprinter::new(scheme));
+        let fp = f.fingerprint(text)?;
+        Some((fp.simhash, fp.exact_key))
     })
 }
 
@@ -481,16 +478,7 @@ async fn query(
     State(app): State<Shared>,
     Body(body): Body<QueryBody>,
 ) -> Result<Response, ApiError> {
-    let k = match body.k {
-        Some(k) if k > app.k => {
-            return Err(bad_request(format!(
-                "k {k} is larger than the index's k = {}",
-                app.k
-            )))
-        }
-        Some(k) => k,
-        None => app.k,
-    };
+    let k = answer::check_k(app.k, body.k, KName::Field).map_err(|e| bad_request(e.to_string()))?;
     let texts: Vec<String> = body.text.into_iter().chain(body.texts).collect();
     let hexes: Vec<String> = body
         .fingerprint
