@@ -6,6 +6,9 @@
 //! [`neardup_dataflow::live::service`]. Texts are fingerprinted here, on the request's
 //! thread, with the index's own scheme, and `k` is checked, as every index query does
 //! ([`neardup_io::index::answer`]); the service only ever sees fingerprints and digests.
+//!
+//! Each route is written once, in [`router`]; /metrics labels a request with the route it
+//! matched (axum's [`MatchedPath`]).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Path, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -356,6 +359,8 @@ fn serve_scheme(manifest: &Manifest) -> Result<Scheme> {
     Ok(answer::simhash_scheme(manifest)?)
 }
 
+/// Every route, written once: its path and its handlers by method. The path is also the
+/// route's /metrics label ([`route_of`]).
 fn router(app: Shared, max_body: usize) -> Router {
     Router::new()
         .route("/v1/query", post(query))
@@ -695,7 +700,7 @@ async fn authorize(State(app): State<Shared>, req: Request, next: Next) -> Respo
 /// Request counts by route and status, and a latency histogram, for /metrics.
 #[derive(Default)]
 struct Metrics {
-    requests: Mutex<BTreeMap<(&'static str, &'static str, u16), u64>>,
+    requests: Mutex<BTreeMap<(&'static str, Arc<str>, u16), u64>>,
     /// Counts per [`LATENCY_BUCKETS`] upper bound (the last: above them all).
     latency: [AtomicU64; LATENCY_BUCKETS.len() + 1],
     latency_sum_micros: AtomicU64,
@@ -706,17 +711,12 @@ const LATENCY_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
 ];
 
-/// A request's route as /metrics names it (never the raw path: ids would make unbounded
-/// label sets).
-fn route_of(path: &str) -> &'static str {
-    match path {
-        "/v1/query" => "/v1/query",
-        "/v1/stats" => "/v1/stats",
-        "/v1/checkpoint" => "/v1/checkpoint",
-        "/metrics" => "/metrics",
-        "/healthz" => "/healthz",
-        p if p.starts_with("/v1/documents/") => "/v1/documents/{id}",
-        _ => "other",
+/// A request's route as /metrics names it: the route of [`router`] it matched, `other`
+/// where none did (never the raw path: ids would make unbounded label sets).
+fn route_of(req: &Request) -> Arc<str> {
+    match req.extensions().get::<MatchedPath>() {
+        Some(path) => path.as_str().into(),
+        None => "other".into(),
     }
 }
 
@@ -733,7 +733,7 @@ fn method_of(method: &Method) -> &'static str {
 
 async fn measure(State(app): State<Shared>, req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = route_of(req.uri().path());
+    let route = route_of(&req);
     let method = method_of(req.method());
     let response = next.run(req).await;
     let seconds = started.elapsed().as_secs_f64();
