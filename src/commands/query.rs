@@ -20,11 +20,12 @@ use neardup_core::{encoding, Scheme};
 use neardup_io::index::answer::{self, Answerer, KName, Query};
 use neardup_io::index::{Index, MatchRow, Verify};
 use neardup_io::parquet_out::{PartWriter, TableMeta, PARAM_FINGERPRINT};
-use neardup_io::record::{FieldSpec, Record, RecordError, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
+use neardup_io::record::{FieldSpec, Record, RecordError};
 use neardup_io::source::{Payload, SourceRecord};
 use serde_json::json;
 
 use crate::commands::stdout_error;
+use crate::input_args::{input_field, input_flag, FieldArgs};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -49,7 +50,12 @@ signatures' estimate (false).";
 
 /// Flags of `neardup query`.
 #[derive(Args, Debug)]
-#[command(after_help = EXAMPLES)]
+#[command(
+    after_help = EXAMPLES,
+    mut_arg("text_field", |a| input_field(a, "The JSON field (or Parquet column) holding the text")),
+    mut_arg("id_field", |a| input_field(a, "The JSON field (or Parquet column) holding the query's id")),
+    mut_arg("no_id", |a| input_flag(a, "The records have no id: use FILE:LINE instead")),
+)]
 pub struct QueryArgs {
     /// The index (made by neardup run --index)
     #[arg(long, value_name = "DIR")]
@@ -78,15 +84,8 @@ pub struct QueryArgs {
     /// a large index; a damaged byte then goes unnoticed)
     #[arg(long)]
     pub no_verify: bool,
-    /// The JSON field (or Parquet column) holding the text
-    #[arg(long, default_value = DEFAULT_TEXT_FIELD, value_name = "FIELD", help_heading = "Input")]
-    pub text_field: String,
-    /// The JSON field (or Parquet column) holding the query's id
-    #[arg(long, default_value = DEFAULT_ID_FIELD, value_name = "FIELD", help_heading = "Input")]
-    pub id_field: String,
-    /// The records have no id: use FILE:LINE instead
-    #[arg(long, conflicts_with = "id_field", help_heading = "Input")]
-    pub no_id: bool,
+    #[command(flatten)]
+    pub fields: FieldArgs,
     /// Read each input file whole as one document whose id is its path
     #[arg(long, help_heading = "Input")]
     pub plain: bool,
@@ -132,12 +131,7 @@ pub fn run(args: &QueryArgs) -> Result<()> {
     let mut skipped = 0;
     if !args.inputs.is_empty() {
         let files = super::scan_quietly(&args.inputs, args.plain, args.quiet)?;
-        let spec = FieldSpec {
-            text_field: args.text_field.clone(),
-            id_field: (!args.no_id).then(|| args.id_field.clone()),
-            extra_field: None,
-            ..Default::default()
-        };
+        let spec = args.fields.spec();
         for file in &files {
             read_queries(file, &spec, args.skip_invalid, &mut skipped, |q| {
                 answerer.push(q, |row| sink.push(row))
