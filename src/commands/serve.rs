@@ -697,10 +697,13 @@ async fn authorize(State(app): State<Shared>, req: Request, next: Next) -> Respo
     response
 }
 
+/// What a request is counted by: its method, its route ([`route_of`]) and its status.
+type RequestKey = (&'static str, Arc<str>, u16);
+
 /// Request counts by route and status, and a latency histogram, for /metrics.
 #[derive(Default)]
 struct Metrics {
-    requests: Mutex<BTreeMap<(&'static str, Arc<str>, u16), u64>>,
+    requests: Mutex<BTreeMap<RequestKey, u64>>,
     /// Counts per [`LATENCY_BUCKETS`] upper bound (the last: above them all).
     latency: [AtomicU64; LATENCY_BUCKETS.len() + 1],
     latency_sum_micros: AtomicU64,
