@@ -1,13 +1,59 @@
-//! Flags that say how records become documents, shared by `run`, `hash` and `extract`:
-//! HTML extraction, the URL and time fields, and the document size limit.
+//! Flags that say how records become documents: which fields hold the text and the id
+//! ([`FieldArgs`]: `run`, `substrings`, `hash`, `query`), and HTML extraction, the URL and
+//! time fields and the document size limit ([`DocumentArgs`]: `run`, `hash`, `extract`,
+//! `compare`, `substrings`).
+//!
+//! Each group is declared once and flattened into the commands (`#[command(flatten)]`). A
+//! command whose help words a flag its own way (`hash` and `query` speak of "the document
+//! id" and "the query's id", under an "Input" heading) rewords it with clap's `mut_arg`
+//! ([`input_field`], [`input_flag`]): the names, defaults and conflicts stay the group's.
 
 use anyhow::{bail, Result};
+use clap::Arg;
 use neardup_io::html::HtmlMode;
-use neardup_io::record::FieldSpec;
+use neardup_io::record::{FieldSpec, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 use neardup_io::web::DEFAULT_MAX_DOC_BYTES;
 
 use crate::memory_args::parse_size;
 
+/// `--text-field`, `--id-field` and `--no-id`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FieldArgs {
+    /// JSON field (or Parquet column) holding the text
+    #[arg(long, default_value = DEFAULT_TEXT_FIELD)]
+    pub text_field: String,
+    /// JSON field (or Parquet column) holding the document's own id
+    #[arg(long, default_value = DEFAULT_ID_FIELD, conflicts_with = "no_id")]
+    pub id_field: String,
+    /// Records have no id field
+    #[arg(long)]
+    pub no_id: bool,
+}
+
+impl FieldArgs {
+    /// The record fields these flags name (no extra field, the document fields' defaults).
+    pub fn spec(&self) -> FieldSpec {
+        FieldSpec {
+            text_field: self.text_field.clone(),
+            id_field: (!self.no_id).then(|| self.id_field.clone()),
+            extra_field: None,
+            ..Default::default()
+        }
+    }
+}
+
+/// A [`FieldArgs`] field flag (`text_field`, `id_field`) as `hash` and `query` show it: under
+/// the "Input" heading, its value named FIELD, with `help`.
+pub fn input_field(arg: Arg, help: &'static str) -> Arg {
+    arg.help(help).value_name("FIELD").help_heading("Input")
+}
+
+/// The `no_id` flag as `hash` and `query` show it: under the "Input" heading, with `help`.
+pub fn input_flag(arg: Arg, help: &'static str) -> Arg {
+    arg.help(help).help_heading("Input")
+}
+
+/// `--html`, `--url-field`, `--time-field` and `--max-doc-bytes`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DocumentArgs {
     /// How HTML becomes text: text (all visible text), main (without navigation, headers,

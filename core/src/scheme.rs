@@ -9,14 +9,22 @@
 //!
 //! Every part can be overridden (feature kind, n, weighting, stop words, NFKC); a scheme
 //! with overrides is no longer simhash-doc and says so in its [`Scheme::describe`] name.
+//!
+//! A scheme is recorded beside every fingerprint it made, as its parameters
+//! ([`Scheme::params`]: a JSON object in every table's metadata and in an index's
+//! manifest), and rebuilt from them ([`Scheme::from_params`]) wherever text must be
+//! fingerprinted to be compared with recorded fingerprints (a query of an index).
 
 use std::sync::Arc;
 
+use serde_json::{json, Value};
 use unicode_normalization::UnicodeNormalization;
+use xxhash_rust::xxh3::xxh3_64;
 
 use crate::exact;
 use crate::features::{
-    hash_features_padded, FeatureConfig, FeatureKind, StopWords, DEFAULT_SHINGLE_WORDS,
+    hash_features_padded, FeatureConfig, FeatureHasher, FeatureKind, StopWords,
+    DEFAULT_SHINGLE_WORDS,
 };
 use crate::minhash::{MinHasher, DEFAULT_PERMUTATIONS, DEFAULT_SEED};
 use crate::oph::OnePermutation;
@@ -197,6 +205,156 @@ impl Scheme {
     pub fn with_stop_words(mut self, words: StopWords) -> Self {
         self.features.stop_words = Some(Arc::new(words));
         self
+    }
+}
+
+/// The longest signature recorded parameters may name (a damaged index manifest must not
+/// make a query allocate without bound); `--permutations` accepts no more.
+pub const MAX_RECORDED_PERMUTATIONS: u64 = 4096;
+
+/// Why a scheme cannot be rebuilt from recorded parameters ([`Scheme::from_params`]). The
+/// parameters come from an index's manifest, and the messages say so.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ParamsError {
+    #[error("the index's scheme {0:?} is not one this neardup knows")]
+    UnknownScheme(String),
+    #[error("the index's features {0} are not ones this neardup knows")]
+    UnknownFeatures(String),
+    #[error("the index's weights {0} cannot be applied to a query")]
+    Weights(String),
+    #[error("the index's MinHash parameters {0} cannot be rebuilt")]
+    Signature(String),
+    #[error("its fingerprint parameters {recorded} cannot be rebuilt (a stop-word list other than the built-in english one?); this neardup would make {rebuilt}")]
+    Differ { recorded: String, rebuilt: String },
+}
+
+/// A scheme's parameters: what is recorded of it beside its fingerprints, and what it is
+/// rebuilt from.
+impl Scheme {
+    /// What makes a fingerprint what it is, as recorded in every table's `neardup.params`
+    /// (`"fingerprint"`) and in an index's manifest: the revision of the definitions, the
+    /// features, their hash, the normalization, and the method with its weights or
+    /// permutations. Two tables whose fingerprint parameters are equal hold comparable
+    /// fingerprints. TF-IDF weights also depend on the corpus the document frequencies came
+    /// from, which this does not capture.
+    pub fn params(&self) -> Value {
+        let (features, shingle) = match self.features.kind {
+            FeatureKind::Words => ("words", None),
+            FeatureKind::WordShingles(n) => ("word-shingles", Some(n)),
+            FeatureKind::CharNgrams(n) => ("char-ngrams", Some(n)),
+        };
+        let hash = match self.features.hasher {
+            FeatureHasher::Lookup3 => "lookup3",
+            FeatureHasher::Xxh3 => "xxh3",
+        };
+        let (method, weights, permutations, seed) = match &self.method {
+            Method::Simhash(w) => {
+                let weights = match w {
+                    Weighting::Set => "set",
+                    Weighting::Tf => "tf",
+                    Weighting::TfIdf(_) => "tf-idf",
+                };
+                ("simhash", Some(weights), None, None)
+            }
+            Method::MinHash {
+                permutations,
+                sketch,
+            } => (
+                sketch.as_str(),
+                None,
+                Some(*permutations),
+                Some(DEFAULT_SEED),
+            ),
+        };
+        // A stop list is recorded by its size and a hash of its sorted words.
+        let stop_words = self.features.stop_words.as_ref().map(|words| {
+            let sorted = words.sorted();
+            json!({
+                "words": sorted.len(),
+                "xxh3": format!("{:016x}", xxh3_64(sorted.join("\n").as_bytes())),
+            })
+        });
+        json!({
+            "revision": FINGERPRINT_REVISION,
+            // The key io's `parquet_out::PARAM_METHOD` reads back.
+            "method": method,
+            "features": features,
+            "shingle": shingle,
+            "feature_hash": hash,
+            "nfkc": self.features.nfkc,
+            "numbers": self.features.numbers,
+            "stop_words": stop_words,
+            "weights": weights,
+            "permutations": permutations,
+            "minhash_seed": seed,
+        })
+    }
+
+    /// The scheme named `name` whose [`params`](Scheme::params) are `params`, rebuilt and
+    /// checked: the rebuilt scheme's parameters must be exactly the recorded ones, so that
+    /// what it fingerprints is comparable with what was recorded. A stop-word list can only
+    /// be the built-in english one (the parameters hold its checksum, not its words); TF-IDF
+    /// weights cannot be rebuilt (they need the corpus's document frequencies).
+    pub fn from_params(name: &str, params: &Value) -> Result<Scheme, ParamsError> {
+        let Some(name) = SchemeName::parse(name) else {
+            return Err(ParamsError::UnknownScheme(name.to_string()));
+        };
+        let p = params;
+        let mut scheme = Scheme::named(name);
+        let shingle = p["shingle"].as_u64().map(|n| n as usize);
+        scheme.features.kind = match (p["features"].as_str(), shingle) {
+            (Some("words"), _) => FeatureKind::Words,
+            (Some("word-shingles"), Some(n)) => FeatureKind::WordShingles(n),
+            (Some("char-ngrams"), Some(n)) => FeatureKind::CharNgrams(n),
+            (other, _) => return Err(ParamsError::UnknownFeatures(format!("{other:?}"))),
+        };
+        scheme.features.nfkc = p["nfkc"].as_bool().unwrap_or(false);
+        scheme.features.numbers = p["numbers"].as_bool().unwrap_or(scheme.features.numbers);
+        match &mut scheme.method {
+            Method::Simhash(weighting) => {
+                *weighting = match p["weights"].as_str() {
+                    Some("set") => Weighting::Set,
+                    Some("tf") => Weighting::Tf,
+                    other => return Err(ParamsError::Weights(format!("{other:?}"))),
+                }
+            }
+            Method::MinHash { permutations, .. } => {
+                *permutations = match p["permutations"].as_u64() {
+                    Some(n) if n > 0 && n <= MAX_RECORDED_PERMUTATIONS => n as usize,
+                    _ => return Err(ParamsError::Signature(p.to_string())),
+                }
+            }
+        }
+        if !p["stop_words"].is_null() {
+            // The built-in list is the one recorded parameters can name by its checksum.
+            scheme = scheme.with_stop_words(StopWords::english());
+        }
+        let rebuilt = scheme.params();
+        if rebuilt != *p {
+            return Err(ParamsError::Differ {
+                recorded: p.to_string(),
+                rebuilt: rebuilt.to_string(),
+            });
+        }
+        Ok(scheme)
+    }
+
+    /// The scheme whose feature set is the verification set of word `shingle`-grams (all
+    /// tokens, this scheme's normalization and stop words), or `None` when this scheme's own
+    /// feature set is exactly that (MinHash mode). A run verifying candidates by exact
+    /// Jaccard, and a query of a MinHash index with shingle sets, make their sets so.
+    pub fn verification_scheme(&self, shingle: usize) -> Option<Scheme> {
+        let wanted = FeatureConfig {
+            nfkc: self.features.nfkc,
+            stop_words: self.features.stop_words.clone(),
+            ..FeatureConfig::all_word_shingles(shingle)
+        };
+        if self.features == wanted {
+            return None;
+        }
+        let mut shingles = Scheme::simhash_shingles();
+        shingles.features = wanted;
+        Some(shingles)
     }
 }
 
@@ -472,6 +630,43 @@ pub fn raw_exact_key(bytes: &[u8]) -> u128 {
 mod tests {
     use super::*;
     use crate::encoding::{to_base32, to_hex};
+
+    #[test]
+    fn params_rebuild_the_scheme() {
+        let mut shingles = Scheme::simhash_shingles();
+        shingles.features.nfkc = true;
+        let stopped = Scheme::simhash_doc().with_stop_words(StopWords::english());
+        for scheme in [
+            Scheme::simhash_doc(),
+            shingles,
+            stopped,
+            Scheme::minhash(),
+            Scheme::minhash_oph(),
+        ] {
+            let rebuilt = Scheme::from_params(scheme.name.as_str(), &scheme.params()).unwrap();
+            assert_eq!(rebuilt.params(), scheme.params());
+            assert_eq!(rebuilt.describe(), scheme.describe());
+        }
+        let params = Scheme::simhash_doc().params();
+        assert_eq!(
+            Scheme::from_params("simhash-x", &params)
+                .unwrap_err()
+                .to_string(),
+            "the index's scheme \"simhash-x\" is not one this neardup knows"
+        );
+        let mut tf_idf = params.clone();
+        tf_idf["weights"] = json!("tf-idf");
+        assert!(matches!(
+            Scheme::from_params("simhash-doc", &tf_idf),
+            Err(ParamsError::Weights(_))
+        ));
+        let mut other = params;
+        other["revision"] = json!(FINGERPRINT_REVISION + 1);
+        assert!(matches!(
+            Scheme::from_params("simhash-doc", &other),
+            Err(ParamsError::Differ { .. })
+        ));
+    }
 
     fn fp(scheme: Scheme, text: &str) -> DocFingerprint {
         Fingerprinter::new(scheme).fingerprint(text)

@@ -24,6 +24,7 @@ use neardup_core::verdict::compare_texts;
 use neardup_core::{Fingerprinter, Method, Scheme, SchemeName};
 use neardup_dataflow::config::{options, JobConfig, JobInput, Parallelism, VerifyMode};
 use neardup_dataflow::{run_job, JobError, Progress};
+use neardup_io::index::answer::{self, Answerer, KName, Query};
 use neardup_io::index::Verify;
 use neardup_io::record::{FieldSpec, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -448,7 +449,7 @@ impl Index {
         let index = py
             .detach(|| neardup_io::index::Index::open(&path, Verify::Checksums))
             .map_err(library_error)?;
-        let scheme = options::index_scheme(index.manifest()).map_err(|e| e.to_string());
+        let scheme = answer::simhash_scheme(index.manifest()).map_err(|e| e.to_string());
         Ok(Index {
             index,
             scheme,
@@ -472,16 +473,7 @@ impl Index {
         texts: &Bound<'py, PyAny>,
         k: Option<u32>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let index_k = self.index.k();
-        let k = match k {
-            None => index_k,
-            Some(k) if k > index_k => {
-                return Err(refused(format!(
-                    "k = {k} is larger than the index's k = {index_k}: its tables find only matches within {index_k} bits (rebuild the index with -k {k})"
-                )))
-            }
-            Some(k) => k,
-        };
+        let k = answer::check_k(self.index.k(), k, KName::Keyword).map_err(refused)?;
         let scheme = self.scheme.as_ref().map_err(|e| {
             NeardupError::new_err(format!(
                 "{}: cannot fingerprint text queries: {e}",
@@ -495,29 +487,34 @@ impl Index {
         };
         let index = &self.index;
         let answers = py.detach(|| {
-            let mut fingerprinter = Fingerprinter::new(scheme.clone());
-            texts
-                .iter()
-                .map(|text| {
-                    let mut found = Vec::new();
-                    let Some(text) = text else { return found };
-                    let fp = fingerprinter.fingerprint(text);
-                    if fp.is_empty() {
-                        return found;
-                    }
-                    index.query(fp.simhash, k, |m| {
-                        let doc = index.doc(m.generation, m.row);
-                        found.push(serde_json::json!({
-                            "id": doc.id,
-                            "doc_id": doc.doc_id,
+            // Only the texts are asked (`None` matches nothing); `asked[i]` is text i's place.
+            let n = texts.len();
+            let mut asked = Vec::with_capacity(n);
+            let mut queries = Vec::with_capacity(n);
+            for (i, text) in texts.into_iter().enumerate() {
+                if let Some(text) = text {
+                    asked.push(i);
+                    queries.push(Query::text(String::new(), text));
+                }
+            }
+            let mut answers = vec![Vec::new(); n];
+            let each = Answerer::new(index, scheme.clone())
+                .k(k)
+                .answer_each(&mut queries);
+            for (i, rows) in asked.into_iter().zip(each) {
+                answers[i] = rows
+                    .into_iter()
+                    .map(|m| {
+                        serde_json::json!({
+                            "id": m.id,
+                            "doc_id": m.doc_id,
                             "hamming": m.hamming,
-                            "cluster_id": doc.cluster_id,
-                        }));
-                    });
-                    found.sort_unstable_by_key(|m| m["doc_id"].as_u64());
-                    found
-                })
-                .collect::<Vec<_>>()
+                            "cluster_id": m.cluster_id,
+                        })
+                    })
+                    .collect();
+            }
+            answers
         });
         let lists: Vec<Bound<'py, PyAny>> = answers
             .into_iter()

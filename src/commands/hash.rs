@@ -10,12 +10,13 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use neardup_core::{encoding, DocFingerprint, Fingerprinter, Method};
 use neardup_io::input::InputFile;
-use neardup_io::record::{FieldSpec, Record, RecordError, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
+use neardup_io::record::{FieldSpec, Record, RecordError};
 use neardup_io::source::SourceRecord;
 use neardup_io::IoError;
 use serde::ser::{Serialize, Serializer};
 
 use crate::commands::stdout_error;
+use crate::input_args::{input_field, input_flag, FieldArgs};
 use crate::scheme_args::SchemeArgs;
 
 const EXAMPLES: &str = "\
@@ -44,33 +45,18 @@ is flagged \"empty\": true in jsonl. A one-line summary goes to stderr unless --
 
 /// Flags of `neardup hash`.
 #[derive(Args, Debug)]
-#[command(after_help = EXAMPLES)]
+#[command(
+    after_help = EXAMPLES,
+    mut_arg("text_field", |a| input_field(a, "The JSON field (or Parquet column) holding the document text")),
+    mut_arg("id_field", |a| input_field(a, "The JSON field (or Parquet column) holding the document id (a string or a number)")),
+    mut_arg("no_id", |a| input_flag(a, "The records have no id: use FILE:LINE (JSONL, lines from 1) or FILE:ROW (Parquet, rows from 0) instead")),
+)]
 pub struct HashArgs {
     #[command(flatten)]
     pub scheme: SchemeArgs,
 
-    /// The JSON field (or Parquet column) holding the document text
-    #[arg(
-        long,
-        value_name = "FIELD",
-        default_value = DEFAULT_TEXT_FIELD,
-        help_heading = "Input"
-    )]
-    pub text_field: String,
-
-    /// The JSON field (or Parquet column) holding the document id (a string or a number)
-    #[arg(
-        long,
-        value_name = "FIELD",
-        default_value = DEFAULT_ID_FIELD,
-        help_heading = "Input"
-    )]
-    pub id_field: String,
-
-    /// The records have no id: use FILE:LINE (JSONL, lines from 1) or FILE:ROW (Parquet,
-    /// rows from 0) instead
-    #[arg(long, conflicts_with = "id_field", help_heading = "Input")]
-    pub no_id: bool,
+    #[command(flatten)]
+    pub fields: FieldArgs,
 
     /// Read each input file whole as one document whose id is its path
     #[arg(
@@ -116,12 +102,7 @@ pub fn run(args: &HashArgs) -> Result<()> {
     }
     let scheme = args.scheme.to_scheme()?;
     let files = super::scan_quietly(&args.inputs, args.plain, args.quiet)?;
-    let mut spec = FieldSpec {
-        text_field: args.text_field.clone(),
-        id_field: (!args.no_id).then(|| args.id_field.clone()),
-        extra_field: None,
-        ..Default::default()
-    };
+    let mut spec = args.fields.spec();
     args.documents.apply(&mut spec)?;
     let minhash = matches!(scheme.method, Method::MinHash { .. });
     let stdout = io::stdout();
@@ -406,10 +387,10 @@ fn with_hint(err: IoError, args: &HashArgs) -> anyhow::Error {
         (Some(RecordError::MissingText(_)), _) => {
             Some("name the text field with --text-field FIELD")
         }
-        (_, IoError::MissingColumn { column, .. }) if *column == args.id_field && !args.no_id => {
+        (_, IoError::MissingColumn { column, .. }) if *column == args.fields.id_field && !args.fields.no_id => {
             Some("name the id column with --id-field COLUMN, or use --no-id to identify rows by FILE:ROW")
         }
-        (_, IoError::MissingColumn { column, .. }) if *column == args.text_field => {
+        (_, IoError::MissingColumn { column, .. }) if *column == args.fields.text_field => {
             Some("name the text column with --text-field COLUMN")
         }
         _ => None,

@@ -11,7 +11,6 @@ use neardup_dataflow::config::{
 use neardup_dataflow::finish::{self, AgainstStep, Finish, IndexStep, RunOutcome};
 use neardup_dataflow::{run_job_with, JobConfig, JobError, JobInput, JobSummary, Progress};
 use neardup_io::input::scan_inputs;
-use neardup_io::record::{FieldSpec, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 use neardup_io::source::Format;
 
 use super::substrings::{OccurrencesChoice, SnapChoice};
@@ -136,15 +135,8 @@ pub struct RunArgs {
     pub scheme: SchemeArgs,
     #[command(flatten)]
     pub job: JobArgs,
-    /// JSON field (or Parquet column) holding the text
-    #[arg(long, default_value = DEFAULT_TEXT_FIELD)]
-    pub text_field: String,
-    /// JSON field (or Parquet column) holding the document's own id
-    #[arg(long, default_value = DEFAULT_ID_FIELD, conflicts_with = "no_id")]
-    pub id_field: String,
-    /// Records have no id field
-    #[arg(long)]
-    pub no_id: bool,
+    #[command(flatten)]
+    pub fields: crate::input_args::FieldArgs,
     /// Do not fold exact duplicates before the near search
     #[arg(long)]
     pub no_exact: bool,
@@ -389,12 +381,7 @@ impl JobArgs {
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let files = inputs(&args.inputs, &args.job)?;
-    let mut fields = FieldSpec {
-        text_field: args.text_field.clone(),
-        id_field: (!args.no_id).then(|| args.id_field.clone()),
-        extra_field: None,
-        ..Default::default()
-    };
+    let mut fields = args.fields.spec();
     args.documents.apply(&mut fields)?;
     let builder = JobConfig::builder(
         JobInput::Documents { files, fields },

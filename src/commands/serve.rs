@@ -4,8 +4,11 @@
 //! This module is the HTTP layer only: routes, limits, the bearer token, metrics and the
 //! signals. The documents, their clusters and the write-ahead log are
 //! [`neardup_dataflow::live::service`]. Texts are fingerprinted here, on the request's
-//! thread, with the index's own scheme (as `neardup query` does); the service only ever
-//! sees fingerprints and digests.
+//! thread, with the index's own scheme, and `k` is checked, as every index query does
+//! ([`neardup_io::index::answer`]); the service only ever sees fingerprints and digests.
+//!
+//! Each route is written once, in [`router`]; /metrics labels a request with the route it
+//! matched (axum's [`MatchedPath`]).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -17,17 +20,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Path, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Args;
-use neardup_core::{encoding, Fingerprinter, Scheme, SchemeName, TableDesign};
+use neardup_core::{encoding, Scheme, SchemeName, TableDesign};
 use neardup_dataflow::live::service::{
     Answer, Config, NewDoc, Service, ServiceError, Stats, Write,
 };
+use neardup_io::index::answer::{self, KName, TextFingerprinter};
 use neardup_io::index::{IndexSpec, IndexWriter, Manifest, NewGeneration};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -331,7 +335,7 @@ fn create_index(dir: &std::path::Path) -> Result<()> {
     let scheme = Scheme::simhash_doc();
     let spec = IndexSpec {
         scheme: scheme.name.as_str().to_string(),
-        fingerprint: neardup_dataflow::output::fingerprint_params(&scheme),
+        fingerprint: scheme.params(),
         design: TableDesign::manku16(),
         minhash: None,
     };
@@ -352,9 +356,11 @@ fn serve_scheme(manifest: &Manifest) -> Result<Scheme> {
             manifest.scheme
         );
     }
-    super::query::index_scheme(manifest)
+    Ok(answer::simhash_scheme(manifest)?)
 }
 
+/// Every route, written once: its path and its handlers by method. The path is also the
+/// route's /metrics label ([`route_of`]).
 fn router(app: Shared, max_body: usize) -> Router {
     Router::new()
         .route("/v1/query", post(query))
@@ -460,20 +466,16 @@ struct QueryResult {
 
 thread_local! {
     /// Each request thread's fingerprinter (it keeps buffers between texts).
-    static FINGERPRINTER: RefCell<Option<Fingerprinter>> = const { RefCell::new(None) };
+    static FINGERPRINTER: RefCell<Option<TextFingerprinter>> = const { RefCell::new(None) };
 }
 
 /// A text's fingerprint and digest (`None`: no features).
 fn fingerprint(scheme: &Scheme, text: &str) -> Option<(u64, u128)> {
     FINGERPRINTER.with(|cell| {
         let mut cell = cell.borrow_mut();
-        let f = cell.get_or_insert_with(|| {
-            let mut f = Fingerprinter::new(scheme.clone());
-            f.set_sort_feature_set(false);
-            f
-        });
-        let fp = f.fingerprint(text);
-        (!fp.is_empty()).then_some((fp.simhash, fp.exact_key))
+        let f = cell.get_or_insert_with(|| TextFingerprinter::new(scheme));
+        let fp = f.fingerprint(text)?;
+        Some((fp.simhash, fp.exact_key))
     })
 }
 
@@ -481,16 +483,7 @@ async fn query(
     State(app): State<Shared>,
     Body(body): Body<QueryBody>,
 ) -> Result<Response, ApiError> {
-    let k = match body.k {
-        Some(k) if k > app.k => {
-            return Err(bad_request(format!(
-                "k {k} is larger than the index's k = {}",
-                app.k
-            )))
-        }
-        Some(k) => k,
-        None => app.k,
-    };
+    let k = answer::check_k(app.k, body.k, KName::Field).map_err(|e| bad_request(e.to_string()))?;
     let texts: Vec<String> = body.text.into_iter().chain(body.texts).collect();
     let hexes: Vec<String> = body
         .fingerprint
@@ -704,10 +697,13 @@ async fn authorize(State(app): State<Shared>, req: Request, next: Next) -> Respo
     response
 }
 
+/// What a request is counted by: its method, its route ([`route_of`]) and its status.
+type RequestKey = (&'static str, Arc<str>, u16);
+
 /// Request counts by route and status, and a latency histogram, for /metrics.
 #[derive(Default)]
 struct Metrics {
-    requests: Mutex<BTreeMap<(&'static str, &'static str, u16), u64>>,
+    requests: Mutex<BTreeMap<RequestKey, u64>>,
     /// Counts per [`LATENCY_BUCKETS`] upper bound (the last: above them all).
     latency: [AtomicU64; LATENCY_BUCKETS.len() + 1],
     latency_sum_micros: AtomicU64,
@@ -718,17 +714,12 @@ const LATENCY_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
 ];
 
-/// A request's route as /metrics names it (never the raw path: ids would make unbounded
-/// label sets).
-fn route_of(path: &str) -> &'static str {
-    match path {
-        "/v1/query" => "/v1/query",
-        "/v1/stats" => "/v1/stats",
-        "/v1/checkpoint" => "/v1/checkpoint",
-        "/metrics" => "/metrics",
-        "/healthz" => "/healthz",
-        p if p.starts_with("/v1/documents/") => "/v1/documents/{id}",
-        _ => "other",
+/// A request's route as /metrics names it: the route of [`router`] it matched, `other`
+/// where none did (never the raw path: ids would make unbounded label sets).
+fn route_of(req: &Request) -> Arc<str> {
+    match req.extensions().get::<MatchedPath>() {
+        Some(path) => path.as_str().into(),
+        None => "other".into(),
     }
 }
 
@@ -745,7 +736,7 @@ fn method_of(method: &Method) -> &'static str {
 
 async fn measure(State(app): State<Shared>, req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = route_of(req.uri().path());
+    let route = route_of(&req);
     let method = method_of(req.method());
     let response = next.run(req).await;
     let seconds = started.elapsed().as_secs_f64();

@@ -10,7 +10,6 @@ use anyhow::{bail, Result};
 use neardup_core::substrings::{Occurrences, Settings, Snap, DEFAULT_MIN_BYTES};
 use neardup_dataflow::config::SubstringJob;
 use neardup_dataflow::{run_job, JobConfig, JobError, JobInput, JobSummary, Progress};
-use neardup_io::record::{FieldSpec, DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD};
 
 use crate::cluster_args::ClusterArgs;
 use crate::progress_view::{LogFormat, ProgressView};
@@ -64,15 +63,8 @@ pub struct SubstringsArgs {
     /// made smaller when a worker's share of --memory-limit holds less than 64 bytes per byte)
     #[arg(long, value_name = "SIZE")]
     pub block_bytes: Option<String>,
-    /// JSON field (or Parquet column) holding the text
-    #[arg(long, default_value = DEFAULT_TEXT_FIELD)]
-    pub text_field: String,
-    /// JSON field (or Parquet column) holding the document's own id
-    #[arg(long, default_value = DEFAULT_ID_FIELD, conflicts_with = "no_id")]
-    pub id_field: String,
-    /// Records have no id field
-    #[arg(long)]
-    pub no_id: bool,
+    #[command(flatten)]
+    pub fields: crate::input_args::FieldArgs,
     /// Every input file is one document (its text the whole file; its id the path), whatever
     /// its name
     #[arg(long, conflicts_with_all = ["text_field", "id_field", "no_id"])]
@@ -154,12 +146,7 @@ pub fn run(args: &SubstringsArgs) -> Result<()> {
         (cluster.process, address)
     });
     crate::interrupt::install(args.output.clone(), process)?;
-    let mut fields = FieldSpec {
-        text_field: args.text_field.clone(),
-        id_field: (!args.no_id).then(|| args.id_field.clone()),
-        extra_field: None,
-        ..Default::default()
-    };
+    let mut fields = args.fields.spec();
     args.documents.apply(&mut fields)?;
     let mut job = SubstringJob::only(args.settings());
     job.strike = args.write_dedup.is_some();

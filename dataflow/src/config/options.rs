@@ -1,11 +1,12 @@
 //! Option values as people write them, shared by the `neardup` binary and the Python
 //! package so that both accept the same spellings and refuse the same mistakes with the
 //! same words: sizes (`16G`, `512MiB`), the memory limit (`auto`: a share of this machine's
-//! physical memory), the number of table rounds, and the fingerprint scheme a saved index
-//! was made with (rebuilt from its manifest to fingerprint text queries).
+//! physical memory), the number of table rounds, and the fingerprint scheme a saved simhash
+//! index was made with ([`index_scheme`]: rebuilt where index queries are answered,
+//! [`neardup_io::index::answer`]).
 
-use neardup_core::features::{FeatureKind, StopWords};
-use neardup_core::{Method, Scheme, SchemeName, Weighting};
+use neardup_core::Scheme;
+use neardup_io::index::answer::{self, QueryError};
 use neardup_io::index::Manifest;
 
 use super::DEFAULT_MEMORY_SHARE;
@@ -25,23 +26,10 @@ pub enum OptionError {
     UnusableSize { text: String },
     #[error("--table-rounds {text:?}: expected auto or a number of rounds, at least 1")]
     TableRounds { text: String },
-    #[error("the index's scheme {0:?} is not one this neardup knows")]
-    IndexSchemeUnknown(String),
-    #[error("the index's features {0} are not ones this neardup knows")]
-    IndexFeaturesUnknown(String),
-    #[error("the index's weights {0} cannot be applied to a query")]
-    IndexWeights(String),
-    #[error("a MinHash index is asked by neardup query and neardup run --against only")]
-    IndexMinHash,
-    #[error("the index's MinHash parameters {0} cannot be rebuilt")]
-    IndexSignature(String),
-    #[error("its fingerprint parameters {recorded} cannot be rebuilt (a stop-word list other than the built-in english one?); this neardup would make {rebuilt}")]
-    IndexParams { recorded: String, rebuilt: String },
+    /// The index's scheme cannot be rebuilt, or is a MinHash one.
+    #[error(transparent)]
+    IndexScheme(#[from] QueryError),
 }
-
-/// The longest signature an index may record (a damaged manifest must not make a query
-/// allocate without bound); `--permutations` accepts no more.
-const MAX_INDEX_PERMUTATIONS: u64 = 4096;
 
 /// Parses `16G`, `512MiB`, `1.5 GB`, `2000000` (bytes). Units are powers of 1024.
 pub fn parse_size(text: &str) -> Result<u64, OptionError> {
@@ -113,63 +101,10 @@ fn physical_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// The scheme a simhash index was made with, rebuilt from its manifest and checked: its
-/// [`fingerprint_params`](crate::output::fingerprint_params) must be exactly the recorded
-/// ones. A MinHash index is refused (its tables are not permutation tables: see
-/// [`query_scheme`]).
+/// The scheme a simhash index was made with, rebuilt from its manifest and checked
+/// ([`neardup_io::index::answer::simhash_scheme`], where index queries are answered).
 pub fn index_scheme(manifest: &Manifest) -> Result<Scheme, OptionError> {
-    let scheme = query_scheme(manifest)?;
-    if matches!(scheme.method, Method::MinHash { .. }) {
-        return Err(OptionError::IndexMinHash);
-    }
-    Ok(scheme)
-}
-
-/// The scheme any index was made with, simhash or MinHash, rebuilt from its manifest and
-/// checked as [`index_scheme`] checks it: what `neardup query` fingerprints its queries
-/// with.
-pub fn query_scheme(manifest: &Manifest) -> Result<Scheme, OptionError> {
-    let Some(name) = SchemeName::parse(&manifest.scheme) else {
-        return Err(OptionError::IndexSchemeUnknown(manifest.scheme.clone()));
-    };
-    let p = &manifest.fingerprint;
-    let mut scheme = Scheme::named(name);
-    let shingle = p["shingle"].as_u64().map(|n| n as usize);
-    scheme.features.kind = match (p["features"].as_str(), shingle) {
-        (Some("words"), _) => FeatureKind::Words,
-        (Some("word-shingles"), Some(n)) => FeatureKind::WordShingles(n),
-        (Some("char-ngrams"), Some(n)) => FeatureKind::CharNgrams(n),
-        (other, _) => return Err(OptionError::IndexFeaturesUnknown(format!("{other:?}"))),
-    };
-    scheme.features.nfkc = p["nfkc"].as_bool().unwrap_or(false);
-    scheme.features.numbers = p["numbers"].as_bool().unwrap_or(scheme.features.numbers);
-    match &mut scheme.method {
-        Method::Simhash(weighting) => {
-            *weighting = match p["weights"].as_str() {
-                Some("set") => Weighting::Set,
-                Some("tf") => Weighting::Tf,
-                other => return Err(OptionError::IndexWeights(format!("{other:?}"))),
-            }
-        }
-        Method::MinHash { permutations, .. } => {
-            *permutations = match p["permutations"].as_u64() {
-                Some(n) if n > 0 && n <= MAX_INDEX_PERMUTATIONS => n as usize,
-                _ => return Err(OptionError::IndexSignature(p.to_string())),
-            }
-        }
-    }
-    if !p["stop_words"].is_null() {
-        // The built-in list is the one a manifest can name by its checksum.
-        scheme = scheme.with_stop_words(StopWords::english());
-    }
-    let rebuilt = crate::output::fingerprint_params(&scheme);
-    if rebuilt != *p {
-        return Err(OptionError::IndexParams {
-            recorded: p.to_string(),
-            rebuilt: rebuilt.to_string(),
-        });
-    }
-    Ok(scheme)
+    Ok(answer::simhash_scheme(manifest)?)
 }
 
 #[cfg(test)]

@@ -14,15 +14,11 @@ pub mod stop;
 
 use std::path::Path;
 
-use neardup_core::features::{FeatureHasher, FeatureKind};
-use neardup_core::minhash::DEFAULT_SEED;
-use neardup_core::scheme::FINGERPRINT_REVISION;
-use neardup_core::{Method, Scheme, Weighting};
+use neardup_core::Scheme;
 use neardup_io::parquet_out::{
-    TableMeta, TableTag, PARAM_FINGERPRINT, PARAM_METHOD, PARAM_SEARCH, UNKNOWN_SCHEME,
+    TableMeta, TableTag, PARAM_FINGERPRINT, PARAM_SEARCH, UNKNOWN_SCHEME,
 };
 use serde_json::{json, Value};
-use xxhash_rust::xxh3::xxh3_64;
 
 pub use neardup_io::run_dir::{
     Prepared, Protected, RunDir as OutputDirs, Table, Target, SUCCESS, SUMMARY,
@@ -55,60 +51,9 @@ pub fn commit(dir: &Path, summary: &mut JobSummary) -> Result<(), JobError> {
 }
 
 /// What makes a fingerprint what it is, as recorded in every table's `neardup.params`
-/// (`"fingerprint"`): the revision of the definitions, the features, their hash, the
-/// normalization, and the method with its weights or permutations. Two tables whose
-/// fingerprint parameters are equal hold comparable fingerprints. TF-IDF weights also depend
-/// on the corpus the document frequencies came from, which this does not capture.
+/// (`"fingerprint"`): [`Scheme::params`].
 pub fn fingerprint_params(scheme: &Scheme) -> Value {
-    let (features, shingle) = match scheme.features.kind {
-        FeatureKind::Words => ("words", None),
-        FeatureKind::WordShingles(n) => ("word-shingles", Some(n)),
-        FeatureKind::CharNgrams(n) => ("char-ngrams", Some(n)),
-    };
-    let hash = match scheme.features.hasher {
-        FeatureHasher::Lookup3 => "lookup3",
-        FeatureHasher::Xxh3 => "xxh3",
-    };
-    let (method, weights, permutations, seed) = match &scheme.method {
-        Method::Simhash(w) => {
-            let weights = match w {
-                Weighting::Set => "set",
-                Weighting::Tf => "tf",
-                Weighting::TfIdf(_) => "tf-idf",
-            };
-            ("simhash", Some(weights), None, None)
-        }
-        Method::MinHash {
-            permutations,
-            sketch,
-        } => (
-            sketch.as_str(),
-            None,
-            Some(*permutations),
-            Some(DEFAULT_SEED),
-        ),
-    };
-    // A stop list is recorded by its size and a hash of its sorted words.
-    let stop_words = scheme.features.stop_words.as_ref().map(|words| {
-        let sorted = words.sorted();
-        json!({
-            "words": sorted.len(),
-            "xxh3": format!("{:016x}", xxh3_64(sorted.join("\n").as_bytes())),
-        })
-    });
-    json!({
-        "revision": FINGERPRINT_REVISION,
-        PARAM_METHOD: method,
-        "features": features,
-        "shingle": shingle,
-        "feature_hash": hash,
-        "nfkc": scheme.features.nfkc,
-        "numbers": scheme.features.numbers,
-        "stop_words": stop_words,
-        "weights": weights,
-        "permutations": permutations,
-        "minhash_seed": seed,
-    })
+    scheme.params()
 }
 
 /// The metadata of the `fingerprints/` table a job writes: its scheme and

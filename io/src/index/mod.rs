@@ -43,7 +43,9 @@
 //! Jaccard over the shingle sets, else the signatures' estimate ([`MinHashParams`]).
 //!
 //! The byte layout of every file is in docs/index.md; [`mod@write`] and [`mod@read`] follow it.
+//! Queries are answered, the same way for every caller, by [`mod@answer`].
 
+pub mod answer;
 pub mod matches;
 pub mod read;
 pub mod run;

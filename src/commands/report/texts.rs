@@ -45,12 +45,7 @@ pub fn run_fields(argv: &[String]) -> Result<FieldSpec, String> {
         format!("the run's command line cannot be read as `neardup run` ({first})")
     })?;
     let RunCommand::Run(args) = line.command;
-    let mut fields = FieldSpec {
-        text_field: args.text_field.clone(),
-        id_field: (!args.no_id).then(|| args.id_field.clone()),
-        extra_field: None,
-        ..Default::default()
-    };
+    let mut fields = args.fields.spec();
     args.documents
         .apply(&mut fields)
         .map_err(|e| format!("the run's document flags: {e:#}"))?;

@@ -11,7 +11,6 @@ pub mod resume;
 
 use std::rc::Rc;
 
-use neardup_core::features::FeatureConfig;
 use neardup_core::urlnorm::{host_and_path, normalize_url};
 use neardup_core::{Fingerprinter, Scheme};
 use neardup_io::parquet_out::{FingerprintRow, PartWriter};
@@ -466,18 +465,8 @@ fn shingler_for(scheme: &Scheme, verify: Option<crate::config::Verify>) -> Optio
 }
 
 /// The fingerprinter whose feature set is the verification set of word `shingle`-grams
-/// (all tokens, the scheme's normalization), or `None` when the scheme's own feature set
-/// is exactly that. A query of a MinHash index with shingle sets makes its set so.
+/// ([`Scheme::verification_scheme`]), or `None` when the scheme's own feature set is
+/// exactly that.
 pub fn verification_shingler(scheme: &Scheme, shingle: usize) -> Option<Fingerprinter> {
-    let wanted = FeatureConfig {
-        nfkc: scheme.features.nfkc,
-        stop_words: scheme.features.stop_words.clone(),
-        ..FeatureConfig::all_word_shingles(shingle)
-    };
-    if scheme.features == wanted {
-        return None;
-    }
-    let mut shingles = Scheme::simhash_shingles();
-    shingles.features = wanted;
-    Some(Fingerprinter::new(shingles))
+    scheme.verification_scheme(shingle).map(Fingerprinter::new)
 }
