@@ -77,7 +77,7 @@ fn make_index(dir: &Path, n: u64) {
     let scheme = Scheme::simhash_doc();
     let spec = IndexSpec {
         scheme: scheme.name.as_str().to_string(),
-        fingerprint: neardup_dataflow::output::fingerprint_params(&scheme),
+        fingerprint: scheme.params(),
         design: TableDesign::manku16(),
         minhash: None,
     };

@@ -67,10 +67,6 @@ pub fn run(args: &IndexArgs) -> Result<()> {
     }
 }
 
-/// The threshold check `neardup query` shares with `run --against` (in the library, with
-/// the end of a run: `neardup_dataflow::finish`).
-pub use neardup_dataflow::finish::against::check_threshold;
-
 /// Queries per `Index::query_batch` call in `index bench`: the batch `neardup query` makes
 /// of a large input (per thread), a larger one, and all the queries at once (as `run
 /// --against` does with its batch). A batch walks each table once, so the larger it is, the
@@ -204,7 +200,7 @@ fn batched_queries(
 /// search over bare tables) is timed with the default scheme: the figure is the cost of
 /// fingerprinting plus the query.
 fn text_query_p50(index: &Index, rng: &mut SeededRng, queries: usize, k: u32) -> Option<f64> {
-    let scheme = neardup_dataflow::config::options::index_scheme(index.manifest())
+    let scheme = neardup_io::index::answer::simhash_scheme(index.manifest())
         .unwrap_or_else(|_| Scheme::simhash_doc());
     Some(scheme).map(|scheme| {
         let mut fingerprinter = neardup_core::Fingerprinter::new(scheme);

@@ -1,13 +1,9 @@
 //! Option values as people write them, shared by the `neardup` binary and the Python
 //! package so that both accept the same spellings and refuse the same mistakes with the
 //! same words: sizes (`16G`, `512MiB`), the memory limit (`auto`: a share of this machine's
-//! physical memory), the number of table rounds, and the fingerprint scheme a saved simhash
-//! index was made with ([`index_scheme`]: rebuilt where index queries are answered,
-//! [`neardup_io::index::answer`]).
+//! physical memory) and the number of table rounds. (The fingerprint scheme a saved index
+//! was made with is rebuilt where index queries are answered: [`neardup_io::index::answer`].)
 
-use neardup_core::Scheme;
-use neardup_io::index::answer::{self, QueryError};
-use neardup_io::index::Manifest;
 
 use super::DEFAULT_MEMORY_SHARE;
 
@@ -26,9 +22,6 @@ pub enum OptionError {
     UnusableSize { text: String },
     #[error("--table-rounds {text:?}: expected auto or a number of rounds, at least 1")]
     TableRounds { text: String },
-    /// The index's scheme cannot be rebuilt, or is a MinHash one.
-    #[error(transparent)]
-    IndexScheme(#[from] QueryError),
 }
 
 /// Parses `16G`, `512MiB`, `1.5 GB`, `2000000` (bytes). Units are powers of 1024.
@@ -99,12 +92,6 @@ fn physical_memory() -> Option<u64> {
     let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
-}
-
-/// The scheme a simhash index was made with, rebuilt from its manifest and checked
-/// ([`neardup_io::index::answer::simhash_scheme`], where index queries are answered).
-pub fn index_scheme(manifest: &Manifest) -> Result<Scheme, OptionError> {
-    Ok(answer::simhash_scheme(manifest)?)
 }
 
 #[cfg(test)]

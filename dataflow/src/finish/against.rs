@@ -96,7 +96,7 @@ pub fn check_against(
 
 /// Refuses a run (or query) whose fingerprints would be of another kind than the index's.
 fn check_scheme(manifest: &Manifest, dir: &Path, scheme: &Scheme) -> Result<(), FinishError> {
-    let params = crate::output::fingerprint_params(scheme);
+    let params = scheme.params();
     if scheme.name.as_str() != manifest.scheme || params != manifest.fingerprint {
         return Err(FinishError::Refused(format!(
             "{}: the index holds {} fingerprints made with {}; this run would make {} fingerprints with {}: run with the index's scheme flags",

@@ -142,7 +142,7 @@ impl IndexStep {
             dir,
             &IndexSpec {
                 scheme: config.scheme.name.as_str().to_string(),
-                fingerprint: crate::output::fingerprint_params(&config.scheme),
+                fingerprint: config.scheme.params(),
                 design: config.design.clone(),
                 minhash: minhash.clone(),
             },

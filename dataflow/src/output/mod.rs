@@ -14,7 +14,6 @@ pub mod stop;
 
 use std::path::Path;
 
-use neardup_core::Scheme;
 use neardup_io::parquet_out::{
     TableMeta, TableTag, PARAM_FINGERPRINT, PARAM_SEARCH, UNKNOWN_SCHEME,
 };
@@ -50,18 +49,12 @@ pub fn commit(dir: &Path, summary: &mut JobSummary) -> Result<(), JobError> {
     .map(|_| ())
 }
 
-/// What makes a fingerprint what it is, as recorded in every table's `neardup.params`
-/// (`"fingerprint"`): [`Scheme::params`].
-pub fn fingerprint_params(scheme: &Scheme) -> Value {
-    scheme.params()
-}
-
 /// The metadata of the `fingerprints/` table a job writes: its scheme and
-/// [`fingerprint_params`].
+/// [`neardup_core::Scheme::params`].
 pub fn fingerprints_meta(config: &JobConfig) -> TableMeta {
     TableMeta {
         scheme: config.scheme.name.as_str().to_string(),
-        params: json!({ PARAM_FINGERPRINT: fingerprint_params(&config.scheme) }),
+        params: json!({ PARAM_FINGERPRINT: config.scheme.params() }),
     }
 }
 
@@ -76,7 +69,7 @@ pub fn search_meta(config: &JobConfig) -> TableMeta {
     let (scheme, fingerprint) = match &config.input {
         JobInput::Documents { .. } => (
             config.scheme.name.as_str().to_string(),
-            fingerprint_params(&config.scheme),
+            config.scheme.params(),
         ),
         JobInput::Fingerprints { files } => files
             .iter()

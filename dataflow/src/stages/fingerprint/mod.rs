@@ -461,12 +461,5 @@ impl FingerprintState {
 /// or no shingles are kept. Decided once, not per document.
 fn shingler_for(scheme: &Scheme, verify: Option<crate::config::Verify>) -> Option<Fingerprinter> {
     let verify = verify.filter(|v| !v.estimate)?;
-    verification_shingler(scheme, verify.shingle)
-}
-
-/// The fingerprinter whose feature set is the verification set of word `shingle`-grams
-/// ([`Scheme::verification_scheme`]), or `None` when the scheme's own feature set is
-/// exactly that.
-pub fn verification_shingler(scheme: &Scheme, shingle: usize) -> Option<Fingerprinter> {
-    scheme.verification_scheme(shingle).map(Fingerprinter::new)
+    scheme.verification_scheme(verify.shingle).map(Fingerprinter::new)
 }
