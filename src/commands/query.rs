@@ -20,8 +20,8 @@ use neardup_core::{encoding, Scheme};
 use neardup_io::index::answer::{self, Answerer, KName, Query};
 use neardup_io::index::{Index, MatchRow, Verify};
 use neardup_io::parquet_out::{PartWriter, TableMeta, PARAM_FINGERPRINT};
-use neardup_io::record::{FieldSpec, Record, RecordError};
-use neardup_io::source::{Payload, SourceRecord};
+use neardup_io::record::{FieldSpec, Record};
+use neardup_io::source::SourceRecord;
 use serde_json::json;
 
 use crate::commands::stdout_error;
@@ -216,15 +216,8 @@ fn read_queries(
     for unit in kind.units(file)? {
         let mut reader = kind.open(file, &unit, spec)?;
         while reader.next_into(&mut next)? {
-            let parsed = match &mut next.payload {
-                Payload::Raw(raw) => kind.parse_into(raw, spec, &mut record),
-                Payload::Blank(_) => Err(RecordError::EmptyLine),
-                Payload::Fields(fields) => {
-                    std::mem::swap(&mut record, fields);
-                    Ok(())
-                }
-                Payload::Invalid(e) => Err(e.clone()),
-                Payload::Fingerprint(_) | Payload::Skipped(_) => continue,
+            let Some(parsed) = next.payload.document_into(kind, spec, &mut record) else {
+                continue;
             };
             if let Err(e) = parsed {
                 let err = kind.record_error(&file.path, next.record, e);

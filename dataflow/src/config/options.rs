@@ -4,7 +4,6 @@
 //! physical memory) and the number of table rounds. (The fingerprint scheme a saved index
 //! was made with is rebuilt where index queries are answered: [`neardup_io::index::answer`].)
 
-
 use super::DEFAULT_MEMORY_SHARE;
 
 /// An option value that cannot be used; the message names the value.

@@ -461,5 +461,7 @@ impl FingerprintState {
 /// or no shingles are kept. Decided once, not per document.
 fn shingler_for(scheme: &Scheme, verify: Option<crate::config::Verify>) -> Option<Fingerprinter> {
     let verify = verify.filter(|v| !v.estimate)?;
-    scheme.verification_scheme(verify.shingle).map(Fingerprinter::new)
+    scheme
+        .verification_scheme(verify.shingle)
+        .map(Fingerprinter::new)
 }
