@@ -141,25 +141,15 @@ fn check_minhash_against(
             run.shingle
         )));
     }
-    check_threshold(index.threshold, run.threshold, dir, "--threshold")?;
+    // The query path's check, and its message: the run's threshold is already in 0..=1.
+    neardup_io::index::answer::check_threshold(index, Some(run.threshold), dir)
+        .map_err(|e| FinishError::Refused(e.to_string()))?;
     if update && run.threshold != index.threshold {
         return Err(FinishError::Refused(format!(
             "{}: --update-index needs the index's threshold {} (this run's is {}): a generation holds the pairs of the index's threshold",
             dir.display(),
             index.threshold,
             run.threshold
-        )));
-    }
-    Ok(())
-}
-
-/// Refuses a threshold looser than a MinHash index's: its matches were verified at its
-/// own.
-pub fn check_threshold(index: f64, asked: f64, dir: &Path, flag: &str) -> Result<(), FinishError> {
-    if asked < index {
-        return Err(FinishError::Refused(format!(
-            "{}: {flag} {asked} is looser than the index's threshold {index}: its documents were verified at {index} (rebuild the index with --threshold {asked})",
-            dir.display()
         )));
     }
     Ok(())
