@@ -77,6 +77,9 @@ EXPECTED = {
         ("cluster_id", "Int64", "BIGINT", "Int64", False),
         ("cluster_size", "UInt32", "UINTEGER", "UInt32", False),
         ("keep", "Boolean", "BOOLEAN", "Boolean", False),
+        ("kept_doc_id", "UInt64", "UBIGINT", "UInt64", False),
+        ("hamming", "UInt8", "UTINYINT", "UInt8", True),
+        ("jaccard", "Float32", "FLOAT", "Float32", True),
     ],
 }
 
@@ -235,16 +238,68 @@ def check_duckdb(c, out, summary):
         "exact pairs whose first document is itself folded",
     )
 
-    # Clusters: components of the pairs, labelled by their smallest doc_id, one keep each.
+    # Clusters: under components, the components of the pairs; under stars (verified, the
+    # default, and star), every removed document is a pair of the run with the one kept for
+    # it, or an exact copy of such a document. Either way labelled by their smallest doc_id,
+    # one keep each.
+    rule = (summary.get("removal") or {}).get("rule", "components")
+    if rule == "components":
+        c.equal(
+            one(
+                con,
+                """SELECT count(*) FROM pairs p
+                   JOIN clusters a ON a.doc_id = p.doc_a JOIN clusters b ON b.doc_id = p.doc_b
+                   WHERE a.cluster_id <> b.cluster_id OR a.cluster_id < 0""",
+            ),
+            0,
+            "pairs whose documents are not in one cluster",
+        )
+    elif not summary["parameters"]["scheme"].startswith("minhash"):
+        # Simhash: every removed document is within k bits of its kept one, recomputed from
+        # fingerprints/, and clusters/ says how far.
+        c.equal(
+            one(
+                con,
+                f"""SELECT count(*) FROM clusters r
+                   JOIN fingerprints fr ON fr.doc_id = r.doc_id
+                   JOIN fingerprints fk ON fk.doc_id = r.kept_doc_id
+                   WHERE NOT r.keep AND (bit_count(xor(fr.simhash, fk.simhash)) > {int(summary["parameters"]["k"])}
+                      OR r.hamming IS DISTINCT FROM bit_count(xor(fr.simhash, fk.simhash)))""",
+            ),
+            0,
+            "removed documents farther than k bits from their kept one, or hamming not their distance",
+        )
+    else:
+        # MinHash: a near pair between the two documents' exact groups (a document's exact
+        # group: itself, or the representative its exact pair names).
+        group = """(SELECT f.doc_id, coalesce(e.doc_a, f.doc_id) AS grp FROM fingerprints f
+                    LEFT JOIN (SELECT doc_a, doc_b FROM pairs WHERE kind = 'exact') e
+                    ON e.doc_b = f.doc_id)"""
+        c.equal(
+            one(
+                con,
+                f"""SELECT count(*) FROM clusters r
+                   JOIN {group} gr ON gr.doc_id = r.doc_id
+                   JOIN {group} gk ON gk.doc_id = r.kept_doc_id
+                   WHERE NOT r.keep AND gr.grp <> gk.grp AND NOT EXISTS (
+                     SELECT 1 FROM pairs p JOIN {group} ga ON ga.doc_id = p.doc_a
+                     JOIN {group} gb ON gb.doc_id = p.doc_b
+                     WHERE p.kind = 'near' AND least(ga.grp, gb.grp) = least(gr.grp, gk.grp)
+                       AND greatest(ga.grp, gb.grp) = greatest(gr.grp, gk.grp))""",
+            ),
+            0,
+            "removed documents that are no pair (nor exact copy of one) of their kept document",
+        )
+        c.equal(summary["removal"]["removed_unmeasured"], 0, "removal.removed_unmeasured")
     c.equal(
         one(
             con,
-            """SELECT count(*) FROM pairs p
-               JOIN clusters a ON a.doc_id = p.doc_a JOIN clusters b ON b.doc_id = p.doc_b
-               WHERE a.cluster_id <> b.cluster_id OR a.cluster_id < 0""",
+            """SELECT count(*) FROM clusters r JOIN clusters k ON k.doc_id = r.kept_doc_id
+               WHERE NOT k.keep OR k.cluster_id <> r.cluster_id
+                  OR (r.keep <> (r.kept_doc_id = r.doc_id))""",
         ),
         0,
-        "pairs whose documents are not in one cluster",
+        "kept_doc_id is the kept document of the row's cluster (itself when kept)",
     )
     c.equal(
         one(
@@ -269,11 +324,19 @@ def check_duckdb(c, out, summary):
         "unclustered rows are (-1, 1, keep)",
     )
     in_pairs = "(SELECT doc_a AS doc_id FROM pairs UNION SELECT doc_b FROM pairs)"
-    c.equal(
-        one(con, f"SELECT count(*) FROM clusters WHERE (cluster_id >= 0) <> (doc_id IN {in_pairs})"),
-        0,
-        "a document is clustered iff it is in a pair",
-    )
+    if rule == "components":
+        c.equal(
+            one(con, f"SELECT count(*) FROM clusters WHERE (cluster_id >= 0) <> (doc_id IN {in_pairs})"),
+            0,
+            "a document is clustered iff it is in a pair",
+        )
+    else:
+        # A star may leave a document of a pair alone (its duplicates were taken by others).
+        c.equal(
+            one(con, f"SELECT count(*) FROM clusters WHERE cluster_id >= 0 AND doc_id NOT IN {in_pairs}"),
+            0,
+            "a clustered document is in a pair",
+        )
     largest = summary.get("largest_clusters") or []
     if largest:
         c.equal(

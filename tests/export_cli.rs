@@ -66,11 +66,24 @@ fn expected(out: &Path, by_doc_id: bool) -> (String, String) {
         .iter()
         .map(|c| (c.doc_id, c.cluster_id))
         .collect();
-    let mut clusters_tsv = String::from("id\thash\tcluster\n");
+    // The kept document of each cluster, and each document's simhash.
+    let kept: HashMap<i64, u64> = clusters(out)
+        .iter()
+        .filter(|c| c.keep && c.cluster_id >= 0)
+        .map(|c| (c.cluster_id, c.doc_id))
+        .collect();
+    let simhash: HashMap<u64, u64> = fps.iter().map(|f| (f.doc_id, f.simhash)).collect();
+    let mut clusters_tsv = String::from("id\thash\tcluster\tkept\tdiff\n");
     for f in &fps {
+        let c = cluster[&f.doc_id];
+        let k = kept.get(&c).copied().unwrap_or(f.doc_id);
+        let diff = match k == f.doc_id {
+            true => "-".to_string(),
+            false => (simhash[&k] ^ f.simhash).count_ones().to_string(),
+        };
         clusters_tsv += &format!(
-            "{}\t{:016x}\t{}\n",
-            name[&f.doc_id], f.simhash, cluster[&f.doc_id]
+            "{}\t{:016x}\t{c}\t{}\t{diff}\n",
+            name[&f.doc_id], f.simhash, name[&k]
         );
     }
     (matches, clusters_tsv)
@@ -116,7 +129,15 @@ fn simhash_run_exports_matches_and_clusters() {
         "a near pair: {matches}"
     );
     assert!(matches.contains("a\\tone\tb\t0\n"), "{matches}");
-    assert!(clusters_tsv.contains("\t-1\n"));
+    assert!(clusters_tsv.contains("\t-1\t"));
+    // A removed document names its kept one, and how far it is.
+    assert!(
+        clusters_tsv.lines().skip(1).any(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            f[0] != f[3] && f[4] != "-"
+        }),
+        "{clusters_tsv}"
+    );
     assert!(!tsv.join("substring_bytes.tsv").exists());
     // Counts tie to summary.json.
     let summary = summary(&run);

@@ -189,9 +189,17 @@ fn normalized_urls_are_in_fingerprints_and_the_newest_capture_is_kept() {
     let dir = tempfile::tempdir().unwrap();
     let input = write_jsonl(dir.path());
     let out = dir.path().join("out");
+    // Components, so that the captures of one URL are one cluster whatever their content.
     run_ok(
         &out,
-        &["--url-field", "url", "--time-field", "time"],
+        &[
+            "--url-field",
+            "url",
+            "--time-field",
+            "time",
+            "--cluster",
+            "components",
+        ],
         &[&input],
     );
     let urls = url_normalized(&out);
@@ -210,6 +218,21 @@ fn normalized_urls_are_in_fingerprints_and_the_newest_capture_is_kept() {
         .collect();
     assert!(kept.contains(&1), "{kept:?}");
     assert!(!kept.contains(&0) && !kept.contains(&2) && !kept.contains(&4));
+    // The default (verified) removes only duplicates: 0 and 4 are one text, and of the
+    // captures of 0's URL (1 and 2: other texts) none goes for having the same address.
+    let out = dir.path().join("out-verified");
+    run_ok(
+        &out,
+        &["--url-field", "url", "--time-field", "time"],
+        &[&input],
+    );
+    let removed: Vec<u64> = clusters(&out)
+        .iter()
+        .filter(|c| !c.keep)
+        .map(|c| c.doc_id)
+        .collect();
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert!(removed[0] == 0 || removed[0] == 4, "{removed:?}");
     // Without times, the default stays first.
     let out = dir.path().join("out-untimed");
     run_ok(&out, &["--url-field", "url"], &[&input]);

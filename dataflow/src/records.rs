@@ -94,6 +94,23 @@ pub struct Edge {
 }
 
 impl Edge {
+    /// The edge as the cluster stage sees it.
+    pub fn link(&self) -> neardup_core::star::Link {
+        use neardup_core::star::LinkKind;
+        neardup_core::star::Link {
+            a: self.a,
+            b: self.b,
+            kind: match self.kind {
+                EdgeKind::Exact => LinkKind::Exact,
+                EdgeKind::SameFingerprint => LinkKind::SameFingerprint,
+                EdgeKind::Near => LinkKind::Near,
+                EdgeKind::Url => LinkKind::Url,
+            },
+            hamming: self.hamming,
+            jaccard: self.jaccard,
+        }
+    }
+
     pub fn new(x: (u64, u64), y: (u64, u64), hamming: u32, kind: EdgeKind) -> Self {
         let ((a, rank_a), (b, rank_b)) = if x.0 < y.0 { (x, y) } else { (y, x) };
         Edge {
@@ -140,17 +157,24 @@ pub enum ForestMsg {
     Link { doc: u64, root: u64 },
     /// The keep rank of a document in some cluster.
     Rank { doc: u64, rank: u64 },
-    /// A whole edge (star clustering needs every edge, not a forest).
-    Edge { a: u64, b: u64, exact: bool },
+    /// A whole edge, with what the run measured of it (stars need every edge, not a
+    /// forest).
+    Edge(Edge),
 }
 
 /// A clustered document's final assignment, sent to the document's home worker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Assignment {
     pub doc_id: u64,
     pub cluster_id: u64,
     pub cluster_size: u32,
     pub keep: bool,
+    /// The document kept in this one's place (itself when `keep`).
+    pub kept_doc_id: u64,
+    /// How similar the document is to the kept one, where the run measured it (stars
+    /// only: components do not compare a removed document with the kept one).
+    pub hamming: Option<u8>,
+    pub jaccard: Option<f32>,
 }
 
 /// A candidate pair on its way to verification, carrying the first document's shingle set.

@@ -90,6 +90,28 @@ pub struct WorkerReport {
     pub warnings: Vec<String>,
     /// The search for repeated passages, when the job ran one.
     pub substrings: Option<SubstringCounts>,
+    /// How the documents to remove were chosen (worker 0's, once the clusters are made).
+    pub removal: Option<Removal>,
+}
+
+/// The evidence that each removed document duplicates the one kept in its place
+/// (summary.json's `removal`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Removal {
+    /// The clustering rule, `--cluster`: `verified`, `star` or `components`.
+    pub rule: String,
+    /// What connected components of the same pairs would remove (under `components`, the
+    /// documents it removes).
+    pub components_would_remove: u64,
+    /// The lowest verified Jaccard similarity between a removed document and its kept one
+    /// (null where none was measured: simhash mode without verification, components).
+    pub lowest_jaccard: Option<f32>,
+    /// The largest Hamming distance between a removed document and its kept one (simhash
+    /// mode; null under components, which does not compare them).
+    pub highest_hamming: Option<u8>,
+    /// Removed documents whose similarity to their kept one the run did not measure: 0 for
+    /// stars, every removed document under components.
+    pub removed_unmeasured: u64,
 }
 
 /// What a search for repeated passages found (summary.json's `substrings`).
@@ -220,6 +242,7 @@ impl WorkerReport {
             (mine @ None, theirs) => *mine = theirs,
             (Some(_), None) => {}
         }
+        self.removal = self.removal.take().or(other.removal);
         for warning in other.warnings {
             if !self.warnings.contains(&warning) {
                 self.warnings.push(warning);
@@ -293,6 +316,10 @@ pub struct JobSummary {
     // which is not self-describing (a skipped field breaks its reading).
     #[serde(default)]
     pub substrings: Option<SubstringCounts>,
+    /// How the documents to remove were chosen, and the evidence that each duplicates its
+    /// kept one (absent from summaries of older versions).
+    #[serde(default)]
+    pub removal: Option<Removal>,
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
     pub parts: Vec<String>,
@@ -462,6 +489,7 @@ impl JobSummary {
                 }
             },
             substrings: report.substrings,
+            removal: report.removal,
             warnings: report.warnings,
             errors: report.errors,
             parts: report.parts,

@@ -160,6 +160,7 @@ fn search_equals_brute_force_on_planted_fingerprints_at_any_parallelism() {
             let out = tmp.path().join(format!("out-{k}-{workers}"));
             let files = vec![fps_dir.join("part-00000.parquet")];
             let mut config = JobConfig::new(JobInput::Fingerprints { files }, out.clone());
+            config.cluster = neardup_dataflow::config::ClusterMode::Components;
             config.design = match design {
                 Some(spec) => TableDesign::parse(spec, k).unwrap(),
                 None => TableDesign::for_k(k).unwrap(),
@@ -311,42 +312,60 @@ fn spilled_search_equals_brute_force() {
     }
 }
 
-/// Star clusters with equal fingerprints folded: every document of one fingerprint has its
+/// Stars with equal fingerprints folded: every document of one fingerprint has its
 /// representative's neighbours, so the group founds or joins a star as one; the stars are
-/// those of every pair within k, under a keep policy that prefers other members than the
-/// representatives (the longest, `bytes` = doc % 977).
+/// those of every pair within k (the pairs at distance 0 linking one fingerprint's
+/// documents into one unit), under both rules for the centers, and a keep policy that
+/// prefers other members than the representatives (the longest, `bytes` = doc % 977).
 #[test]
-fn star_clusters_of_folded_fingerprints_equal_those_of_all_pairs() {
+fn stars_of_folded_fingerprints_equal_those_of_all_pairs() {
+    use neardup_core::star::{stars, Centers, Link, LinkKind};
+    use neardup_dataflow::config::ClusterMode;
     let tmp = tempfile::tempdir().unwrap();
     let fps_dir = tmp.path().join("fps");
     let items = planted_fingerprints(&fps_dir, 2000, 3);
-    let all: Vec<(u64, u64)> = brute_force_pairs(&items, 3)
+    let all: Vec<Link> = brute_force_pairs(&items, 3)
         .iter()
-        .map(|p| (p.doc_a, p.doc_b))
+        .map(|p| Link {
+            a: p.doc_a,
+            b: p.doc_b,
+            kind: match p.hamming {
+                0 => LinkKind::SameFingerprint,
+                _ => LinkKind::Near,
+            },
+            hamming: p.hamming as u8,
+            jaccard: None,
+        })
         .collect();
     let ranks: fxhash::FxHashMap<u64, u64> = all
         .iter()
-        .flat_map(|&(a, b)| [a, b])
+        .flat_map(|l| [l.a, l.b])
         .map(|d| (d, u64::MAX - d % 977))
         .collect();
-    let expected: BTreeMap<u64, i64> = neardup_core::star::star_clusters(&ranks, &[], &all)
-        .into_iter()
-        .map(|(d, label)| (d, label as i64))
-        .collect();
-    for workers in [1, 2] {
-        let out = tmp.path().join(format!("w{workers}"));
-        let files = vec![fps_dir.join("part-00000.parquet")];
-        let mut config = JobConfig::new(JobInput::Fingerprints { files }, out.clone());
-        config.keep = KeepPolicy::Longest;
-        config.cluster = neardup_dataflow::config::ClusterMode::Star;
-        config.parallelism = Parallelism::local(workers);
-        run(config);
-        let got: BTreeMap<u64, i64> = read_clusters(&out)
+    for (mode, centers) in [
+        (ClusterMode::Star, Centers::Rank),
+        (ClusterMode::Verified, Centers::Coverage),
+    ] {
+        let expected: BTreeMap<u64, (i64, bool)> = stars(&ranks, &all, centers)
             .into_iter()
-            .filter(|(_, (c, _, _))| *c >= 0)
-            .map(|(d, (c, _, _))| (d, c))
+            .map(|m| (m.doc, (m.cluster as i64, m.kept == m.doc)))
             .collect();
-        assert_eq!(got, expected, "{workers} workers");
+        assert!(expected.values().any(|&(_, keep)| !keep));
+        for workers in [1, 2] {
+            let out = tmp.path().join(format!("{mode:?}-w{workers}"));
+            let files = vec![fps_dir.join("part-00000.parquet")];
+            let mut config = JobConfig::new(JobInput::Fingerprints { files }, out.clone());
+            config.keep = KeepPolicy::Longest;
+            config.cluster = mode;
+            config.parallelism = Parallelism::local(workers);
+            run(config);
+            let got: BTreeMap<u64, (i64, bool)> = read_clusters(&out)
+                .into_iter()
+                .filter(|(_, (c, _, _))| *c >= 0)
+                .map(|(d, (c, _, keep))| (d, (c, keep)))
+                .collect();
+            assert_eq!(got, expected, "{mode:?}, {workers} workers");
+        }
     }
 }
 
@@ -402,6 +421,7 @@ fn dev_small_equals_brute_force_at_any_parallelism() {
             ..Default::default()
         };
         let mut config = JobConfig::new(JobInput::Documents { files, fields }, out.clone());
+        config.cluster = neardup_dataflow::config::ClusterMode::Components;
         config.parallelism = Parallelism::local(workers);
         let summary = run(config);
         assert_eq!(summary.counts.documents, n_docs);
@@ -438,6 +458,65 @@ fn dev_small_equals_brute_force_at_any_parallelism() {
     }
     assert_eq!(outputs[0], outputs[1]);
     assert_eq!(outputs[0], outputs[2]);
+
+    // The default, verified stars: those of every pair within k, computed from scratch
+    // (exact copies and documents of one simhash as one unit each), at any parallelism.
+    use neardup_core::star::{stars, Centers, Link, LinkKind};
+    let key = |doc: u64| exact[&fingerprint_key(&text, doc)];
+    let links: Vec<Link> = brute_force_pairs(&items, 3)
+        .into_iter()
+        .map(|p| Link {
+            a: p.doc_a,
+            b: p.doc_b,
+            kind: match p.hamming {
+                _ if key(p.doc_a) == key(p.doc_b) => LinkKind::Exact,
+                0 => LinkKind::SameFingerprint,
+                _ => LinkKind::Near,
+            },
+            hamming: p.hamming as u8,
+            jaccard: None,
+        })
+        .collect();
+    let ranks: fxhash::FxHashMap<u64, u64> =
+        links.iter().flat_map(|l| [(l.a, 0), (l.b, 0)]).collect();
+    let expected: BTreeMap<u64, (i64, bool)> = stars(&ranks, &links, Centers::Coverage)
+        .into_iter()
+        .map(|m| (m.doc, (m.cluster as i64, m.kept == m.doc)))
+        .collect();
+    for workers in [1, 3] {
+        let out = tmp.path().join(format!("verified-w{workers}"));
+        let files = expand_inputs(&[corpus.display().to_string()], false).unwrap();
+        let fields = FieldSpec {
+            text_field: "text".into(),
+            id_field: Some("id".into()),
+            extra_field: None,
+            ..Default::default()
+        };
+        let mut config = JobConfig::new(JobInput::Documents { files, fields }, out.clone());
+        config.parallelism = Parallelism::local(workers);
+        let summary = run(config);
+        let got: BTreeMap<u64, (i64, bool)> = read_clusters(&out)
+            .into_iter()
+            .filter(|(_, (c, _, _))| *c >= 0)
+            .map(|(d, (c, _, keep))| (d, (c, keep)))
+            .collect();
+        assert_eq!(got, expected, "verified stars, {workers} workers");
+        let removal = summary.removal.expect("a run's summary has its removal");
+        assert_eq!(removal.removed_unmeasured, 0);
+        assert!(removal.highest_hamming.is_some_and(|h| h <= 3));
+        let components = oracle_components(&(0..n_docs).collect::<Vec<_>>(), &all_pairs);
+        let removed_by_components = components.values().filter(|(c, _)| *c >= 0).count()
+            - components
+                .values()
+                .filter(|(c, _)| *c >= 0)
+                .map(|(c, _)| c)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len();
+        assert_eq!(
+            removal.components_would_remove,
+            removed_by_components as u64
+        );
+    }
 }
 
 fn fingerprint_key(text: &str, doc: u64) -> u128 {

@@ -13,7 +13,7 @@
 //! # let dir = tempfile::tempdir().unwrap();
 //! # let meta = TableMeta { scheme: "simhash-doc".into(), params: serde_json::json!({}) };
 //! # let mut writer = PartWriter::<ClusterRow>::create(dir.path(), 0, &meta).unwrap();
-//! # writer.push(ClusterRow { doc_id: 7, cluster_id: 7, cluster_size: 1, keep: true }).unwrap();
+//! # writer.push(ClusterRow::alone(7)).unwrap();
 //! # let path = writer.commit().unwrap();
 //! let table = TableFile::open(&path)?;
 //! assert_eq!(table.tag()?.unwrap().table, "clusters");

@@ -13,11 +13,14 @@
 //!   are equal) in a simhash run; in a MinHash run (which has no simhash) the Jaccard
 //!   distance `1 - jaccard` with four decimals (`0.0000` for exact pairs), or `-` when the
 //!   pairs were not verified and carry no Jaccard.
-//! * `clusters.tsv` — `id hash cluster`: one line per document (row of `clusters/`), ordered
-//!   by `doc_id`. `hash` is the simhash as the 16 lower-case hex digits `neardup hash`
-//!   prints (the fingerprint's 8 big-endian octets; docs/fingerprints.md), `-` in a MinHash
-//!   run; `cluster` is the run's `cluster_id` (the smallest `doc_id` of the cluster), or -1
-//!   for a document in no cluster.
+//! * `clusters.tsv` — `id hash cluster kept diff`: one line per document (row of
+//!   `clusters/`), ordered by `doc_id`. `hash` is the simhash as the 16 lower-case hex
+//!   digits `neardup hash` prints (the fingerprint's 8 big-endian octets;
+//!   docs/fingerprints.md), `-` in a MinHash run; `cluster` is the run's `cluster_id` (the
+//!   smallest `doc_id` of the cluster), or -1 for a document in no cluster; `kept` names the
+//!   document kept in this one's place (itself when it is kept), and `diff` is how far apart
+//!   the two are, as in `matches.tsv` (`-` for a kept document, and in a MinHash run where
+//!   the run did not measure it).
 //! * `substring_bytes.tsv` — `id x y`, only when the run has a `substrings/` table: one
 //!   line per duplicated byte range `[x, y)` of a document's text, ordered by
 //!   (`doc_id`, `x`, `y`).
@@ -278,7 +281,7 @@ fn write_clusters(
     names: &Names,
     minhash: bool,
 ) -> std::io::Result<()> {
-    writeln!(out, "id\thash\tcluster")?;
+    writeln!(out, "id\thash\tcluster\tkept\tdiff")?;
     let mut docs: Vec<(u64, u64)> = outputs.simhashes.iter().map(|(d, h)| (*d, *h)).collect();
     docs.sort_unstable();
     for (doc, simhash) in docs {
@@ -288,9 +291,20 @@ fn write_clusters(
         } else {
             write!(out, "\t{}\t", neardup_core::encoding::to_hex(simhash))?;
         }
-        match outputs.clusters.get(&doc) {
-            Some(cluster) => writeln!(out, "{cluster}")?,
-            None => writeln!(out, "-1")?,
+        let cluster = outputs.clusters.get(&doc);
+        let kept = cluster.and_then(|c| outputs.kept.get(c)).copied();
+        match cluster {
+            Some(cluster) => write!(out, "{cluster}\t")?,
+            None => write!(out, "-1\t")?,
+        }
+        names.write(out, kept.unwrap_or(doc))?;
+        match kept.filter(|&k| k != doc) {
+            None => writeln!(out, "\t-")?,
+            Some(_) if minhash => match outputs.jaccard_to_kept.get(&doc) {
+                Some(j) => writeln!(out, "\t{:.4}", 1.0 - f64::from(*j))?,
+                None => writeln!(out, "\t-")?,
+            },
+            Some(k) => writeln!(out, "\t{}", (simhash ^ outputs.simhashes[&k]).count_ones())?,
         }
     }
     Ok(())

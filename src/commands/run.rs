@@ -140,10 +140,13 @@ pub struct RunArgs {
     /// Do not fold exact duplicates before the near search
     #[arg(long)]
     pub no_exact: bool,
-    /// How pairs become clusters: components (connected components, the default) or star
-    /// (a document joins only as a duplicate of the cluster's kept document: no chaining)
-    #[arg(long, value_enum, default_value = "components")]
-    pub cluster: ClusterChoice,
+    /// How pairs become clusters: verified (the default: stars around the kept documents,
+    /// chosen to remove as many documents as possible; every removed document is a verified
+    /// duplicate of the one kept), star (stars whose kept documents are the --keep policy's
+    /// first choices), components (connected components: A~B~C joins A and C although they
+    /// may not be alike; the default under --keep canonical-host)
+    #[arg(long, value_enum)]
+    pub cluster: Option<ClusterChoice>,
     /// Warn in the summary when a cluster holds more than N documents
     #[arg(long, default_value_t = neardup_dataflow::config::DEFAULT_CLUSTER_WARNING, value_name = "N")]
     pub cluster_warning: u64,
@@ -328,8 +331,9 @@ impl UrlNormalizeChoice {
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClusterChoice {
-    Components,
+    Verified,
     Star,
+    Components,
 }
 
 impl QualityArgs {
@@ -391,10 +395,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     .exact(!args.no_exact)
     .skip_invalid(args.skip_invalid)
     .write_dedup(args.write_dedup.clone())
-    .cluster(match args.cluster {
-        ClusterChoice::Components => ClusterMode::Components,
+    .cluster_choice(args.cluster.map(|choice| match choice {
+        ClusterChoice::Verified => ClusterMode::Verified,
         ClusterChoice::Star => ClusterMode::Star,
-    })
+        ClusterChoice::Components => ClusterMode::Components,
+    }))
     .cluster_warning(args.cluster_warning)
     .url_normalize(args.url_normalize.mode())
     .mirrors(neardup_core::mirrors::MirrorParams {

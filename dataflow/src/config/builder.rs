@@ -90,8 +90,8 @@ pub enum ConfigError {
         "--keep {0} needs the documents' URLs: web archives, or --url-field for JSONL and Parquet"
     )]
     KeepCanonicalHostNeedsUrls(String),
-    #[error("--keep {0} chooses among a cluster's copies after clustering, while --cluster star builds each cluster around its kept document: use --cluster components")]
-    KeepCanonicalHostWithStar(String),
+    #[error("--keep {0} chooses among a cluster's copies after clustering, while --cluster {1} builds each cluster around its kept document: use --cluster components")]
+    KeepCanonicalHostWithStar(String, &'static str),
     #[error("a MinHash scheme needs an LSH banding (--threshold, or --bands and --rows)")]
     MinHashNeedsBanding,
     #[error("--bands, --rows and --threshold apply to --method minhash only")]
@@ -154,6 +154,9 @@ pub struct JobConfigBuilder {
     verify: Option<VerifyMode>,
     min_jaccard: Option<f64>,
     verify_shingle: Option<usize>,
+    /// `None`: [`ClusterMode::Verified`], or [`ClusterMode::Components`] under `--keep
+    /// canonical-host` (whose mirror groups need whole components).
+    cluster: Option<ClusterMode>,
 }
 
 impl JobConfigBuilder {
@@ -169,6 +172,7 @@ impl JobConfigBuilder {
             verify: None,
             min_jaccard: None,
             verify_shingle: None,
+            cluster: None,
         }
     }
 
@@ -235,9 +239,16 @@ impl JobConfigBuilder {
         self
     }
 
-    /// How pairs become clusters (default: connected components).
+    /// How pairs become clusters (default: [`ClusterMode::Verified`], or
+    /// [`ClusterMode::Components`] under `--keep canonical-host`).
     pub fn cluster(mut self, mode: ClusterMode) -> Self {
-        self.config.cluster = mode;
+        self.cluster = Some(mode);
+        self
+    }
+
+    /// [`Self::cluster`], or the default when `None` (`--cluster` not given).
+    pub fn cluster_choice(mut self, mode: Option<ClusterMode>) -> Self {
+        self.cluster = mode;
         self
     }
 
@@ -429,6 +440,13 @@ impl JobConfigBuilder {
         if let JobInput::Documents { fields, .. } = &mut config.input {
             fields.extra_field = config.keep.column().map(String::from);
         }
+        config.cluster = self
+            .cluster
+            .unwrap_or(if config.keep.prefers_canonical_hosts() {
+                ClusterMode::Components
+            } else {
+                ClusterMode::Verified
+            });
         validate(&config)?;
         Ok(config)
     }
@@ -496,9 +514,10 @@ pub fn validate(config: &JobConfig) -> Result<(), ConfigError> {
             config.keep.describe(),
         ));
     }
-    if config.keep.prefers_canonical_hosts() && config.cluster == ClusterMode::Star {
+    if config.keep.prefers_canonical_hosts() && config.cluster.stars() {
         return Err(ConfigError::KeepCanonicalHostWithStar(
             config.keep.describe(),
+            config.cluster.name(),
         ));
     }
     if fingerprints && config.write_dedup.is_some() {

@@ -100,13 +100,36 @@ fn describe_file(path: &std::path::Path) -> String {
     format!("{} ({size} bytes)", absolute(path))
 }
 
-/// How clusters are formed from pairs.
+/// How clusters are formed from pairs (see [`neardup_core::star`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ClusterMode {
-    /// Connected components: A~B and B~C put A, B, C together.
+    /// Connected components: A~B and B~C put A, B, C together, although A and C may not be
+    /// alike (for analysis; the default under `--keep canonical-host`).
     Components,
-    /// Stars around the kept document: a document joins only as a duplicate of the center.
+    /// Stars around the kept document, the centers taken in the keep order: a document
+    /// joins only as a duplicate of the center.
     Star,
+    /// Stars whose centers are chosen greedily by the number of unassigned duplicates they
+    /// take (the default): every removed document is a verified duplicate of the one kept,
+    /// and nearly as many are removed as components remove.
+    Verified,
+}
+
+impl ClusterMode {
+    /// Whether clusters are built around their kept documents (every removal verified
+    /// against it), which needs every edge at worker 0.
+    pub fn stars(self) -> bool {
+        self != ClusterMode::Components
+    }
+
+    /// The name `--cluster` and summary.json use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterMode::Components => "components",
+            ClusterMode::Star => "star",
+            ClusterMode::Verified => "verified",
+        }
+    }
 }
 
 /// Clusters larger than this are reported with a warning (chaining, boilerplate).
@@ -213,7 +236,7 @@ impl JobConfig {
             exact: true,
             lsh: None,
             verify: None,
-            cluster: ClusterMode::Components,
+            cluster: ClusterMode::Verified,
             cluster_warning: DEFAULT_CLUSTER_WARNING,
             skip_invalid: false,
             output,

@@ -579,6 +579,9 @@ fn write_files(
                 cluster_id: l as i64,
                 cluster_size: docs.len() as u32,
                 keep: d == kept,
+                kept_doc_id: kept,
+                hamming: None,
+                jaccard: None,
             })?;
         }
     }

@@ -15,7 +15,8 @@ use neardup_io::dedup_out::{output_path, write_kept, write_struck};
 use neardup_io::input::InputFile;
 use neardup_io::parquet_out::{PartWriter, RemovedRow, TableMeta, UNKNOWN_SCHEME};
 use neardup_io::record::FieldSpec;
-use neardup_io::run_dir::{mark_complete, read_run, read_substrings, record_written, REMOVED};
+use neardup_io::run_dir::{mark_complete, read_run, read_substrings, record_written};
+use neardup_io::run_dir::{RunOutputs, REMOVED};
 use neardup_io::source::Strikes;
 
 use super::RunOutcome;
@@ -51,6 +52,37 @@ pub struct DedupCounts {
     pub removed: u64,
 }
 
+/// The documents the run removes, by input file (record numbers), and a `removed.parquet`
+/// row for each: the kept document it duplicates and how similar the two are.
+fn removed(run: &RunOutputs) -> (HashMap<u32, HashSet<u64>>, Vec<RemovedRow>) {
+    let mut removed_by_file: HashMap<u32, HashSet<u64>> = HashMap::new();
+    let mut rows = Vec::new();
+    for (&doc, &cluster) in &run.clusters {
+        let kept = run.kept[&cluster];
+        if kept == doc {
+            continue;
+        }
+        removed_by_file
+            .entry((doc >> RECORD_BITS) as u32)
+            .or_default()
+            .insert(doc & ((1 << RECORD_BITS) - 1));
+        let hamming = (run.simhashes[&doc] ^ run.simhashes[&kept]).count_ones() as u8;
+        rows.push(RemovedRow {
+            doc_id: doc,
+            id: run.ids.get(&doc).cloned().flatten(),
+            kept_doc_id: kept,
+            kept_id: run.ids.get(&kept).cloned().flatten(),
+            hamming,
+            jaccard: run
+                .jaccard_to_kept
+                .get(&doc)
+                .copied()
+                .or_else(|| run.jaccard.get(&(doc.min(kept), doc.max(kept))).copied()),
+        });
+    }
+    (removed_by_file, rows)
+}
+
 /// Writes the deduplicated corpus of the run in `run_dir` (whose inputs are `files`) to `dir`,
 /// which the job prepared and holds locked since its start (with the run directory, see
 /// [`crate::output::prepare`]). The names of the kept files are recorded in the directory's
@@ -67,30 +99,8 @@ pub fn write_dedup(
     strike: Option<&FieldSpec>,
     near: bool,
 ) -> Result<DedupCounts, JobError> {
-    let mut removed_by_file: HashMap<u32, HashSet<u64>> = HashMap::new();
-    let mut rows = Vec::new();
     let run = if near { Some(read_run(run_dir)?) } else { None };
-    if let Some(run) = &run {
-        for (&doc, &cluster) in &run.clusters {
-            let kept = run.kept[&cluster];
-            if kept == doc {
-                continue;
-            }
-            removed_by_file
-                .entry((doc >> RECORD_BITS) as u32)
-                .or_default()
-                .insert(doc & ((1 << RECORD_BITS) - 1));
-            let hamming = (run.simhashes[&doc] ^ run.simhashes[&kept]).count_ones() as u8;
-            rows.push(RemovedRow {
-                doc_id: doc,
-                id: run.ids.get(&doc).cloned().flatten(),
-                kept_doc_id: kept,
-                kept_id: run.ids.get(&kept).cloned().flatten(),
-                hamming,
-                jaccard: run.jaccard.get(&(doc.min(kept), doc.max(kept))).copied(),
-            });
-        }
-    }
+    let (removed_by_file, mut rows) = run.as_ref().map(removed).unwrap_or_default();
     rows.sort_by_key(|r| r.doc_id);
     let mut strikes_by_file: HashMap<u32, Strikes> = HashMap::new();
     if strike.is_some() {

@@ -1,7 +1,15 @@
-//! Pairs and clusters: writing `pairs/`, connected components, the kept document, and
-//! writing `clusters/`.
+//! Clusters: the kept documents, and writing `clusters/`.
 //!
-//! Components: each worker runs union-find over the edges it found and sends only its
+//! Stars (`--cluster verified`, the default, and `--cluster star`): every worker sends its
+//! edges, with what was measured of them (the Hamming distance, the verified Jaccard
+//! similarity), to worker 0, which builds the clusters around their kept documents with
+//! [`neardup_core::star`], so that every removed document is a pair of the run with the
+//! one kept in its place, and sends each clustered document's assignment (its kept
+//! document and their similarity) to its home worker. Worker 0 also counts what connected
+//! components of the same edges would remove, for summary.json's `removal`. The edges are
+//! sorted first, so the clusters do not depend on the order they arrived in.
+//!
+//! Components (`--cluster components`): each worker runs union-find over the edges it found and sends only its
 //! forest (one link per document it saw, fewer than its edges) to worker 0, which runs
 //! union-find again over all forests. Measured, this beats iterative label propagation by
 //! orders of magnitude for a one-shot job (see the notes in docs/design.md). Worker 0 then
@@ -29,18 +37,20 @@ use timely::dataflow::StreamVec;
 use crate::config::{ClusterMode, SUMMARY_TOP};
 use crate::operators::CollectComplete;
 use crate::output::{OutputDirs, Table};
-use crate::records::{Assignment, Edge, EdgeKind, ForestMsg};
-use crate::report::ClusterInfo;
+use crate::records::{Assignment, Edge, ForestMsg};
+use crate::report::{ClusterInfo, Removal};
 use crate::worker::WorkerCtx;
-use neardup_core::star::star_clusters;
+use neardup_core::star::{components_would_remove, stars, Centers, Link, Member};
+use neardup_core::Method;
 
 /// Local union-find over this worker's edges; emits its forest and the ranks of the
-/// documents in it.
+/// documents in it. Under stars (`--cluster verified`, `star`) it emits the edges
+/// themselves, with what was measured of them.
 pub fn local_forest<'s>(
     edges: StreamVec<'s, u64, Edge>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, ForestMsg> {
-    let star = ctx.shared.config.cluster == ClusterMode::Star;
+    let stars = ctx.shared.config.cluster.stars();
     let state: (UnionFind, HashMap<u64, u64>, Vec<ForestMsg>) = Default::default();
     edges.collect_complete(
         Pipeline,
@@ -48,16 +58,8 @@ pub fn local_forest<'s>(
         state,
         move |(uf, ranks, kept_edges), data| {
             for e in data.drain(..) {
-                if star {
-                    kept_edges.push(ForestMsg::Edge {
-                        a: e.a,
-                        b: e.b,
-                        // A recrawl of a page is as much one document as an exact copy,
-                        // and so is a group of one fingerprint: its members have the
-                        // same neighbours (only its representative's near pairs are
-                        // listed), so every star holds all of it or none.
-                        exact: e.kind != EdgeKind::Near,
-                    });
+                if stars {
+                    kept_edges.push(ForestMsg::Edge(e));
                 } else {
                     uf.union(e.a, e.b);
                 }
@@ -90,50 +92,59 @@ pub fn local_forest<'s>(
 /// canonical-host`).
 pub type KeepRanks = Rc<RefCell<HashMap<u64, u64>>>;
 
-/// Worker 0: merges all forests, labels components, picks the kept documents, and sends
-/// each clustered document's assignment to its home. Under `--keep canonical-host` it
-/// leaves the ranks in `keep_ranks` for [`prefer_canonical_hosts`].
+/// Worker 0: merges all forests (or, under stars, all edges), makes the clusters, picks
+/// the kept documents, and sends each clustered document's assignment to its home. Under
+/// `--keep canonical-host` it leaves the ranks in `keep_ranks` for
+/// [`prefer_canonical_hosts`].
 pub fn merge_forests<'s>(
     forest: StreamVec<'s, u64, ForestMsg>,
     ctx: Rc<WorkerCtx>,
     keep_ranks: KeepRanks,
 ) -> StreamVec<'s, u64, Assignment> {
-    /// What worker 0 gathers: the forests' union-find, the ranks, and under `--cluster
-    /// star` the exact and near edges.
-    type Merged = (
-        UnionFind,
-        HashMap<u64, u64>,
-        Vec<(u64, u64)>,
-        Vec<(u64, u64)>,
-    );
+    /// What worker 0 gathers: the forests' union-find, the ranks, and under stars the
+    /// edges.
+    type Merged = (UnionFind, HashMap<u64, u64>, Vec<Link>);
     forest.collect_complete(
         Exchange::new(ctx.meter("clusters", |_: &ForestMsg| 0)),
         "MergeForests",
         Merged::default(),
-        |(uf, ranks, exact, near), data| {
+        |(uf, ranks, links), data| {
             for msg in data.drain(..) {
                 match msg {
                     ForestMsg::Link { doc, root } => uf.union(doc, root),
                     ForestMsg::Rank { doc, rank } => {
                         ranks.insert(doc, rank);
                     }
-                    ForestMsg::Edge { a, b, exact: true } => exact.push((a, b)),
-                    ForestMsg::Edge { a, b, exact: false } => near.push((a, b)),
+                    ForestMsg::Edge(edge) => links.push(edge.link()),
                 }
             }
         },
-        move |(mut uf, ranks, exact, near), session| {
-            let members = match ctx.shared.config.cluster {
-                ClusterMode::Star => star_clusters(&ranks, &exact, &near),
+        move |(mut uf, ranks, mut links), session| {
+            let mode = ctx.shared.config.cluster;
+            let assignments = match mode {
                 ClusterMode::Components => {
                     for &doc in ranks.keys() {
                         uf.union(doc, doc);
                     }
-                    uf.components_by_min()
+                    let members = uf.components_by_min();
+                    drop(uf);
+                    by_rank(members, &ranks)
+                }
+                ClusterMode::Star | ClusterMode::Verified => {
+                    // The same clusters whatever order the edges came in.
+                    links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
+                    let centers = match mode {
+                        ClusterMode::Star => Centers::Rank,
+                        _ => Centers::Coverage,
+                    };
+                    let members = stars(&ranks, &links, centers);
+                    let components = components_would_remove(&links);
+                    drop(links);
+                    let simhash = matches!(ctx.shared.config.scheme.method, Method::Simhash(_));
+                    from_stars(members, simhash, components)
                 }
             };
-            drop((uf, exact, near));
-            let assignments = assign(members, &ranks, &ctx);
+            let assignments = assign(assignments, mode, &ctx);
             if ctx.shared.config.keep.prefers_canonical_hosts() {
                 *keep_ranks.borrow_mut() = ranks;
             }
@@ -143,20 +154,68 @@ pub fn merge_forests<'s>(
     )
 }
 
-/// Cluster sizes and kept documents, given every clustered document's cluster label.
-fn assign(members: Vec<(u64, u64)>, ranks: &HashMap<u64, u64>, ctx: &WorkerCtx) -> Vec<Assignment> {
-    let mut size: HashMap<u64, u32> = HashMap::default();
+/// Components' assignments: each cluster's kept document is its smallest `(rank, doc_id)`.
+fn by_rank(members: Vec<(u64, u64)>, ranks: &HashMap<u64, u64>) -> (Vec<Assignment>, u64) {
     let mut best: HashMap<u64, (u64, u64)> = HashMap::default();
     for &(doc, cluster) in &members {
-        *size.entry(cluster).or_default() += 1;
         let candidate = (ranks.get(&doc).copied().unwrap_or(u64::MAX), doc);
         best.entry(cluster)
             .and_modify(|b| *b = (*b).min(candidate))
             .or_insert(candidate);
     }
+    let assignments: Vec<Assignment> = members
+        .into_iter()
+        .map(|(doc, cluster)| {
+            let kept = best[&cluster].1;
+            Assignment {
+                doc_id: doc,
+                cluster_id: cluster,
+                cluster_size: 0,
+                keep: kept == doc,
+                kept_doc_id: kept,
+                hamming: None,
+                jaccard: None,
+            }
+        })
+        .collect();
+    let removed = assignments.iter().filter(|a| !a.keep).count() as u64;
+    (assignments, removed)
+}
+
+/// Stars' assignments (the Hamming distance only in simhash mode: MinHash pairs have none),
+/// and what components would have removed.
+fn from_stars(members: Vec<Member>, simhash: bool, components: u64) -> (Vec<Assignment>, u64) {
+    let assignments = members
+        .into_iter()
+        .map(|m| Assignment {
+            doc_id: m.doc,
+            cluster_id: m.cluster,
+            cluster_size: 0,
+            keep: m.kept == m.doc,
+            kept_doc_id: m.kept,
+            hamming: m.hamming.filter(|_| simhash),
+            jaccard: m.jaccard,
+        })
+        .collect();
+    (assignments, components)
+}
+
+/// Fills in the cluster sizes, and reports the clusters and the evidence for the removals.
+fn assign(
+    (mut assignments, components_would_remove): (Vec<Assignment>, u64),
+    mode: ClusterMode,
+    ctx: &WorkerCtx,
+) -> Vec<Assignment> {
+    let mut size: HashMap<u64, u32> = HashMap::default();
+    for a in &assignments {
+        *size.entry(a.cluster_id).or_default() += 1;
+    }
+    for a in &mut assignments {
+        a.cluster_size = size[&a.cluster_id];
+    }
     let mut report = ctx.report.borrow_mut();
     report.clusters = size.len() as u64;
-    report.clustered_documents = members.len() as u64;
+    report.clustered_documents = assignments.len() as u64;
     let mut largest: Vec<ClusterInfo> = size
         .iter()
         .map(|(&c, &s)| ClusterInfo {
@@ -167,15 +226,24 @@ fn assign(members: Vec<(u64, u64)>, ranks: &HashMap<u64, u64>, ctx: &WorkerCtx) 
     largest.sort_by(|a, b| b.size.cmp(&a.size).then(a.cluster_id.cmp(&b.cluster_id)));
     largest.truncate(SUMMARY_TOP);
     report.largest_clusters = largest;
-    members
-        .into_iter()
-        .map(|(doc, cluster)| Assignment {
-            doc_id: doc,
-            cluster_id: cluster,
-            cluster_size: size[&cluster],
-            keep: best[&cluster].1 == doc,
-        })
-        .collect()
+    report.removal = Some(removal(&assignments, mode, components_would_remove));
+    assignments
+}
+
+/// summary.json's `removal`: the lowest similarity between a removed document and its kept
+/// one, and how many removals have none measured.
+fn removal(assignments: &[Assignment], mode: ClusterMode, components_would_remove: u64) -> Removal {
+    let removed = || assignments.iter().filter(|a| !a.keep);
+    let lowest_jaccard = removed().filter_map(|a| a.jaccard).reduce(f32::min);
+    Removal {
+        rule: mode.name().to_string(),
+        components_would_remove,
+        lowest_jaccard,
+        highest_hamming: removed().filter_map(|a| a.hamming).max(),
+        removed_unmeasured: removed()
+            .filter(|a| a.hamming.is_none() && a.jaccard.is_none())
+            .count() as u64,
+    }
 }
 
 /// Worker 0, under `--keep canonical-host`: the assignments of [`merge_forests`] (all at
@@ -227,9 +295,10 @@ fn rekeep(assigned: &mut [Assignment], ranks: &HashMap<u64, u64>, mirroring: &Ha
     }
     let mut moved = 0;
     for a in assigned.iter_mut() {
-        let keep = best[&a.cluster_id].2 == a.doc_id;
-        moved += u64::from(a.keep && !keep);
-        a.keep = keep;
+        let kept = best[&a.cluster_id].2;
+        moved += u64::from(a.keep && kept != a.doc_id);
+        a.keep = kept == a.doc_id;
+        a.kept_doc_id = kept;
     }
     moved
 }
@@ -266,13 +335,11 @@ pub fn write_clusters<'s>(
                     cluster_id: a.cluster_id as i64,
                     cluster_size: a.cluster_size,
                     keep: a.keep,
+                    kept_doc_id: a.kept_doc_id,
+                    hamming: a.hamming,
+                    jaccard: a.jaccard,
                 },
-                None => ClusterRow {
-                    doc_id: *doc,
-                    cluster_id: -1,
-                    cluster_size: 1,
-                    keep: true,
-                },
+                None => ClusterRow::alone(*doc),
             });
             let removed = assigned.values().filter(|a| !a.keep).count() as u64;
             if let Some(set) = &removed_at_home {
@@ -325,6 +392,9 @@ mod tests {
             cluster_id,
             cluster_size: 3,
             keep,
+            kept_doc_id: 0,
+            hamming: None,
+            jaccard: None,
         }
     }
 

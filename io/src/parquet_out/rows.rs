@@ -80,12 +80,33 @@ pub struct PairRow {
 }
 
 /// One row of the clusters table.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClusterRow {
     pub doc_id: u64,
     pub cluster_id: i64,
     pub cluster_size: u32,
     pub keep: bool,
+    /// The document kept in this one's place: itself when `keep`.
+    pub kept_doc_id: u64,
+    /// How similar the document is to `kept_doc_id`, where the run measured it: null for
+    /// the kept documents, and under `--cluster components` (see docs/outputs.md).
+    pub hamming: Option<u8>,
+    pub jaccard: Option<f32>,
+}
+
+impl ClusterRow {
+    /// The row of a document in no cluster: kept, alone.
+    pub fn alone(doc_id: u64) -> ClusterRow {
+        ClusterRow {
+            doc_id,
+            cluster_id: -1,
+            cluster_size: 1,
+            keep: true,
+            kept_doc_id: doc_id,
+            hamming: None,
+            jaccard: None,
+        }
+    }
 }
 
 fn field(name: &str, data_type: DataType, nullable: bool) -> Field {
@@ -288,6 +309,9 @@ impl OutputRow for ClusterRow {
             field("cluster_id", DataType::Int64, false),
             field("cluster_size", DataType::UInt32, false),
             field("keep", DataType::Boolean, false),
+            field("kept_doc_id", DataType::UInt64, false),
+            field("hamming", DataType::UInt8, true),
+            field("jaccard", DataType::Float32, true),
         ]))
     }
 
@@ -299,6 +323,9 @@ impl OutputRow for ClusterRow {
                 column::<_, _, Int64Array>(rows, |r| r.cluster_id),
                 column::<_, _, UInt32Array>(rows, |r| r.cluster_size),
                 column::<_, _, BooleanArray>(rows, |r| r.keep),
+                column::<_, _, UInt64Array>(rows, |r| r.kept_doc_id),
+                column::<_, _, UInt8Array>(rows, |r| r.hamming),
+                column::<_, _, Float32Array>(rows, |r| r.jaccard),
             ],
         )
     }

@@ -174,6 +174,9 @@ fn clusters_round_trip_in_row_groups_of_a_million() {
         cluster_id: -(i as i64) / 3,
         cluster_size: (i % 7) as u32,
         keep: i.is_multiple_of(3),
+        kept_doc_id: i / 3 * 3,
+        hamming: (!i.is_multiple_of(3)).then_some((i % 4) as u8),
+        jaccard: i.is_multiple_of(5).then_some(0.8 + (i % 11) as f32 / 100.0),
     };
     let mut writer = PartWriter::<ClusterRow>::create(dir.path(), 12, &test_meta()).unwrap();
     for i in 0..n {
@@ -190,6 +193,13 @@ fn clusters_round_trip_in_row_groups_of_a_million() {
             cluster_id: c(1).as_primitive::<Int64Type>().value(r),
             cluster_size: c(2).as_primitive::<UInt32Type>().value(r),
             keep: c(3).as_boolean().value(r),
+            kept_doc_id: c(4).as_primitive::<UInt64Type>().value(r),
+            hamming: Some(c(5).as_primitive::<UInt8Type>())
+                .filter(|h| h.is_valid(r))
+                .map(|h| h.value(r)),
+            jaccard: Some(c(6).as_primitive::<Float32Type>())
+                .filter(|j| j.is_valid(r))
+                .map(|j| j.value(r)),
         };
         assert_eq!(got, row(i));
     }
@@ -254,14 +264,7 @@ fn document_numbers_are_delta_encoded_and_fingerprints_plain() {
 fn dropped_writer_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let mut writer = PartWriter::<ClusterRow>::create(dir.path(), 1, &test_meta()).unwrap();
-    writer
-        .push(ClusterRow {
-            doc_id: 1,
-            cluster_id: 1,
-            cluster_size: 1,
-            keep: true,
-        })
-        .unwrap();
+    writer.push(ClusterRow::alone(1)).unwrap();
     assert_eq!(tmp_files(dir.path()).len(), 1);
     drop(writer);
     assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);

@@ -29,6 +29,9 @@ pub struct RunOutputs {
     pub clusters: HashMap<u64, u64>,
     /// The kept document of each cluster.
     pub kept: HashMap<u64, u64>,
+    /// doc_id -> the verified Jaccard similarity with the document kept in its place
+    /// (`clusters/`' `jaccard`, where the run measured it).
+    pub jaccard_to_kept: HashMap<u64, f32>,
     /// What made the run's `pairs/` and `clusters/` (their metadata), if they say.
     pub meta: Option<crate::parquet_out::TableMeta>,
 }
@@ -74,11 +77,25 @@ fn batches(
     table: Table,
     origin: &mut Origin,
     columns: &[&str],
+    f: impl FnMut(&RecordBatch) -> Result<(), IoError>,
+) -> Result<(), IoError> {
+    batches_with(path, table, origin, columns, &[], f)
+}
+
+/// [`batches`], also reading the `optional` columns where a part has them (columns added
+/// to a table in a later version).
+fn batches_with(
+    path: &Path,
+    table: Table,
+    origin: &mut Origin,
+    columns: &[&str],
+    optional: &[&str],
     mut f: impl FnMut(&RecordBatch) -> Result<(), IoError>,
 ) -> Result<(), IoError> {
     let file = TableFile::open(path)?;
     origin.check(path, table, file.tag()?)?;
-    file.columns(columns).for_each_batch(|batch| {
+    let wanted: Vec<&str> = columns.iter().chain(optional).copied().collect();
+    file.columns(&wanted).for_each_batch(|batch| {
         for c in columns {
             if batch.column_by_name(c).is_none() {
                 return Err(IoError::BadTable {
@@ -189,26 +206,40 @@ pub fn read_run_parts(dir: &Path) -> Result<RunOutputs, IoError> {
     }
     for path in committed_parts(&run.table(Table::Clusters))? {
         let columns = ["doc_id", "cluster_id", "keep"];
-        batches(&path, Table::Clusters, &mut origin, &columns, |b| {
-            let docs = u64s(b, "doc_id", &path)?;
-            let clusters = b
-                .column_by_name("cluster_id")
-                .and_then(|c| c.as_primitive_opt::<Int64Type>())
-                .ok_or_else(|| IoError::BadTable {
-                    path: path.clone(),
-                    reason: "column \"cluster_id\" is not Int64".into(),
-                })?;
-            let keep = b.column_by_name("keep").expect("checked").as_boolean();
-            for i in 0..b.num_rows() {
-                if clusters.value(i) >= 0 {
-                    out.clusters.insert(docs.value(i), clusters.value(i) as u64);
-                    if keep.value(i) {
-                        out.kept.insert(clusters.value(i) as u64, docs.value(i));
+        let similarity = ["jaccard"];
+        batches_with(
+            &path,
+            Table::Clusters,
+            &mut origin,
+            &columns,
+            &similarity,
+            |b| {
+                let docs = u64s(b, "doc_id", &path)?;
+                let clusters = b
+                    .column_by_name("cluster_id")
+                    .and_then(|c| c.as_primitive_opt::<Int64Type>())
+                    .ok_or_else(|| IoError::BadTable {
+                        path: path.clone(),
+                        reason: "column \"cluster_id\" is not Int64".into(),
+                    })?;
+                let keep = b.column_by_name("keep").expect("checked").as_boolean();
+                let jaccard = b
+                    .column_by_name("jaccard")
+                    .and_then(|c| c.as_primitive_opt::<Float32Type>());
+                for i in 0..b.num_rows() {
+                    if let Some(j) = jaccard.filter(|j| j.is_valid(i)) {
+                        out.jaccard_to_kept.insert(docs.value(i), j.value(i));
+                    }
+                    if clusters.value(i) >= 0 {
+                        out.clusters.insert(docs.value(i), clusters.value(i) as u64);
+                        if keep.value(i) {
+                            out.kept.insert(clusters.value(i) as u64, docs.value(i));
+                        }
                     }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
     }
     out.meta = origin.search.map(|(_, tag)| tag.meta);
     Ok(out)

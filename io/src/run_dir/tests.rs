@@ -310,6 +310,9 @@ fn a_committed_run_reads_back_and_an_uncommitted_one_is_refused() {
                 cluster_id: 3,
                 cluster_size: 2,
                 keep,
+                kept_doc_id: 3,
+                hamming: None,
+                jaccard: None,
             })
             .unwrap();
     }

@@ -71,7 +71,8 @@ const RESUME_BATCH: usize = 4096;
 const PART_MAGIC: [u8; 8] = *b"NDRESUME";
 
 /// The layout of a resume part (see the module documentation); a reader refuses any other.
-const PART_FORMAT: u32 = 1;
+/// 2: the report it ends with gained `removal` (a part of format 1 would not read).
+const PART_FORMAT: u32 = 2;
 
 /// The bytes of a part's header, and of a block's.
 const HEADER_BYTES: usize = 40;
