@@ -271,7 +271,8 @@ def check_duckdb(c, out, summary):
         )
     else:
         # MinHash: a near pair between the two documents' exact groups (a document's exact
-        # group: itself, or the representative its exact pair names).
+        # group: itself, or the representative its exact pair names), or a Jaccard
+        # similarity the clustering verified itself (a pair the search missed).
         group = """(SELECT f.doc_id, coalesce(e.doc_a, f.doc_id) AS grp FROM fingerprints f
                     LEFT JOIN (SELECT doc_a, doc_b FROM pairs WHERE kind = 'exact') e
                     ON e.doc_b = f.doc_id)"""
@@ -281,7 +282,7 @@ def check_duckdb(c, out, summary):
                 f"""SELECT count(*) FROM clusters r
                    JOIN {group} gr ON gr.doc_id = r.doc_id
                    JOIN {group} gk ON gk.doc_id = r.kept_doc_id
-                   WHERE NOT r.keep AND gr.grp <> gk.grp AND NOT EXISTS (
+                   WHERE NOT r.keep AND gr.grp <> gk.grp AND r.jaccard IS NULL AND NOT EXISTS (
                      SELECT 1 FROM pairs p JOIN {group} ga ON ga.doc_id = p.doc_a
                      JOIN {group} gb ON gb.doc_id = p.doc_b
                      WHERE p.kind = 'near' AND least(ga.grp, gb.grp) = least(gr.grp, gk.grp)

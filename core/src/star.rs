@@ -104,6 +104,36 @@ pub fn stars(ranks: &HashMap<u64, u64>, links: &[Link], centers: Centers) -> Vec
     graph.members(chosen)
 }
 
+/// The pairs of documents no link joins that could let [`Centers::Coverage`] keep fewer: in
+/// every connected component of 2 to [`EXACT_COVER_UNITS`] units that needs more than one
+/// center, every two units that are not neighbours, each named by its smallest document.
+///
+/// A search by bands (MinHash LSH) misses some pairs above its threshold, and a component
+/// that it found connected through other documents is where such a pair would let one kept
+/// document stand for more. The caller verifies these pairs as it verified the search's, and
+/// gives the ones that pass to [`stars`] with the rest.
+pub fn unlinked_pairs(ranks: &HashMap<u64, u64>, links: &[Link]) -> Vec<(u64, u64)> {
+    let graph = Graph::new(ranks, links, Centers::Coverage);
+    let center_of = graph.by_coverage();
+    let mut out = Vec::new();
+    for component in graph.components() {
+        let centers = component.iter().filter(|u| center_of[u] == **u).count();
+        if centers < 2 || component.len() > EXACT_COVER_UNITS {
+            continue;
+        }
+        for (i, &u) in component.iter().enumerate() {
+            let around = graph.neighbours(u);
+            for &v in &component[i + 1..] {
+                if around.binary_search(&v).is_err() {
+                    out.push(ordered(graph.members[&u][0], graph.members[&v][0]));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
 /// How many documents connected components over `links` would remove: the documents in a
 /// link, less one per component.
 pub fn components_would_remove(links: &[Link]) -> u64 {

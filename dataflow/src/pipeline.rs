@@ -17,8 +17,8 @@ use crate::finish::{Finish, Finished};
 use crate::plan::home::HomeTable;
 use crate::report::{JobSummary, WorkerReport};
 use crate::stages::clusters::{
-    count_duplicate_ids, local_forest, merge_forests, prefer_canonical_hosts, write_clusters,
-    KeepRanks, RemovedAtHome,
+    count_duplicate_ids, gather_edges, local_forest, make_stars, merge_forests,
+    prefer_canonical_hosts, write_clusters, Gathered, KeepRanks, RemovedAtHome,
 };
 use crate::stages::exact::fold_exact;
 use crate::stages::fingerprint::fingerprint;
@@ -148,7 +148,7 @@ fn near_duplicates<'s>(
     }
     let mut near_edges = search_tables(reps, ctx.clone());
     if config.verify.is_some() || config.lsh.is_some() {
-        near_edges = verify(near_edges, ctx.clone(), sets);
+        near_edges = verify(near_edges, ctx.clone(), sets.clone(), true);
     }
     if urls_known {
         let url_edges = crate::stages::urls::link_urls(docs.clone(), ctx.clone());
@@ -159,11 +159,17 @@ fn near_duplicates<'s>(
         crate::stages::urls::count_cross_host(docs.clone(), edges.clone(), ctx.clone());
     }
     let keep_ranks = KeepRanks::default();
-    let mut assignments = merge_forests(
-        local_forest(edges, ctx.clone()),
-        ctx.clone(),
-        keep_ranks.clone(),
-    );
+    let forest = local_forest(edges, ctx.clone());
+    let mut assignments = if config.cluster.stars() {
+        // Worker 0 gathers the edges, has the unlinked pairs worth it verified where the
+        // documents' sets are, and makes the stars.
+        let gathered = Gathered::default();
+        let unlinked = gather_edges(forest, ctx.clone(), gathered.clone());
+        let verified = verify(unlinked, ctx.clone(), sets, false);
+        make_stars(verified, ctx.clone(), gathered)
+    } else {
+        merge_forests(forest, ctx.clone(), keep_ranks.clone())
+    };
     if urls_known {
         let mirroring =
             crate::stages::mirrors::detect_mirrors(docs.clone(), assignments.clone(), ctx.clone());

@@ -112,6 +112,13 @@ pub struct Removal {
     /// Removed documents whose similarity to their kept one the run did not measure: 0 for
     /// stars, every removed document under components.
     pub removed_unmeasured: u64,
+    /// Under `--cluster verified` with a search by bands and verification: pairs of
+    /// documents the search did not pair, in components where one could let fewer documents
+    /// be kept, sent to be verified; and those that reached the threshold (they are not in
+    /// `pairs/`, which holds what the search found; a removed document may name such a pair
+    /// with its kept one in `clusters/`).
+    pub unlinked_pairs_checked: u64,
+    pub unlinked_pairs_verified: u64,
 }
 
 /// What a search for repeated passages found (summary.json's `substrings`).

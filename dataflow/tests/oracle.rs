@@ -611,3 +611,135 @@ fn tfidf_fingerprints_equal_a_from_scratch_computation() {
         .collect();
     assert!(plain.iter().zip(&expected).filter(|(a, b)| a != b).count() > texts.len() / 2);
 }
+
+/// A corpus of families: each a chain of 8 texts of 300 words, each text the one before with
+/// 3 words substituted, so that neighbours on the chain have a Jaccard similarity (of word
+/// 5-shingles) near 0.9, texts two apart near 0.8 (on both sides of it: the bands miss some
+/// of those above), and texts further apart well below.
+fn families(dir: &Path) -> (PathBuf, Vec<String>) {
+    let mut state = 41u64;
+    let word = |state: &mut u64| format!("w{}", splitmix64(state) % 50_000);
+    let mut texts = Vec::new();
+    for _ in 0..40 {
+        let mut words: Vec<String> = (0..300).map(|_| word(&mut state)).collect();
+        for _ in 0..8 {
+            texts.push(words.join(" "));
+            for _ in 0..3 {
+                let at = (splitmix64(&mut state) % 300) as usize;
+                words[at] = word(&mut state);
+            }
+        }
+    }
+    let path = dir.join("families.jsonl");
+    let lines: Vec<String> = texts
+        .iter()
+        .map(|t| serde_json::json!({ "text": t }).to_string())
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    (path, texts)
+}
+
+/// MinHash with verification, the default clusters: every removed document's Jaccard
+/// similarity with its kept one, recomputed from the two texts alone (`compare_texts`, as
+/// `neardup compare` does), is at or above the threshold and is the one `clusters/` gives;
+/// the pairs the bands missed are verified within components (some pass), and never let
+/// more documents be kept than the search's pairs alone would; the result is the same at 1
+/// and 3 workers.
+#[test]
+fn minhash_stars_remove_only_documents_alike_their_kept_one() {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float32Type, UInt64Type};
+    use neardup_core::star::{stars, Centers, Link, LinkKind};
+    let tmp = tempfile::tempdir().unwrap();
+    let (corpus, texts) = families(tmp.path());
+    let mut first = None;
+    for workers in [1, 3] {
+        let out = tmp.path().join(format!("w{workers}"));
+        let files = expand_inputs(&[corpus.display().to_string()], false).unwrap();
+        let config = JobConfig::builder(
+            JobInput::Documents {
+                files,
+                fields: FieldSpec::default(),
+            },
+            out.clone(),
+        )
+        .scheme(Scheme::minhash())
+        .threshold(Some(0.8))
+        .parallelism(Parallelism::local(workers))
+        .build()
+        .unwrap();
+        let shingle = config.verify.unwrap().shingle;
+        let summary = run(config);
+        let removal = summary.removal.clone().unwrap();
+        assert!(removal.unlinked_pairs_verified > 0, "{removal:?}");
+        // clusters/: (doc, kept, jaccard) of every removed document.
+        let mut removed = Vec::new();
+        for b in common::read_parts(&out.join("clusters")) {
+            let doc = b
+                .column_by_name("doc_id")
+                .unwrap()
+                .as_primitive::<UInt64Type>();
+            let kept = b
+                .column_by_name("kept_doc_id")
+                .unwrap()
+                .as_primitive::<UInt64Type>();
+            let j = b
+                .column_by_name("jaccard")
+                .unwrap()
+                .as_primitive::<Float32Type>();
+            for i in 0..b.num_rows() {
+                if doc.value(i) != kept.value(i) {
+                    assert!(j.is_valid(i), "doc {} has no similarity", doc.value(i));
+                    removed.push((doc.value(i), kept.value(i), j.value(i)));
+                }
+            }
+        }
+        removed.sort_by_key(|r| r.0);
+        assert_eq!(removed.len() as u64, summary.counts.documents_to_remove);
+        for &(doc, kept, j) in &removed {
+            let c = neardup_core::verdict::compare_texts(
+                &Scheme::minhash(),
+                shingle,
+                &texts[doc as usize],
+                &texts[kept as usize],
+            );
+            assert!(
+                c.jaccard >= 0.8,
+                "{doc} removed for {kept} at {}",
+                c.jaccard
+            );
+            assert!(
+                (c.jaccard - f64::from(j)).abs() < 1e-6,
+                "{doc}: {} vs {j}",
+                c.jaccard
+            );
+        }
+        // The search's pairs alone would not keep fewer.
+        let links: Vec<Link> = read_pairs(&out)
+            .iter()
+            .map(|(a, b, _, kind)| Link {
+                a: *a,
+                b: *b,
+                kind: if kind == "exact" {
+                    LinkKind::Exact
+                } else {
+                    LinkKind::Near
+                },
+                hamming: 0,
+                jaccard: Some(0.9),
+            })
+            .collect();
+        let ranks: fxhash::FxHashMap<u64, u64> =
+            links.iter().flat_map(|l| [(l.a, 0), (l.b, 0)]).collect();
+        let without = stars(&ranks, &links, Centers::Coverage)
+            .iter()
+            .filter(|m| m.doc != m.kept)
+            .count();
+        assert!(removed.len() >= without, "{} < {without}", removed.len());
+        assert!(removed.len() as u64 <= removal.components_would_remove);
+        match &first {
+            None => first = Some(removed),
+            Some(f) => assert_eq!(f, &removed, "{workers} workers"),
+        }
+    }
+}

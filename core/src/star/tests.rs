@@ -234,3 +234,42 @@ fn every_member_is_a_neighbour_of_its_center_under_both_rules() {
         }
     }
 }
+
+#[test]
+fn unlinked_pairs_are_those_of_components_that_need_more_than_one_center() {
+    // A path 1~2~3~4 needs two centers: its unlinked pairs are offered (by their smallest
+    // documents: 3 and 30 are one text). A triangle 5~6~7 needs one: nothing to gain.
+    let r = ranks(&[
+        (1, 0),
+        (2, 0),
+        (3, 0),
+        (30, 0),
+        (4, 0),
+        (5, 0),
+        (6, 0),
+        (7, 0),
+    ]);
+    let links = [
+        near(1, 2, 0, Some(0.9)),
+        near(2, 3, 0, Some(0.9)),
+        Link {
+            jaccard: Some(1.0),
+            ..link(3, 30, LinkKind::Exact)
+        },
+        near(30, 4, 0, Some(0.9)),
+        near(5, 6, 0, Some(0.9)),
+        near(6, 7, 0, Some(0.9)),
+        near(5, 7, 0, Some(0.9)),
+    ];
+    assert_eq!(unlinked_pairs(&r, &links), [(1, 3), (1, 4), (2, 4)]);
+    // With 2~4 verified too, 2 covers the whole path: one center, nothing left to offer.
+    let mut more = links.to_vec();
+    more.push(near(2, 4, 0, Some(0.85)));
+    let got = stars(&r, &more, Centers::Coverage);
+    assert!(
+        got.iter()
+            .all(|m| m.kept == if m.doc < 5 || m.doc == 30 { 2 } else { 5 }),
+        "{got:?}"
+    );
+    assert!(unlinked_pairs(&r, &more).is_empty());
+}

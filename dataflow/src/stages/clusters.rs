@@ -37,10 +37,10 @@ use timely::dataflow::StreamVec;
 use crate::config::{ClusterMode, SUMMARY_TOP};
 use crate::operators::CollectComplete;
 use crate::output::{OutputDirs, Table};
-use crate::records::{Assignment, Edge, ForestMsg};
+use crate::records::{Assignment, Edge, EdgeKind, ForestMsg};
 use crate::report::{ClusterInfo, Removal};
 use crate::worker::WorkerCtx;
-use neardup_core::star::{components_would_remove, stars, Centers, Link, Member};
+use neardup_core::star::{components_would_remove, stars, unlinked_pairs, Centers, Link, Member};
 use neardup_core::Method;
 
 /// Local union-find over this worker's edges; emits its forest and the ranks of the
@@ -92,7 +92,7 @@ pub fn local_forest<'s>(
 /// canonical-host`).
 pub type KeepRanks = Rc<RefCell<HashMap<u64, u64>>>;
 
-/// Worker 0: merges all forests (or, under stars, all edges), makes the clusters, picks
+/// Worker 0, under `--cluster components`: merges all forests, labels components, picks
 /// the kept documents, and sends each clustered document's assignment to its home. Under
 /// `--keep canonical-host` it leaves the ranks in `keep_ranks` for
 /// [`prefer_canonical_hosts`].
@@ -101,50 +101,29 @@ pub fn merge_forests<'s>(
     ctx: Rc<WorkerCtx>,
     keep_ranks: KeepRanks,
 ) -> StreamVec<'s, u64, Assignment> {
-    /// What worker 0 gathers: the forests' union-find, the ranks, and under stars the
-    /// edges.
-    type Merged = (UnionFind, HashMap<u64, u64>, Vec<Link>);
+    let state: (UnionFind, HashMap<u64, u64>) = Default::default();
     forest.collect_complete(
         Exchange::new(ctx.meter("clusters", |_: &ForestMsg| 0)),
         "MergeForests",
-        Merged::default(),
-        |(uf, ranks, links), data| {
+        state,
+        |(uf, ranks), data| {
             for msg in data.drain(..) {
                 match msg {
                     ForestMsg::Link { doc, root } => uf.union(doc, root),
                     ForestMsg::Rank { doc, rank } => {
                         ranks.insert(doc, rank);
                     }
-                    ForestMsg::Edge(edge) => links.push(edge.link()),
+                    ForestMsg::Edge(_) => unreachable!("components send forests"),
                 }
             }
         },
-        move |(mut uf, ranks, mut links), session| {
-            let mode = ctx.shared.config.cluster;
-            let assignments = match mode {
-                ClusterMode::Components => {
-                    for &doc in ranks.keys() {
-                        uf.union(doc, doc);
-                    }
-                    let members = uf.components_by_min();
-                    drop(uf);
-                    by_rank(members, &ranks)
-                }
-                ClusterMode::Star | ClusterMode::Verified => {
-                    // The same clusters whatever order the edges came in.
-                    links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
-                    let centers = match mode {
-                        ClusterMode::Star => Centers::Rank,
-                        _ => Centers::Coverage,
-                    };
-                    let members = stars(&ranks, &links, centers);
-                    let components = components_would_remove(&links);
-                    drop(links);
-                    let simhash = matches!(ctx.shared.config.scheme.method, Method::Simhash(_));
-                    from_stars(members, simhash, components)
-                }
-            };
-            let assignments = assign(assignments, mode, &ctx);
+        move |(mut uf, ranks), session| {
+            for &doc in ranks.keys() {
+                uf.union(doc, doc);
+            }
+            let members = uf.components_by_min();
+            drop(uf);
+            let assignments = assign(by_rank(members, &ranks), None, &ctx);
             if ctx.shared.config.keep.prefers_canonical_hosts() {
                 *keep_ranks.borrow_mut() = ranks;
             }
@@ -152,6 +131,102 @@ pub fn merge_forests<'s>(
             ctx.stage_done("cluster");
         },
     )
+}
+
+/// What worker 0 holds under stars between gathering the edges ([`gather_edges`]) and
+/// making the stars ([`make_stars`]): the ranks, the links (sorted), and how many unlinked
+/// pairs it sent to be verified.
+pub type Gathered = Rc<RefCell<(HashMap<u64, u64>, Vec<Link>, u64)>>;
+
+/// Whether the clustering verifies pairs the search did not find ([`unlinked_pairs`]):
+/// under `--cluster verified`, when a search by bands (which misses some pairs above its
+/// threshold) has its pairs verified.
+pub fn probes_unlinked(config: &crate::config::JobConfig) -> bool {
+    config.cluster == ClusterMode::Verified && config.lsh.is_some() && config.verify.is_some()
+}
+
+/// Worker 0, under stars: gathers every edge, with what was measured of it, and every rank.
+/// With [`probes_unlinked`] it sends the unlinked pairs worth verifying, as edges (to
+/// verification, then [`make_stars`]); the rest waits in `gathered`.
+pub fn gather_edges<'s>(
+    forest: StreamVec<'s, u64, ForestMsg>,
+    ctx: Rc<WorkerCtx>,
+    gathered: Gathered,
+) -> StreamVec<'s, u64, Edge> {
+    let state: (HashMap<u64, u64>, Vec<Link>) = Default::default();
+    forest.collect_complete(
+        Exchange::new(ctx.meter("clusters", |_: &ForestMsg| 0)),
+        "GatherEdges",
+        state,
+        |(ranks, links), data| {
+            for msg in data.drain(..) {
+                match msg {
+                    ForestMsg::Edge(edge) => links.push(edge.link()),
+                    ForestMsg::Rank { doc, rank } => {
+                        ranks.insert(doc, rank);
+                    }
+                    ForestMsg::Link { .. } => unreachable!("stars send edges"),
+                }
+            }
+        },
+        move |(ranks, mut links), session| {
+            // The same clusters whatever order the edges came in.
+            links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
+            let probes = match probes_unlinked(&ctx.shared.config) {
+                true => unlinked_pairs(&ranks, &links),
+                false => Vec::new(),
+            };
+            let rank = |doc: u64| (doc, ranks.get(&doc).copied().unwrap_or(u64::MAX));
+            session.give_iterator(
+                probes
+                    .iter()
+                    .map(|&(a, b)| Edge::new(rank(a), rank(b), 0, EdgeKind::Near)),
+            );
+            *gathered.borrow_mut() = (ranks, links, probes.len() as u64);
+        },
+    )
+}
+
+/// Worker 0, under stars: the gathered edges, and the unlinked pairs that passed
+/// verification, make the stars ([`neardup_core::star`]); each clustered document's
+/// assignment goes to its home.
+pub fn make_stars<'s>(
+    verified: StreamVec<'s, u64, Edge>,
+    ctx: Rc<WorkerCtx>,
+    gathered: Gathered,
+) -> StreamVec<'s, u64, Assignment> {
+    verified.collect_complete(
+        Exchange::new(ctx.meter("clusters", |_: &Edge| 0)),
+        "MakeStars",
+        Vec::<Link>::new(),
+        |found, data| found.extend(data.drain(..).map(|e| e.link())),
+        move |mut found, session| {
+            let (ranks, mut links, probed) = std::mem::take(&mut *gathered.borrow_mut());
+            found.sort_unstable_by_key(|l| (l.a, l.b));
+            let probes = Probes {
+                pairs: probed,
+                verified: found.len() as u64,
+            };
+            links.append(&mut found);
+            let centers = match ctx.shared.config.cluster {
+                ClusterMode::Star => Centers::Rank,
+                _ => Centers::Coverage,
+            };
+            let members = stars(&ranks, &links, centers);
+            let components = components_would_remove(&links);
+            drop(links);
+            let simhash = matches!(ctx.shared.config.scheme.method, Method::Simhash(_));
+            let assignments = assign(from_stars(members, simhash, components), Some(probes), &ctx);
+            session.give_iterator(assignments.into_iter());
+            ctx.stage_done("cluster");
+        },
+    )
+}
+
+/// Unlinked pairs the clustering sent to be verified, and those that passed.
+struct Probes {
+    pairs: u64,
+    verified: u64,
 }
 
 /// Components' assignments: each cluster's kept document is its smallest `(rank, doc_id)`.
@@ -200,10 +275,11 @@ fn from_stars(members: Vec<Member>, simhash: bool, components: u64) -> (Vec<Assi
     (assignments, components)
 }
 
-/// Fills in the cluster sizes, and reports the clusters and the evidence for the removals.
+/// Fills in the cluster sizes, and reports the clusters and the evidence for the removals
+/// (`probes`: under stars).
 fn assign(
     (mut assignments, components_would_remove): (Vec<Assignment>, u64),
-    mode: ClusterMode,
+    probes: Option<Probes>,
     ctx: &WorkerCtx,
 ) -> Vec<Assignment> {
     let mut size: HashMap<u64, u32> = HashMap::default();
@@ -226,7 +302,16 @@ fn assign(
     largest.sort_by(|a, b| b.size.cmp(&a.size).then(a.cluster_id.cmp(&b.cluster_id)));
     largest.truncate(SUMMARY_TOP);
     report.largest_clusters = largest;
-    report.removal = Some(removal(&assignments, mode, components_would_remove));
+    let mut removal = removal(
+        &assignments,
+        ctx.shared.config.cluster,
+        components_would_remove,
+    );
+    if let Some(probes) = probes {
+        removal.unlinked_pairs_checked = probes.pairs;
+        removal.unlinked_pairs_verified = probes.verified;
+    }
+    report.removal = Some(removal);
     assignments
 }
 
@@ -243,6 +328,8 @@ fn removal(assignments: &[Assignment], mode: ClusterMode, components_would_remov
         removed_unmeasured: removed()
             .filter(|a| a.hamming.is_none() && a.jaccard.is_none())
             .count() as u64,
+        unlinked_pairs_checked: 0,
+        unlinked_pairs_verified: 0,
     }
 }
 

@@ -31,11 +31,15 @@ use crate::records::{Candidate, Edge};
 use crate::worker::WorkerCtx;
 
 /// Removes repeated candidates and, when verification is on, keeps only pairs whose exact
-/// Jaccard similarity reaches `--min-jaccard` (annotating each with it).
+/// Jaccard similarity reaches `--min-jaccard` (annotating each with it). `search`: the
+/// candidates are the search's, counted as pairs and rejections; otherwise they are the
+/// pairs the clustering asks about ([`crate::stages::clusters::gather_edges`]), which it
+/// counts itself.
 pub fn verify<'s>(
     candidates: StreamVec<'s, u64, Edge>,
     ctx: Rc<WorkerCtx>,
     sets: ShingleSets,
+    search: bool,
 ) -> StreamVec<'s, u64, Edge> {
     let first = ctx.clone();
     let sets_b = sets.clone();
@@ -86,13 +90,15 @@ pub fn verify<'s>(
                                 jaccard(&shingles_a, shingles_b)
                             };
                             if similarity < v.min_jaccard {
-                                report.rejected += 1;
+                                report.rejected += u64::from(search);
                                 continue;
                             }
                             edge.jaccard = Some(similarity as f32);
                         }
-                        report.near_pairs += 1;
-                        Progress::add(&ctx.shared.progress.pairs, 1);
+                        if search {
+                            report.near_pairs += 1;
+                            Progress::add(&ctx.shared.progress.pairs, 1);
+                        }
                         session.give(edge);
                     }
                 });
