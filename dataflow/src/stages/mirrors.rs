@@ -255,6 +255,9 @@ fn count_per_host_pair<'s>(
     )
 }
 
+/// The paths of each host of one worker, as they come, and its clustered doc_ids.
+type HostPaths = HashMap<String, (Vec<String>, Vec<u64>)>;
+
 /// (distinct sorted paths, documents, clustered doc_ids) of the hosts of one worker.
 type HostLists = BTreeMap<String, (Vec<String>, u64, Vec<u64>)>;
 
@@ -266,8 +269,7 @@ fn answer_from_hosts<'s>(
     ctx: &Rc<WorkerCtx>,
 ) -> (StreamVec<'s, u64, PairMsg>, StreamVec<'s, u64, HostInfo>) {
     // Each host's paths and clustered doc_ids, and the requests about them.
-    let state: (HashMap<String, (Vec<String>, Vec<u64>)>, Vec<(MirrorKey, Side)>) =
-        Default::default();
+    let state: (HostPaths, Vec<(MirrorKey, Side)>) = Default::default();
     let host_out = hosted.collect_complete_with(
         requests,
         Exchange::new(ctx.meter("mirrors", |(host, _, _): &HostedPage| host_route(host))),
@@ -307,7 +309,7 @@ fn answer_from_hosts<'s>(
 }
 
 /// Each host's paths sorted and deduplicated, with its number of documents.
-fn host_lists(paths: HashMap<String, (Vec<String>, Vec<u64>)>) -> HostLists {
+fn host_lists(paths: HostPaths) -> HostLists {
     paths
         .into_iter()
         .map(|(host, (mut list, docs))| {
@@ -365,9 +367,12 @@ fn judge_candidates<'s>(
             let (rows, groups) = judge(counts, &answered, &params);
             {
                 let mut report = judge_ctx.report.borrow_mut();
-                report.mirrors += rows.iter().filter(|r| r.verdict == Verdict::Mirror).count() as u64;
-                report.partial_mirrors +=
-                    rows.iter().filter(|r| r.verdict == Verdict::Partial).count() as u64;
+                report.mirrors +=
+                    rows.iter().filter(|r| r.verdict == Verdict::Mirror).count() as u64;
+                report.partial_mirrors += rows
+                    .iter()
+                    .filter(|r| r.verdict == Verdict::Partial)
+                    .count() as u64;
             }
             write_part(&judge_ctx, Table::Mirrors, rows);
             give.give_iterator(groups.into_iter());

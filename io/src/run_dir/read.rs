@@ -116,7 +116,9 @@ fn u64s<'a>(
     name: &str,
     path: &Path,
 ) -> Result<&'a arrow::array::UInt64Array, IoError> {
-    u64_column(batch, name, path, |name| format!("column {name:?} is not UInt64"))
+    u64_column(batch, name, path, |name| {
+        format!("column {name:?} is not UInt64")
+    })
 }
 
 /// Reads a run directory; refuses one without `_SUCCESS` (incomplete or failed), and parts
