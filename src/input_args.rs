@@ -1,12 +1,14 @@
 //! Flags that say how records become documents: which fields hold the text and the id
-//! ([`FieldArgs`]: `run`, `substrings`, `hash`, `query`), and HTML extraction, the URL and
+//! ([`FieldArgs`]: `run`, `substrings`, `hash`, `query`; `extract`, whose documents have no
+//! id of their own, takes only its [`TextFieldArg`]), and HTML extraction, the URL and
 //! time fields and the document size limit ([`DocumentArgs`]: `run`, `hash`, `extract`,
 //! `compare`, `substrings`).
 //!
 //! Each group is declared once and flattened into the commands (`#[command(flatten)]`). A
 //! command whose help words a flag its own way (`hash` and `query` speak of "the document
 //! id" and "the query's id", under an "Input" heading) rewords it with clap's `mut_arg`
-//! ([`input_field`], [`input_flag`]): the names, defaults and conflicts stay the group's.
+//! ([`input_field`], [`input_flag`]; `extract` adds which inputs the text field is for):
+//! the names, defaults and conflicts stay the group's.
 
 use anyhow::{bail, Result};
 use clap::Arg;
@@ -16,12 +18,19 @@ use neardup_io::web::DEFAULT_MAX_DOC_BYTES;
 
 use crate::memory_args::parse_size;
 
-/// `--text-field`, `--id-field` and `--no-id`.
+/// `--text-field`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct FieldArgs {
+pub struct TextFieldArg {
     /// JSON field (or Parquet column) holding the text
     #[arg(long, default_value = DEFAULT_TEXT_FIELD)]
     pub text_field: String,
+}
+
+/// `--text-field`, `--id-field` and `--no-id`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FieldArgs {
+    #[command(flatten)]
+    pub text: TextFieldArg,
     /// JSON field (or Parquet column) holding the document's own id
     #[arg(long, default_value = DEFAULT_ID_FIELD, conflicts_with = "no_id")]
     pub id_field: String,
@@ -34,7 +43,7 @@ impl FieldArgs {
     /// The record fields these flags name (no extra field, the document fields' defaults).
     pub fn spec(&self) -> FieldSpec {
         FieldSpec {
-            text_field: self.text_field.clone(),
+            text_field: self.text.text_field.clone(),
             id_field: (!self.no_id).then(|| self.id_field.clone()),
             extra_field: None,
             ..Default::default()

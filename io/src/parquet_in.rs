@@ -25,11 +25,15 @@
 //! assert_eq!(rows, 1);
 //! # Ok::<(), neardup_io::IoError>(())
 //! ```
+//!
+//! Within a batch, [`u64_column`] takes a UInt64 column by name, the one check every reader
+//! of neardup's tables makes (a missing or mistyped column is a [`IoError::BadTable`] too).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use arrow::datatypes::SchemaRef;
+use arrow::array::{AsArray, UInt64Array};
+use arrow::datatypes::{SchemaRef, UInt64Type};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
@@ -117,4 +121,22 @@ impl TableFile {
         }
         Ok(())
     }
+}
+
+/// The column `name` of `batch` (read from the table at `path`) as UInt64. A batch without
+/// it, or with a column of another type, is an [`IoError::BadTable`] naming the file, whose
+/// reason is `reason(name)`: each reader keeps the words its messages have always had.
+pub fn u64_column<'a>(
+    batch: &'a RecordBatch,
+    name: &str,
+    path: &Path,
+    reason: impl FnOnce(&str) -> String,
+) -> Result<&'a UInt64Array, IoError> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_primitive_opt::<UInt64Type>())
+        .ok_or_else(|| IoError::BadTable {
+            path: path.to_path_buf(),
+            reason: reason(name),
+        })
 }

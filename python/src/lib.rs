@@ -195,7 +195,7 @@ fn arrow_texts(
             data_type.str()?
         )));
     }
-    Ok(array.call_method0("to_pylist")?.extract()?)
+    array.call_method0("to_pylist")?.extract()
 }
 
 /// The fingerprints as Python values: `int` (simhash) or `list[int]` (signature).

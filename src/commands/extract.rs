@@ -35,7 +35,10 @@ Examples:
     neardup extract --html text --text-field html --url-field url --output pages dump.jsonl.zst";
 
 #[derive(Args, Debug)]
-#[command(after_help = EXAMPLES)]
+#[command(
+    after_help = EXAMPLES,
+    mut_arg("text_field", |a| a.help("JSON field (or Parquet column) holding the text (JSONL and Parquet inputs)")),
+)]
 pub struct ExtractArgs {
     /// Output directory: documents/ (Parquet, one part per input file), summary.json, _SUCCESS
     #[arg(short = 'o', long, value_name = "DIR")]
@@ -47,9 +50,8 @@ pub struct ExtractArgs {
     #[arg(short = 'w', long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub workers: u32,
-    /// JSON field (or Parquet column) holding the text (JSONL and Parquet inputs)
-    #[arg(long, default_value = neardup_io::record::DEFAULT_TEXT_FIELD)]
-    pub text_field: String,
+    #[command(flatten)]
+    pub text: crate::input_args::TextFieldArg,
     /// Read each input file whole as one document (HTML pages saved as files)
     #[arg(long)]
     pub plain: bool,
@@ -92,7 +94,7 @@ pub fn run(args: &ExtractArgs) -> Result<()> {
     let started = Instant::now();
     let files = super::scan_quietly(&args.inputs, args.plain, args.quiet)?;
     let mut spec = FieldSpec {
-        text_field: args.text_field.clone(),
+        text_field: args.text.text_field.clone(),
         ..FieldSpec::default()
     };
     args.documents.apply(&mut spec)?;

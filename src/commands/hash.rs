@@ -390,7 +390,7 @@ fn with_hint(err: IoError, args: &HashArgs) -> anyhow::Error {
         (_, IoError::MissingColumn { column, .. }) if *column == args.fields.id_field && !args.fields.no_id => {
             Some("name the id column with --id-field COLUMN, or use --no-id to identify rows by FILE:ROW")
         }
-        (_, IoError::MissingColumn { column, .. }) if *column == args.fields.text_field => {
+        (_, IoError::MissingColumn { column, .. }) if *column == args.fields.text.text_field => {
             Some("name the text column with --text-field COLUMN")
         }
         _ => None,

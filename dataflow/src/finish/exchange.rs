@@ -13,6 +13,7 @@ use timely::dataflow::operators::ToStream;
 use timely::worker::Worker;
 
 use super::{Finish, Finished};
+use crate::operators::CollectComplete;
 use crate::progress::Stage;
 use crate::report::{JobSummary, WorkerReport};
 use crate::worker::{Shared, WorkerCtx};
@@ -53,30 +54,24 @@ fn exchange_reports(
         vec![report]
             .to_stream(scope)
             .container::<Vec<_>>()
-            .unary_frontier(
+            .collect_complete(
                 Exchange::new(|_: &WorkerReport| 0),
                 "MergeReports",
-                move |cap, _| {
-                    let mut cap = Some(cap);
-                    let mut merged: Option<WorkerReport> = None;
-                    move |(input, frontier), output| {
-                        input.for_each(|_, data| {
-                            for r in data.drain(..) {
-                                match merged.as_mut() {
-                                    Some(m) => m.merge(r),
-                                    None => merged = Some(r),
-                                }
-                            }
-                        });
-                        if frontier.is_empty() {
-                            if let (Some(cap), Some(report)) = (cap.take(), merged.take()) {
-                                let (summary, steps) = super::finalize(report, &shared, &finish);
-                                *done.borrow_mut() = Some(steps);
-                                output
-                                    .session(&cap)
-                                    .give_iterator((0..peers).map(|i| (i, summary.clone())));
-                            }
+                None,
+                |merged: &mut Option<WorkerReport>, data| {
+                    for r in data.drain(..) {
+                        match merged.as_mut() {
+                            Some(m) => m.merge(r),
+                            None => *merged = Some(r),
                         }
+                    }
+                },
+                move |merged, give| {
+                    // Only worker 0 has reports to merge; the others give nothing.
+                    if let Some(report) = merged {
+                        let (summary, steps) = super::finalize(report, &shared, &finish);
+                        *done.borrow_mut() = Some(steps);
+                        give.give_iterator((0..peers).map(|i| (i, summary.clone())));
                     }
                 },
             )

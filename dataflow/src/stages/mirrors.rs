@@ -38,13 +38,12 @@ use neardup_core::mirrors::{
 use neardup_core::mix::{mix2, mix64};
 use neardup_io::parquet_out::{HostRow, OutputRow, PartWriter};
 use serde::{Deserialize, Serialize};
-use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
-use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::{Map, Partition};
 use timely::dataflow::StreamVec;
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::operators::CollectComplete;
 use crate::output::{OutputDirs, Table};
 use crate::records::{Assignment, DocFp};
 use crate::worker::WorkerCtx;
@@ -136,33 +135,22 @@ fn pages_from_homes<'s>(
 ) -> (StreamVec<'s, u64, HostedPage>, StreamVec<'s, u64, Page>) {
     let canonical_keep = ctx.shared.config.keep.prefers_canonical_hosts();
     let home = ctx.home.clone();
-    let home_msgs = docs.binary_frontier::<_, CapacityContainerBuilder<Vec<HomeMsg>>, _, _, _, _>(
+    // (doc_id, exact key, host and path) of the pages at this home, and their clusters.
+    let state: (Vec<HomePage>, HashMap<u64, u64>) = Default::default();
+    let home_msgs = docs.collect_complete_with(
         assignments,
         Pipeline,
         Exchange::new(ctx.meter("mirrors", move |a: &Assignment| home.route(a.doc_id))),
         "HomePages",
-        |cap, _| {
-            let mut cap = Some(cap);
-            // (doc_id, exact key, host and path) of the pages at this home.
-            let mut pages: Vec<HomePage> = Vec::new();
-            let mut clusters: HashMap<u64, u64> = HashMap::new();
-            move |(docs, docs_frontier), (assigned, assigned_frontier), output| {
-                docs.for_each(|_, data| pages.extend(data.drain(..).filter_map(home_page)));
-                assigned.for_each(|_, data| {
-                    clusters.extend(data.drain(..).map(|a| (a.doc_id, a.cluster_id)))
-                });
-                if docs_frontier.is_empty() && assigned_frontier.is_empty() {
-                    if let Some(cap) = cap.take() {
-                        let clusters = std::mem::take(&mut clusters);
-                        let pages = std::mem::take(&mut pages);
-                        output.session(&cap).give_iterator(
-                            pages
-                                .into_iter()
-                                .flat_map(|p| home_msgs(p, &clusters, canonical_keep)),
-                        );
-                    }
-                }
-            }
+        state,
+        |(pages, _), data| pages.extend(data.drain(..).filter_map(home_page)),
+        |(_, clusters), data| clusters.extend(data.drain(..).map(|a| (a.doc_id, a.cluster_id))),
+        move |(pages, clusters), give| {
+            give.give_iterator(
+                pages
+                    .into_iter()
+                    .flat_map(|p| home_msgs(p, &clusters, canonical_keep)),
+            );
         },
     );
     let mut parts = home_msgs.partition(2, |m| match m {
@@ -220,32 +208,24 @@ fn links_per_cluster<'s>(
 ) -> StreamVec<'s, u64, Link> {
     let max_hosts = ctx.shared.config.mirrors.max_cluster_hosts;
     let link_ctx = ctx.clone();
-    clustered.unary_frontier(
+    clustered.collect_complete(
         Exchange::new(ctx.meter("mirrors", |p: &Page| mix64(p.cluster))),
         "ClusterLinks",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut pages: Vec<Page> = Vec::new();
-            move |(input, frontier), output| {
-                input.for_each(|_, data| pages.append(data));
-                if frontier.is_empty() {
-                    if let Some(cap) = cap.take() {
-                        let mut pages = std::mem::take(&mut pages);
-                        // By cluster, then the page's own order: the links are sorted
-                        // anyway, so any order within a cluster gives the same.
-                        pages.sort_unstable_by(|a, b| a.cluster.cmp(&b.cluster).then(a.cmp(b)));
-                        let mut links: Vec<Link> = Vec::new();
-                        let mut stars = 0u64;
-                        for cluster in pages.chunk_by(|a, b| a.cluster == b.cluster) {
-                            let made = cluster_links(cluster, max_hosts);
-                            stars += u64::from(made.star);
-                            links.extend(made.links);
-                        }
-                        link_ctx.report.borrow_mut().mirror_star_clusters += stars;
-                        output.session(&cap).give_iterator(links.into_iter());
-                    }
-                }
+        Vec::new(),
+        |pages, data| pages.append(data),
+        move |mut pages, give| {
+            // By cluster, then the page's own order: the links are sorted anyway, so any
+            // order within a cluster gives the same.
+            pages.sort_unstable_by(|a, b| a.cluster.cmp(&b.cluster).then(a.cmp(b)));
+            let mut links: Vec<Link> = Vec::new();
+            let mut stars = 0u64;
+            for cluster in pages.chunk_by(|a, b| a.cluster == b.cluster) {
+                let made = cluster_links(cluster, max_hosts);
+                stars += u64::from(made.star);
+                links.extend(made.links);
             }
+            link_ctx.report.borrow_mut().mirror_star_clusters += stars;
+            give.give_iterator(links.into_iter());
         },
     )
 }
@@ -257,38 +237,26 @@ fn count_per_host_pair<'s>(
     ctx: &Rc<WorkerCtx>,
 ) -> (StreamVec<'s, u64, PairMsg>, StreamVec<'s, u64, PairMsg>) {
     let min_paths = ctx.shared.config.mirrors.min_paths;
-    let asks = links.unary_frontier(
+    links.collect_complete_split(
         Exchange::new(ctx.meter("mirrors", |l: &Link| pair_route(&l.key))),
         "CountLinks",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut links: Vec<Link> = Vec::new();
-            move |(input, frontier), output| {
-                input.for_each(|_, data| links.append(data));
-                if frontier.is_empty() {
-                    if let Some(cap) = cap.take() {
-                        let mut session = output.session(&cap);
-                        for (key, count) in count_links(std::mem::take(&mut links)) {
-                            if count.shared_paths < min_paths {
-                                continue;
-                            }
-                            session.give(PairMsg::Request(key.clone(), Side::A));
-                            session.give(PairMsg::Request(key.clone(), Side::B));
-                            session.give(PairMsg::Candidate(key, count));
-                        }
-                    }
+        Vec::new(),
+        |links, data, _| links.append(data),
+        move |links, requests, candidates| {
+            for (key, count) in count_links(links) {
+                if count.shared_paths < min_paths {
+                    continue;
                 }
+                requests.give(PairMsg::Request(key.clone(), Side::A));
+                requests.give(PairMsg::Request(key.clone(), Side::B));
+                candidates.give(PairMsg::Candidate(key, count));
             }
         },
-    );
-    let mut parts = asks.partition(2, |m| match m {
-        PairMsg::Request(..) => (0, m),
-        _ => (1, m),
-    });
-    let candidates = parts.pop().expect("two parts");
-    let requests = parts.pop().expect("two parts");
-    (requests, candidates)
+    )
 }
+
+/// The paths of each host of one worker, as they come, and its clustered doc_ids.
+type HostPaths = HashMap<String, (Vec<String>, Vec<u64>)>;
 
 /// (distinct sorted paths, documents, clustered doc_ids) of the hosts of one worker.
 type HostLists = BTreeMap<String, (Vec<String>, u64, Vec<u64>)>;
@@ -300,45 +268,37 @@ fn answer_from_hosts<'s>(
     requests: StreamVec<'s, u64, PairMsg>,
     ctx: &Rc<WorkerCtx>,
 ) -> (StreamVec<'s, u64, PairMsg>, StreamVec<'s, u64, HostInfo>) {
-    let host_out = hosted
-        .binary_frontier::<_, CapacityContainerBuilder<Vec<Result<PairMsg, HostInfo>>>, _, _, _, _>(
-            requests,
-            Exchange::new(ctx.meter("mirrors", |(host, _, _): &HostedPage| host_route(host))),
-            Exchange::new(ctx.meter("mirrors", PairMsg::route)),
-            "HostPaths",
-            |cap, _| {
-                let mut cap = Some(cap);
-                let mut paths: HashMap<String, (Vec<String>, Vec<u64>)> = HashMap::new();
-                let mut requests: Vec<(MirrorKey, Side)> = Vec::new();
-                move |(hosted, hosted_frontier), (asked, asked_frontier), output| {
-                    hosted.for_each(|_, data| {
-                        for (host, path, doc) in data.drain(..) {
-                            let (list, docs) = paths.entry(host).or_default();
-                            list.push(path);
-                            docs.extend(doc);
-                        }
-                    });
-                    asked.for_each(|_, data| {
-                        requests.extend(data.drain(..).filter_map(|m| match m {
-                            PairMsg::Request(key, side) => Some((key, side)),
-                            _ => None,
-                        }))
-                    });
-                    if hosted_frontier.is_empty() && asked_frontier.is_empty() {
-                        if let Some(cap) = cap.take() {
-                            let hosts = host_lists(std::mem::take(&mut paths));
-                            let mut session = output.session(&cap);
-                            for (key, side) in std::mem::take(&mut requests) {
-                                session.give(Ok(answer(&hosts, key, side)));
-                            }
-                            for (host, (list, documents, docs)) in hosts {
-                                session.give(Err((host, documents, list.len() as u64, docs)));
-                            }
-                        }
-                    }
-                }
-            },
-        );
+    // Each host's paths and clustered doc_ids, and the requests about them.
+    let state: (HostPaths, Vec<(MirrorKey, Side)>) = Default::default();
+    let host_out = hosted.collect_complete_with(
+        requests,
+        Exchange::new(ctx.meter("mirrors", |(host, _, _): &HostedPage| host_route(host))),
+        Exchange::new(ctx.meter("mirrors", PairMsg::route)),
+        "HostPaths",
+        state,
+        |(paths, _), data| {
+            for (host, path, doc) in data.drain(..) {
+                let (list, docs) = paths.entry(host).or_default();
+                list.push(path);
+                docs.extend(doc);
+            }
+        },
+        |(_, requests), data| {
+            requests.extend(data.drain(..).filter_map(|m| match m {
+                PairMsg::Request(key, side) => Some((key, side)),
+                _ => None,
+            }))
+        },
+        |(paths, requests), give| {
+            let hosts = host_lists(paths);
+            for (key, side) in requests {
+                give.give(Ok(answer(&hosts, key, side)));
+            }
+            for (host, (list, documents, docs)) in hosts {
+                give.give(Err((host, documents, list.len() as u64, docs)));
+            }
+        },
+    );
     let mut parts = host_out.partition(2, |m| match m {
         Ok(_) => (0, m),
         Err(_) => (1, m),
@@ -349,7 +309,7 @@ fn answer_from_hosts<'s>(
 }
 
 /// Each host's paths sorted and deduplicated, with its number of documents.
-fn host_lists(paths: HashMap<String, (Vec<String>, Vec<u64>)>) -> HostLists {
+fn host_lists(paths: HostPaths) -> HostLists {
     paths
         .into_iter()
         .map(|(host, (mut list, docs))| {
@@ -382,49 +342,40 @@ fn judge_candidates<'s>(
 ) -> StreamVec<'s, u64, (Mirror, u64, u64)> {
     let params = ctx.shared.config.mirrors;
     let judge_ctx = ctx.clone();
-    candidates.binary_frontier::<_, CapacityContainerBuilder<Vec<(Mirror, u64, u64)>>, _, _, _, _>(
+    let state: (BTreeMap<MirrorKey, LinkCount>, Answered) = Default::default();
+    candidates.collect_complete_with(
         answers,
         Exchange::new(ctx.meter("mirrors", PairMsg::route)),
         Exchange::new(ctx.meter("mirrors", PairMsg::route)),
         "JudgeMirrors",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut counts: BTreeMap<MirrorKey, LinkCount> = BTreeMap::new();
-            let mut answered: Answered = HashMap::new();
-            move |(cands, cands_frontier), (answers, answers_frontier), output| {
-                cands.for_each(|_, data| {
-                    for m in data.drain(..) {
-                        if let PairMsg::Candidate(key, count) = m {
-                            counts.insert(key, count);
-                        }
-                    }
-                });
-                answers.for_each(|_, data| {
-                    for m in data.drain(..) {
-                        if let PairMsg::Answer(key, side, under, docs) = m {
-                            answered.insert((key, side == Side::A), (under, docs));
-                        }
-                    }
-                });
-                if cands_frontier.is_empty() && answers_frontier.is_empty() {
-                    if let Some(cap) = cap.take() {
-                        let counts = std::mem::take(&mut counts);
-                        let answered = std::mem::take(&mut answered);
-                        let (rows, groups) = judge(counts, &answered, &params);
-                        {
-                            let mut report = judge_ctx.report.borrow_mut();
-                            report.mirrors +=
-                                rows.iter().filter(|r| r.verdict == Verdict::Mirror).count() as u64;
-                            report.partial_mirrors +=
-                                rows.iter()
-                                    .filter(|r| r.verdict == Verdict::Partial)
-                                    .count() as u64;
-                        }
-                        write_part(&judge_ctx, Table::Mirrors, rows);
-                        output.session(&cap).give_iterator(groups.into_iter());
-                    }
+        state,
+        |(counts, _), data| {
+            for m in data.drain(..) {
+                if let PairMsg::Candidate(key, count) = m {
+                    counts.insert(key, count);
                 }
             }
+        },
+        |(_, answered), data| {
+            for m in data.drain(..) {
+                if let PairMsg::Answer(key, side, under, docs) = m {
+                    answered.insert((key, side == Side::A), (under, docs));
+                }
+            }
+        },
+        move |(counts, answered), give| {
+            let (rows, groups) = judge(counts, &answered, &params);
+            {
+                let mut report = judge_ctx.report.borrow_mut();
+                report.mirrors +=
+                    rows.iter().filter(|r| r.verdict == Verdict::Mirror).count() as u64;
+                report.partial_mirrors += rows
+                    .iter()
+                    .filter(|r| r.verdict == Verdict::Partial)
+                    .count() as u64;
+            }
+            write_part(&judge_ctx, Table::Mirrors, rows);
+            give.give_iterator(groups.into_iter());
         },
     )
 }
@@ -468,31 +419,23 @@ fn groups_at_worker_0<'s>(
     mirrors: StreamVec<'s, u64, (Mirror, u64, u64)>,
     ctx: &Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, (String, String, u64)> {
-    mirrors.unary_frontier(
+    mirrors.collect_complete(
         Exchange::new(ctx.meter("mirrors", |_: &(Mirror, u64, u64)| 0)),
         "MirrorGroups",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut mirrors: Vec<(Mirror, u64, u64)> = Vec::new();
-            move |(input, frontier), output| {
-                input.for_each(|_, data| mirrors.append(data));
-                if frontier.is_empty() {
-                    if let Some(cap) = cap.take() {
-                        let mirrors = std::mem::take(&mut mirrors);
-                        let hosts: BTreeMap<String, u64> = mirrors
-                            .iter()
-                            .flat_map(|(m, a, b)| [(m.host_a.clone(), *a), (m.host_b.clone(), *b)])
-                            .collect();
-                        let hosts: Vec<(String, u64)> = hosts.into_iter().collect();
-                        let only: Vec<Mirror> = mirrors.into_iter().map(|(m, _, _)| m).collect();
-                        let rows = mirror_groups(&hosts, &only);
-                        output.session(&cap).give_iterator(
-                            rows.into_iter()
-                                .map(|g| (g.host, g.canonical_host, g.group_size)),
-                        );
-                    }
-                }
-            }
+        Vec::new(),
+        |mirrors, data| mirrors.append(data),
+        |mirrors, give| {
+            let hosts: BTreeMap<String, u64> = mirrors
+                .iter()
+                .flat_map(|(m, a, b)| [(m.host_a.clone(), *a), (m.host_b.clone(), *b)])
+                .collect();
+            let hosts: Vec<(String, u64)> = hosts.into_iter().collect();
+            let only: Vec<Mirror> = mirrors.into_iter().map(|(m, _, _)| m).collect();
+            let rows = mirror_groups(&hosts, &only);
+            give.give_iterator(
+                rows.into_iter()
+                    .map(|g| (g.host, g.canonical_host, g.group_size)),
+            );
         },
     )
 }
@@ -505,7 +448,8 @@ fn write_hosts<'s>(
     ctx: &Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, u64> {
     let write_ctx = ctx.clone();
-    host_infos.binary_frontier::<_, CapacityContainerBuilder<Vec<u64>>, _, _, _, _>(
+    let state: (Vec<HostInfo>, HashMap<String, (String, u64)>) = Default::default();
+    host_infos.collect_complete_with(
         groups,
         Pipeline,
         Exchange::new(
@@ -514,26 +458,15 @@ fn write_hosts<'s>(
             }),
         ),
         "WriteHosts",
-        move |cap, _| {
-            let mut cap = Some(cap);
-            let mut infos: Vec<HostInfo> = Vec::new();
-            let mut groups: HashMap<String, (String, u64)> = HashMap::new();
-            move |(infos_in, infos_frontier), (groups_in, groups_frontier), output| {
-                infos_in.for_each(|_, data| infos.append(data));
-                groups_in
-                    .for_each(|_, data| groups.extend(data.drain(..).map(|(h, c, n)| (h, (c, n)))));
-                if infos_frontier.is_empty() && groups_frontier.is_empty() {
-                    let Some(cap) = cap.take() else {
-                        return;
-                    };
-                    let infos = std::mem::take(&mut infos);
-                    let (rows, mirroring) = host_rows(infos, &std::mem::take(&mut groups));
-                    write_ctx.report.borrow_mut().hosts += rows.len() as u64;
-                    write_part(&write_ctx, Table::Hosts, rows);
-                    output.session(&cap).give_iterator(mirroring.into_iter());
-                    write_ctx.stage_done("mirrors");
-                }
-            }
+        state,
+        |(infos, _), data| infos.append(data),
+        |(_, groups), data| groups.extend(data.drain(..).map(|(h, c, n)| (h, (c, n)))),
+        move |(infos, groups), give| {
+            let (rows, mirroring) = host_rows(infos, &groups);
+            write_ctx.report.borrow_mut().hosts += rows.len() as u64;
+            write_part(&write_ctx, Table::Hosts, rows);
+            give.give_iterator(mirroring.into_iter());
+            write_ctx.stage_done("mirrors");
         },
     )
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::write::DocEntry;
 use super::FILE_SHIFT;
 use crate::error::IoError;
-use crate::parquet_in::TableFile;
+use crate::parquet_in::{u64_column, TableFile};
 use crate::parquet_out::{TableTag, PARAM_FINGERPRINT, PARAM_SEARCH};
 use crate::run_dir::{committed_parts, RunDir, Table};
 
@@ -130,14 +130,13 @@ fn bad(path: &Path, reason: &str) -> IoError {
     }
 }
 
+/// The UInt64 column `name` of a batch of the part at `path`.
 fn column_u64<'a>(
     b: &'a RecordBatch,
     name: &str,
     path: &Path,
 ) -> Result<&'a arrow::array::UInt64Array, IoError> {
-    b.column_by_name(name)
-        .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-        .ok_or_else(|| bad(path, &format!("no UInt64 column {name:?}")))
+    u64_column(b, name, path, |name| format!("no UInt64 column {name:?}"))
 }
 
 /// Calls `f` with each batch of the part at `path`, and its tag (checked to be `table`).

@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{Float32Type, Int64Type, UInt64Type};
+use arrow::datatypes::{Float32Type, Int64Type};
 
 use super::layout::{committed_parts, RunDir, Table};
 use crate::error::IoError;
-use crate::parquet_in::TableFile;
+use crate::parquet_in::{u64_column, TableFile};
 use crate::parquet_out::{TableTag, PARAM_FINGERPRINT, PARAM_SEARCH};
 
 /// What `neardup eval` needs of a run.
@@ -127,18 +127,15 @@ pub fn each_part_batch(
     Ok(())
 }
 
+/// The UInt64 column `name` of a batch of the part at `path`.
 fn u64s<'a>(
     batch: &'a RecordBatch,
     name: &str,
     path: &Path,
 ) -> Result<&'a arrow::array::UInt64Array, IoError> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-        .ok_or_else(|| IoError::BadTable {
-            path: path.to_path_buf(),
-            reason: format!("column {name:?} is not UInt64"),
-        })
+    u64_column(batch, name, path, |name| {
+        format!("column {name:?} is not UInt64")
+    })
 }
 
 /// Reads a run directory; refuses one without `_SUCCESS` (incomplete or failed), and parts

@@ -13,7 +13,7 @@ use std::path::Path;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float32Type, Int64Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
-use neardup_io::parquet_in::TableFile;
+use neardup_io::parquet_in::{u64_column, TableFile};
 use neardup_io::run_dir::{committed_parts, each_part_batch, RunDir, Table};
 use neardup_io::IoError;
 use serde_json::Value;
@@ -117,14 +117,15 @@ fn each_batch(
     each_part_batch(dir, Some(columns), f)
 }
 
+/// The UInt64 column `name` of a batch of the part at `path`.
 fn u64s<'a>(
     b: &'a RecordBatch,
     name: &str,
     path: &Path,
 ) -> Result<&'a arrow::array::UInt64Array, IoError> {
-    b.column_by_name(name)
-        .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-        .ok_or_else(|| bad(path, format!("column {name:?} is missing or not UInt64")))
+    u64_column(b, name, path, |name| {
+        format!("column {name:?} is missing or not UInt64")
+    })
 }
 
 /// Reads what the report shows from the complete run in `dir` (the caller checked
