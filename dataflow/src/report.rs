@@ -26,74 +26,6 @@ pub struct ClusterInfo {
     pub size: u64,
 }
 
-/// Counts and events of one worker.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct WorkerReport {
-    pub documents: u64,
-    pub empty: u64,
-    pub skipped: u64,
-    pub blank_lines: u64,
-    /// Records that are not documents, by reason (`SkipReason::name`): an archive's
-    /// requests and redirects, lines too long to parse. Never errors.
-    pub skipped_records: BTreeMap<String, u64>,
-    /// Documents cut at `--max-doc-bytes` (fingerprinted on their first bytes).
-    pub truncated: u64,
-    /// WARC revisit records linked to the capture whose payload they repeat.
-    pub revisits_linked: u64,
-    /// The first few skipped records: (file index, record, message naming file and line).
-    pub skip_examples: Vec<(u32, u64, String)>,
-    /// Documents without a value in the keep policy's column (they rank last).
-    pub keep_value_missing: u64,
-    pub bytes: u64,
-    /// Fatal errors: any one fails the run.
-    pub errors: Vec<String>,
-    pub exact_groups: u64,
-    pub exact_duplicates: u64,
-    pub table_records: u64,
-    /// Bytes the table search wrote to disk (`--memory-limit` spilling).
-    pub spilled_bytes: u64,
-    pub exact_pairs: u64,
-    pub near_pairs: u64,
-    /// Pairs of documents with the same normalized URL (kind `url`).
-    pub url_pairs: u64,
-    /// Content pairs (exact, near) whose documents' hosts are both known and differ.
-    pub cross_host_pairs: u64,
-    /// Rows of mirrors/ by verdict, rows of hosts/, and clusters under the star rule.
-    pub mirrors: u64,
-    pub partial_mirrors: u64,
-    pub hosts: u64,
-    pub mirror_star_clusters: u64,
-    /// Clusters whose kept document `--keep canonical-host` moved off a mirroring host.
-    pub keep_moved_to_canonical_host: u64,
-    /// Candidate pairs found by the near search (before verification and, in MinHash mode,
-    /// before removing pairs found in several bands).
-    pub candidates: u64,
-    /// Near pairs dropped by verification (below --min-jaccard).
-    pub rejected: u64,
-    pub comparisons: u64,
-    /// Buckets split because they were too large (summary.json's `bucket_splits`).
-    pub bucket_splits: u64,
-    pub largest_buckets: Vec<BucketInfo>,
-    pub clusters: u64,
-    pub clustered_documents: u64,
-    pub documents_to_remove: u64,
-    pub largest_clusters: Vec<ClusterInfo>,
-    pub duplicate_ids: u64,
-    /// Seconds from the job's start to the end of each stage on this worker.
-    pub stage_seconds: BTreeMap<String, f64>,
-    /// Part files this worker committed.
-    pub parts: Vec<String>,
-    /// Bytes sent to workers of other processes, by stage (see [`crate::worker::NetworkMeter`]).
-    pub network_bytes: BTreeMap<String, u64>,
-    /// How the search was planned (the same on every worker).
-    pub search_plan: Option<SearchPlan>,
-    pub warnings: Vec<String>,
-    /// The search for repeated passages, when the job ran one.
-    pub substrings: Option<SubstringCounts>,
-    /// How the documents to remove were chosen (worker 0's, once the clusters are made).
-    pub removal: Option<Removal>,
-}
-
 /// The evidence that each removed document duplicates the one kept in its place
 /// (summary.json's `removal`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -345,14 +277,44 @@ pub struct Network {
     pub by_stage: BTreeMap<String, u64>,
 }
 
-/// Declares the counts once: [`Counts`] (summary.json's `counts`, in its order), what the
-/// summary takes from the merged report ([`Counts::of`]), and how reports add up
-/// (`WorkerReport::add_counts`). Each count is the [`WorkerReport`] field of the same name,
-/// summed over workers, unless it is derived from the others (`= |r: &WorkerReport| ...`).
-/// The report's own fields stay declared by hand, in their order: it is the layout of the
-/// counts a resume part ends with (bincode, [`crate::stages::fingerprint::resume`]).
+/// Declares the counts once: [`WorkerReport`]'s count fields (in this order, the counts
+/// first: it is the layout of the report a resume part ends with, bincode,
+/// [`crate::stages::fingerprint::resume`]), [`Counts`] (summary.json's `counts`, in its
+/// order), what the summary takes from the merged report ([`Counts::of`]), and how reports
+/// add up (`WorkerReport::add_counts`). Each count is the [`WorkerReport`] field of the
+/// same name, summed over workers, unless it is derived from the others (`= |r:
+/// &WorkerReport| ...`): a derived count is in [`Counts`] only. The report's other fields
+/// follow its counts, as written in `struct WorkerReport { ... }`.
+///
+/// Adding a count is one line in the list; a derived one needs no report field.
 macro_rules! counts {
-    ($($(#[$attr:meta])* $name:ident: $ty:ty $(= $derived:expr)?,)*) => {
+    (
+        $(#[$report_attr:meta])*
+        pub struct WorkerReport { $($other:tt)* }
+        counts { $($list:tt)* }
+    ) => {
+        counts!(@split [$(#[$report_attr])*] [$($other)*] [] [] $($list)*);
+    };
+    // A derived count: in Counts only.
+    (@split $ra:tt $other:tt [$($r:tt)*] [$($c:tt)*]
+        $(#[$a:meta])* $name:ident: $ty:ty = $derived:expr, $($rest:tt)*) => {
+        counts!(@split $ra $other [$($r)*] [$($c)* [$(#[$a])* $name: $ty = $derived]] $($rest)*);
+    };
+    // A summed count: a report field and a count.
+    (@split $ra:tt $other:tt [$($r:tt)*] [$($c:tt)*]
+        $(#[$a:meta])* $name:ident: $ty:ty, $($rest:tt)*) => {
+        counts!(@split $ra $other [$($r)* [$(#[$a])* $name: $ty]] [$($c)* [$(#[$a])* $name: $ty]] $($rest)*);
+    };
+    (@split [$($ra:tt)*] [$($other:tt)*]
+        [$([$(#[$rattr:meta])* $rname:ident: $rty:ty])*]
+        [$([$(#[$attr:meta])* $name:ident: $ty:ty $(= $derived:expr)?])*]) => {
+        $($ra)*
+        pub struct WorkerReport {
+            $($(#[$rattr])* pub $rname: $rty,)*
+            $($other)*
+        }
+
+        /// summary.json's `counts`: every count of the merged report, in this order.
         #[derive(Clone, Debug, Default, Serialize, Deserialize)]
         pub struct Counts {
             $($(#[$attr])* pub $name: $ty,)*
@@ -402,67 +364,99 @@ impl Tally for BTreeMap<String, u64> {
 }
 
 counts! {
-    documents: u64,
-    bytes: u64,
-    empty: u64,
-    skipped: u64,
-    blank_lines: u64,
-    /// Records that are not documents, by reason ("other type", "status", "revisit",
-    /// "truncated", "not text", "too long"); see docs/inputs.md.
-    #[serde(default)]
-    skipped_records: BTreeMap<String, u64>,
-    /// Documents cut at --max-doc-bytes.
-    #[serde(default)]
-    truncated: u64,
-    /// WARC revisit records reported as exact duplicates of the capture they name (their
-    /// edges are among exact_pairs).
-    #[serde(default)]
-    revisits_linked: u64,
-    duplicate_ids: u64,
-    exact_groups: u64,
-    exact_duplicates: u64,
-    exact_pairs: u64,
-    near_pairs: u64,
-    /// Pairs of documents with the same normalized URL (`--url-normalize`), whatever their
-    /// content: N - 1 per URL seen N times (their edges are in pairs/ with kind `url`).
-    #[serde(default)]
-    url_pairs: u64,
-    /// Exact and near pairs whose two documents have known, different hosts (the host of
-    /// the normalized URL): copies of a page on another site.
-    #[serde(default)]
-    cross_host_pairs: u64,
-    /// Rows of mirrors/ with verdict `mirror`, and with verdict `partial`.
-    #[serde(default)]
-    mirrors: u64,
-    #[serde(default)]
-    partial_mirrors: u64,
-    /// Rows of hosts/: distinct hosts of the documents' URLs.
-    #[serde(default)]
-    hosts: u64,
-    /// Content clusters spread over more than the mirror host limit, whose hosts were
-    /// linked only to the cluster's anchor (the star rule: mirror networks, robots.txt, 404
-    /// pages, parked templates).
-    #[serde(default)]
-    mirror_star_clusters: u64,
-    /// Clusters whose kept document `--keep canonical-host` moved: the inner policy's
-    /// choice was on a mirroring host (in a mirror group, not its canonical host) and
-    /// another copy was not.
-    #[serde(default)]
-    keep_moved_to_canonical_host: u64,
-    candidates: u64,
-    rejected: u64,
-    /// Every pair written to pairs/.
-    pairs: u64 = |r: &WorkerReport| r.exact_pairs + r.near_pairs + r.url_pairs,
-    clusters: u64,
-    clustered_documents: u64,
-    documents_to_remove: u64,
-    keep_value_missing: u64,
-    table_records: u64,
-    /// Bytes the table search wrote to disk when it spilled (0: it fit in memory).
-    #[serde(default)]
-    spilled_bytes: u64,
-    comparisons: u64,
-    bucket_splits: u64,
+    /// Counts and events of one worker: the counts (declared below, in the list), then
+    /// these.
+    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+    pub struct WorkerReport {
+        /// The first few skipped records: (file index, record, message naming file and
+        /// line).
+        pub skip_examples: Vec<(u32, u64, String)>,
+        /// Fatal errors: any one fails the run.
+        pub errors: Vec<String>,
+        pub largest_buckets: Vec<BucketInfo>,
+        pub largest_clusters: Vec<ClusterInfo>,
+        /// Seconds from the job's start to the end of each stage on this worker.
+        pub stage_seconds: BTreeMap<String, f64>,
+        /// Part files this worker committed.
+        pub parts: Vec<String>,
+        /// Bytes sent to workers of other processes, by stage (see
+        /// [`crate::worker::NetworkMeter`]).
+        pub network_bytes: BTreeMap<String, u64>,
+        /// How the search was planned (the same on every worker).
+        pub search_plan: Option<SearchPlan>,
+        pub warnings: Vec<String>,
+        /// The search for repeated passages, when the job ran one.
+        pub substrings: Option<SubstringCounts>,
+        /// How the documents to remove were chosen (worker 0's, once the clusters are made).
+        pub removal: Option<Removal>,
+    }
+    counts {
+        documents: u64,
+        bytes: u64,
+        empty: u64,
+        skipped: u64,
+        blank_lines: u64,
+        /// Records that are not documents, by reason ("other type", "status", "revisit",
+        /// "truncated", "not text", "too long"); see docs/inputs.md.
+        #[serde(default)]
+        skipped_records: BTreeMap<String, u64>,
+        /// Documents cut at --max-doc-bytes.
+        #[serde(default)]
+        truncated: u64,
+        /// WARC revisit records reported as exact duplicates of the capture they name (their
+        /// edges are among exact_pairs).
+        #[serde(default)]
+        revisits_linked: u64,
+        duplicate_ids: u64,
+        exact_groups: u64,
+        exact_duplicates: u64,
+        exact_pairs: u64,
+        near_pairs: u64,
+        /// Pairs of documents with the same normalized URL (`--url-normalize`), whatever their
+        /// content: N - 1 per URL seen N times (their edges are in pairs/ with kind `url`).
+        #[serde(default)]
+        url_pairs: u64,
+        /// Exact and near pairs whose two documents have known, different hosts (the host of
+        /// the normalized URL): copies of a page on another site.
+        #[serde(default)]
+        cross_host_pairs: u64,
+        /// Rows of mirrors/ with verdict `mirror`, and with verdict `partial`.
+        #[serde(default)]
+        mirrors: u64,
+        #[serde(default)]
+        partial_mirrors: u64,
+        /// Rows of hosts/: distinct hosts of the documents' URLs.
+        #[serde(default)]
+        hosts: u64,
+        /// Content clusters spread over more than the mirror host limit, whose hosts were
+        /// linked only to the cluster's anchor (the star rule: mirror networks, robots.txt, 404
+        /// pages, parked templates).
+        #[serde(default)]
+        mirror_star_clusters: u64,
+        /// Clusters whose kept document `--keep canonical-host` moved: the inner policy's
+        /// choice was on a mirroring host (in a mirror group, not its canonical host) and
+        /// another copy was not.
+        #[serde(default)]
+        keep_moved_to_canonical_host: u64,
+        /// Candidate pairs found by the near search (before verification and, in MinHash
+        /// mode, before removing pairs found in several bands).
+        candidates: u64,
+        /// Near pairs dropped by verification (below --min-jaccard).
+        rejected: u64,
+        /// Every pair written to pairs/.
+        pairs: u64 = |r: &WorkerReport| r.exact_pairs + r.near_pairs + r.url_pairs,
+        clusters: u64,
+        clustered_documents: u64,
+        documents_to_remove: u64,
+        keep_value_missing: u64,
+        table_records: u64,
+        /// Bytes the table search wrote to disk when it spilled (0: it fit in memory).
+        #[serde(default)]
+        spilled_bytes: u64,
+        comparisons: u64,
+        /// Buckets split because they were too large.
+        bucket_splits: u64,
+    }
 }
 
 impl JobSummary {
