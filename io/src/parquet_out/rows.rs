@@ -113,8 +113,9 @@ fn field(name: &str, data_type: DataType, nullable: bool) -> Field {
     Field::new(name, data_type, nullable)
 }
 
-/// Builds one column from a field of every row.
-fn column<R, T, A>(rows: &[R], get: impl Fn(&R) -> T) -> ArrayRef
+/// Builds one column from a field of every row (a text column from `Option<&str>`s
+/// borrowed from the rows).
+fn column<'a, R, T, A>(rows: &'a [R], get: impl Fn(&'a R) -> T) -> ArrayRef
 where
     A: From<Vec<T>> + arrow::array::Array + 'static,
 {
@@ -182,12 +183,10 @@ impl OutputRow for FingerprintRow {
     }
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
-        let ids: StringArray = rows.iter().map(|r| r.id.as_deref()).collect();
-        let sources: StringArray = rows.iter().map(|r| Some(r.source.as_str())).collect();
         let mut columns = vec![
             column::<_, _, UInt64Array>(rows, |r| r.doc_id),
-            Arc::new(ids),
-            Arc::new(sources),
+            column::<_, _, StringArray>(rows, |r| r.id.as_deref()),
+            column::<_, _, StringArray>(rows, |r| Some(r.source.as_str())),
             column::<_, _, UInt64Array>(rows, |r| r.record),
             column::<_, _, UInt64Array>(rows, |r| r.simhash),
             column::<_, _, UInt32Array>(rows, |r| r.n_tokens),
@@ -286,14 +285,13 @@ impl OutputRow for PairRow {
     }
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
-        let kinds: StringArray = rows.iter().map(|r| Some(r.kind.as_str())).collect();
         RecordBatch::try_new(
             Self::schema(),
             vec![
                 column::<_, _, UInt64Array>(rows, |r| r.doc_a),
                 column::<_, _, UInt64Array>(rows, |r| r.doc_b),
                 column::<_, _, UInt8Array>(rows, |r| r.hamming),
-                Arc::new(kinds),
+                column::<_, _, StringArray>(rows, |r| Some(r.kind.as_str())),
                 column::<_, _, Float32Array>(rows, |r| r.jaccard),
             ],
         )
@@ -464,15 +462,9 @@ impl OutputRow for RemovedRow {
             Self::schema(),
             vec![
                 column::<_, _, UInt64Array>(rows, |r| r.doc_id),
-                Arc::new(StringArray::from(
-                    rows.iter().map(|r| r.id.as_deref()).collect::<Vec<_>>(),
-                )),
+                column::<_, _, StringArray>(rows, |r| r.id.as_deref()),
                 column::<_, _, UInt64Array>(rows, |r| r.kept_doc_id),
-                Arc::new(StringArray::from(
-                    rows.iter()
-                        .map(|r| r.kept_id.as_deref())
-                        .collect::<Vec<_>>(),
-                )),
+                column::<_, _, StringArray>(rows, |r| r.kept_id.as_deref()),
                 column::<_, _, UInt8Array>(rows, |r| r.hamming),
                 column::<_, _, Float32Array>(rows, |r| r.jaccard),
             ],
@@ -507,9 +499,7 @@ impl OutputRow for SubstringRow {
             Self::schema(),
             vec![
                 column::<_, _, UInt64Array>(rows, |r| r.doc_id),
-                Arc::new(StringArray::from(
-                    rows.iter().map(|r| r.id.as_deref()).collect::<Vec<_>>(),
-                )),
+                column::<_, _, StringArray>(rows, |r| r.id.as_deref()),
                 column::<_, _, UInt64Array>(rows, |r| r.start),
                 column::<_, _, UInt64Array>(rows, |r| r.end),
             ],
