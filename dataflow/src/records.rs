@@ -67,6 +67,17 @@ pub struct DocFp {
 }
 
 /// Why two documents are paired.
+impl DocFp {
+    /// Bytes the document takes in memory, its heap included: what an external sort
+    /// counts against its budget.
+    pub fn memory_bytes(&self) -> usize {
+        let page = self.page.as_ref().map_or(0, |p| {
+            std::mem::size_of::<(String, String)>() + p.0.capacity() + p.1.capacity()
+        });
+        std::mem::size_of::<DocFp>() + 8 * self.bands.capacity() + page
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EdgeKind {
     Exact,

@@ -121,6 +121,50 @@ pub struct SearchPlan {
     pub spill_partition_bits: Option<u32>,
 }
 
+/// One stage's external sort ([`neardup_io::spill::ExternalSort`]): its memory and what it
+/// wrote to disk, summed over workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SortPlan {
+    /// Bytes of records each worker keeps in memory before it writes a run (the largest;
+    /// `None`: no limit, nothing spills).
+    pub budget_bytes: Option<u64>,
+    /// Records sorted.
+    pub records: u64,
+    /// Sorted runs written to disk, and their bytes (0: it fit in memory).
+    pub runs: u64,
+    pub spilled_bytes: u64,
+}
+
+impl SortPlan {
+    pub fn add(&mut self, other: &SortPlan) {
+        self.budget_bytes = self.budget_bytes.max(other.budget_bytes);
+        self.records += other.records;
+        self.runs += other.runs;
+        self.spilled_bytes += other.spilled_bytes;
+    }
+}
+
+/// summary.json's `memory`: the limit, each process's peak resident memory, and each
+/// stage's plan (in memory, or how much it spilled).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryReport {
+    /// `--memory-limit` per process (`None`: no limit).
+    pub limit_bytes: Option<u64>,
+    /// The peak resident memory of each process, in process order (0 where unknown: not
+    /// Linux).
+    pub peak_rss_bytes: Vec<u64>,
+    /// External sorts by stage; the table search's plan is `search_plan`.
+    pub sorts: BTreeMap<String, SortPlan>,
+}
+
+/// This process's peak resident memory so far (`VmHWM` of /proc/self/status), if known.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// How many skip examples a report keeps.
 pub const SKIP_EXAMPLES: usize = 5;
 
@@ -182,6 +226,13 @@ impl WorkerReport {
             (Some(_), None) => {}
         }
         self.removal = self.removal.take().or(other.removal);
+        for (stage, plan) in other.sorts {
+            self.sorts.entry(stage).or_default().add(&plan);
+        }
+        for (process, bytes) in other.peak_rss {
+            let peak = self.peak_rss.entry(process).or_default();
+            *peak = (*peak).max(bytes);
+        }
         for warning in other.warnings {
             if !self.warnings.contains(&warning) {
                 self.warnings.push(warning);
@@ -259,6 +310,10 @@ pub struct JobSummary {
     /// kept one (absent from summaries of older versions).
     #[serde(default)]
     pub removal: Option<Removal>,
+    /// Memory: the limit, each process's peak, each stage's plan (absent from summaries of
+    /// older versions).
+    #[serde(default)]
+    pub memory: Option<MemoryReport>,
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
     pub parts: Vec<String>,
@@ -389,6 +444,11 @@ counts! {
         pub substrings: Option<SubstringCounts>,
         /// How the documents to remove were chosen (worker 0's, once the clusters are made).
         pub removal: Option<Removal>,
+        /// Each external sort's plan and what it spilled, by stage (summed over workers).
+        pub sorts: BTreeMap<String, SortPlan>,
+        /// The peak resident memory of each process (by process index), as its workers last
+        /// saw it.
+        pub peak_rss: BTreeMap<usize, u64>,
     }
     counts {
         documents: u64,
@@ -491,6 +551,11 @@ impl JobSummary {
             },
             substrings: report.substrings,
             removal: report.removal,
+            memory: Some(MemoryReport {
+                limit_bytes: None,
+                peak_rss_bytes: report.peak_rss.values().copied().collect(),
+                sorts: report.sorts,
+            }),
             warnings: report.warnings,
             errors: report.errors,
             parts: report.parts,

@@ -110,6 +110,45 @@ impl WorkerCtx {
         }
     }
 
+    /// An external sort for `stage` on this worker: `share` of the worker's part of
+    /// `--memory-limit` in memory ([`crate::config::sort_budget`]), its runs in
+    /// `sorts-NNNNN/<stage>` under the job's spill directory.
+    pub fn sort<D: neardup_io::spill::SpillRecord>(
+        &self,
+        stage: &str,
+        share: f64,
+    ) -> neardup_io::spill::ExternalSort<D> {
+        let config = &self.shared.config;
+        let budget = config.sort_memory.unwrap_or_else(|| {
+            crate::config::sort_budget(config.memory_limit, config.parallelism.workers, share)
+        });
+        let dir = crate::stages::near::spill::sort_dir(&config.spill_root(), self.index, stage);
+        neardup_io::spill::ExternalSort::new(dir, budget)
+    }
+
+    /// Records what `stage`'s external sort did, for summary.json's `memory`.
+    pub fn sorted(&self, stage: &str, stats: neardup_io::spill::SortStats) {
+        let plan = crate::report::SortPlan {
+            budget_bytes: (stats.budget_bytes < usize::MAX as u64).then_some(stats.budget_bytes),
+            records: stats.records,
+            runs: stats.runs,
+            spilled_bytes: stats.spilled_bytes,
+        };
+        let mut report = self.report.borrow_mut();
+        report
+            .sorts
+            .entry(stage.to_string())
+            .or_default()
+            .add(&plan);
+    }
+
+    /// Records that a sort's run could not be written or read: the run fails.
+    pub fn sort_failed(&self, stage: &str, e: std::io::Error) {
+        self.fail(format!(
+            "sorting {stage} on disk: {e} (free disk space, or choose another place with --spill-dir)"
+        ));
+    }
+
     /// The part number of this worker's output files.
     pub fn part(&self) -> usize {
         self.index

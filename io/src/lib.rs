@@ -91,6 +91,7 @@ pub mod record;
 pub mod run_dir;
 pub mod secret;
 pub mod source;
+pub mod spill;
 pub mod stream;
 pub mod wal;
 pub mod web;

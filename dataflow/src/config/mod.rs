@@ -67,6 +67,27 @@ pub const DEFAULT_MEMORY_SHARE: f64 = 0.7;
 /// A spilled partition of the table search is never planned smaller than this many entries:
 /// below it the files are too many and too small to be worth their cost.
 pub const MIN_PARTITION_ENTRIES: u64 = 1 << 14;
+/// The share of a worker's part of `--memory-limit` that the exact stage's sort keeps in
+/// memory while the corpus is read (its documents beyond it go to sorted runs on disk,
+/// [`neardup_io::spill`]). The read itself, the other sorts of the read and the search's
+/// held fingerprints take the rest.
+pub const EXACT_SORT_SHARE: f64 = 0.25;
+/// The least memory an external sort keeps before it writes a run, whatever the limit:
+/// below it the runs are too many and too small to be worth their cost.
+pub const MIN_SORT_BUDGET: usize = 4 << 20;
+
+/// Bytes of records a worker's external sort keeps in memory: `share` of its part of the
+/// process's `limit` (`None`: no limit, nothing spills), at least [`MIN_SORT_BUDGET`].
+pub fn sort_budget(limit: Option<u64>, workers_here: usize, share: f64) -> usize {
+    match limit {
+        None => usize::MAX,
+        Some(limit) => {
+            let budget = limit as f64 / workers_here.max(1) as f64 * share;
+            (budget as usize).max(MIN_SORT_BUDGET)
+        }
+    }
+}
+
 /// Buckets larger than this many fingerprints are listed in the summary.
 pub const DEFAULT_HOT_BUCKET: usize = 1000;
 /// How many of the largest buckets and clusters the summary lists.
@@ -190,6 +211,9 @@ pub struct JobConfig {
     /// [`MIN_PARTITION_ENTRIES`]; tests lower it to spill small inputs
     /// into many partitions).
     pub spill_min_partition: u64,
+    /// Fixes the memory of every external sort (bytes; `None`: a share of `memory_limit`,
+    /// [`sort_budget`]): tests lower it to spill small inputs into many runs.
+    pub sort_memory: Option<usize>,
     /// Bucket search leaf size (see `neardup_core::search`).
     pub leaf_size: usize,
     pub batch_records: usize,
@@ -248,6 +272,7 @@ impl JobConfig {
             memory_limit: None,
             spill_dir: None,
             spill_min_partition: MIN_PARTITION_ENTRIES,
+            sort_memory: None,
             leaf_size: neardup_core::search::DEFAULT_LEAF_SIZE,
             batch_records: DEFAULT_BATCH_RECORDS,
             batch_bytes: DEFAULT_BATCH_BYTES,

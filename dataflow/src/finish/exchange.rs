@@ -29,6 +29,10 @@ pub(crate) fn finish_worker(
     shared.progress.reach(Stage::Committing);
     let mut report = ctx.report.replace(WorkerReport::default());
     report.add_network(ctx.network.bytes());
+    let process = ctx.index / shared.config.parallelism.workers.max(1);
+    report
+        .peak_rss
+        .insert(process, crate::report::peak_rss().unwrap_or(0));
     let verdict = exchange_reports(worker, report, shared, finish);
     shared.progress.reach(Stage::Done);
     verdict

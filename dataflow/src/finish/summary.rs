@@ -28,6 +28,9 @@ pub(super) fn summarize(mut report: WorkerReport, shared: &Shared) -> JobSummary
         command_line: config.command_line.clone(),
     };
     let mut summary = JobSummary::from_report(report, parameters);
+    if let Some(memory) = summary.memory.as_mut() {
+        memory.limit_bytes = config.memory_limit;
+    }
     check_keep_column(&mut summary, config);
     if let Some(largest) = summary
         .largest_clusters

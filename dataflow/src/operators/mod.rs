@@ -5,7 +5,10 @@
 //! | operator | what it does |
 //! |---|---|
 //! | [`collect`] | fold a stream into a state, and use the state once the stream is complete |
+//! | [`sort`] | sort a stream within a memory budget (runs on disk beyond it), and walk it in order once it is complete, a chunk per activation |
 
 pub mod collect;
+pub mod sort;
 
 pub use collect::CollectComplete;
+pub use sort::SortComplete;

@@ -204,6 +204,10 @@ pub fn stop(reason: &str) -> Stopped {
             if dir.path().exists() && std::fs::remove_dir_all(dir.path()).is_ok() {
                 done.removed.push(dir.path().to_path_buf());
             }
+            let sorts = crate::stages::near::spill::sort_dir(&files.spill_root, worker, "");
+            if sorts.exists() && std::fs::remove_dir_all(&sorts).is_ok() {
+                done.removed.push(sorts);
+            }
         }
         if let Some(lock) = &files.spill_lock {
             let _ = std::fs::remove_file(lock);

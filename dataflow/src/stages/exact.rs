@@ -6,12 +6,16 @@
 //! to the representative by `exact` edges (N - 1 of them), and only the representative goes
 //! on to the tables. Empty documents are neither: they are counted and never matched.
 
+use std::cmp::Ordering;
 use std::rc::Rc;
 
+use neardup_io::spill::SpillRecord;
+use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::StreamVec;
 
-use crate::operators::CollectComplete;
+use crate::config::EXACT_SORT_SHARE;
+use crate::operators::SortComplete;
 use crate::records::{DocFp, Edge, EdgeKind};
 use crate::worker::WorkerCtx;
 
@@ -22,31 +26,118 @@ use crate::worker::WorkerCtx;
 /// split by timely's `partition` and two `flat_map`s, copied each record four more times
 /// on its way to the tables (with `split_docs`, a 2M-fingerprint search took 0.90x the time
 /// without them).
+///
+/// The simple version of the grouping sorts every document of the worker by key in a
+/// `Vec`; here they go through an external sort ([`SortComplete`]) that keeps
+/// [`EXACT_SORT_SHARE`] of the worker's part of `--memory-limit` and writes sorted runs
+/// beyond it, and the groups are folded as the merge walks them.
 pub fn fold_exact<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
 ) -> (StreamVec<'s, u64, DocFp>, StreamVec<'s, u64, Edge>) {
-    docs.collect_complete_split(
-        Exchange::new(ctx.meter("exact", |d: &DocFp| exact_route(d))),
+    let (each_ctx, end_ctx, fail_ctx) = (ctx.clone(), ctx.clone(), ctx.clone());
+    let verified = ctx.shared.config.verify.is_some();
+    docs.sort_complete_split(
+        Exchange::new(ctx.meter("exact", exact_route)),
         "FoldExact",
-        Vec::new(),
-        |docs, data, reps| {
+        ctx.sort::<ByKey>("exact", EXACT_SORT_SHARE),
+        Group::default(),
+        |data, reps| {
             // A document without a key (exact folding off, or fingerprint input) has no
             // group to wait for: it goes on at once instead of being held.
-            for doc in data.drain(..).filter(|d| !d.empty) {
-                if doc.exact_key == 0 {
-                    reps.give(doc);
-                } else {
-                    docs.push(doc);
-                }
+            data.retain(|d| !d.empty);
+            reps.give_iterator(data.extract_if(.., |d| d.exact_key == 0));
+        },
+        move |group, ByKey(doc), reps, edges| {
+            let same = group.first.as_ref().map(|f| f.exact_key) == Some(doc.exact_key);
+            if same {
+                let first = group.first.as_ref().expect("the group's first");
+                edges.give(exact_edge(first, &doc, verified));
+                group.members += 1;
+            } else if let Some(first) = group.close(&each_ctx) {
+                reps.give(first);
+                group.first = Some(doc);
+            } else {
+                group.first = Some(doc);
             }
         },
-        move |docs, reps, edges| {
-            fold(docs, &ctx, |rep| reps.give(rep), |edge| edges.give(edge));
-            ctx.stage_done("exact");
-            ctx.shared.progress.reach(crate::progress::Stage::Searching);
+        move |mut group, stats, reps, _| {
+            if let Some(first) = group.close(&end_ctx) {
+                reps.give(first);
+            }
+            end_ctx.sorted("exact", stats);
+            end_ctx.stage_done("exact");
+            end_ctx
+                .shared
+                .progress
+                .reach(crate::progress::Stage::Searching);
         },
+        move |e| fail_ctx.sort_failed("exact", e),
     )
+}
+
+/// A document in the order its worker folds them: by exact key, then by number (the first
+/// of a group is its smallest `doc_id`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ByKey(pub DocFp);
+
+impl ByKey {
+    fn key(&self) -> (u128, u64) {
+        (self.0.exact_key, self.0.doc_id)
+    }
+}
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for ByKey {}
+
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl SpillRecord for ByKey {
+    fn memory_bytes(&self) -> usize {
+        self.0.memory_bytes()
+    }
+}
+
+impl From<DocFp> for ByKey {
+    fn from(doc: DocFp) -> Self {
+        ByKey(doc)
+    }
+}
+
+/// The group being folded: its first (smallest) document and how many follow it.
+#[derive(Default)]
+struct Group {
+    first: Option<DocFp>,
+    members: u64,
+}
+
+impl Group {
+    /// Ends the group: counts it, and returns its representative.
+    fn close(&mut self, ctx: &WorkerCtx) -> Option<DocFp> {
+        let first = self.first.take()?;
+        if self.members > 0 {
+            let mut report = ctx.report.borrow_mut();
+            report.exact_groups += 1;
+            report.exact_duplicates += self.members;
+        }
+        self.members = 0;
+        Some(first)
+    }
 }
 
 /// Documents with the same key meet; documents without a key (0) are spread by number.
@@ -58,39 +149,16 @@ fn exact_route(doc: &DocFp) -> u64 {
     }
 }
 
-/// Groups by exact key; a key of 0 means "no key" (exact folding off, or fingerprint input).
-/// Each group's representative (its smallest `doc_id`) goes to `rep`, an edge from it to
-/// every other member to `edge`.
-fn fold(
-    mut docs: Vec<DocFp>,
-    ctx: &WorkerCtx,
-    mut rep: impl FnMut(DocFp),
-    mut edge: impl FnMut(Edge),
-) {
-    docs.sort_unstable_by_key(|d| (d.exact_key, d.doc_id));
-    let verified = ctx.shared.config.verify.is_some();
-    let mut report = ctx.report.borrow_mut();
-    let mut docs = docs.into_iter().peekable();
-    while let Some(first) = docs.next() {
-        let key = first.exact_key;
-        let mut members = 0u64;
-        while let Some(member) = docs.next_if(|d| key != 0 && d.exact_key == key) {
-            members += 1;
-            let hamming = neardup_core::hamming(first.simhash, member.simhash);
-            let mut e = Edge::new(
-                (first.doc_id, first.rank),
-                (member.doc_id, member.rank),
-                hamming,
-                EdgeKind::Exact,
-            );
-            // Identical token streams have identical shingle sets.
-            e.jaccard = verified.then_some(1.0);
-            edge(e);
-        }
-        if members > 0 {
-            report.exact_groups += 1;
-            report.exact_duplicates += members;
-        }
-        rep(first);
-    }
+/// The exact edge from a group's representative `first` to another member.
+fn exact_edge(first: &DocFp, member: &DocFp, verified: bool) -> Edge {
+    let hamming = neardup_core::hamming(first.simhash, member.simhash);
+    let mut e = Edge::new(
+        (first.doc_id, first.rank),
+        (member.doc_id, member.rank),
+        hamming,
+        EdgeKind::Exact,
+    );
+    // Identical token streams have identical shingle sets.
+    e.jaccard = verified.then_some(1.0);
+    e
 }

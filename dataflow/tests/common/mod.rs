@@ -1,5 +1,5 @@
 //! Reading a run's outputs back, for the tests.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 #[path = "../../../tests/common/shared.rs"]
 mod shared;
@@ -89,5 +89,37 @@ pub fn read_clusters(out: &Path) -> BTreeMap<u64, (i64, u32, bool)> {
             );
         }
     }
+    rows
+}
+
+/// Every row of every part of the table in `dir`, each a line of its columns' names and
+/// values, sorted: two runs' tables compare equal whatever rows each part holds.
+pub fn table_rows(dir: &Path) -> Vec<String> {
+    use arrow::util::display::array_value_to_string;
+    let mut rows = Vec::new();
+    for b in read_parts(dir) {
+        let schema = b.schema();
+        // Times as their numbers (a time zone would need chrono-tz to print).
+        let columns: Vec<arrow::array::ArrayRef> = b
+            .columns()
+            .iter()
+            .map(|c| match c.data_type() {
+                arrow::datatypes::DataType::Timestamp(_, _) => {
+                    arrow::compute::cast(c, &arrow::datatypes::DataType::Int64).unwrap()
+                }
+                _ => c.clone(),
+            })
+            .collect();
+        for i in 0..b.num_rows() {
+            let row: Vec<String> = (0..b.num_columns())
+                .map(|c| {
+                    let value = array_value_to_string(&columns[c], i).unwrap();
+                    format!("{}={value}", schema.field(c).name())
+                })
+                .collect();
+            rows.push(row.join(" "));
+        }
+    }
+    rows.sort();
     rows
 }

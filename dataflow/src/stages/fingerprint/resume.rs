@@ -71,8 +71,9 @@ const RESUME_BATCH: usize = 4096;
 const PART_MAGIC: [u8; 8] = *b"NDRESUME";
 
 /// The layout of a resume part (see the module documentation); a reader refuses any other.
-/// 2: the report it ends with gained `removal` (a part of format 1 would not read).
-const PART_FORMAT: u32 = 2;
+/// 2: the report it ends with gained `removal` (a part of format 1 would not read); 3: and
+/// `sorts` and `peak_rss`.
+const PART_FORMAT: u32 = 3;
 
 /// The bytes of a part's header, and of a block's.
 const HEADER_BYTES: usize = 40;

@@ -47,6 +47,13 @@ pub struct SpillShape {
     pub max_entries: u64,
 }
 
+/// Where `worker`'s external sort for `stage` writes its runs
+/// ([`neardup_io::spill::ExternalSort`], which creates and removes it): beside the search's
+/// directory, so that neither removes the other's files.
+pub fn sort_dir(root: &Path, worker: usize, stage: &str) -> PathBuf {
+    root.join(format!("sorts-{worker:05}")).join(stage)
+}
+
 /// A worker's spill directory: created on first use, removed with everything in it when
 /// dropped.
 pub struct SpillDir {

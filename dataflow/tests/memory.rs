@@ -1,0 +1,97 @@
+//! Bounded memory changes nothing: a run whose external sorts keep a few KiB in memory and
+//! write everything else to sorted runs on disk gives every output table row for row as the
+//! run that sorts in memory, at 1 and 3 workers, in simhash and in MinHash threshold mode;
+//! the summary says what spilled, and nothing of the spill is left behind.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use neardup_core::mix::splitmix64;
+use neardup_core::Scheme;
+use neardup_dataflow::{run_job, JobConfig, JobInput, Parallelism, Progress};
+use neardup_io::input::expand_inputs;
+use neardup_io::record::FieldSpec;
+
+/// Families of near-duplicate texts (each a chain of 6 texts of 200 words, 3 words changed
+/// at each step), and exact copies: every fourth text three more times.
+fn corpus(dir: &Path) -> PathBuf {
+    let mut state = 7u64;
+    let word = |state: &mut u64| format!("w{}", splitmix64(state) % 20_000);
+    let mut texts = Vec::new();
+    for _ in 0..60 {
+        let mut words: Vec<String> = (0..200).map(|_| word(&mut state)).collect();
+        for _ in 0..6 {
+            texts.push(words.join(" "));
+            for _ in 0..3 {
+                let at = (splitmix64(&mut state) % 200) as usize;
+                words[at] = word(&mut state);
+            }
+        }
+    }
+    let copies: Vec<String> = texts.iter().step_by(4).cloned().collect();
+    for _ in 0..3 {
+        texts.extend(copies.iter().cloned());
+    }
+    let path = dir.join("corpus.jsonl");
+    let lines: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| serde_json::json!({ "id": i, "text": t }).to_string())
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+fn config(corpus: &Path, out: &Path, minhash: bool, workers: usize) -> JobConfig {
+    let files = expand_inputs(&[corpus.display().to_string()], false).unwrap();
+    let fields = FieldSpec {
+        id_field: Some("id".into()),
+        ..Default::default()
+    };
+    let mut builder = JobConfig::builder(JobInput::Documents { files, fields }, out.to_path_buf())
+        .parallelism(Parallelism::local(workers));
+    if minhash {
+        builder = builder.scheme(Scheme::minhash()).threshold(Some(0.8));
+    }
+    builder.build().unwrap()
+}
+
+const TABLES: [&str; 3] = ["fingerprints", "pairs", "clusters"];
+
+#[test]
+fn spilled_sorts_give_the_outputs_of_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    for minhash in [false, true] {
+        let memory = tmp.path().join(format!("memory-{minhash}"));
+        let summary = run_job(config(&corpus, &memory, minhash, 1), Arc::default())
+            .unwrap()
+            .summary;
+        let exact = &summary.memory.as_ref().unwrap().sorts["exact"];
+        assert_eq!(exact.runs, 0, "no limit: sorted in memory");
+        assert!(summary.counts.exact_duplicates > 0 && summary.counts.near_pairs > 0);
+        for workers in [1, 3] {
+            let out = tmp.path().join(format!("spilled-{minhash}-{workers}"));
+            let mut config = config(&corpus, &out, minhash, workers);
+            // A few documents per run.
+            config.sort_memory = Some(4 << 10);
+            let spilled = run_job(config, Arc::new(Progress::default()))
+                .unwrap()
+                .summary;
+            let exact = &spilled.memory.as_ref().unwrap().sorts["exact"];
+            assert!(exact.runs > 10 && exact.spilled_bytes > 0, "{exact:?}");
+            assert_eq!(exact.records, summary.counts.documents);
+            for table in TABLES {
+                assert_eq!(
+                    common::table_rows(&out.join(table)),
+                    common::table_rows(&memory.join(table)),
+                    "{table}, minhash {minhash}, {workers} workers"
+                );
+            }
+            assert_eq!(spilled.counts.exact_groups, summary.counts.exact_groups);
+            assert!(!out.join("_spill").exists(), "the spill is removed");
+        }
+    }
+}
