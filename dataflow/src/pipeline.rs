@@ -16,9 +16,10 @@ use crate::config::Resume;
 use crate::finish::{Finish, Finished};
 use crate::plan::home::HomeTable;
 use crate::report::{JobSummary, WorkerReport};
+use crate::stages::cluster_rows::{count_duplicate_ids, write_clusters};
 use crate::stages::clusters::{
-    count_duplicate_ids, gather_edges, local_forest, make_stars, merge_forests,
-    prefer_canonical_hosts, write_clusters, Gathered, KeepRanks, RemovedAtHome,
+    gather_edges, local_forest, make_stars, merge_forests, prefer_canonical_hosts, Gathered,
+    KeepRanks, RemovedAtHome,
 };
 use crate::stages::exact::fold_exact;
 use crate::stages::fingerprint::fingerprint;

@@ -15,7 +15,8 @@ use neardup_io::input::expand_inputs;
 use neardup_io::record::FieldSpec;
 
 /// Families of near-duplicate texts (each a chain of 6 texts of 200 words, 3 words changed
-/// at each step), and exact copies: every fourth text three more times.
+/// at each step), and exact copies: every fourth text three more times (with ids of their
+/// own, and every tenth with its original's id).
 fn corpus(dir: &Path) -> PathBuf {
     let mut state = 7u64;
     let word = |state: &mut u64| format!("w{}", splitmix64(state) % 20_000);
@@ -38,7 +39,10 @@ fn corpus(dir: &Path) -> PathBuf {
     let lines: Vec<String> = texts
         .iter()
         .enumerate()
-        .map(|(i, t)| serde_json::json!({ "id": i, "text": t }).to_string())
+        .map(|(i, t)| {
+            let id = if i >= 360 && i % 10 == 0 { i % 360 } else { i };
+            serde_json::json!({ "id": id, "text": t }).to_string()
+        })
         .collect();
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     path
@@ -75,14 +79,24 @@ fn spilled_sorts_give_the_outputs_of_memory() {
         for workers in [1, 3] {
             let out = tmp.path().join(format!("spilled-{minhash}-{workers}"));
             let mut config = config(&corpus, &out, minhash, workers);
-            // A few documents per run.
-            config.sort_memory = Some(4 << 10);
+            // A few documents per run (more runs than one merge reads: some merged early).
+            config.sort_memory = Some(1 << 10);
             let spilled = run_job(config, Arc::new(Progress::default()))
                 .unwrap()
                 .summary;
-            let exact = &spilled.memory.as_ref().unwrap().sorts["exact"];
-            assert!(exact.runs > 10 && exact.spilled_bytes > 0, "{exact:?}");
-            assert_eq!(exact.records, summary.counts.documents);
+            let sorts = &spilled.memory.as_ref().unwrap().sorts;
+            for stage in ["exact", "clusters", "ids"] {
+                let sort = &sorts[stage];
+                assert!(sort.runs > 0 && sort.spilled_bytes > 0, "{stage}: {sort:?}");
+            }
+            assert_eq!(sorts["exact"].records, summary.counts.documents);
+            // Every document's number, and the assignment of each clustered one.
+            assert_eq!(
+                sorts["clusters"].records,
+                summary.counts.documents + summary.counts.clustered_documents
+            );
+            assert!(summary.counts.duplicate_ids > 0);
+            assert_eq!(spilled.counts.duplicate_ids, summary.counts.duplicate_ids);
             for table in TABLES {
                 assert_eq!(
                     common::table_rows(&out.join(table)),

@@ -72,6 +72,11 @@ pub const MIN_PARTITION_ENTRIES: u64 = 1 << 14;
 /// [`neardup_io::spill`]). The read itself, the other sorts of the read and the search's
 /// held fingerprints take the rest.
 pub const EXACT_SORT_SHARE: f64 = 0.25;
+/// The share of a worker's part of the limit that the clusters table's sort keeps (the
+/// home's document numbers, sorted while the corpus is read, and the assignments).
+pub const CLUSTER_ROWS_SORT_SHARE: f64 = 0.1;
+/// The share for the duplicate-id count's sort (a hash per document with an id).
+pub const IDS_SORT_SHARE: f64 = 0.05;
 /// The least memory an external sort keeps before it writes a run, whatever the limit:
 /// below it the runs are too many and too small to be worth their cost.
 pub const MIN_SORT_BUDGET: usize = 4 << 20;

@@ -29,14 +29,11 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use neardup_core::unionfind::UnionFind;
-use neardup_io::parquet_out::{ClusterRow, PartWriter};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
-use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
 
 use crate::config::{ClusterMode, SUMMARY_TOP};
 use crate::operators::CollectComplete;
-use crate::output::{OutputDirs, Table};
 use crate::records::{Assignment, Edge, EdgeKind, ForestMsg};
 use crate::report::{ClusterInfo, Removal};
 use crate::worker::WorkerCtx;
@@ -393,81 +390,6 @@ fn rekeep(assigned: &mut [Assignment], ranks: &HashMap<u64, u64>, mirroring: &Ha
 /// The documents a run removes, at their home worker: filled by [`write_clusters`] when
 /// asked, read by the search for repeated passages of `run --substrings`, which runs after.
 pub type RemovedAtHome = Rc<std::cell::RefCell<HashSet<u64>>>;
-
-/// Each home worker writes one clusters row per document it fingerprinted: the assignment
-/// if the document is in a cluster, otherwise `cluster_id = -1`. With `removed`, the
-/// documents this worker's clusters rows remove are also kept there.
-pub fn write_clusters<'s>(
-    doc_ids: StreamVec<'s, u64, u64>,
-    assignments: StreamVec<'s, u64, Assignment>,
-    ctx: Rc<WorkerCtx>,
-    removed_at_home: Option<RemovedAtHome>,
-) -> StreamVec<'s, u64, ()> {
-    let home = ctx.home.clone();
-    let state: (Vec<u64>, HashMap<u64, Assignment>) = Default::default();
-    doc_ids.collect_complete_with(
-        assignments,
-        Pipeline,
-        Exchange::new(ctx.meter("clusters", move |a: &Assignment| home.route(a.doc_id))),
-        "WriteClusters",
-        state,
-        |(home_docs, _), data| home_docs.extend_from_slice(data),
-        |(_, assigned), data| assigned.extend(data.drain(..).map(|a| (a.doc_id, a))),
-        move |(mut home_docs, assigned), _| {
-            // Both are moved in here, so both are freed once the part is written.
-            home_docs.sort_unstable();
-            let rows = home_docs.iter().map(|doc| match assigned.get(doc) {
-                Some(a) => ClusterRow {
-                    doc_id: *doc,
-                    cluster_id: a.cluster_id as i64,
-                    cluster_size: a.cluster_size,
-                    keep: a.keep,
-                    kept_doc_id: a.kept_doc_id,
-                    hamming: a.hamming,
-                    jaccard: a.jaccard,
-                },
-                None => ClusterRow::alone(*doc),
-            });
-            let removed = assigned.values().filter(|a| !a.keep).count() as u64;
-            if let Some(set) = &removed_at_home {
-                set.borrow_mut()
-                    .extend(assigned.values().filter(|a| !a.keep).map(|a| a.doc_id));
-            }
-            let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Clusters);
-            let meta = crate::output::search_meta(&ctx.shared.config);
-            let written =
-                PartWriter::<ClusterRow>::create(&dir, ctx.part(), &meta).and_then(|mut w| {
-                    rows.into_iter().try_for_each(|row| w.push(row))?;
-                    w.commit()
-                });
-            match written {
-                Ok(path) => {
-                    let mut report = ctx.report.borrow_mut();
-                    report.parts.push(path.display().to_string());
-                    report.documents_to_remove += removed;
-                }
-                Err(e) => ctx.fail(e.to_string()),
-            }
-            ctx.stage_done("write");
-        },
-    )
-}
-
-/// Counts documents whose user id another document already has (allowed, but reported).
-pub fn count_duplicate_ids<'s>(id_hashes: StreamVec<'s, u64, u64>, ctx: Rc<WorkerCtx>) {
-    let mut seen: HashSet<u64> = HashSet::default();
-    // Only the id's hash travels, and only for documents that have an id.
-    id_hashes.sink(
-        Exchange::new(ctx.meter("duplicate ids", |&h: &u64| h)),
-        "DuplicateIds",
-        move |(input, _)| {
-            input.for_each(|_, data| {
-                let repeats = data.iter().filter(|&&h| !seen.insert(h)).count();
-                ctx.report.borrow_mut().duplicate_ids += repeats as u64;
-            });
-        },
-    );
-}
 
 #[cfg(test)]
 mod tests {

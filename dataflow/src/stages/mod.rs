@@ -12,11 +12,13 @@
 //! | verify | [`verify`] | exact Jaccard (or signature) check of candidate pairs |
 //! | urls | [`urls`] | pair documents with the same normalized URL (`url`); count cross-host pairs |
 //! | pairs | [`pairs`] | write `pairs/` |
-//! | clusters | [`clusters`] | union-find, the kept document, `clusters/` |
+//! | clusters | [`clusters`] | union-find or stars, the kept document |
+//! | | [`cluster_rows`] | `clusters/`, a row per document at its home, by an external sort; the duplicate-id count |
 //! | mirrors | [`mirrors`] | mirror hosts from clusters and URLs: `mirrors/`, `hosts/` |
 //! | substrings | [`substrings`] | repeated passages: suffix arrays per worker, windows meet by key, `substrings/` |
 //! | | [`substring_spill`] | the window records a worker owns, spilled in sorted runs past its memory share |
 
+pub mod cluster_rows;
 pub mod clusters;
 pub mod exact;
 pub mod fingerprint;
