@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use neardup_core::Scheme;
 use timely::dataflow::operators::{Concat, Probe};
-use timely::dataflow::{ProbeHandle, Scope};
+use timely::dataflow::{ProbeHandle, Scope, StreamVec};
 use timely::worker::Worker;
 
 use crate::config::Resume;
@@ -27,8 +27,12 @@ use crate::stages::fingerprint::resume::resumed_docs;
 use crate::stages::near::search_tables;
 use crate::stages::pairs::write_pairs;
 use crate::stages::read::read_units;
+use crate::stages::read::read_units_after;
 use crate::stages::split::{split_docs, DocStreams};
 use crate::stages::verify::{verify, ShingleSets};
+use crate::stages::verify_inputs::{
+    collect_sets, mark_needed, set_store, verify_from_store, Needed, SharedStore,
+};
 use crate::worker::{Shared, WorkerCtx};
 
 /// One worker: its dataflows to completion, then the end of the run
@@ -120,14 +124,19 @@ fn near_duplicates<'s>(
     removed: Option<RemovedAtHome>,
 ) {
     let config = &ctx.shared.config;
-    // What the fingerprint stage hands to verification, at each document's home.
-    let sets = ShingleSets::default();
+    // What the fingerprint stage hands to verification, at each document's home (nothing
+    // when verification makes the sets again from the inputs).
+    let from_inputs = config.verifies_from_inputs();
+    let sets = match from_inputs {
+        true => ShingleSets::none(),
+        false => ShingleSets::default(),
+    };
     let docs = if matches!(config.resume, Resume::From(_)) {
         resumed_docs(scope, ctx.clone())
     } else {
         let fingerprinted = ProbeHandle::new();
         let raw = read_units(scope, ctx.clone(), fingerprinted.clone());
-        fingerprint(raw, ctx.clone(), scheme, sets.clone()).probe_with(&fingerprinted)
+        fingerprint(raw, ctx.clone(), scheme.clone(), sets.clone()).probe_with(&fingerprinted)
     };
     // Every reader of `docs` but the last gets its own copy of each batch (timely clones
     // a message per extra reader), so the stages that only URLs feed (payload digests,
@@ -148,11 +157,25 @@ fn near_duplicates<'s>(
         exact_edges = exact_edges.concat(revisit_edges);
     }
     let mut near_edges = search_tables(reps, ctx.clone());
+    let url_edges = urls_known.then(|| crate::stages::urls::link_urls(docs.clone(), ctx.clone()));
+    // With the sets made again from the inputs: every link verification may be asked about
+    // marks its documents, the corpus is read again once all are marked, and the sets go
+    // to a store on disk (`Verifier::Store`).
+    let verifier = if from_inputs {
+        let links = near_edges.clone().concat(exact_edges.clone());
+        let links = match &url_edges {
+            Some(urls) => links.concat(urls.clone()),
+            None => links,
+        };
+        let (store, ready) = store_sets(links, ctx, scheme.clone());
+        Verifier::Store(store, ready)
+    } else {
+        Verifier::Memory(sets)
+    };
     if config.verify.is_some() || config.lsh.is_some() {
-        near_edges = verify(near_edges, ctx.clone(), sets.clone(), true);
+        near_edges = verifier.verify(near_edges, ctx, true);
     }
-    if urls_known {
-        let url_edges = crate::stages::urls::link_urls(docs.clone(), ctx.clone());
+    if let Some(url_edges) = url_edges {
         near_edges = near_edges.concat(url_edges);
     }
     let edges = write_pairs(exact_edges.concat(near_edges), ctx.clone());
@@ -166,7 +189,7 @@ fn near_duplicates<'s>(
         // documents' sets are, and makes the stars.
         let gathered = Gathered::default();
         let unlinked = gather_edges(forest, ctx.clone(), gathered.clone());
-        let verified = verify(unlinked, ctx.clone(), sets, false);
+        let verified = verifier.verify(unlinked, ctx, false);
         make_stars(verified, ctx.clone(), gathered)
     } else {
         merge_forests(forest, ctx.clone(), keep_ranks.clone())
@@ -181,6 +204,52 @@ fn near_duplicates<'s>(
         }
     }
     write_clusters(doc_ids, assignments, ctx.clone(), removed);
+}
+
+/// Where verification finds the sets it compares (see [`crate::config::VerifyFrom`]).
+enum Verifier<'s> {
+    /// Kept at each home by the fingerprint stage.
+    Memory(ShingleSets),
+    /// Made again from the inputs into a store on disk; the stream is complete once the
+    /// store is sealed.
+    Store(SharedStore, StreamVec<'s, u64, ()>),
+}
+
+impl<'s> Verifier<'s> {
+    fn verify(
+        &self,
+        candidates: StreamVec<'s, u64, crate::records::Edge>,
+        ctx: &Rc<WorkerCtx>,
+        search: bool,
+    ) -> StreamVec<'s, u64, crate::records::Edge> {
+        match self {
+            Verifier::Memory(sets) => verify(candidates, ctx.clone(), sets.clone(), search),
+            Verifier::Store(store, ready) => verify_from_store(
+                candidates,
+                ready.clone(),
+                ctx.clone(),
+                store.clone(),
+                search,
+            ),
+        }
+    }
+}
+
+/// The sets for verification made again from the inputs: the documents `links` name marked
+/// at their homes, the corpus read a second time once all are, and their sets stored.
+fn store_sets<'s>(
+    links: StreamVec<'s, u64, crate::records::Edge>,
+    ctx: &Rc<WorkerCtx>,
+    scheme: Scheme,
+) -> (SharedStore, StreamVec<'s, u64, ()>) {
+    let needed = Rc::new(RefCell::new(Needed::default()));
+    let store = set_store(ctx);
+    let marked = mark_needed(links, ctx.clone(), needed.clone());
+    let parsed = ProbeHandle::new();
+    let raw = read_units_after(marked.clone(), ctx.clone(), parsed.clone());
+    let (ready, progress) = collect_sets(raw, marked, ctx.clone(), scheme, needed, store.clone());
+    progress.probe_with(&parsed);
+    (store, ready)
 }
 
 /// The second pass of `run --substrings`: reads the corpus again and searches repeated

@@ -79,8 +79,10 @@ fn spilled_sorts_give_the_outputs_of_memory() {
         for workers in [1, 3] {
             let out = tmp.path().join(format!("spilled-{minhash}-{workers}"));
             let mut config = config(&corpus, &out, minhash, workers);
-            // A few documents per run (more runs than one merge reads: some merged early).
+            // A few documents per run (more runs than one merge reads: some merged early);
+            // MinHash verification from the inputs read again.
             config.sort_memory = Some(1 << 10);
+            config.verify_from = neardup_dataflow::config::VerifyFrom::Inputs;
             let spilled = run_job(config, Arc::new(Progress::default()))
                 .unwrap()
                 .summary;
@@ -90,6 +92,20 @@ fn spilled_sorts_give_the_outputs_of_memory() {
                 assert!(sort.runs > 0 && sort.spilled_bytes > 0, "{stage}: {sort:?}");
             }
             assert_eq!(sorts["exact"].records, summary.counts.documents);
+            if minhash {
+                // The sets of the documents in some link, made again, and the candidates.
+                let sets = &sorts["verify sets"];
+                assert!(sets.runs > 0 && sets.records > 0, "{sets:?}");
+                assert!(sets.records < summary.counts.documents, "{sets:?}");
+                assert!(sorts["signatures"].runs > 0, "{:?}", sorts["signatures"]);
+                // The search's candidates, and the unlinked pairs the stars ask about.
+                assert!(sorts["verify candidates"].records >= summary.counts.candidates);
+            } else {
+                assert!(
+                    !sorts.contains_key("verify sets"),
+                    "simhash verifies nothing"
+                );
+            }
             // Every document's number, and the assignment of each clustered one.
             assert_eq!(
                 sorts["clusters"].records,

@@ -228,6 +228,84 @@ impl<T: SpillRecord> ExternalSort<T> {
     }
 }
 
+impl<T: SpillRecord> ExternalSort<T> {
+    /// Every record pushed, in order, in one file that can be read many times
+    /// ([`SortedFile::records`]): the runs merged into it (a sort that never spilled writes
+    /// its records there directly).
+    pub fn seal(mut self) -> io::Result<SortedFile<T>> {
+        let dir = self.dir.clone();
+        let stats = self.stats();
+        // The sealed file's owner removes the directory, after the file.
+        let mut runs = Runs::default();
+        runs.created = self.runs.created.take();
+        runs.next = 999_999;
+        let merged = self.finish()?;
+        runs.write(&dir, merged)?;
+        let path = runs.files.pop().expect("the file just written");
+        Ok(SortedFile {
+            path,
+            stats,
+            _dir: runs,
+            _records: PhantomData,
+        })
+    }
+}
+
+/// A sort's records in order, in one file (see [`ExternalSort::seal`]): removed when
+/// dropped.
+pub struct SortedFile<T> {
+    path: PathBuf,
+    stats: SortStats,
+    /// Removes the directory, if the seal created it.
+    _dir: Runs,
+    _records: PhantomData<T>,
+}
+
+impl<T: SpillRecord> SortedFile<T> {
+    /// What the sort that made this file did.
+    pub fn stats(&self) -> SortStats {
+        self.stats
+    }
+
+    /// Bytes of the file.
+    pub fn bytes(&self) -> u64 {
+        std::fs::metadata(&self.path).map_or(0, |m| m.len())
+    }
+
+    /// The records in order, read from the start.
+    pub fn records(&self) -> io::Result<SortedReader<T>> {
+        let file = File::open(&self.path).map_err(|e| in_file(&self.path, e))?;
+        Ok(SortedReader {
+            reader: BufReader::with_capacity(RUN_READ_BUFFER, file),
+            path: self.path.clone(),
+            _records: PhantomData,
+        })
+    }
+}
+
+impl<T> Drop for SortedFile<T> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Reads a [`SortedFile`] in order.
+pub struct SortedReader<T> {
+    reader: BufReader<File>,
+    path: PathBuf,
+    _records: PhantomData<T>,
+}
+
+impl<T: SpillRecord> Iterator for SortedReader<T> {
+    type Item = io::Result<T>;
+
+    fn next(&mut self) -> Option<io::Result<T>> {
+        read_record(&mut self.reader)
+            .map_err(|e| in_file(&self.path, e))
+            .transpose()
+    }
+}
+
 /// The merge of an [`ExternalSort`]'s runs and its in-memory records: an iterator of the
 /// records in order. Its run files are removed as each is exhausted, and all of them when
 /// it is dropped.
@@ -387,6 +465,32 @@ mod tests {
                 !dir.path().join("s").exists(),
                 "every run removed once merged"
             );
+        }
+    }
+
+    #[test]
+    fn a_sealed_sort_reads_in_order_as_often_as_asked() {
+        for budget in [16 * 10, 1 << 30] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut sort = ExternalSort::new(dir.path().join("s"), budget);
+            let input = shuffled(500, 9);
+            for &r in &input {
+                sort.push(r).unwrap();
+            }
+            let sealed = sort.seal().unwrap();
+            let mut simple = input.clone();
+            simple.sort();
+            for _ in 0..2 {
+                let read: Vec<_> = sealed.records().unwrap().map(|r| r.unwrap()).collect();
+                assert_eq!(read, simple);
+            }
+            assert_eq!(
+                files_in(&dir.path().join("s")),
+                1,
+                "one file, the runs gone"
+            );
+            drop(sealed);
+            assert!(!dir.path().join("s").exists());
         }
     }
 

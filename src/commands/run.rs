@@ -302,6 +302,20 @@ pub struct QualityArgs {
     /// Verification compares sets of word N-grams (default: the MinHash shingle size, or 3)
     #[arg(long, value_name = "N")]
     pub verify_shingle: Option<usize>,
+    /// Where verification finds the shingle sets it compares: memory (kept as the corpus is
+    /// read, about 2 bytes per byte of text), inputs (made again from the inputs, read a
+    /// second time, for the documents in candidate pairs only, and kept in sorted files in
+    /// the spill directory), or auto: inputs when the sets would take more than 30% of
+    /// --memory-limit
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHERE")]
+    pub verify_from: VerifyFromChoice,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerifyFromChoice {
+    Memory,
+    Inputs,
+    Auto,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -350,6 +364,11 @@ impl QualityArgs {
             }))
             .min_jaccard(self.min_jaccard)
             .verify_shingle(self.verify_shingle)
+            .verify_from(match self.verify_from {
+                VerifyFromChoice::Memory => neardup_dataflow::config::VerifyFrom::Memory,
+                VerifyFromChoice::Inputs => neardup_dataflow::config::VerifyFrom::Inputs,
+                VerifyFromChoice::Auto => neardup_dataflow::config::VerifyFrom::Auto,
+            })
     }
 }
 

@@ -301,6 +301,13 @@ impl JobConfigBuilder {
         self
     }
 
+    /// Where verification finds the shingle sets (default [`super::VerifyFrom::Auto`]: in
+    /// memory unless they would take more than [`super::SETS_MEMORY_SHARE`] of the limit).
+    pub fn verify_from(mut self, from: super::VerifyFrom) -> Self {
+        self.config.verify_from = from;
+        self
+    }
+
     /// Where the search spills (default: `_spill/` in the output directory).
     pub fn spill_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.config.spill_dir = dir;

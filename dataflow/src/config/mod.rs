@@ -72,11 +72,42 @@ pub const MIN_PARTITION_ENTRIES: u64 = 1 << 14;
 /// [`neardup_io::spill`]). The read itself, the other sorts of the read and the search's
 /// held fingerprints take the rest.
 pub const EXACT_SORT_SHARE: f64 = 0.25;
+/// The share for MinHash mode's fold of identical signatures (the representatives, sorted
+/// by signature after the exact stage's walk).
+pub const SIGNATURES_SORT_SHARE: f64 = 0.25;
 /// The share of a worker's part of the limit that the clusters table's sort keeps (the
 /// home's document numbers, sorted while the corpus is read, and the assignments).
 pub const CLUSTER_ROWS_SORT_SHARE: f64 = 0.1;
 /// The share for the duplicate-id count's sort (a hash per document with an id).
 pub const IDS_SORT_SHARE: f64 = 0.05;
+/// The share of a worker's part of the limit each of verification's sorts keeps when the
+/// shingle sets are made again from the inputs ([`crate::stages::verify_inputs`]): the sets,
+/// the candidates at their first document's home, and at their second's. They run one after
+/// another, after the search.
+pub const VERIFY_SORT_SHARE: f64 = 0.25;
+/// Bytes of shingle sets kept per byte of text when verification keeps them in memory
+/// (measured on dev-medium copies: 1.9), for choosing where sets are kept ([`VerifyFrom`]).
+pub const SET_BYTES_PER_TEXT_BYTE: f64 = 2.0;
+/// The share of a process's limit the shingle sets may take in memory before verification
+/// makes them again from the inputs instead ([`VerifyFrom::Auto`]).
+pub const SETS_MEMORY_SHARE: f64 = 0.3;
+/// Bytes of text per byte of a compressed input file, assumed when estimating the sets.
+pub const COMPRESSED_TEXT_RATIO: f64 = 4.0;
+
+/// Where verification finds the shingle sets it compares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VerifyFrom {
+    /// Kept in memory at each home as the corpus is read ([`crate::stages::verify`]).
+    Memory,
+    /// Made again from the inputs, for the documents in candidate pairs, and kept in sorted
+    /// files on disk ([`crate::stages::verify_inputs`]).
+    Inputs,
+    /// `Inputs` when the sets would take more than [`SETS_MEMORY_SHARE`] of
+    /// `--memory-limit`, by the inputs' sizes, otherwise `Memory`.
+    #[default]
+    Auto,
+}
+
 /// The least memory an external sort keeps before it writes a run, whatever the limit:
 /// below it the runs are too many and too small to be worth their cost.
 pub const MIN_SORT_BUDGET: usize = 4 << 20;
@@ -216,6 +247,8 @@ pub struct JobConfig {
     /// [`MIN_PARTITION_ENTRIES`]; tests lower it to spill small inputs
     /// into many partitions).
     pub spill_min_partition: u64,
+    /// Where verification finds the shingle sets (see [`VerifyFrom`]).
+    pub verify_from: VerifyFrom,
     /// Fixes the memory of every external sort (bytes; `None`: a share of `memory_limit`,
     /// [`sort_budget`]): tests lower it to spill small inputs into many runs.
     pub sort_memory: Option<usize>,
@@ -278,6 +311,7 @@ impl JobConfig {
             spill_dir: None,
             spill_min_partition: MIN_PARTITION_ENTRIES,
             sort_memory: None,
+            verify_from: VerifyFrom::Auto,
             leaf_size: neardup_core::search::DEFAULT_LEAF_SIZE,
             batch_records: DEFAULT_BATCH_RECORDS,
             batch_bytes: DEFAULT_BATCH_BYTES,
@@ -294,6 +328,39 @@ impl JobConfig {
     /// True when documents can carry URLs: some input is a web archive or `--url-field`
     /// names where JSONL and Parquet records keep them. Such a run writes `mirrors/` and
     /// `hosts/` (empty when no document had a URL after all); others do not.
+    /// Whether verification makes the shingle sets again from the inputs
+    /// ([`VerifyFrom`]): never without shingle sets to compare, nor for a resumed run (its
+    /// fingerprints come from its parts); with `Auto`, when the sets estimated from the
+    /// inputs' sizes would take more than [`SETS_MEMORY_SHARE`] of the limit.
+    pub fn verifies_from_inputs(&self) -> bool {
+        let (Some(_), JobInput::Documents { files, .. }) = (&self.verify, &self.input) else {
+            return false;
+        };
+        if matches!(self.resume, Resume::From(_)) {
+            return false;
+        }
+        match self.verify_from {
+            VerifyFrom::Memory => false,
+            VerifyFrom::Inputs => true,
+            VerifyFrom::Auto => {
+                let Some(limit) = self.memory_limit else {
+                    return false;
+                };
+                let text: f64 = files
+                    .iter()
+                    .map(|f| {
+                        let size = std::fs::metadata(&f.path).map_or(0, |m| m.len()) as f64;
+                        match f.compression {
+                            neardup_io::compress::Compression::None => size,
+                            _ => size * COMPRESSED_TEXT_RATIO,
+                        }
+                    })
+                    .sum();
+                text * SET_BYTES_PER_TEXT_BYTE > limit as f64 * SETS_MEMORY_SHARE
+            }
+        }
+    }
+
     pub fn urls_known(&self) -> bool {
         match &self.input {
             JobInput::Documents { files, fields } => {

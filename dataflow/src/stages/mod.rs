@@ -10,6 +10,7 @@
 //! | exact | [`exact`] | fold documents with equal exact keys onto one representative |
 //! | near search | [`near`] | enter representatives in the tables (or bands), search buckets |
 //! | verify | [`verify`] | exact Jaccard (or signature) check of candidate pairs |
+//! | | [`verify_inputs`] | the same within bounded memory: the sets made again from the inputs, for the documents in pairs, sorted on disk |
 //! | urls | [`urls`] | pair documents with the same normalized URL (`url`); count cross-host pairs |
 //! | pairs | [`pairs`] | write `pairs/` |
 //! | clusters | [`clusters`] | union-find or stars, the kept document |
@@ -32,3 +33,4 @@ pub mod substring_spill;
 pub mod substrings;
 pub mod urls;
 pub mod verify;
+pub mod verify_inputs;

@@ -11,7 +11,10 @@ use std::rc::Rc;
 use neardup_io::record::FieldSpec;
 use neardup_io::source::{Payload, RecordReader, SourceRecord};
 use neardup_io::IoError;
+use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::operator::source;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::Capability;
 use timely::dataflow::{ProbeHandle, Scope, StreamVec};
 
 use crate::config::JobInput;
@@ -27,43 +30,103 @@ pub fn read_units<'s>(
 ) -> StreamVec<'s, u64, RawDoc> {
     source(scope, "Read", move |capability, info| {
         let activator = scope.activator_for(info.address);
-        let mut capability = Some(capability);
-        let mut epoch = 0u64;
-        let mut reader = UnitReader::new(ctx.clone());
+        let mut read = ReadLoop::new(capability, ctx, fingerprinted, true);
         move |output| {
-            let Some(cap) = capability.as_mut() else {
-                return;
-            };
-            let lag = ctx.shared.config.batches_in_flight;
-            if epoch >= lag && fingerprinted.less_than(&(epoch - lag)) {
-                // Wait for the fingerprinting stage to catch up.
+            if read.step(|cap, batch| output.session(cap).give_iterator(batch.into_iter())) {
                 activator.activate();
-                return;
-            }
-            if ctx.shared.aborted() {
-                capability = None;
-                return;
-            }
-            let mut batch = Vec::new();
-            let more = reader.next_batch(&mut batch);
-            output.session(cap).give_iterator(batch.into_iter());
-            match more {
-                Ok(true) => {
-                    epoch += 1;
-                    cap.downgrade(&epoch);
-                    activator.activate();
-                }
-                Ok(false) => {
-                    ctx.stage_done("read");
-                    capability = None;
-                }
-                Err(e) => {
-                    ctx.fail(e.to_string());
-                    capability = None;
-                }
             }
         }
     })
+}
+
+/// The documents this worker reads, read again once `gate` is complete (nothing is read
+/// before): a later pass over the corpus. Its readers count nothing and show no progress
+/// (the first pass did); `parsed` paces them as `fingerprinted` paces the first.
+pub fn read_units_after<'s>(
+    gate: StreamVec<'s, u64, ()>,
+    ctx: Rc<WorkerCtx>,
+    parsed: ProbeHandle<u64>,
+) -> StreamVec<'s, u64, RawDoc> {
+    let scope = gate.scope();
+    gate.unary_frontier(Pipeline, "ReadAgain", move |capability, info| {
+        let activator = scope.activator_for(info.address);
+        let mut read = ReadLoop::new(capability, ctx, parsed, false);
+        move |(input, frontier), output| {
+            input.for_each(|_, _| {});
+            if !frontier.is_empty() {
+                return;
+            }
+            if read.step(|cap, batch| output.session(cap).give_iterator(batch.into_iter())) {
+                activator.activate();
+            }
+        }
+    })
+}
+
+/// A reader's loop: a batch per step, each at its own time, paced by a probe.
+struct ReadLoop {
+    capability: Option<Capability<u64>>,
+    epoch: u64,
+    reader: UnitReader,
+    ctx: Rc<WorkerCtx>,
+    paced_by: ProbeHandle<u64>,
+}
+
+impl ReadLoop {
+    fn new(
+        capability: Capability<u64>,
+        ctx: Rc<WorkerCtx>,
+        paced_by: ProbeHandle<u64>,
+        counts: bool,
+    ) -> Self {
+        let mut reader = UnitReader::new(ctx.clone());
+        reader.counts = counts;
+        ReadLoop {
+            capability: Some(capability),
+            epoch: 0,
+            reader,
+            ctx,
+            paced_by,
+        }
+    }
+
+    /// Gives the next batch (if the stage it feeds has caught up); whether to come back.
+    fn step(&mut self, give: impl FnOnce(&Capability<u64>, Vec<RawDoc>)) -> bool {
+        let Some(cap) = self.capability.as_mut() else {
+            return false;
+        };
+        let lag = self.ctx.shared.config.batches_in_flight;
+        if self.epoch >= lag && self.paced_by.less_than(&(self.epoch - lag)) {
+            // Wait for the next stage to catch up.
+            return true;
+        }
+        if self.ctx.shared.aborted() {
+            self.capability = None;
+            return false;
+        }
+        let mut batch = Vec::new();
+        let more = self.reader.next_batch(&mut batch);
+        give(cap, batch);
+        match more {
+            Ok(true) => {
+                self.epoch += 1;
+                cap.downgrade(&self.epoch);
+                true
+            }
+            Ok(false) => {
+                if self.reader.counts {
+                    self.ctx.stage_done("read");
+                }
+                self.capability = None;
+                false
+            }
+            Err(e) => {
+                self.ctx.fail(e.to_string());
+                self.capability = None;
+                false
+            }
+        }
+    }
 }
 
 /// Walks this worker's units, a batch at a time.
@@ -76,6 +139,8 @@ struct UnitReader {
     fields: FieldSpec,
     /// The record being read, reused so that line buffers are allocated once.
     record: SourceRecord,
+    /// Whether blank lines, skipped records and progress are counted (the first pass).
+    counts: bool,
 }
 
 impl UnitReader {
@@ -96,6 +161,7 @@ impl UnitReader {
             current: None,
             fields,
             record: SourceRecord::default(),
+            counts: true,
         }
     }
 
@@ -115,13 +181,15 @@ impl UnitReader {
                 let body = match &mut self.record.payload {
                     Payload::Blank(line) => {
                         bytes += line.len();
-                        self.ctx.report.borrow_mut().blank_lines += 1;
+                        self.ctx.report.borrow_mut().blank_lines += u64::from(self.counts);
                         continue;
                     }
                     Payload::Raw(line) => RawBody::Raw(line.clone()),
                     Payload::Fields(r) => RawBody::Fields(std::mem::take(r)),
                     Payload::Skipped(reason) => {
-                        self.ctx.report.borrow_mut().skip_record(*reason);
+                        if self.counts {
+                            self.ctx.report.borrow_mut().skip_record(*reason);
+                        }
                         continue;
                     }
                     Payload::Fingerprint(fp) => RawBody::Fingerprint {
@@ -163,6 +231,9 @@ impl UnitReader {
     }
 
     fn count(&self, batch: &[RawDoc], bytes: usize) {
+        if !self.counts {
+            return;
+        }
         let progress = &self.ctx.shared.progress;
         Progress::add(&progress.docs_read, batch.len() as u64);
         Progress::add(&progress.bytes_read, bytes as u64);

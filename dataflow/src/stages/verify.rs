@@ -110,13 +110,27 @@ pub fn verify<'s>(
 /// The shingle sets (or, with `--verify minhash`, the signatures) of the documents this
 /// worker is home to, by `doc_id`: filled by the fingerprint stage, read by verification.
 /// Kept only when candidate pairs are verified.
-#[derive(Clone, Default)]
-pub struct ShingleSets(Rc<RefCell<FxHashMap<u64, Box<[u64]>>>>);
+#[derive(Clone)]
+pub struct ShingleSets(Rc<RefCell<FxHashMap<u64, Box<[u64]>>>>, bool);
+
+impl Default for ShingleSets {
+    fn default() -> Self {
+        ShingleSets(Rc::default(), true)
+    }
+}
 
 impl ShingleSets {
+    /// Sets that keep nothing: verification makes them again from the inputs
+    /// ([`crate::stages::verify_inputs`]).
+    pub fn none() -> Self {
+        ShingleSets(Rc::default(), false)
+    }
+
     /// Keeps `doc`'s set (unsorted: verification sorts a set the first time it is needed).
     pub fn insert(&self, doc: u64, set: Box<[u64]>) {
-        self.0.borrow_mut().insert(doc, set);
+        if self.1 {
+            self.0.borrow_mut().insert(doc, set);
+        }
     }
 }
 

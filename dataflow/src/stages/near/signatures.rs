@@ -10,31 +10,47 @@
 //! an estimate, not proof that the Jaccard similarity reaches `--min-jaccard`. The
 //! representative's candidates stand for the group.
 
+use std::cmp::Ordering;
 use std::rc::Rc;
 
 use neardup_core::mix::mix2;
+use neardup_io::spill::SpillRecord;
+use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::StreamVec;
 
-use crate::operators::CollectComplete;
+use crate::config::SIGNATURES_SORT_SHARE;
+use crate::operators::SortComplete;
 use crate::records::{DocFp, Edge, EdgeKind};
 use crate::worker::WorkerCtx;
 
 /// Splits representatives into one per distinct signature (band keys), which go on to the
 /// bands, and candidate pairs linking every other document of a signature to it.
+///
+/// The simple version collects the worker's documents in a `Vec`, sorts it by signature
+/// and folds each run of equal ones; here the sort is external ([`SortComplete`], within
+/// [`SIGNATURES_SORT_SHARE`] of the worker's part of `--memory-limit`), and the groups are
+/// folded as its merge walks them.
 pub fn fold_signatures<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     ctx: Rc<WorkerCtx>,
 ) -> (StreamVec<'s, u64, DocFp>, StreamVec<'s, u64, Edge>) {
-    docs.collect_complete_split(
+    let (end_ctx, fail_ctx) = (ctx.clone(), ctx.clone());
+    docs.sort_complete_split(
         Exchange::new(ctx.meter("signatures", |d: &DocFp| signature_route(&d.bands))),
         "FoldSignatures",
-        Vec::new(),
-        |docs, data, _| docs.append(data),
-        move |docs, reps, edges| {
-            let members = fold(docs, |rep| reps.give(rep), |edge| edges.give(edge));
-            ctx.report.borrow_mut().candidates += members;
+        ctx.sort::<BySignature>("signatures", SIGNATURES_SORT_SHARE),
+        Group::default(),
+        |_, _| {},
+        |group, BySignature(doc), reps, edges| {
+            group.add(doc, |rep| reps.give(rep), |edge| edges.give(edge))
         },
+        move |group, stats, reps, edges| {
+            let members = group.end(|rep| reps.give(rep), |edge| edges.give(edge));
+            end_ctx.sorted("signatures", stats);
+            end_ctx.report.borrow_mut().candidates += members;
+        },
+        move |e| fail_ctx.sort_failed("signatures", e),
     )
 }
 
@@ -43,28 +59,93 @@ fn signature_route(bands: &[u64]) -> u64 {
     bands.iter().fold(0, |h, &b| mix2(h, b))
 }
 
-/// Groups by signature: each group's smallest `doc_id` goes to `rep`, an edge from it to
-/// every other member to `edge`. Returns the number of edges.
-fn fold(mut docs: Vec<DocFp>, mut rep: impl FnMut(DocFp), mut edge: impl FnMut(Edge)) -> u64 {
-    docs.sort_unstable_by(|a, b| a.bands.cmp(&b.bands).then(a.doc_id.cmp(&b.doc_id)));
-    let mut members = 0;
-    let mut docs = docs.into_iter().peekable();
-    while let Some(first) = docs.next() {
-        while let Some(member) = docs.next_if(|d| d.bands == first.bands) {
-            members += 1;
-            // A plain near pair, not a unit for --cluster star (as equal simhashes are): an
-            // equal signature does not prove the members equally similar to everything, so
-            // a star holds only documents with a verified pair to its kept document.
-            edge(Edge::new(
-                (first.doc_id, first.rank),
-                (member.doc_id, member.rank),
-                0,
-                EdgeKind::Near,
-            ));
-        }
-        rep(first);
+/// A document in the order the fold walks them: by signature, then number.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BySignature(pub DocFp);
+
+impl PartialEq for BySignature {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
     }
-    members
+}
+
+impl Eq for BySignature {}
+
+impl PartialOrd for BySignature {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for BySignature {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (&self.0.bands, self.0.doc_id).cmp(&(&other.0.bands, other.0.doc_id))
+    }
+}
+
+impl SpillRecord for BySignature {
+    fn memory_bytes(&self) -> usize {
+        self.0.memory_bytes()
+    }
+}
+
+impl From<DocFp> for BySignature {
+    fn from(doc: DocFp) -> Self {
+        BySignature(doc)
+    }
+}
+
+/// The signature being folded, documents in order: its first (smallest) document goes to
+/// the bands, every other one becomes a pair with it.
+#[derive(Default)]
+struct Group {
+    first: Option<DocFp>,
+    members: u64,
+}
+
+impl Group {
+    fn add(&mut self, doc: DocFp, rep: impl FnOnce(DocFp), mut edge: impl FnMut(Edge)) {
+        match &self.first {
+            Some(first) if first.bands == doc.bands => {
+                self.members += 1;
+                // A plain near pair, not a unit for --cluster star (as equal simhashes
+                // are): an equal signature does not prove the members equally similar to
+                // everything, so a star holds only documents with a verified pair to its
+                // kept document.
+                edge(Edge::new(
+                    (first.doc_id, first.rank),
+                    (doc.doc_id, doc.rank),
+                    0,
+                    EdgeKind::Near,
+                ));
+            }
+            _ => {
+                if let Some(done) = self.first.replace(doc) {
+                    rep(done);
+                }
+            }
+        }
+    }
+
+    /// The last group's representative; returns the number of pairs made.
+    fn end(mut self, rep: impl FnOnce(DocFp), _edge: impl FnMut(Edge)) -> u64 {
+        if let Some(done) = self.first.take() {
+            rep(done);
+        }
+        self.members
+    }
+}
+
+/// The fold of `docs` in memory: what the walk does, on a sorted `Vec` (for the tests).
+#[cfg(test)]
+fn fold(docs: Vec<DocFp>, mut rep: impl FnMut(DocFp), mut edge: impl FnMut(Edge)) -> u64 {
+    let mut docs: Vec<BySignature> = docs.into_iter().map(BySignature).collect();
+    docs.sort_unstable();
+    let mut group = Group::default();
+    for BySignature(doc) in docs {
+        group.add(doc, &mut rep, &mut edge);
+    }
+    group.end(rep, edge)
 }
 
 #[cfg(test)]
