@@ -87,7 +87,7 @@ fn spilled_sorts_give_the_outputs_of_memory() {
                 .unwrap()
                 .summary;
             let sorts = &spilled.memory.as_ref().unwrap().sorts;
-            for stage in ["exact", "clusters", "ids"] {
+            for stage in ["exact", "clusters", "ids", "pairs"] {
                 let sort = &sorts[stage];
                 assert!(sort.runs > 0 && sort.spilled_bytes > 0, "{stage}: {sort:?}");
             }

@@ -72,6 +72,8 @@ pub const MIN_PARTITION_ENTRIES: u64 = 1 << 14;
 /// [`neardup_io::spill`]). The read itself, the other sorts of the read and the search's
 /// held fingerprints take the rest.
 pub const EXACT_SORT_SHARE: f64 = 0.25;
+/// The share for the pairs table's sort (its rows, by pair, while the pairs are found).
+pub const PAIRS_SORT_SHARE: f64 = 0.1;
 /// The share for MinHash mode's fold of identical signatures (the representatives, sorted
 /// by signature after the exact stage's walk).
 pub const SIGNATURES_SORT_SHARE: f64 = 0.25;

@@ -1,77 +1,130 @@
 //! Pairs: every edge found (exact, near, verified) is written to this worker's part of
 //! `pairs/`, sorted by `(doc_a, doc_b)`, and passed on unchanged to the cluster stage.
 
+use std::cmp::Ordering;
 use std::rc::Rc;
 
 use neardup_io::parquet_out::{PairKind, PairRow, PartWriter};
+use neardup_io::spill::SpillRecord;
+use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::StreamVec;
 
+use crate::config::PAIRS_SORT_SHARE;
+use crate::operators::SortComplete;
 use crate::output::{OutputDirs, Table};
 use crate::records::{Edge, EdgeKind};
 use crate::worker::WorkerCtx;
 
-/// Writes this worker's pairs part and passes the edges on.
+/// Writes this worker's pairs part and passes the edges on at once.
+///
+/// The simple version buffers the part's rows in a `Vec` and sorts it once the edges are
+/// complete; here they go through an external sort ([`SortComplete`], within
+/// [`PAIRS_SORT_SHARE`] of the worker's part of `--memory-limit`) and are written as its
+/// merge walks them.
 pub fn write_pairs<'s>(
     edges: StreamVec<'s, u64, Edge>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Edge> {
-    edges.unary_frontier(Pipeline, "WritePairs", move |_, _| {
-        let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Pairs);
-        let meta = crate::output::search_meta(&ctx.shared.config);
-        let mut writer = match PartWriter::<PairRow>::create(&dir, ctx.part(), &meta) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                ctx.fail(e.to_string());
-                None
-            }
-        };
-        let mut buffered: Vec<PairRow> = Vec::new();
-        move |(input, frontier), output| {
-            input.for_each(|cap, data| {
-                for edge in data.iter() {
-                    let kind = match edge.kind {
-                        EdgeKind::Exact => PairKind::Exact,
-                        EdgeKind::Near | EdgeKind::SameFingerprint => PairKind::Near,
-                        EdgeKind::Url => PairKind::Url,
-                    };
-                    buffered.push(PairRow {
-                        doc_a: edge.a,
-                        doc_b: edge.b,
-                        hamming: edge.hamming,
-                        kind,
-                        jaccard: edge.jaccard,
-                    });
-                }
-                {
-                    let mut report = ctx.report.borrow_mut();
-                    report.exact_pairs +=
-                        data.iter().filter(|e| e.kind == EdgeKind::Exact).count() as u64;
-                    report.url_pairs +=
-                        data.iter().filter(|e| e.kind == EdgeKind::Url).count() as u64;
-                }
-                output.session(&cap).give_container(data);
-            });
-            if frontier.is_empty() {
-                if let Some(mut w) = writer.take() {
-                    // Sorted parts read nicely and compress better.
-                    buffered.sort_unstable_by_key(|p| (p.doc_a, p.doc_b));
-                    // Taken, so the rows are freed before the clustering that follows.
-                    let written = std::mem::take(&mut buffered)
-                        .into_iter()
-                        .try_for_each(|row| w.push(row))
-                        .and_then(|_| w.commit());
-                    match written {
-                        Ok(path) => ctx
-                            .report
-                            .borrow_mut()
-                            .parts
-                            .push(path.display().to_string()),
-                        Err(e) => ctx.fail(e.to_string()),
-                    }
-                }
-            }
+    let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Pairs);
+    let meta = crate::output::search_meta(&ctx.shared.config);
+    let writer = match PartWriter::<PairRow>::create(&dir, ctx.part(), &meta) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            ctx.fail(e.to_string());
+            None
         }
-    })
+    };
+    let (count_ctx, each_ctx, end_ctx, fail_ctx) =
+        (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
+    let (edges, _) = edges.sort_complete_split::<ByPair, Edge, (), _, _>(
+        Pipeline,
+        "WritePairs",
+        ctx.sort::<ByPair>("pairs", PAIRS_SORT_SHARE),
+        writer,
+        move |data, out| {
+            let mut report = count_ctx.report.borrow_mut();
+            report.exact_pairs += data.iter().filter(|e| e.kind == EdgeKind::Exact).count() as u64;
+            report.url_pairs += data.iter().filter(|e| e.kind == EdgeKind::Url).count() as u64;
+            out.give_iterator(data.iter().copied());
+        },
+        move |writer, ByPair(row), _, _| {
+            if let Some(w) = writer.as_mut() {
+                if let Err(e) = w.push(row) {
+                    each_ctx.fail(e.to_string());
+                    *writer = None;
+                }
+            }
+        },
+        move |writer, stats, _, _| {
+            end_ctx.sorted("pairs", stats);
+            if let Some(w) = writer {
+                match w.commit() {
+                    Ok(path) => end_ctx
+                        .report
+                        .borrow_mut()
+                        .parts
+                        .push(path.display().to_string()),
+                    Err(e) => end_ctx.fail(e.to_string()),
+                }
+            }
+        },
+        move |e| fail_ctx.sort_failed("pairs", e),
+    );
+    edges
+}
+
+/// A row of the pairs table in the part's order: by `(doc_a, doc_b)` (then kind, so that
+/// the order never depends on arrival).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ByPair(pub PairRow);
+
+impl ByPair {
+    fn key(&self) -> (u64, u64, u8) {
+        let kind = match self.0.kind {
+            PairKind::Exact => 0,
+            PairKind::Near => 1,
+            PairKind::Url => 2,
+        };
+        (self.0.doc_a, self.0.doc_b, kind)
+    }
+}
+
+impl PartialEq for ByPair {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for ByPair {}
+
+impl PartialOrd for ByPair {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByPair {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl SpillRecord for ByPair {}
+
+impl From<Edge> for ByPair {
+    fn from(edge: Edge) -> Self {
+        let kind = match edge.kind {
+            EdgeKind::Exact => PairKind::Exact,
+            EdgeKind::Near | EdgeKind::SameFingerprint => PairKind::Near,
+            EdgeKind::Url => PairKind::Url,
+        };
+        ByPair(PairRow {
+            doc_a: edge.a,
+            doc_b: edge.b,
+            hamming: edge.hamming,
+            kind,
+            jaccard: edge.jaccard,
+        })
+    }
 }
