@@ -389,7 +389,7 @@ fn rekeep(assigned: &mut [Assignment], ranks: &HashMap<u64, u64>, mirroring: &Ha
 
 /// The documents a run removes, at their home worker: filled by [`write_clusters`] when
 /// asked, read by the search for repeated passages of `run --substrings`, which runs after.
-pub type RemovedAtHome = Rc<std::cell::RefCell<HashSet<u64>>>;
+pub type RemovedAtHome = Rc<std::cell::RefCell<crate::records::DocBits>>;
 
 #[cfg(test)]
 mod tests {

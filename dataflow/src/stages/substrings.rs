@@ -104,7 +104,7 @@ pub fn parse_documents<'s>(
                     let mut session = output.session(&cap);
                     let removed = removed.as_ref().map(|r| r.borrow());
                     for doc in data.drain(..) {
-                        if removed.as_ref().is_some_and(|r| r.contains(&doc.doc_id)) {
+                        if removed.as_ref().is_some_and(|r| r.contains(doc.doc_id)) {
                             continue;
                         }
                         if let Some(text) = parse(&ctx, doc, &mut record) {

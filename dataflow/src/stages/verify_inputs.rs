@@ -20,7 +20,6 @@
 //! the second hop's candidates, each with its first document's set.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use neardup_core::minhash::jaccard_estimate;
@@ -41,7 +40,7 @@ use timely::dataflow::StreamVec;
 use crate::config::{JobInput, VERIFY_SORT_SHARE};
 use crate::operators::SortComplete;
 use crate::progress::Progress;
-use crate::records::{Candidate, Edge, RawBody, RawDoc, RECORD_BITS};
+use crate::records::{Candidate, DocBits, Edge, RawBody, RawDoc};
 use crate::worker::WorkerCtx;
 
 /// A document's set, as verification compares it (see [`crate::stages::verify`]): shingles
@@ -112,43 +111,8 @@ impl From<Candidate> for BySecond {
     }
 }
 
-/// The documents of this home that some pair asks about: a bit per document number, by
-/// input file.
-#[derive(Default)]
-pub struct Needed {
-    files: HashMap<u32, Vec<u64>>,
-    count: u64,
-}
-
-impl Needed {
-    fn split(doc: u64) -> (u32, usize) {
-        (
-            (doc >> RECORD_BITS) as u32,
-            (doc & ((1 << RECORD_BITS) - 1)) as usize,
-        )
-    }
-
-    pub fn insert(&mut self, doc: u64) {
-        let (file, record) = Needed::split(doc);
-        let bits = self.files.entry(file).or_default();
-        if bits.len() <= record / 64 {
-            bits.resize(record / 64 + 1, 0);
-        }
-        let word = &mut bits[record / 64];
-        if *word & (1 << (record % 64)) == 0 {
-            *word |= 1 << (record % 64);
-            self.count += 1;
-        }
-    }
-
-    pub fn contains(&self, doc: u64) -> bool {
-        let (file, record) = Needed::split(doc);
-        self.files
-            .get(&file)
-            .and_then(|bits| bits.get(record / 64))
-            .is_some_and(|word| word & (1 << (record % 64)) != 0)
-    }
-}
+/// The documents of this home that some pair asks about.
+pub type Needed = DocBits;
 
 /// The sets of this home's needed documents: filled by the second pass, then sealed.
 pub enum SetStore {
