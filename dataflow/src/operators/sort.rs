@@ -74,6 +74,43 @@ use timely::progress::Timestamp;
 
 use super::collect::Give;
 
+/// Orders a record type by a key of it: `PartialEq`, `Eq`, `PartialOrd` and `Ord` from one
+/// expression, as the stages' sort records compare (`ordered_by!(ByPair, |p| (p.0.a,
+/// p.0.b))`): records with equal keys are equal for the sort, whatever else they carry.
+macro_rules! ordered_by {
+    ($t:ty, |$x:ident| $key:expr) => {
+        ordered_by!(
+            $t,
+            cmp | a,
+            b | {
+                let key = |$x: &$t| $key;
+                key(a).cmp(&key(b))
+            }
+        );
+    };
+    // The comparison written out, for a key that borrows from the record.
+    ($t:ty, cmp |$a:ident, $b:ident| $cmp:expr) => {
+        impl PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                self.cmp(other) == std::cmp::Ordering::Equal
+            }
+        }
+        impl Eq for $t {}
+        impl PartialOrd for $t {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for $t {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                let ($a, $b) = (self, other);
+                $cmp
+            }
+        }
+    };
+}
+pub(crate) use ordered_by;
+
 /// Records walked per activation once the input is complete: large enough that the
 /// operator's own overhead vanishes, small enough that a chunk of results is a few
 /// megabytes in timely's queues.

@@ -10,7 +10,6 @@
 //!
 //! The duplicate-id count ([`count_duplicate_ids`]) is the same idea on the users' ids.
 
-use std::cmp::Ordering;
 use std::rc::Rc;
 
 use neardup_io::parquet_out::{ClusterRow, PartWriter};
@@ -22,6 +21,7 @@ use timely::dataflow::operators::Concat;
 use timely::dataflow::StreamVec;
 
 use crate::config::{CLUSTER_ROWS_SORT_SHARE, IDS_SORT_SHARE};
+use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::output::{OutputDirs, Table};
 use crate::records::Assignment;
@@ -45,26 +45,7 @@ impl AtHome {
     }
 }
 
-impl PartialEq for AtHome {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for AtHome {}
-
-impl PartialOrd for AtHome {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for AtHome {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(&other.key())
-    }
-}
-
+ordered_by!(AtHome, |r| r.key());
 impl SpillRecord for AtHome {}
 
 /// The clusters part being written, and the assignment waiting for its document.

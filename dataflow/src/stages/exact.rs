@@ -6,7 +6,6 @@
 //! to the representative by `exact` edges (N - 1 of them), and only the representative goes
 //! on to the tables. Empty documents are neither: they are counted and never matched.
 
-use std::cmp::Ordering;
 use std::rc::Rc;
 
 use neardup_io::spill::SpillRecord;
@@ -15,6 +14,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::StreamVec;
 
 use crate::config::EXACT_SORT_SHARE;
+use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::records::{DocFp, Edge, EdgeKind};
 use crate::worker::WorkerCtx;
@@ -87,25 +87,7 @@ impl ByKey {
     }
 }
 
-impl PartialEq for ByKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for ByKey {}
-
-impl PartialOrd for ByKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for ByKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(&other.key())
-    }
-}
+ordered_by!(ByKey, |d| d.key());
 
 impl SpillRecord for ByKey {
     fn memory_bytes(&self) -> usize {

@@ -1,7 +1,6 @@
 //! Pairs: every edge found (exact, near, verified) is written to this worker's part of
 //! `pairs/`, sorted by `(doc_a, doc_b)`, and passed on unchanged to the cluster stage.
 
-use std::cmp::Ordering;
 use std::rc::Rc;
 
 use neardup_io::parquet_out::{PairKind, PairRow, PartWriter};
@@ -11,6 +10,7 @@ use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::StreamVec;
 
 use crate::config::PAIRS_SORT_SHARE;
+use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::output::{OutputDirs, Table};
 use crate::records::{Edge, EdgeKind};
@@ -90,26 +90,7 @@ impl ByPair {
     }
 }
 
-impl PartialEq for ByPair {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for ByPair {}
-
-impl PartialOrd for ByPair {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for ByPair {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(&other.key())
-    }
-}
-
+ordered_by!(ByPair, |p| p.key());
 impl SpillRecord for ByPair {}
 
 impl From<Edge> for ByPair {

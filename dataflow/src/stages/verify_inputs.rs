@@ -19,7 +19,6 @@
 //! Disk: the sets of the documents in some candidate pair or link (8 bytes a shingle), and
 //! the second hop's candidates, each with its first document's set.
 
-use std::cmp::Ordering;
 use std::rc::Rc;
 
 use neardup_core::minhash::jaccard_estimate;
@@ -38,6 +37,7 @@ use timely::dataflow::operators::Concat;
 use timely::dataflow::StreamVec;
 
 use crate::config::{JobInput, VERIFY_SORT_SHARE};
+use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::progress::Progress;
 use crate::records::{Candidate, DocBits, Edge, RawBody, RawDoc};
@@ -49,28 +49,6 @@ use crate::worker::WorkerCtx;
 pub struct DocSet {
     pub doc: u64,
     pub set: Vec<u64>,
-}
-
-macro_rules! ordered_by {
-    ($t:ty, |$x:ident| $key:expr) => {
-        impl PartialEq for $t {
-            fn eq(&self, other: &Self) -> bool {
-                self.cmp(other) == Ordering::Equal
-            }
-        }
-        impl Eq for $t {}
-        impl PartialOrd for $t {
-            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-                Some(self.cmp(other))
-            }
-        }
-        impl Ord for $t {
-            fn cmp(&self, other: &Self) -> Ordering {
-                let key = |$x: &$t| $key;
-                key(self).cmp(&key(other))
-            }
-        }
-    };
 }
 
 ordered_by!(DocSet, |d| d.doc);

@@ -10,7 +10,6 @@
 //! an estimate, not proof that the Jaccard similarity reaches `--min-jaccard`. The
 //! representative's candidates stand for the group.
 
-use std::cmp::Ordering;
 use std::rc::Rc;
 
 use neardup_core::mix::mix2;
@@ -20,6 +19,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::StreamVec;
 
 use crate::config::SIGNATURES_SORT_SHARE;
+use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::records::{DocFp, Edge, EdgeKind};
 use crate::worker::WorkerCtx;
@@ -63,25 +63,11 @@ fn signature_route(bands: &[u64]) -> u64 {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BySignature(pub DocFp);
 
-impl PartialEq for BySignature {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for BySignature {}
-
-impl PartialOrd for BySignature {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for BySignature {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (&self.0.bands, self.0.doc_id).cmp(&(&other.0.bands, other.0.doc_id))
-    }
-}
+ordered_by!(
+    BySignature,
+    cmp | a,
+    b | (&a.0.bands, a.0.doc_id).cmp(&(&b.0.bands, b.0.doc_id))
+);
 
 impl SpillRecord for BySignature {
     fn memory_bytes(&self) -> usize {
