@@ -387,8 +387,9 @@ fn rekeep(assigned: &mut [Assignment], ranks: &HashMap<u64, u64>, mirroring: &Ha
     moved
 }
 
-/// The documents a run removes, at their home worker: filled by [`write_clusters`] when
-/// asked, read by the search for repeated passages of `run --substrings`, which runs after.
+/// The documents a run removes, at their home worker: filled by
+/// [`write_clusters`](super::cluster_rows::write_clusters) when asked, read by the search for
+/// repeated passages of `run --substrings`, which runs after.
 pub type RemovedAtHome = Rc<std::cell::RefCell<crate::records::DocBits>>;
 
 #[cfg(test)]
