@@ -101,6 +101,7 @@ fn make_index(dir: &Path, n: u64) {
             docs,
             cluster_changes: Vec::new(),
             keep: None,
+            decisions: None,
         })
         .expect("write the index");
     eprintln!(

@@ -706,7 +706,9 @@ fn strs(args: &[String]) -> Vec<&str> {
 /// The incremental oracle: batches B1, B2, B3 added one after the other (`--against
 /// --update-index`) give the pairs and clusters of one run over their union, at 1 and 2
 /// workers, and compaction changes nothing a query sees. `scheme`: the runs' scheme
-/// flags; `index`: flags of the first run's `--index` only.
+/// flags; `index`: flags of the first run's `--index` only. The clusters are connected
+/// components (`--cluster components`), which a batch only joins and merges; under stars
+/// an indexed document's decision is final (tests/against_cli.rs).
 fn batches_give_the_union(scheme: &[&str], index_args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let docs = corpus(23, 150, "d");
@@ -725,7 +727,7 @@ fn batches_give_the_union(scheme: &[&str], index_args: &[&str]) {
     let all: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
     for workers in ["1", "2"] {
         let with = |args: &[&str]| -> Vec<String> {
-            ["--no-exact", "-w", workers]
+            ["--no-exact", "--cluster", "components", "-w", workers]
                 .iter()
                 .chain(scheme)
                 .chain(args)
@@ -847,8 +849,10 @@ fn with_exact_folding_batches_still_give_the_clusters_of_one_run() {
         .map(|(i, b)| write(&dir.path().join(format!("b{i}.jsonl")), &jsonl(b)))
         .collect();
     let all: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    // Connected components, which batches only join and merge (as above).
+    let components = ["--cluster", "components"];
     let union = dir.path().join("union");
-    run_ok(&union, &[], &all);
+    run_ok(&union, &components, &all);
     let expected: BTreeMap<u64, i64> = clusters(&union)
         .iter()
         .filter(|c| c.cluster_id >= 0)
@@ -857,12 +861,12 @@ fn with_exact_folding_batches_still_give_the_clusters_of_one_run() {
     let index = dir.path().join("index");
     run_ok(
         &dir.path().join("b0"),
-        &["--index", s(&index)],
+        &["--cluster", "components", "--index", s(&index)],
         &[&files[0]],
     );
     run_ok(
         &dir.path().join("b1"),
-        &["--against", s(&index), "--update-index"],
+        &["--cluster", "components", "--against", s(&index), "--update-index"],
         &[&files[1]],
     );
     assert!(expected.len() > 40);
@@ -978,7 +982,8 @@ fn every_keep_policy_works_against_an_index_as_in_one_run() {
     for policy in ["longest", "shortest"] {
         let keep = ["--no-exact", "--keep", policy];
         let union = dir.path().join(format!("union-{policy}"));
-        // --against forms its clusters as components (docs/index.md).
+        // Connected components: a batch against the index gives those of one run
+        // (docs/index.md).
         let mut one_run = keep.to_vec();
         one_run.extend(["--cluster", "components"]);
         run_ok(&union, &one_run, &all);
@@ -999,7 +1004,7 @@ fn every_keep_policy_works_against_an_index_as_in_one_run() {
             );
             let out = dir.path().join(format!("b1-{policy}-{name}"));
             let mut args = keep.to_vec();
-            args.extend(["--against", s(&index)]);
+            args.extend(["--cluster", "components", "--against", s(&index)]);
             run_ok(&out, &args, &[&files[1]]);
             let found = against_clusters(&out);
             assert!(found.len() > 30, "{}", found.len());
@@ -1022,25 +1027,30 @@ fn every_keep_policy_works_against_an_index_as_in_one_run() {
             );
         }
     }
-    // Without --keep an indexed document is kept wherever its cluster has one.
+    // Without --keep an indexed document is kept wherever its cluster has one, under
+    // components and under the default stars.
     let index = dir.path().join("index-default");
     run_ok(
         &dir.path().join("b0-default"),
         &["--no-exact", "--keep", "longest", "--index", s(&index)],
         &[&files[0]],
     );
-    let out = dir.path().join("b1-default");
-    run_ok(&out, &["--no-exact", "--against", s(&index)], &[&files[1]]);
-    let found = against_clusters(&out);
-    let mut by_cluster: BTreeMap<i64, Vec<(u64, bool)>> = BTreeMap::new();
-    for (&d, &(c, keep)) in &found {
-        by_cluster.entry(c).or_default().push((d, keep));
-    }
-    for members in by_cluster.values() {
-        let kept: Vec<u64> = members.iter().filter(|m| m.1).map(|m| m.0).collect();
-        assert_eq!(kept.len(), 1);
-        if members.iter().any(|m| m.0 < 1 << 40) {
-            assert!(kept[0] < 1 << 40, "a new document kept over an indexed one");
+    for cluster in ["components", "verified"] {
+        let out = dir.path().join(format!("b1-default-{cluster}"));
+        let args = ["--no-exact", "--cluster", cluster, "--against", s(&index)];
+        run_ok(&out, &args, &[&files[1]]);
+        let found = against_clusters(&out);
+        assert!(found.len() > 30, "{cluster}: {}", found.len());
+        let mut by_cluster: BTreeMap<i64, Vec<(u64, bool)>> = BTreeMap::new();
+        for (&d, &(c, keep)) in &found {
+            by_cluster.entry(c).or_default().push((d, keep));
+        }
+        for members in by_cluster.values() {
+            let kept: Vec<u64> = members.iter().filter(|m| m.1).map(|m| m.0).collect();
+            assert_eq!(kept.len(), 1, "{cluster}");
+            if members.iter().any(|m| m.0 < 1 << 40) {
+                assert!(kept[0] < 1 << 40, "a new document kept over an indexed one");
+            }
         }
     }
 }

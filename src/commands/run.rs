@@ -167,8 +167,10 @@ pub struct RunArgs {
     #[arg(long, requires = "index", help_heading = "Index")]
     pub index_shingles: bool,
     /// Deduplicate this batch against the index in DIR: the pairs between new and indexed
-    /// documents and the clusters they join or merge go to against-*.parquet in the output
-    /// (indexed documents are kept before new copies; with --keep, old and new are ranked
+    /// documents and the clusters they form go to against-*.parquet in the output (the
+    /// indexed documents' decisions stand, and a new document is removed only for a kept
+    /// one it duplicates; with --cluster components, clusters join and merge, indexed
+    /// documents are kept before new copies, and with --keep old and new are ranked
     /// together, ties to the indexed one)
     #[arg(
         long,
@@ -494,13 +496,14 @@ fn report_index_steps(args: &RunArgs, outcome: &RunOutcome, keep: &str) {
             );
         }
         eprintln!(
-            "  against {}: {} new documents, {} pairs among them, {} with indexed documents, {} indexed clusters joined, {} merged{}",
+            "  against {}: {} new documents, {} pairs among them, {} with indexed documents, {} indexed clusters joined, {} merged, {} new documents removed{}",
             dir.display(),
             found.new_documents,
             found.batch_pairs,
             found.indexed_pairs,
             found.joined,
             found.merges,
+            found.removed,
             if done.added { "; added to the index" } else { "" }
         );
     }

@@ -8,14 +8,30 @@
 //! `--update-index` the batch is added to the index as a new generation. A run with
 //! `_SUCCESS` always has its `against-*` files, and with `--update-index` its generation.
 //!
-//! Clusters follow the run's rule, the smallest doc number is the id: the batch's numbers
-//! come after every indexed one, so a cluster that only grows keeps its id, a merge takes the
-//! smaller, and the kept document (the smallest) is an indexed one wherever there is one.
+//! Clusters follow the run's `--cluster` rule, and the smallest doc number is a cluster's
+//! id: the batch's numbers come after every indexed one, so a cluster that only grows keeps
+//! its id.
+//!
+//! - Under stars (`--cluster verified`, the default, and `star`) every removed new document
+//!   is a verified pair of the document kept for it, and that one is kept ([`mod@stars`]):
+//!   the indexed documents' decisions are final (the index records them), a new document
+//!   with a pair with a kept indexed one is removed for the most similar, and the other new
+//!   documents form stars among themselves from the batch's own pairs.
+//! - Under connected components (`--cluster components`) the batch's pairs and its pairs
+//!   with indexed documents join the indexed clusters: a merge takes the smaller id, and the
+//!   kept document of a component (the smallest keep key) is an indexed one wherever there
+//!   is one, unless `--keep` ranks a new one first.
+//!
+//! Either way, with `--update-index` the new generation records the new documents'
+//! clusters and decisions, and the indexed documents whose cluster or decision changed.
+
+mod stars;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use neardup_core::star::{Link, LinkKind};
 use neardup_core::unionfind::UnionFind;
 use neardup_core::Scheme;
 use neardup_io::index::{DocEntry, DocView, Index, IndexWriter, Manifest, MergeRow, Verify};
@@ -24,7 +40,7 @@ use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow, PartWriter};
 
 use super::index::{batch_documents, batch_name, check_indexable};
 use super::{chain, AgainstDone, FinishError};
-use crate::config::{JobConfig, KeepPolicy};
+use crate::config::{ClusterMode, JobConfig, KeepPolicy};
 use crate::stages::fingerprint::resume::kill_at;
 
 /// The files an incremental run adds to its output directory (listed in its marker, so
@@ -54,7 +70,26 @@ pub fn check(
     }
     let (manifest, held) = Manifest::load(dir)?.before_batch(&batch_name(config));
     check_against(&manifest, dir, config, update)?;
+    check_keep_decisions(&manifest, dir, config.cluster)?;
     Ok((manifest, held))
+}
+
+/// Refuses stars (`--cluster verified` or `star`) against an index that does not record
+/// which of its documents are kept: a new document is removed only for a kept one.
+pub fn check_keep_decisions(
+    manifest: &Manifest,
+    dir: &Path,
+    cluster: ClusterMode,
+) -> Result<(), FinishError> {
+    match manifest.without_keep_decisions() {
+        Some(g) if cluster.stars() => Err(FinishError::Refused(format!(
+            "{}: its generation {} does not record which of its documents were kept (written by an older neardup, by neardup serve, or compacted from such a generation): --cluster {} removes a new document only for an indexed one that is kept; run with --cluster components (connected components), or make the index again with this neardup",
+            dir.display(),
+            g.dir,
+            cluster.name()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses, before the job, a run whose fingerprints or tables differ from the index's; for
@@ -164,6 +199,8 @@ pub struct AgainstSummary {
     /// Indexed clusters (or documents) the batch's documents joined.
     pub joined: u64,
     pub merges: u64,
+    /// New documents marked `keep = false` in `against-clusters.parquet`.
+    pub removed: u64,
     /// Indexed documents of the batch's clusters without a rank under the keep policy
     /// (ranked last): a policy by a column their generation was not ranked by.
     pub unranked: u64,
@@ -230,6 +267,7 @@ pub struct AgainstStep {
     k: u32,
     threshold: f64,
     keep: AgainstKeep,
+    cluster: ClusterMode,
     batch: String,
     job: u128,
 }
@@ -260,6 +298,7 @@ impl AgainstStep {
                 policy: config.keep.clone(),
                 given: keep_given,
             },
+            cluster: config.cluster,
             batch: batch_name(config),
             job: crate::config::resume::record_id(config),
         })
@@ -273,10 +312,9 @@ impl AgainstStep {
         let mut outcome = against(
             dir,
             run,
-            self.k,
-            self.threshold,
+            (self.k, self.threshold),
             &self.manifest,
-            &self.keep,
+            (&self.keep, self.cluster),
             (&self.batch, self.job),
         )
         .map_err(|e| format!("--against {}: {}", dir.display(), chain(&e)))?;
@@ -299,18 +337,18 @@ impl AgainstStep {
 /// The incremental step of `neardup run --against DIR`: the batch run at `run` (numbered as
 /// the index's next generation) against the index at `dir`, which must still be `expected`:
 /// pairs between new and indexed documents, the clusters they form with the batch's own
-/// pairs, written to the run directory. It runs before the run's `_SUCCESS`; an index that
-/// holds `batch` already (see [`Manifest::before_batch`]) is compared as it was before it.
+/// pairs under the run's `cluster` rule, written to the run directory. It runs before the
+/// run's `_SUCCESS`; an index that holds `batch` already (see [`Manifest::before_batch`]) is
+/// compared as it was before it.
 ///
 /// A simhash index is probed within `k` bits; a MinHash index band by band, its candidates
 /// verified at `threshold` as the index verifies ([`Index::query_minhash`]).
 pub fn against(
     dir: &Path,
     run: &Path,
-    k: u32,
-    threshold: f64,
+    (k, threshold): (u32, f64),
     expected: &Manifest,
-    keep: &AgainstKeep,
+    (keep, cluster): (&AgainstKeep, ClusterMode),
     (batch, job): (&str, u128),
 ) -> Result<AgainstOutcome, FinishError> {
     let (manifest, held) = Manifest::load(dir)?.before_batch(batch);
@@ -320,6 +358,7 @@ pub fn against(
             dir.display()
         )));
     }
+    check_keep_decisions(&manifest, dir, cluster)?;
     let index = Index::open_as(dir, manifest.clone(), Verify::Checksums)?;
     let shift = manifest.files << FILE_SHIFT;
     // Read back from the committed run: the batch's documents and pairs are spread over
@@ -327,35 +366,135 @@ pub fn against(
     let read = batch_documents(run, manifest.minhash.as_ref(), job)?;
     let outputs = neardup_io::run_dir::read_run_parts(run)?;
     let mut docs = read.docs;
-    let mut found = Comparison::of_batch(&docs, &outputs, shift);
+    let mut found = Comparison::of_batch(&docs, &outputs, shift, manifest.minhash.is_none());
+    drop(outputs);
     for doc in &mut docs {
         doc.doc_id += shift;
     }
     found.probe(&index, &docs, k, threshold);
-    let Comparison {
-        pairs,
-        mut uf,
-        mut summary,
-        joined,
-    } = found;
-    summary.joined = joined.len() as u64;
-    let label: HashMap<u64, u64> = uf.components_by_min().into_iter().collect();
-    let Clusters {
-        members,
-        changes,
-        merges,
-    } = Clusters::gather(&index, &mut docs, &label, keep, &mut summary);
-    write_files(run, dir, &manifest, pairs, members, merges)?;
+    let decided = match cluster {
+        ClusterMode::Components => components(&index, &mut docs, &mut found, keep),
+        ClusterMode::Verified | ClusterMode::Star => {
+            let rule = stars::Rule {
+                centers: match cluster {
+                    ClusterMode::Star => neardup_core::star::Centers::Rank,
+                    _ => neardup_core::star::Centers::Coverage,
+                },
+                policy: &keep.policy,
+                simhash: manifest.minhash.is_none(),
+                unlinked: unlinked(cluster, manifest.minhash.as_ref(), threshold),
+            };
+            stars::decide(&index, &mut docs, &mut found, &rule)
+        }
+    };
+    let mut summary = found.summary;
+    summary.removed = decided
+        .rows
+        .iter()
+        .filter(|r| !r.keep && r.doc_id >= shift)
+        .count() as u64;
+    write_files(run, dir, &manifest, found.pairs, decided.rows, decided.merges)?;
     Ok(AgainstOutcome {
         summary,
         generation: NewGeneration {
             files: read.files,
             docs,
-            cluster_changes: changes,
+            cluster_changes: decided.changes,
             keep: Some(keep.policy.describe()),
+            decisions: Some(decided.decisions),
         },
         held,
     })
+}
+
+/// How `--cluster verified` verifies the pairs the bands missed between new documents
+/// ([`neardup_core::star::unlinked_pairs`]), as the run did: in MinHash mode, by the exact
+/// Jaccard similarity where the index holds the shingle sets, by the signatures' estimate
+/// where the run verified so; `None` otherwise (the index holds no shingle sets of a run
+/// verified by exact Jaccard: the new documents' stars are made from the batch's pairs).
+fn unlinked(
+    cluster: ClusterMode,
+    minhash: Option<&neardup_io::index::MinHashParams>,
+    threshold: f64,
+) -> Option<stars::Unlinked> {
+    let m = minhash.filter(|_| cluster == ClusterMode::Verified)?;
+    let estimate = m.verify == neardup_io::index::VERIFY_ESTIMATE;
+    (m.exact() || estimate).then_some(stars::Unlinked {
+        threshold,
+        exact: m.exact(),
+    })
+}
+
+/// What a rule decided of the clusters the batch formed or touched.
+#[derive(Default)]
+struct Decided {
+    /// `against-clusters.parquet`, by cluster then doc.
+    rows: Vec<ClusterRow>,
+    /// Indexed clusters merged into another (`against-merges.parquet`).
+    merges: BTreeMap<i64, i64>,
+    /// `(doc, cluster)` of the indexed documents whose cluster changed.
+    changes: Vec<(u64, i64)>,
+    /// `(doc, kept)` of the indexed documents whose keep decision changed (or was not
+    /// recorded).
+    decisions: Vec<(u64, bool)>,
+}
+
+/// Connected components (`--cluster components`): the batch's pairs and its pairs with
+/// indexed documents join the indexed clusters; each component keeps its smallest keep key.
+/// The new documents `docs` get their cluster and decision.
+fn components(
+    index: &Index,
+    docs: &mut [DocEntry],
+    found: &mut Comparison,
+    keep: &AgainstKeep,
+) -> Decided {
+    found.summary.joined = found.joined.len() as u64;
+    let label: HashMap<u64, u64> = found.uf.components_by_min().into_iter().collect();
+    let Clusters {
+        members,
+        changes,
+        merges,
+        was_kept,
+    } = Clusters::gather(index, docs, &label, keep, &mut found.summary);
+    let mut rows = Vec::new();
+    let mut decisions = Vec::new();
+    let mut removed = HashSet::new();
+    for (l, mut members) in members {
+        members.sort_unstable();
+        let kept = members
+            .iter()
+            .min_by_key(|d| d.1)
+            .expect("a cluster has members")
+            .0;
+        for &(d, _) in &members {
+            match was_kept.get(&d) {
+                Some(&was) if was != Some(d == kept) => decisions.push((d, d == kept)),
+                Some(_) => {}
+                None if d != kept => {
+                    removed.insert(d);
+                }
+                None => {}
+            }
+            rows.push(ClusterRow {
+                doc_id: d,
+                cluster_id: l as i64,
+                cluster_size: members.len() as u32,
+                keep: d == kept,
+                kept_doc_id: kept,
+                hamming: None,
+                jaccard: None,
+            });
+        }
+    }
+    for doc in docs.iter_mut() {
+        doc.removed = removed.contains(&doc.doc_id);
+    }
+    Decided {
+        rows,
+        merges,
+        changes,
+        decisions,
+    }
 }
 
 /// Each indexed document stands in the union-find by its cluster (itself when alone).
@@ -363,9 +502,26 @@ fn node(cluster: Option<i64>, doc: u64) -> u64 {
     cluster.map_or(doc, |c| c as u64)
 }
 
+/// A pair of a new document with an indexed one, as the probe found it.
+#[derive(Clone, Copy, Debug)]
+struct IndexedMatch {
+    /// The new document (in the index's numbering).
+    doc: u64,
+    /// Where the indexed one is.
+    generation: usize,
+    row: u32,
+    /// The Hamming distance (simhash), the verified Jaccard similarity (MinHash).
+    hamming: u32,
+    jaccard: Option<f32>,
+}
+
 /// The pairs found so far (in the index's numbering), and the components they make.
 struct Comparison {
     pairs: Vec<PairRow>,
+    /// The batch's own pairs, as the clustering sees them (sorted).
+    links: Vec<Link>,
+    /// The pairs of new documents with indexed ones.
+    matches: Vec<IndexedMatch>,
     uf: UnionFind,
     summary: AgainstSummary,
     /// The union-find nodes of the indexed clusters (or documents) the batch joined.
@@ -374,17 +530,21 @@ struct Comparison {
 
 impl Comparison {
     /// The batch's own pairs (from its committed `pairs/`), numbered as the index's next
-    /// generation (`shift`).
+    /// generation (`shift`). `simhash`: a simhash run, whose near pairs at distance 0 are
+    /// documents of one fingerprint (`pairs/` lists each with its group's representative).
     fn of_batch(
         docs: &[DocEntry],
         outputs: &neardup_io::run_dir::RunOutputs,
         shift: u64,
+        simhash: bool,
     ) -> Comparison {
-        let simhash: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
+        let simhashes: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
         let mut pairs: Vec<PairRow> = Vec::new();
+        let mut links: Vec<Link> = Vec::new();
         let mut uf = UnionFind::new();
         for (a, b, kind) in &outputs.pairs {
-            let h = neardup_core::hamming(simhash[a], simhash[b]);
+            let h = neardup_core::hamming(simhashes[a], simhashes[b]);
+            let jaccard = outputs.jaccard.get(&(*a, *b)).copied();
             pairs.push(PairRow {
                 doc_a: a + shift,
                 doc_b: b + shift,
@@ -394,10 +554,24 @@ impl Comparison {
                 } else {
                     PairKind::Near
                 },
-                jaccard: outputs.jaccard.get(&(*a, *b)).copied(),
+                jaccard,
+            });
+            links.push(Link {
+                a: (a + shift).min(b + shift),
+                b: (a + shift).max(b + shift),
+                kind: match kind.as_str() {
+                    "exact" => LinkKind::Exact,
+                    "url" => LinkKind::Url,
+                    _ if simhash && h == 0 => LinkKind::SameFingerprint,
+                    _ => LinkKind::Near,
+                },
+                hamming: if simhash { h as u8 } else { 0 },
+                jaccard,
             });
             uf.union(a + shift, b + shift);
         }
+        // The same clusters whatever order the parts were read in.
+        links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
         let summary = AgainstSummary {
             new_documents: docs.len() as u64,
             batch_pairs: pairs.len() as u64,
@@ -405,6 +579,8 @@ impl Comparison {
         };
         Comparison {
             pairs,
+            links,
+            matches: Vec::new(),
             uf,
             summary,
             joined: HashSet::new(),
@@ -425,42 +601,52 @@ impl Comparison {
                     set
                 });
                 index.query_minhash(&doc.signature, set.as_deref(), threshold, |m| {
-                    self.found(
-                        doc,
-                        index.doc(m.generation, m.row),
-                        0,
-                        Some(m.jaccard as f32),
-                    )
+                    let found = IndexedMatch {
+                        doc: doc.doc_id,
+                        generation: m.generation,
+                        row: m.row,
+                        hamming: 0,
+                        jaccard: Some(m.jaccard as f32),
+                    };
+                    self.found(doc, index.doc(m.generation, m.row), found)
                 });
             }
         } else {
             let fps: Vec<u64> = probes.iter().map(|&i| docs[i].simhash).collect();
             index.query_batch(&fps, k, |q, m| {
-                self.found(
-                    &docs[probes[q]],
-                    index.doc(m.generation, m.row),
-                    m.hamming,
-                    None,
-                )
+                let doc = &docs[probes[q]];
+                let found = IndexedMatch {
+                    doc: doc.doc_id,
+                    generation: m.generation,
+                    row: m.row,
+                    hamming: m.hamming,
+                    jaccard: None,
+                };
+                self.found(doc, index.doc(m.generation, m.row), found)
             });
         }
+        // In the order of the new documents, then the indexed ones: a simhash batch query
+        // answers in no particular order.
+        self.matches
+            .sort_unstable_by_key(|m| (m.doc, m.generation, m.row));
     }
 
     /// A new document `doc` matched the indexed one `old`.
-    fn found(&mut self, doc: &DocEntry, old: DocView, hamming: u32, jaccard: Option<f32>) {
+    fn found(&mut self, doc: &DocEntry, old: DocView, found: IndexedMatch) {
         // The same content digest (the exact-duplicate key of both runs) is an exact pair.
         let exact = doc.digest.is_some() && old.digest == doc.digest;
         self.pairs.push(PairRow {
             doc_a: old.doc_id,
             doc_b: doc.doc_id,
-            hamming: hamming as u8,
+            hamming: found.hamming as u8,
             kind: if exact {
                 PairKind::Exact
             } else {
                 PairKind::Near
             },
-            jaccard,
+            jaccard: found.jaccard,
         });
+        self.matches.push(found);
         self.summary.indexed_pairs += 1;
         let n = node(old.cluster_id, old.doc_id);
         self.joined.insert(n);
@@ -468,12 +654,14 @@ impl Comparison {
     }
 }
 
-/// The clusters the batch touched: their members with their keep keys, the indexed
-/// documents whose cluster changed, and the indexed clusters merged into another.
+/// The components the batch touched: their members with their keep keys, the indexed
+/// documents whose cluster changed, the indexed clusters merged into another, and each
+/// indexed member's recorded decision.
 struct Clusters {
     members: BTreeMap<u64, Vec<(u64, KeepKey)>>,
     changes: Vec<(u64, i64)>,
     merges: BTreeMap<i64, i64>,
+    was_kept: HashMap<u64, Option<bool>>,
 }
 
 impl Clusters {
@@ -498,6 +686,7 @@ impl Clusters {
         let mut members: BTreeMap<u64, Vec<(u64, KeepKey)>> = BTreeMap::new();
         let mut changes = Vec::new();
         let mut merges = BTreeMap::new();
+        let mut was_kept = HashMap::new();
         for g in 0..index.generations() {
             let policy = index.generation_keep(g);
             for row in 0..index.generation_documents(g) {
@@ -510,6 +699,7 @@ impl Clusters {
                     .entry(l)
                     .or_default()
                     .push((old.doc_id, key(false, rank, old.doc_id)));
+                was_kept.insert(old.doc_id, old.kept);
                 if old.cluster_id != Some(l as i64) {
                     changes.push((old.doc_id, l as i64));
                 }
@@ -536,18 +726,20 @@ impl Clusters {
             members,
             changes,
             merges,
+            was_kept,
         }
     }
 }
 
-/// Writes `against-pairs`, `against-clusters` and `against-merges` to the run directory
-/// `run`, listed in its marker first; their metadata names the index at `dir`.
+/// Writes `against-pairs`, `against-clusters` (`clusters`: its rows, in order) and
+/// `against-merges` to the run directory `run`, listed in its marker first; their metadata
+/// names the index at `dir`.
 fn write_files(
     run: &Path,
     dir: &Path,
     manifest: &Manifest,
     mut pairs: Vec<PairRow>,
-    members: BTreeMap<u64, Vec<(u64, KeepKey)>>,
+    clusters: Vec<ClusterRow>,
     merges: BTreeMap<i64, i64>,
 ) -> Result<(), FinishError> {
     let meta = neardup_io::parquet_out::TableMeta {
@@ -566,24 +758,8 @@ fn write_files(
     }
     w.commit()?;
     let mut w = PartWriter::<ClusterRow>::create_file(&run.join(AGAINST_CLUSTERS), &meta)?;
-    for (l, mut docs) in members {
-        docs.sort_unstable();
-        let kept = docs
-            .iter()
-            .min_by_key(|d| d.1)
-            .expect("a cluster has members")
-            .0;
-        for &(d, _) in &docs {
-            w.push(ClusterRow {
-                doc_id: d,
-                cluster_id: l as i64,
-                cluster_size: docs.len() as u32,
-                keep: d == kept,
-                kept_doc_id: kept,
-                hamming: None,
-                jaccard: None,
-            })?;
-        }
+    for row in clusters {
+        w.push(row)?;
     }
     w.commit()?;
     let mut w = PartWriter::<MergeRow>::create_file(&run.join(AGAINST_MERGES), &meta)?;

@@ -294,6 +294,8 @@ fn add_documents(
         docs,
         cluster_changes: Vec::new(),
         keep,
+        // Every document's decision, from the run's clusters/.
+        decisions: Some(Vec::new()),
     };
     writer.add_named(generation, batch)?;
     Ok(n)

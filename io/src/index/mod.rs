@@ -9,6 +9,7 @@
 //!     docs.bin                 the generation's documents, sorted by doc number (memory-mapped)
 //!     table-000.bin ...        one file per table: permuted fingerprints, sorted, with their rows
 //!     clusters.bin             cluster changes of earlier generations' documents
+//!     keep.bin                 keep decisions of earlier generations' documents it changed
 //!     documents.parquet        doc_id, id, source, url, cluster_id, simhash (for other programs)
 //!   gen-00001/ ...
 //!   .neardup-index.lock        while a writer holds it (crate::lock)
@@ -34,6 +35,13 @@
 //! a cluster that only grows keeps its id and two that merge take the smaller. A later
 //! generation records the new cluster of every earlier document whose cluster changed in its
 //! `clusters.bin`; a reader takes the latest.
+//!
+//! **Keep decisions**: a generation written by this neardup records which of its documents
+//! its run (or batch) kept (`docs.bin`'s flag bit 6 marks the removed ones) and, in its
+//! `keep.bin`, the earlier documents whose decision it changed; its manifest entry says so
+//! (`keep_decisions`). `run --against` under verified or star clusters removes a new
+//! document only for an indexed document that is kept, so it needs every generation to
+//! record them.
 //!
 //! **MinHash indexes** (`minhash`, `minhash-oph` runs) hold, instead of permutation tables,
 //! one sorted table per LSH band (the band's key and the document's row: a query probes
@@ -110,6 +118,8 @@ pub const KIND_CLUSTERS: u32 = 3;
 pub const KIND_BAND: u32 = 4;
 pub const KIND_SIGNATURES: u32 = 5;
 pub const KIND_SHINGLES: u32 = 6;
+/// Keep decisions of earlier generations' documents that a generation changed.
+pub const KIND_KEEP: u32 = 7;
 
 /// The bits of a doc number below the file number (as a run numbers its documents).
 pub const FILE_SHIFT: u32 = 40;
@@ -136,6 +146,7 @@ pub const DOCS_FILE: &str = "docs.bin";
 pub const SIGNATURES_FILE: &str = "signatures.bin";
 pub const SHINGLES_FILE: &str = "shingles.bin";
 pub const CLUSTERS_FILE: &str = "clusters.bin";
+pub const KEEP_FILE: &str = "keep.bin";
 pub const DOCUMENTS_PARQUET: &str = "documents.parquet";
 
 /// The manifest: everything a reader needs to know before it maps a file.
@@ -204,6 +215,15 @@ pub struct GenerationEntry {
     /// generations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<String>,
+    /// Whether the generation records its keep decisions: which of its documents are kept
+    /// (`docs.bin`'s flag bit 6 marks the removed ones) and, in [`KEEP_FILE`], the earlier
+    /// documents whose decision it changed. Absent (false) in generations written before
+    /// neardup recorded them, in those of `neardup serve`, and in a compaction of such
+    /// generations; an older neardup that writes to the index drops it from every
+    /// generation (it rewrites the manifest from what it knows), so that its own changes
+    /// are never taken for recorded ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_decisions: bool,
 }
 
 fn format_one() -> u32 {
@@ -284,6 +304,13 @@ impl Manifest {
         before.files = entry.file_offset;
         before.next_generation = entry.number;
         (before, Some(entry.number))
+    }
+
+    /// The first generation that does not record its keep decisions
+    /// ([`GenerationEntry::keep_decisions`]): while there is one, which indexed documents
+    /// are kept is not known.
+    pub fn without_keep_decisions(&self) -> Option<&GenerationEntry> {
+        self.generations.iter().find(|g| !g.keep_decisions)
     }
 
     /// The table masks as numbers.
@@ -544,6 +571,9 @@ pub(crate) const FLAG_DIGEST: u8 = 4;
 pub(crate) const FLAG_RANK: u8 = 8;
 pub(crate) const FLAG_BYTES: u8 = 16;
 pub(crate) const FLAG_FETCHED_AT: u8 = 32;
+/// Removed (`keep = false`) by the run or batch that added it, in a generation that records
+/// its keep decisions ([`GenerationEntry::keep_decisions`]); an older neardup ignores it.
+pub(crate) const FLAG_REMOVED: u8 = 64;
 
 /// The design a manifest describes: its name and k, whose masks must be the recorded ones.
 pub(crate) fn design_of(manifest: &Manifest, path: &Path) -> Result<TableDesign, IoError> {

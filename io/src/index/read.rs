@@ -21,9 +21,9 @@ use neardup_core::TableDesign;
 use super::{
     band_file, corrupt, design_of, generation_file, table_file, FileSum, GenerationEntry, Manifest,
     MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST,
-    FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, HEADER_BYTES, KIND_BAND, KIND_CLUSTERS,
-    KIND_DOCS, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST, SHINGLES_FILE,
-    SIGNATURES_FILE,
+    FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, FLAG_REMOVED, HEADER_BYTES, KEEP_FILE,
+    KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_KEEP, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE,
+    MAGIC, MANIFEST, SHINGLES_FILE, SIGNATURES_FILE,
 };
 use crate::error::IoError;
 
@@ -46,6 +46,9 @@ pub struct Index {
     generations: Vec<GenerationMap>,
     /// The latest cluster of every document whose cluster a later generation changed.
     changes: HashMap<u64, i64>,
+    /// The latest keep decision (kept: true) of every document whose decision a later
+    /// generation changed.
+    keep_changes: HashMap<u64, bool>,
 }
 
 /// One generation's mapped files.
@@ -60,6 +63,9 @@ struct GenerationMap {
     /// `tables`).
     signatures: Option<Mmap>,
     shingles: Option<Mmap>,
+    /// Whether its `docs.bin` records which documents are kept
+    /// ([`GenerationEntry::keep_decisions`]).
+    decisions: bool,
 }
 
 /// Words per document before `docs.bin`'s flags: doc number, simhash, cluster, id end; and
@@ -110,6 +116,10 @@ pub struct DocView<'a> {
     /// set where the index holds them.
     pub signature: &'a [u64],
     pub shingles: Option<&'a [u64]>,
+    /// Whether it is kept, by the latest decision the index records: its generation's
+    /// (its run's or batch's), or a later generation's that changed it; `None` where no
+    /// generation recorded one ([`GenerationEntry::keep_decisions`]).
+    pub kept: Option<bool>,
 }
 
 /// `n` little-endian words of `bytes` from byte `at` (8-aligned in a page-aligned map).
@@ -155,10 +165,13 @@ impl Index {
             Some(_) => None,
         };
         let mut generations = Vec::with_capacity(manifest.generations.len());
-        let mut changes = HashMap::new();
+        let (mut changes, mut keep_changes) = (HashMap::new(), HashMap::new());
         for entry in &manifest.generations {
             let generation = map_generation(dir, entry, &manifest, design.as_ref(), verify)?;
             read_changes(dir, entry, verify, &mut changes)?;
+            if entry.keep_decisions {
+                read_keep_changes(dir, entry, verify, &mut keep_changes)?;
+            }
             // The Parquet table is for other programs; its size and checksum are checked too.
             drop(map_checked(dir, entry, DOCUMENTS_PARQUET, verify)?);
             generations.push(generation);
@@ -170,6 +183,7 @@ impl Index {
             design,
             generations,
             changes,
+            keep_changes,
         })
     }
 
@@ -391,6 +405,10 @@ impl Index {
             let start = if r == 0 { 0 } else { ends[r - 1] as usize };
             shingles = Some(&hashes[start..ends[r] as usize]);
         }
+        let kept = match self.keep_changes.get(&doc_id) {
+            Some(&kept) => Some(kept),
+            None => g.decisions.then_some(flags & FLAG_REMOVED == 0),
+        };
         DocView {
             doc_id,
             id,
@@ -403,6 +421,7 @@ impl Index {
             fetched_at,
             signature,
             shingles,
+            kept,
         }
     }
 
@@ -485,6 +504,7 @@ fn map_generation(
         format,
         signatures,
         shingles,
+        decisions: entry.keep_decisions,
     })
 }
 
@@ -510,6 +530,27 @@ fn read_changes(
     let new_clusters = words(&clusters, HEADER_BYTES + 8 * n, n);
     for (&doc, &cluster) in docs_changed.iter().zip(new_clusters) {
         changes.insert(doc, cluster as i64);
+    }
+    Ok(())
+}
+
+/// Reads a generation's `keep.bin` into `changes` (doc -> its latest keep decision).
+fn read_keep_changes(
+    dir: &Path,
+    entry: &GenerationEntry,
+    verify: Verify,
+    changes: &mut HashMap<u64, bool>,
+) -> Result<(), IoError> {
+    let file = map_checked(dir, entry, KEEP_FILE, verify)?;
+    let path = generation_file(dir, entry, KEEP_FILE);
+    let (n, _) = header(&file, &path, KIND_KEEP, entry.format)?;
+    let size = HEADER_BYTES as u64 + 16 * n;
+    expect(&path, "bytes", file.len() as u64, size)?;
+    let n = n as usize;
+    let docs_changed = words(&file, HEADER_BYTES, n);
+    let kept = words(&file, HEADER_BYTES + 8 * n, n);
+    for (&doc, &kept) in docs_changed.iter().zip(kept) {
+        changes.insert(doc, kept != 0);
     }
     Ok(())
 }

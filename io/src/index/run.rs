@@ -28,7 +28,8 @@ pub struct RunDocuments {
     pub fingerprint: Value,
     /// The `search` parameters of its `clusters/` table (k, tables, ...).
     pub search: Value,
-    /// Every document, with the run's doc numbers and cluster ids, sorted by doc number.
+    /// Every document, with the run's doc numbers, cluster ids and keep decisions (a
+    /// document in no cluster is kept), sorted by doc number.
     pub docs: Vec<DocEntry>,
     /// Input files the run numbered (one more than the largest file number seen).
     pub files: u64,
@@ -55,7 +56,8 @@ pub fn read_committed_parts(dir: &Path) -> Result<RunDocuments, IoError> {
 fn read_parts(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result<RunDocuments, IoError> {
     let run = RunDir::new(dir);
     let mut out = RunDocuments::default();
-    let mut clusters: HashMap<u64, i64> = HashMap::new();
+    // doc -> (cluster, kept) of every clustered document.
+    let mut clusters: HashMap<u64, (i64, bool)> = HashMap::new();
     for path in committed_parts(&run.table(Table::Clusters))? {
         each_batch(&path, "clusters", |tag, b| {
             if let Some(tag) = tag {
@@ -66,9 +68,13 @@ fn read_parts(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result<RunDocu
                 .column_by_name("cluster_id")
                 .and_then(|c| c.as_primitive_opt::<Int64Type>())
                 .ok_or_else(|| bad(&path, "no Int64 column \"cluster_id\""))?;
+            let keep = b
+                .column_by_name("keep")
+                .and_then(|c| c.as_boolean_opt())
+                .ok_or_else(|| bad(&path, "no Boolean column \"keep\""))?;
             for i in 0..b.num_rows() {
                 if ids.value(i) >= 0 {
-                    clusters.insert(docs.value(i), ids.value(i));
+                    clusters.insert(docs.value(i), (ids.value(i), keep.value(i)));
                 }
             }
             Ok(())
@@ -110,7 +116,8 @@ fn read_parts(dir: &Path, fingerprints: &[std::path::PathBuf]) -> Result<RunDocu
                     url: text(urls, i),
                     simhash: simhashes.value(i),
                     empty: empty.is_some_and(|e| e.value(i)),
-                    cluster_id: clusters.get(&doc_id).copied(),
+                    cluster_id: clusters.get(&doc_id).map(|c| c.0),
+                    removed: clusters.get(&doc_id).is_some_and(|c| !c.1),
                     bytes: sizes.and_then(|c| c.is_valid(i).then(|| c.value(i))),
                     fetched_at: times.and_then(|c| c.is_valid(i).then(|| c.value(i))),
                     ..Default::default()

@@ -145,6 +145,7 @@ fn batch(rng: &mut SeededRng, file: u64, n: u64) -> NewGeneration {
             rank: (record % 4 != 1).then_some(record * 7 % 13),
             bytes: (record % 6 != 2).then_some(100 + record),
             fetched_at: (record % 5 != 4).then_some(-(record as i64) * 1000),
+            removed: record % 5 == 1,
             ..Default::default()
         });
     }
@@ -153,6 +154,7 @@ fn batch(rng: &mut SeededRng, file: u64, n: u64) -> NewGeneration {
         docs,
         cluster_changes: Vec::new(),
         keep: Some("longest".into()),
+        decisions: Some(Vec::new()),
     }
 }
 
@@ -210,10 +212,14 @@ fn generations_answer_as_brute_force(spec: IndexSpec) {
         }
     }
     let mut writer = IndexWriter::open(&path).unwrap();
-    // Generation 3 moves a document of generation 0 into another cluster.
+    // Generation 3 moves a document of generation 0 into another cluster, and changes the
+    // keep decisions of two others (one removed, one kept).
     let moved = all[1].doc_id;
     let mut b = batch(&mut rng, 3, 10);
     b.cluster_changes = vec![(moved, 42)];
+    assert!(all[6].removed && !all[7].removed);
+    let flipped = [all[6].doc_id, all[7].doc_id];
+    b.decisions = Some(vec![(flipped[1], false), (flipped[0], true)]);
     all.extend(b.docs.clone());
     writer.add(b).unwrap();
     drop(writer);
@@ -252,6 +258,8 @@ fn generations_answer_as_brute_force(spec: IndexSpec) {
                 doc.cluster_id
             };
             assert_eq!(view.cluster_id, cluster, "{}", doc.doc_id);
+            let kept = !doc.removed ^ flipped.contains(&doc.doc_id);
+            assert_eq!(view.kept, Some(kept), "{}", doc.doc_id);
             assert_eq!(
                 (view.digest, view.rank, view.bytes, view.fetched_at),
                 (doc.digest, doc.rank, doc.bytes, doc.fetched_at),
@@ -277,12 +285,62 @@ fn generations_answer_as_brute_force(spec: IndexSpec) {
     let index = Index::open(&path, Verify::Checksums).unwrap();
     assert_eq!(index.generations(), 1);
     assert_eq!(index.manifest().generations[0].dir, "gen-00004");
+    assert!(index.manifest().generations[0].keep_decisions);
     check(&index);
     let names: Vec<String> = std::fs::read_dir(&path)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names.len(), 2, "old generations removed: {names:?}");
+}
+
+/// A generation that does not record its keep decisions (a `neardup serve` checkpoint, an
+/// older neardup's) leaves its documents' `kept` unknown, and so does a compaction of it;
+/// a manifest whose entries lost `keep_decisions` (rewritten by an older neardup) leaves
+/// every document's unknown, whatever its files hold.
+#[test]
+fn keep_decisions_are_known_only_where_generations_record_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let mut rng = SeededRng::new(8);
+    let mut writer = IndexWriter::create(&path, &spec()).unwrap();
+    writer.add(batch(&mut rng, 0, 50)).unwrap();
+    let mut b = batch(&mut rng, 1, 50);
+    b.decisions = None;
+    writer.add(b).unwrap();
+    drop(writer);
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    let unrecorded = index.manifest().without_keep_decisions();
+    assert_eq!(unrecorded.map(|g| g.number), Some(1));
+    for view in index.docs() {
+        let record = view.doc_id & ((1 << FILE_SHIFT) - 1);
+        let expected = (view.doc_id >> FILE_SHIFT == 0).then_some(record % 5 != 1);
+        assert_eq!(view.kept, expected, "{}", view.doc_id);
+    }
+    assert!(path.join("gen-00000").join(KEEP_FILE).exists());
+    assert!(!path.join("gen-00001").join(KEEP_FILE).exists());
+    drop(index);
+    IndexWriter::open(&path).unwrap().compact().unwrap();
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    assert!(!index.manifest().generations[0].keep_decisions);
+    assert!(index.docs().all(|v| v.kept.is_none()));
+    drop(index);
+
+    let other = dir.path().join("other");
+    let mut writer = IndexWriter::create(&other, &spec()).unwrap();
+    writer.add(batch(&mut rng, 0, 50)).unwrap();
+    drop(writer);
+    assert!(Index::open(&other, Verify::Checksums)
+        .unwrap()
+        .docs()
+        .any(|v| v.kept == Some(false)));
+    edit_manifest(&other, |m| {
+        let g = m["generations"][0].as_object_mut().unwrap();
+        assert_eq!(g.remove("keep_decisions"), Some(json!(true)));
+    });
+    let index = Index::open(&other, Verify::Checksums).unwrap();
+    assert!(index.manifest().without_keep_decisions().is_some());
+    assert!(index.docs().all(|v| v.kept.is_none()));
 }
 
 fn small_index(path: &std::path::Path) {
@@ -401,8 +459,9 @@ fn an_interrupted_write_leaves_the_index_as_it_was() {
 }
 
 /// Rewrites every generation of the index at `path` as format 1 wrote it: `docs.bin`
-/// without digests, ranks, bytes and capture times, every header saying format 1, and a
-/// manifest of format 1 without the generations' `format` and `keep`.
+/// without digests, ranks, bytes, capture times and keep decisions (no `keep.bin`), every
+/// header saying format 1, and a manifest of format 1 without the generations' `format`,
+/// `keep` and `keep_decisions`.
 fn downgrade_to_format_1(path: &std::path::Path) {
     let manifest_path = path.join(MANIFEST);
     let mut manifest: serde_json::Value =
@@ -412,6 +471,9 @@ fn downgrade_to_format_1(path: &std::path::Path) {
         let dir = path.join(g["dir"].as_str().unwrap());
         g.as_object_mut().unwrap().remove("format");
         g.as_object_mut().unwrap().remove("keep");
+        g.as_object_mut().unwrap().remove("keep_decisions");
+        g["checksums"].as_array_mut().unwrap().retain(|sum| sum["name"] != KEEP_FILE);
+        std::fs::remove_file(dir.join(KEEP_FILE)).unwrap();
         for sum in g["checksums"].as_array_mut().unwrap() {
             let file = dir.join(sum["name"].as_str().unwrap());
             let mut bytes = std::fs::read(&file).unwrap();

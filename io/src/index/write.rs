@@ -22,9 +22,9 @@ use xxhash_rust::xxh3::Xxh3;
 use super::{
     band_file, design_of, entries, generation_dir, table_file, FileSum, GenerationEntry, Manifest,
     MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FILE_SHIFT, FLAG_BYTES,
-    FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, HEADER_BYTES, INDEX_LOCK,
-    KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC,
-    MANIFEST, MAX_FILES, SHINGLES_FILE, SIGNATURES_FILE,
+    FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, FLAG_REMOVED, HEADER_BYTES,
+    INDEX_LOCK, KEEP_FILE, KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_KEEP, KIND_SHINGLES,
+    KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST, MAX_FILES, SHINGLES_FILE, SIGNATURES_FILE,
 };
 use crate::atomic::{sync_parent, write_atomically};
 use crate::error::IoError;
@@ -58,6 +58,9 @@ pub struct DocEntry {
     /// shingle set (the feature hashes verification compares; any order, repeats allowed).
     pub signature: Vec<u64>,
     pub shingles: Option<Vec<u64>>,
+    /// Whether its run (or batch) removed it (`keep = false`); stored only in a generation
+    /// that records its keep decisions ([`Generation::decisions`]).
+    pub removed: bool,
 }
 
 /// A batch to add as a generation.
@@ -73,6 +76,13 @@ pub struct Generation {
     /// The keep policy the documents' ranks follow (`None`: their ranks are unknown and not
     /// stored).
     pub keep: Option<String>,
+    /// The keep decisions: `Some` when the documents' [`DocEntry::removed`] are those of
+    /// the run (or batch) that made them, with `(doc number, kept)` of every earlier
+    /// generation's document whose decision the batch changed (in any order; a document
+    /// at most once); `None` when they are not known (nothing is recorded, and the index
+    /// no longer knows which of its documents are kept: see
+    /// [`super::GenerationEntry::keep_decisions`]).
+    pub decisions: Option<Vec<(u64, bool)>>,
 }
 
 /// What an index is made of, fixed when it is created.
@@ -279,6 +289,7 @@ impl IndexWriter {
                     fetched_at: view.fetched_at,
                     signature: view.signature.to_vec(),
                     shingles: view.shingles.map(<[u64]>::to_vec),
+                    removed: view.kept == Some(false),
                 });
             }
         }
@@ -306,6 +317,8 @@ impl IndexWriter {
                 doc.url = url.clone();
             }
         }
+        // The latest decision of every document, where every generation recorded them.
+        let decided = self.manifest.without_keep_decisions().is_none();
         drop(index);
         docs.sort_unstable_by_key(|d| d.doc_id);
         self.replace_generations(Generation {
@@ -313,6 +326,7 @@ impl IndexWriter {
             docs,
             cluster_changes: Vec::new(),
             keep,
+            decisions: decided.then(Vec::new),
         })?;
         Ok(())
     }
@@ -358,12 +372,14 @@ impl IndexWriter {
             }
         }
         check_sketches(&self.dir, &self.manifest, &docs)?;
-        // The service's documents were ranked by no keep policy: none is recorded.
+        // The service's documents were ranked by no keep policy, and kept by no decision:
+        // neither is recorded.
         self.replace_generations(Generation {
             files,
             docs,
             cluster_changes: Vec::new(),
             keep: None,
+            decisions: None,
         })
     }
 
@@ -515,12 +531,7 @@ fn write_generation(
         cause,
     })?;
     let result = (|| {
-        let mut checksums = vec![write_docs(
-            &tmp.join(DOCS_FILE),
-            format,
-            &batch.docs,
-            batch.keep.is_some(),
-        )?];
+        let mut checksums = vec![write_docs(&tmp.join(DOCS_FILE), format, batch)?];
         let indexed: Vec<(u64, u32)> = batch
             .docs
             .iter()
@@ -552,6 +563,12 @@ fn write_generation(
         changes.sort_unstable();
         changes.dedup_by_key(|c| c.0);
         checksums.push(write_clusters(&tmp.join(CLUSTERS_FILE), format, &changes)?);
+        if let Some(decisions) = &batch.decisions {
+            let mut decisions = decisions.clone();
+            decisions.sort_unstable();
+            decisions.dedup_by_key(|c| c.0);
+            checksums.push(write_keep(&tmp.join(KEEP_FILE), format, &decisions)?);
+        }
         checksums.push(write_documents_parquet(
             &tmp.join(DOCUMENTS_PARQUET),
             manifest,
@@ -569,6 +586,7 @@ fn write_generation(
             format,
             keep: batch.keep.clone(),
             batch: None,
+            keep_decisions: batch.decisions.is_some(),
         })
     })();
     let entry = match result {
@@ -676,14 +694,11 @@ fn file_name(path: &Path) -> String {
 
 /// `docs.bin` (format 2, docs/index.md): eight words per document (doc number, simhash,
 /// cluster, id end, digest in two words, rank, bytes, capture time), a flags byte each,
-/// then the id bytes. `ranks`: whether the generation has a keep policy (else no rank is
-/// stored).
-fn write_docs(
-    path: &Path,
-    format: u32,
-    docs: &[DocEntry],
-    ranks: bool,
-) -> Result<FileSum, IoError> {
+/// then the id bytes. A rank is stored only where the generation has a keep policy, the
+/// removed flag only where it records its keep decisions.
+fn write_docs(path: &Path, format: u32, batch: &Generation) -> Result<FileSum, IoError> {
+    let (docs, ranks) = (&batch.docs[..], batch.keep.is_some());
+    let decided = batch.decisions.is_some();
     let id_bytes: u64 = docs
         .iter()
         .map(|d| d.id.as_ref().map_or(0, |id| id.len() as u64))
@@ -717,6 +732,7 @@ fn write_docs(
                 | flag(rank(d).is_some(), FLAG_RANK)
                 | flag(d.bytes.is_some(), FLAG_BYTES)
                 | flag(d.fetched_at.is_some(), FLAG_FETCHED_AT)
+                | flag(decided && d.removed, FLAG_REMOVED)
         })
         .collect();
     f.put(&flags)?;
@@ -826,6 +842,16 @@ fn write_clusters(path: &Path, format: u32, changes: &[(u64, i64)]) -> Result<Fi
     f.header(KIND_CLUSTERS, changes.len() as u64, 0)?;
     f.words(changes.iter().map(|c| c.0))?;
     f.words(changes.iter().map(|c| c.1 as u64))?;
+    f.finish()
+}
+
+/// `keep.bin` (docs/index.md): the doc numbers whose keep decision the generation changed,
+/// sorted, then each one's new decision (1: kept, 0: removed).
+fn write_keep(path: &Path, format: u32, decisions: &[(u64, bool)]) -> Result<FileSum, IoError> {
+    let mut f = HashedFile::create(path, format)?;
+    f.header(KIND_KEEP, decisions.len() as u64, 0)?;
+    f.words(decisions.iter().map(|c| c.0))?;
+    f.words(decisions.iter().map(|c| u64::from(c.1)))?;
     f.finish()
 }
 

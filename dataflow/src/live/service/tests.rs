@@ -210,6 +210,7 @@ fn make_base(dir: &Path, pool: &[Content]) -> Model {
             docs,
             cluster_changes: Vec::new(),
             keep: None,
+            decisions: None,
         })
         .unwrap();
     model
@@ -529,6 +530,7 @@ fn a_log_left_by_a_crash_during_a_checkpoint_is_not_replayed_twice() {
             docs: Vec::new(),
             cluster_changes: Vec::new(),
             keep: None,
+            decisions: None,
         })
         .unwrap();
     drop(writer);
