@@ -866,7 +866,13 @@ fn with_exact_folding_batches_still_give_the_clusters_of_one_run() {
     );
     run_ok(
         &dir.path().join("b1"),
-        &["--cluster", "components", "--against", s(&index), "--update-index"],
+        &[
+            "--cluster",
+            "components",
+            "--against",
+            s(&index),
+            "--update-index",
+        ],
         &[&files[1]],
     );
     assert!(expected.len() > 40);

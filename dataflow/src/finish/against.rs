@@ -13,7 +13,7 @@
 //! its id.
 //!
 //! - Under stars (`--cluster verified`, the default, and `star`) every removed new document
-//!   is a verified pair of the document kept for it, and that one is kept ([`mod@stars`]):
+//!   is a verified pair of the document kept for it, and that one is kept (`against/stars.rs`):
 //!   the indexed documents' decisions are final (the index records them), a new document
 //!   with a pair with a kept indexed one is removed for the most similar, and the other new
 //!   documents form stars among themselves from the batch's own pairs.
@@ -393,7 +393,14 @@ pub fn against(
         .iter()
         .filter(|r| !r.keep && r.doc_id >= shift)
         .count() as u64;
-    write_files(run, dir, &manifest, found.pairs, decided.rows, decided.merges)?;
+    write_files(
+        run,
+        dir,
+        &manifest,
+        found.pairs,
+        decided.rows,
+        decided.merges,
+    )?;
     Ok(AgainstOutcome {
         summary,
         generation: NewGeneration {

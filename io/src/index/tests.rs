@@ -472,7 +472,10 @@ fn downgrade_to_format_1(path: &std::path::Path) {
         g.as_object_mut().unwrap().remove("format");
         g.as_object_mut().unwrap().remove("keep");
         g.as_object_mut().unwrap().remove("keep_decisions");
-        g["checksums"].as_array_mut().unwrap().retain(|sum| sum["name"] != KEEP_FILE);
+        g["checksums"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|sum| sum["name"] != KEEP_FILE);
         std::fs::remove_file(dir.join(KEEP_FILE)).unwrap();
         for sum in g["checksums"].as_array_mut().unwrap() {
             let file = dir.join(sum["name"].as_str().unwrap());

@@ -116,7 +116,9 @@ pub(super) fn decide(
         };
         (doc.cluster_id, doc.removed) = (cluster, removed);
     }
-    decided.rows.sort_unstable_by_key(|r| (r.cluster_id, r.doc_id));
+    decided
+        .rows
+        .sort_unstable_by_key(|r| (r.cluster_id, r.doc_id));
     decided
 }
 
@@ -132,7 +134,11 @@ fn verify_unlinked(
     if probes.is_empty() {
         return Vec::new();
     }
-    let at: HashMap<u64, usize> = docs.iter().enumerate().map(|(i, d)| (d.doc_id, i)).collect();
+    let at: HashMap<u64, usize> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.doc_id, i))
+        .collect();
     // The shingle sets, sorted and without repeats, of the documents probed.
     let mut sets: HashMap<u64, Vec<u64>> = HashMap::new();
     if verify.exact {
