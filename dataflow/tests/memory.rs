@@ -1,7 +1,9 @@
 //! Bounded memory changes nothing: a run whose external sorts keep a few KiB in memory and
 //! write everything else to sorted runs on disk gives every output table row for row as the
 //! run that sorts in memory, at 1 and 3 workers, in simhash and in MinHash threshold mode;
-//! the summary says what spilled, and nothing of the spill is left behind.
+//! the summary says what spilled, and nothing of the spill is left behind. `--write-dedup`
+//! too: its kept files and `removed.parquet` are the same, and `removed.parquet` is the
+//! simple version's, recomputed here from the run's tables read into maps.
 
 mod common;
 
@@ -48,7 +50,87 @@ fn corpus(dir: &Path) -> PathBuf {
     path
 }
 
-fn config(corpus: &Path, out: &Path, minhash: bool, workers: usize) -> JobConfig {
+/// `removed.parquet`'s rows: (doc, id, kept doc, kept id, Hamming distance, Jaccard).
+type Removed = (u64, Option<String>, u64, Option<String>, u8, Option<f32>);
+
+fn removed_rows(dedup: &Path) -> Vec<Removed> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float32Type, UInt64Type, UInt8Type};
+    let file = std::fs::File::open(dedup.join("removed.parquet")).unwrap();
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(file, 1024).unwrap();
+    let mut rows = Vec::new();
+    for b in reader {
+        let b = b.unwrap();
+        let u64s = |n: &str| {
+            b.column_by_name(n)
+                .unwrap()
+                .as_primitive::<UInt64Type>()
+                .clone()
+        };
+        let text = |n: &str| b.column_by_name(n).unwrap().as_string::<i32>().clone();
+        let (docs, kept) = (u64s("doc_id"), u64s("kept_doc_id"));
+        let (ids, kept_ids) = (text("id"), text("kept_id"));
+        let hamming = b
+            .column_by_name("hamming")
+            .unwrap()
+            .as_primitive::<UInt8Type>()
+            .clone();
+        let jaccard = b
+            .column_by_name("jaccard")
+            .unwrap()
+            .as_primitive::<Float32Type>()
+            .clone();
+        let opt = |c: &arrow::array::StringArray, i| c.is_valid(i).then(|| c.value(i).to_string());
+        for i in 0..b.num_rows() {
+            rows.push((
+                docs.value(i),
+                opt(&ids, i),
+                kept.value(i),
+                opt(&kept_ids, i),
+                hamming.value(i),
+                jaccard.is_valid(i).then(|| jaccard.value(i)),
+            ));
+        }
+    }
+    rows
+}
+
+/// The simple version of `removed.parquet`: every table of the run read into maps, each
+/// removed document looked up in them, in doc order.
+fn removed_oracle(run: &Path) -> Vec<Removed> {
+    let run = neardup_io::run_dir::read_run(run).unwrap();
+    let mut rows: Vec<Removed> = run
+        .clusters
+        .iter()
+        .filter(|(doc, cluster)| run.kept[cluster] != **doc)
+        .map(|(&doc, cluster)| {
+            let kept = run.kept[cluster];
+            let jaccard = run
+                .jaccard_to_kept
+                .get(&doc)
+                .or_else(|| run.jaccard.get(&(doc.min(kept), doc.max(kept))))
+                .copied();
+            (
+                doc,
+                run.ids[&doc].clone(),
+                kept,
+                run.ids[&kept].clone(),
+                (run.simhashes[&doc] ^ run.simhashes[&kept]).count_ones() as u8,
+                jaccard,
+            )
+        })
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    rows
+}
+
+fn config(
+    corpus: &Path,
+    out: &Path,
+    (minhash, components): (bool, bool),
+    workers: usize,
+) -> JobConfig {
     let files = expand_inputs(&[corpus.display().to_string()], false).unwrap();
     let fields = FieldSpec {
         id_field: Some("id".into()),
@@ -59,7 +141,13 @@ fn config(corpus: &Path, out: &Path, minhash: bool, workers: usize) -> JobConfig
     if minhash {
         builder = builder.scheme(Scheme::minhash()).threshold(Some(0.8));
     }
-    builder.build().unwrap()
+    if components {
+        builder = builder.cluster(neardup_dataflow::config::ClusterMode::Components);
+    }
+    builder
+        .write_dedup(Some(out.with_extension("dedup")))
+        .build()
+        .unwrap()
 }
 
 const TABLES: [&str; 3] = ["fingerprints", "pairs", "clusters"];
@@ -68,17 +156,25 @@ const TABLES: [&str; 3] = ["fingerprints", "pairs", "clusters"];
 fn spilled_sorts_give_the_outputs_of_memory() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = corpus(tmp.path());
-    for minhash in [false, true] {
-        let memory = tmp.path().join(format!("memory-{minhash}"));
-        let summary = run_job(config(&corpus, &memory, minhash, 1), Arc::default())
+    // Connected components in MinHash mode: removed.parquet's similarity from pairs/.
+    for (minhash, components) in [(false, false), (true, false), (true, true)] {
+        let mode = (minhash, components);
+        let memory = tmp.path().join(format!("memory-{minhash}-{components}"));
+        let summary = run_job(config(&corpus, &memory, mode, 1), Arc::default())
             .unwrap()
             .summary;
+        let removed = removed_rows(&memory.with_extension("dedup"));
+        assert_eq!(removed, removed_oracle(&memory), "minhash {minhash}");
+        assert!(removed.len() as u64 == summary.counts.documents_to_remove && !removed.is_empty());
+        assert!(removed.iter().any(|r| r.1.is_some()), "ids are read back");
         let exact = &summary.memory.as_ref().unwrap().sorts["exact"];
         assert_eq!(exact.runs, 0, "no limit: sorted in memory");
         assert!(summary.counts.exact_duplicates > 0 && summary.counts.near_pairs > 0);
         for workers in [1, 3] {
-            let out = tmp.path().join(format!("spilled-{minhash}-{workers}"));
-            let mut config = config(&corpus, &out, minhash, workers);
+            let out = tmp
+                .path()
+                .join(format!("spilled-{minhash}-{components}-{workers}"));
+            let mut config = config(&corpus, &out, mode, workers);
             // A few documents per run (more runs than one merge reads: some merged early);
             // MinHash verification from the inputs read again.
             config.sort_memory = Some(1 << 10);
@@ -122,6 +218,18 @@ fn spilled_sorts_give_the_outputs_of_memory() {
             }
             assert_eq!(spilled.counts.exact_groups, summary.counts.exact_groups);
             assert!(!out.join("_spill").exists(), "the spill is removed");
+            // The deduplicated corpus, its removed documents sorted and joined on disk.
+            let (dedup, dedup_memory) =
+                (out.with_extension("dedup"), memory.with_extension("dedup"));
+            assert_eq!(
+                removed_rows(&dedup),
+                removed,
+                "minhash {minhash}, {workers} workers"
+            );
+            assert_eq!(
+                std::fs::read(dedup.join("corpus.jsonl")).unwrap(),
+                std::fs::read(dedup_memory.join("corpus.jsonl")).unwrap()
+            );
         }
     }
 }

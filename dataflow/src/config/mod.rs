@@ -82,6 +82,10 @@ pub const SIGNATURES_SORT_SHARE: f64 = 0.25;
 pub const CLUSTER_ROWS_SORT_SHARE: f64 = 0.1;
 /// The share for the duplicate-id count's sort (a hash per document with an id).
 pub const IDS_SORT_SHARE: f64 = 0.05;
+/// The share of process 0's limit each sort of `--write-dedup` keeps in memory
+/// ([`neardup_io::run_dir::RemovedRows`]): it runs after the job, alone, one sort filling
+/// at a time.
+pub const DEDUP_SORT_SHARE: f64 = 0.25;
 /// The share of a worker's part of the limit each of verification's sorts keeps when the
 /// shingle sets are made again from the inputs ([`crate::stages::verify_inputs`]): the sets,
 /// the candidates at their first document's home, and at their second's. They run one after

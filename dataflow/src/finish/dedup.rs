@@ -15,8 +15,8 @@ use neardup_io::dedup_out::{output_path, write_kept, write_struck};
 use neardup_io::input::InputFile;
 use neardup_io::parquet_out::{PartWriter, RemovedRow, TableMeta, UNKNOWN_SCHEME};
 use neardup_io::record::FieldSpec;
-use neardup_io::run_dir::{mark_complete, read_run, read_substrings, record_written};
-use neardup_io::run_dir::{RunOutputs, REMOVED};
+use neardup_io::run_dir::RemovedRows;
+use neardup_io::run_dir::{mark_complete, read_substrings, record_written, search_meta, REMOVED};
 use neardup_io::source::Strikes;
 
 use super::RunOutcome;
@@ -36,7 +36,23 @@ pub(crate) fn after_success(
         (Ok(mut outcome), Some(dir), JobInput::Documents { files, fields }) if lead => {
             let strike = config.substrings.filter(|job| job.strike).map(|_| fields);
             let near = !config.substrings.is_some_and(|job| job.only);
-            let counts = write_dedup(&config.output, files, dir, strike, near)?;
+            let sorts = DedupSorts {
+                dir: crate::stages::near::spill::sort_dir(&config.spill_root(), 0, "write-dedup"),
+                budget: config.sort_memory.unwrap_or_else(|| {
+                    crate::config::sort_budget(
+                        config.memory_limit,
+                        1,
+                        crate::config::DEDUP_SORT_SHARE,
+                    )
+                }),
+            };
+            let counts = write_dedup(&config.output, files, dir, strike, near, &sorts);
+            // The sorts removed their own directories; those above them go too once empty
+            // (only empty ones: nothing else is ever removed).
+            for dir in sorts.dir.ancestors().take(3) {
+                let _ = std::fs::remove_dir(dir);
+            }
+            let counts = counts?;
             outcome.summary.dedup = Some((counts.kept, counts.removed));
             outcome.dedup = Some(counts);
             Ok(outcome)
@@ -52,35 +68,11 @@ pub struct DedupCounts {
     pub removed: u64,
 }
 
-/// The documents the run removes, by input file (record numbers), and a `removed.parquet`
-/// row for each: the kept document it duplicates and how similar the two are.
-fn removed(run: &RunOutputs) -> (HashMap<u32, HashSet<u64>>, Vec<RemovedRow>) {
-    let mut removed_by_file: HashMap<u32, HashSet<u64>> = HashMap::new();
-    let mut rows = Vec::new();
-    for (&doc, &cluster) in &run.clusters {
-        let kept = run.kept[&cluster];
-        if kept == doc {
-            continue;
-        }
-        removed_by_file
-            .entry((doc >> RECORD_BITS) as u32)
-            .or_default()
-            .insert(doc & ((1 << RECORD_BITS) - 1));
-        let hamming = (run.simhashes[&doc] ^ run.simhashes[&kept]).count_ones() as u8;
-        rows.push(RemovedRow {
-            doc_id: doc,
-            id: run.ids.get(&doc).cloned().flatten(),
-            kept_doc_id: kept,
-            kept_id: run.ids.get(&kept).cloned().flatten(),
-            hamming,
-            jaccard: run
-                .jaccard_to_kept
-                .get(&doc)
-                .copied()
-                .or_else(|| run.jaccard.get(&(doc.min(kept), doc.max(kept))).copied()),
-        });
-    }
-    (removed_by_file, rows)
+/// Where `--write-dedup`'s sorts of the removed documents write their runs, and the memory
+/// each keeps ([`super::removed`]).
+pub struct DedupSorts {
+    pub dir: std::path::PathBuf,
+    pub budget: usize,
 }
 
 /// Writes the deduplicated corpus of the run in `run_dir` (whose inputs are `files`) to `dir`,
@@ -98,10 +90,18 @@ pub fn write_dedup(
     dir: &Path,
     strike: Option<&FieldSpec>,
     near: bool,
+    sorts: &DedupSorts,
 ) -> Result<DedupCounts, JobError> {
-    let run = if near { Some(read_run(run_dir)?) } else { None };
-    let (removed_by_file, mut rows) = run.as_ref().map(removed).unwrap_or_default();
-    rows.sort_by_key(|r| r.doc_id);
+    let removed = if near {
+        Some(RemovedRows::read(run_dir, &sorts.dir, sorts.budget)?)
+    } else {
+        None
+    };
+    // The removed rows in doc order, so file by file: each file takes its own.
+    let mut rows = match &removed {
+        Some(r) => Some(r.rows(&sorts.dir)?.peekable()),
+        None => None,
+    };
     let mut strikes_by_file: HashMap<u32, Strikes> = HashMap::new();
     if strike.is_some() {
         for (doc, start, end) in read_substrings(run_dir)? {
@@ -113,10 +113,76 @@ pub fn write_dedup(
                 .push((start, end));
         }
     }
+    let outs = output_names(dir, files);
+    let written: Vec<String> = outs
+        .iter()
+        .filter_map(|o| o.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    record_written(dir, &written)?;
+    // removed.parquet says what made the run it comes from.
+    let mut writer = match &removed {
+        Some(_) => {
+            let meta = search_meta(run_dir)?.unwrap_or_else(|| TableMeta {
+                scheme: UNKNOWN_SCHEME.to_string(),
+                params: serde_json::Value::Null,
+            });
+            Some(PartWriter::<RemovedRow>::create_file(
+                &dir.join(REMOVED),
+                &meta,
+            )?)
+        }
+        None => None,
+    };
+    let mut counts = DedupCounts::default();
+    for (i, (file, out)) in files.iter().zip(&outs).enumerate() {
+        let mut removed = HashSet::new();
+        while let Some(row) = rows.as_mut().and_then(|rows| {
+            rows.next_if(|r| {
+                r.as_ref()
+                    .map_or(true, |r| r.doc_id >> RECORD_BITS <= i as u64)
+            })
+        }) {
+            let row = row?;
+            removed.insert(row.doc_id & ((1 << RECORD_BITS) - 1));
+            writer
+                .as_mut()
+                .expect("rows come with a writer")
+                .push(row)?;
+        }
+        let kept = match strike {
+            Some(fields) => {
+                let none = Strikes::new();
+                let strikes = strikes_by_file.get(&(i as u32)).unwrap_or(&none);
+                write_struck(file, &removed, strikes, fields, out)?
+            }
+            None => write_kept(file, &removed, out)?,
+        };
+        counts.kept += kept.kept;
+        counts.removed += kept.removed;
+    }
+    if let Some(row) = rows.as_mut().and_then(Iterator::next) {
+        // A document of a file past the inputs: the run is not of these inputs.
+        let doc = row?.doc_id;
+        return Err(JobError::Cluster(format!(
+            "--write-dedup: the run removes document {doc} of input file {}, but it has {} input files",
+            doc >> RECORD_BITS,
+            files.len()
+        )));
+    }
+    if let Some(writer) = writer {
+        writer.commit()?;
+    }
+    commit(dir)?;
+    Ok(counts)
+}
+
+/// Where each input's kept records go in `dir`: its file name, and where two inputs have the
+/// same name (from different folders), each with its number in front.
+fn output_names(dir: &Path, files: &[InputFile]) -> Vec<std::path::PathBuf> {
     // Inputs with the same file name (from different folders) get their number in front.
     let names: Vec<_> = files.iter().map(|f| output_path(dir, f)).collect();
     let clash = names.iter().collect::<HashSet<_>>().len() < names.len();
-    let outs: Vec<_> = names
+    names
         .iter()
         .enumerate()
         .map(|(i, name)| {
@@ -131,42 +197,7 @@ pub fn write_dedup(
             }
             out
         })
-        .collect();
-    let written: Vec<String> = outs
-        .iter()
-        .filter_map(|o| o.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .collect();
-    record_written(dir, &written)?;
-    let mut counts = DedupCounts::default();
-    for (i, (file, out)) in files.iter().zip(&outs).enumerate() {
-        let empty = HashSet::new();
-        let removed = removed_by_file.get(&(i as u32)).unwrap_or(&empty);
-        let kept = match strike {
-            Some(fields) => {
-                let none = Strikes::new();
-                let strikes = strikes_by_file.get(&(i as u32)).unwrap_or(&none);
-                write_struck(file, removed, strikes, fields, out)?
-            }
-            None => write_kept(file, removed, out)?,
-        };
-        counts.kept += kept.kept;
-        counts.removed += kept.removed;
-    }
-    let Some(run) = run else {
-        return commit(dir).map(|()| counts);
-    };
-    // removed.parquet says what made the run it comes from.
-    let meta = run.meta.clone().unwrap_or_else(|| TableMeta {
-        scheme: UNKNOWN_SCHEME.to_string(),
-        params: serde_json::Value::Null,
-    });
-    let mut writer = PartWriter::<RemovedRow>::create_file(&dir.join(REMOVED), &meta)?;
-    for row in rows {
-        writer.push(row)?;
-    }
-    writer.commit()?;
-    commit(dir)?;
-    Ok(counts)
+        .collect()
 }
 
 /// `_SUCCESS` in the deduplicated corpus, unless the process was stopped meanwhile.

@@ -45,6 +45,7 @@
 mod layout;
 mod prepare;
 mod read;
+mod removed;
 
 pub use crate::lock::LOCK;
 pub use crate::parquet_out::part_file_name;
@@ -56,7 +57,10 @@ pub use prepare::{
     only_cut_markers, own_entries, prepare, prepare_all, prepare_resume, record_written,
     remove_resume, remove_temporaries, Prepared, Protected, Target,
 };
-pub use read::{each_part_batch, read_run, read_run_parts, read_substrings, RunOutputs};
+pub use read::{
+    each_part_batch, read_run, read_run_parts, read_substrings, search_meta, RunOutputs,
+};
+pub use removed::RemovedRows;
 
 #[cfg(test)]
 mod tests;

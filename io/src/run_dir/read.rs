@@ -242,6 +242,20 @@ pub fn read_run_parts(dir: &Path) -> Result<RunOutputs, IoError> {
     Ok(out)
 }
 
+/// What made a run's `pairs/` and `clusters/` (their metadata): that of the first committed
+/// part that has it, `pairs/` first ([`RunOutputs::meta`] without reading every table).
+pub fn search_meta(dir: &Path) -> Result<Option<crate::parquet_out::TableMeta>, IoError> {
+    let run = RunDir::new(dir);
+    for table in [Table::Pairs, Table::Clusters] {
+        for path in committed_parts(&run.table(table))? {
+            if let Some(tag) = TableFile::open(&path)?.tag()? {
+                return Ok(Some(tag.meta));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// The ranges of a run's `substrings/` as `(doc_id, start, end)`, sorted; the run must be
 /// complete (`_SUCCESS`).
 pub fn read_substrings(dir: &Path) -> Result<Vec<(u64, u64, u64)>, IoError> {
