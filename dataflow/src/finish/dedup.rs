@@ -69,7 +69,7 @@ pub struct DedupCounts {
 }
 
 /// Where `--write-dedup`'s sorts of the removed documents write their runs, and the memory
-/// each keeps ([`super::removed`]).
+/// each keeps ([`RemovedRows`]).
 pub struct DedupSorts {
     pub dir: std::path::PathBuf,
     pub budget: usize,

@@ -23,8 +23,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use arrow::array::{Array, AsArray};
-use arrow::datatypes::{Float32Type, UInt64Type};
+use arrow::array::{Array, AsArray, RecordBatch, UInt64Array};
+use arrow::datatypes::{Float32Type, Int64Type, UInt64Type};
 use serde::{Deserialize, Serialize};
 
 use super::layout::{RunDir, Table};
@@ -114,16 +114,16 @@ impl RemovedRows {
         let docs = documents(&tables, dir.join("documents"), budget)?;
         add(&mut stats, docs.stats());
         // 2: the removed documents, by document, merged with their own fingerprints.
-        let mut removed = ExternalSort::new(dir.join("removed"), budget);
-        each_removed(&tables, |r| removed.push(r).map_err(fail))?;
+        let removed = removed_documents(&tables, dir.join("removed"), budget)?;
         add(&mut stats, removed.stats());
         let mut by_kept = ExternalSort::new(dir.join("by-kept"), budget);
-        join(removed.finish().map_err(fail)?, &docs, |mut r, d| {
+        join(removed.records().map_err(fail)?, &docs, |mut r, d| {
             (r.simhash, r.id) = (d.simhash, d.id.clone());
             let key = (r.kept, r.doc);
             by_kept.push(r.by(key))
         })
         .map_err(fail)?;
+        drop(removed);
         add(&mut stats, by_kept.stats());
         // 3: by kept document, merged with the kept ones' fingerprints.
         let mut by_pair = ExternalSort::new(dir.join("by-pair"), budget);
@@ -188,139 +188,130 @@ fn sort_error(dir: &Path, e: io::Error) -> IoError {
     }
 }
 
-/// Step 1: every document of `fingerprints/`, by document, sealed.
-fn documents(run: &RunDir, dir: PathBuf, budget: usize) -> Result<SortedFile<Doc>, IoError> {
+/// The records `rows` makes of each batch of the run's `table` (reading `columns`), sorted
+/// within `budget` in `dir` and sealed.
+fn sort_table<T: SpillRecord>(
+    run: &RunDir,
+    (table, columns): (Table, &[&str]),
+    dir: PathBuf,
+    budget: usize,
+    mut rows: impl FnMut(&Path, &RecordBatch, &mut Vec<T>) -> Result<(), IoError>,
+) -> Result<SortedFile<T>, IoError> {
     let mut sort = ExternalSort::new(dir.clone(), budget);
-    let mut failed = None;
-    each_part_batch(
-        &run.table(Table::Fingerprints),
-        Some(&["doc_id", "simhash", "id"]),
-        |path, b| {
-            let column = |name: &str| {
-                b.column_by_name(name)
-                    .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-                    .ok_or_else(|| bad(path, &format!("no UInt64 column {name:?}")))
-            };
-            let (docs, simhashes) = (column("doc_id")?, column("simhash")?);
-            let ids = b
-                .column_by_name("id")
-                .and_then(|c| c.as_string_opt::<i32>());
-            for i in 0..b.num_rows() {
-                let id = ids
-                    .filter(|c| c.is_valid(i))
-                    .map(|c| c.value(i).to_string());
-                let doc = Doc {
-                    doc: docs.value(i),
-                    simhash: simhashes.value(i),
-                    id,
-                };
-                if let Err(e) = sort.push(doc) {
-                    failed.get_or_insert(e);
-                }
+    let (mut batch, mut failed) = (Vec::new(), None);
+    each_part_batch(&run.table(table), Some(columns), |path, b| {
+        rows(path, b, &mut batch)?;
+        for r in batch.drain(..) {
+            if let Err(e) = sort.push(r) {
+                failed.get_or_insert(e);
             }
-            Ok(())
-        },
-    )?;
+        }
+        Ok(())
+    })?;
     if let Some(e) = failed {
         return Err(sort_error(&dir, e));
     }
     sort.seal().map_err(|e| sort_error(&dir, e))
 }
 
-/// Step 2's input: every removed document of `clusters/` (`keep = false` in a cluster), by
-/// document, with its kept document and the similarity the clustering gave.
-fn each_removed(
-    run: &RunDir,
-    mut f: impl FnMut(Removed) -> Result<(), IoError>,
-) -> Result<(), IoError> {
-    let mut failed = None;
-    let columns = ["doc_id", "cluster_id", "keep", "kept_doc_id", "jaccard"];
-    each_part_batch(&run.table(Table::Clusters), Some(&columns), |path, b| {
-        let docs = b
-            .column_by_name("doc_id")
-            .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-            .ok_or_else(|| bad(path, "no UInt64 column \"doc_id\""))?;
-        let kept = b
-            .column_by_name("kept_doc_id")
-            .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-            .ok_or_else(|| bad(path, "no UInt64 column \"kept_doc_id\""))?;
-        let clusters = b
-            .column_by_name("cluster_id")
-            .and_then(|c| c.as_primitive_opt::<arrow::datatypes::Int64Type>())
-            .ok_or_else(|| bad(path, "no Int64 column \"cluster_id\""))?;
-        let keep = b
-            .column_by_name("keep")
-            .and_then(|c| c.as_boolean_opt())
-            .ok_or_else(|| bad(path, "no Boolean column \"keep\""))?;
-        let jaccard = b
-            .column_by_name("jaccard")
-            .and_then(|c| c.as_primitive_opt::<Float32Type>());
-        for i in (0..b.num_rows()).filter(|&i| clusters.value(i) >= 0 && !keep.value(i)) {
-            let doc = docs.value(i);
-            let removed = Removed {
-                key: (doc, 0),
-                doc,
-                kept: kept.value(i),
-                jaccard: jaccard
-                    .filter(|j| j.is_valid(i))
-                    .map(|j| j.value(i).to_bits()),
-                simhash: 0,
-                id: None,
-                kept_simhash: 0,
-                kept_id: None,
-            };
-            if failed.is_none() {
-                if let Err(e) = f(removed) {
-                    failed = Some(e);
-                }
-            }
-        }
-        Ok(())
-    })?;
-    failed.map_or(Ok(()), Err)
+/// The UInt64 column `name` of a batch of the part at `path`.
+fn u64s<'a>(b: &'a RecordBatch, name: &str, path: &Path) -> Result<&'a UInt64Array, IoError> {
+    b.column_by_name(name)
+        .and_then(|c| c.as_primitive_opt::<UInt64Type>())
+        .ok_or_else(|| bad(path, &format!("no UInt64 column {name:?}")))
 }
 
-/// Step 4's input: the pairs of `pairs/` with a Jaccard similarity, by pair, sealed.
+/// Step 1: every document of `fingerprints/`, by document.
+fn documents(run: &RunDir, dir: PathBuf, budget: usize) -> Result<SortedFile<Doc>, IoError> {
+    let columns = (Table::Fingerprints, &["doc_id", "simhash", "id"][..]);
+    sort_table(run, columns, dir, budget, |path, b, out| {
+        let (docs, simhashes) = (u64s(b, "doc_id", path)?, u64s(b, "simhash", path)?);
+        let ids = b
+            .column_by_name("id")
+            .and_then(|c| c.as_string_opt::<i32>());
+        out.extend((0..b.num_rows()).map(|i| {
+            Doc {
+                doc: docs.value(i),
+                simhash: simhashes.value(i),
+                id: ids
+                    .filter(|c| c.is_valid(i))
+                    .map(|c| c.value(i).to_string()),
+            }
+        }));
+        Ok(())
+    })
+}
+
+/// Step 2's input: every removed document of `clusters/` (`keep = false` in a cluster), by
+/// document, with its kept document and the similarity the clustering gave.
+fn removed_documents(
+    run: &RunDir,
+    dir: PathBuf,
+    budget: usize,
+) -> Result<SortedFile<Removed>, IoError> {
+    let columns = ["doc_id", "cluster_id", "keep", "kept_doc_id", "jaccard"];
+    sort_table(
+        run,
+        (Table::Clusters, &columns),
+        dir,
+        budget,
+        |path, b, out| {
+            let (docs, kept) = (u64s(b, "doc_id", path)?, u64s(b, "kept_doc_id", path)?);
+            let clusters = b
+                .column_by_name("cluster_id")
+                .and_then(|c| c.as_primitive_opt::<Int64Type>())
+                .ok_or_else(|| bad(path, "no Int64 column \"cluster_id\""))?;
+            let keep = b
+                .column_by_name("keep")
+                .and_then(|c| c.as_boolean_opt())
+                .ok_or_else(|| bad(path, "no Boolean column \"keep\""))?;
+            let jaccard = b
+                .column_by_name("jaccard")
+                .and_then(|c| c.as_primitive_opt::<Float32Type>());
+            let removed = (0..b.num_rows()).filter(|&i| clusters.value(i) >= 0 && !keep.value(i));
+            out.extend(removed.map(|i| {
+                Removed {
+                    key: (docs.value(i), 0),
+                    doc: docs.value(i),
+                    kept: kept.value(i),
+                    jaccard: jaccard
+                        .filter(|j| j.is_valid(i))
+                        .map(|j| j.value(i).to_bits()),
+                    simhash: 0,
+                    id: None,
+                    kept_simhash: 0,
+                    kept_id: None,
+                }
+            }));
+            Ok(())
+        },
+    )
+}
+
+/// Step 4's input: the pairs of `pairs/` with a Jaccard similarity, by pair.
 fn measured_pairs(
     run: &RunDir,
     dir: PathBuf,
     budget: usize,
 ) -> Result<SortedFile<Measured>, IoError> {
-    let mut sort = ExternalSort::new(dir.clone(), budget);
-    let mut failed = None;
-    each_part_batch(
-        &run.table(Table::Pairs),
-        Some(&["doc_a", "doc_b", "jaccard"]),
-        |path, b| {
-            let column = |name: &str| {
-                b.column_by_name(name)
-                    .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-                    .ok_or_else(|| bad(path, &format!("no UInt64 column {name:?}")))
-            };
-            let (a, c) = (column("doc_a")?, column("doc_b")?);
-            let Some(j) = b
-                .column_by_name("jaccard")
-                .and_then(|c| c.as_primitive_opt::<Float32Type>())
-            else {
-                return Ok(());
-            };
-            for i in (0..b.num_rows()).filter(|&i| j.is_valid(i)) {
-                let (x, y) = (a.value(i), c.value(i));
-                let pair = Measured {
-                    pair: (x.min(y), x.max(y)),
-                    jaccard: j.value(i).to_bits(),
-                };
-                if let Err(e) = sort.push(pair) {
-                    failed.get_or_insert(e);
-                }
+    let columns = (Table::Pairs, &["doc_a", "doc_b", "jaccard"][..]);
+    sort_table(run, columns, dir, budget, |path, b, out| {
+        let (a, c) = (u64s(b, "doc_a", path)?, u64s(b, "doc_b", path)?);
+        let Some(j) = b
+            .column_by_name("jaccard")
+            .and_then(|c| c.as_primitive_opt::<Float32Type>())
+        else {
+            return Ok(());
+        };
+        out.extend((0..b.num_rows()).filter(|&i| j.is_valid(i)).map(|i| {
+            let (x, y) = (a.value(i), c.value(i));
+            Measured {
+                pair: (x.min(y), x.max(y)),
+                jaccard: j.value(i).to_bits(),
             }
-            Ok(())
-        },
-    )?;
-    if let Some(e) = failed {
-        return Err(sort_error(&dir, e));
-    }
-    sort.seal().map_err(|e| sort_error(&dir, e))
+        }));
+        Ok(())
+    })
 }
 
 /// Merges `left` (sorted by its key's first number) with the documents `docs` (sorted by
