@@ -515,23 +515,10 @@ fn read_changes(
     verify: Verify,
     changes: &mut HashMap<u64, i64>,
 ) -> Result<(), IoError> {
-    let clusters = map_checked(dir, entry, CLUSTERS_FILE, verify)?;
-    let path = generation_file(dir, entry, CLUSTERS_FILE);
-    let (n, _) = header(&clusters, &path, KIND_CLUSTERS, entry.format)?;
-    expect(&path, "changes", n, entry.cluster_changes)?;
-    expect(
-        &path,
-        "bytes",
-        clusters.len() as u64,
-        (HEADER_BYTES + 16 * n as usize) as u64,
-    )?;
-    let n = n as usize;
-    let docs_changed = words(&clusters, HEADER_BYTES, n);
-    let new_clusters = words(&clusters, HEADER_BYTES + 8 * n, n);
-    for (&doc, &cluster) in docs_changed.iter().zip(new_clusters) {
+    let file = (CLUSTERS_FILE, KIND_CLUSTERS, Some(entry.cluster_changes));
+    read_doc_words(dir, entry, verify, file, |doc, cluster| {
         changes.insert(doc, cluster as i64);
-    }
-    Ok(())
+    })
 }
 
 /// Reads a generation's `keep.bin` into `changes` (doc -> its latest keep decision).
@@ -541,16 +528,44 @@ fn read_keep_changes(
     verify: Verify,
     changes: &mut HashMap<u64, bool>,
 ) -> Result<(), IoError> {
-    let file = map_checked(dir, entry, KEEP_FILE, verify)?;
-    let path = generation_file(dir, entry, KEEP_FILE);
-    let (n, _) = header(&file, &path, KIND_KEEP, entry.format)?;
-    let size = HEADER_BYTES as u64 + 16 * n;
-    expect(&path, "bytes", file.len() as u64, size)?;
+    read_doc_words(
+        dir,
+        entry,
+        verify,
+        (KEEP_FILE, KIND_KEEP, None),
+        |doc, kept| {
+            changes.insert(doc, kept != 0);
+        },
+    )
+}
+
+/// Reads a generation's file `name` of `kind` laid out as `n` doc numbers then a word for
+/// each (`clusters.bin`, `keep.bin`), checking its size (and `n` against `count` where the
+/// manifest records it); `f` gets each doc and its word.
+fn read_doc_words(
+    dir: &Path,
+    entry: &GenerationEntry,
+    verify: Verify,
+    (name, kind, count): (&str, u32, Option<u64>),
+    mut f: impl FnMut(u64, u64),
+) -> Result<(), IoError> {
+    let file = map_checked(dir, entry, name, verify)?;
+    let path = generation_file(dir, entry, name);
+    let (n, _) = header(&file, &path, kind, entry.format)?;
+    if let Some(count) = count {
+        expect(&path, "changes", n, count)?;
+    }
+    expect(
+        &path,
+        "bytes",
+        file.len() as u64,
+        HEADER_BYTES as u64 + 16 * n,
+    )?;
     let n = n as usize;
-    let docs_changed = words(&file, HEADER_BYTES, n);
-    let kept = words(&file, HEADER_BYTES + 8 * n, n);
-    for (&doc, &kept) in docs_changed.iter().zip(kept) {
-        changes.insert(doc, kept != 0);
+    let docs = words(&file, HEADER_BYTES, n);
+    let values = words(&file, HEADER_BYTES + 8 * n, n);
+    for (&doc, &value) in docs.iter().zip(values) {
+        f(doc, value);
     }
     Ok(())
 }

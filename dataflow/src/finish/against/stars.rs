@@ -73,7 +73,7 @@ pub(super) fn decide(
     let mut decided = Decided::default();
     joined(index, &chosen, rule, &mut found.summary, &mut decided);
     // The other new documents: stars of the batch's pairs between them.
-    let links: Vec<Link> = found
+    let mut links: Vec<Link> = found
         .links
         .iter()
         .filter(|l| !chosen.contains_key(&l.a) && !chosen.contains_key(&l.b))
@@ -83,7 +83,6 @@ pub(super) fn decide(
         .iter()
         .filter_map(|d| d.rank.map(|r| (d.doc_id, r)))
         .collect();
-    let mut links = links;
     if let Some(unlinked) = &rule.unlinked {
         links.extend(verify_unlinked(docs, &ranks, &links, unlinked));
         links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
