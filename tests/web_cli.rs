@@ -474,6 +474,19 @@ fn records_that_are_not_pages_are_counted_by_reason() {
             "text/plain",
             b"kept notes",
         ),
+        // GNU Wget's own files: a crawler's metadata, not pages.
+        warc(
+            "resource",
+            Some("metadata://gnu.org/software/wget/warc/wget_arguments.txt"),
+            "text/plain",
+            b"\"--warc-file=crawl\" \"--recursive\" ",
+        ),
+        warc(
+            "resource",
+            Some("<metadata://gnu.org/software/wget/warc/wget.log>"),
+            "text/plain",
+            b"--2026-11-27-- http://a.example/ Saving to: index.html",
+        ),
         warc(
             "response",
             Some("http://a.example/unknown"),
@@ -492,7 +505,7 @@ fn records_that_are_not_pages_are_counted_by_reason() {
     let skipped: BTreeMap<String, u64> =
         serde_json::from_value(summary["counts"]["skipped_records"].clone()).unwrap();
     let want: BTreeMap<String, u64> = [
-        ("other type", 2),
+        ("other type", 4),
         ("status", 1),
         ("not text", 2),
         ("revisit", 1),
@@ -1025,4 +1038,107 @@ fn write_dedup_keeps_arc_records_unchanged() {
         .position(|w| w == b"http://mirror")
         .unwrap();
     assert_eq!(written, bytes[..mirror].to_vec());
+}
+
+/// Issue 38: a site's template is learned from its pages and dropped before fingerprinting.
+/// Twenty pages of one host share ten long template lines (no markup names them
+/// boilerplate) and each has a short text of its own: without templates the shared lines
+/// make them near duplicates, with them no two are paired. One page of another host under
+/// eight URLs (one content) is never a template: its copies stay linked. The templates
+/// and the pairs are the same at 1 and 2 workers.
+#[test]
+fn site_templates_keep_pages_that_share_a_template_apart() {
+    use common::outputs::{fingerprints, pairs};
+    let dir = tempfile::tempdir().unwrap();
+    let template = [
+        "Welcome to the example documentation site for every version of the tool",
+        "This manual is maintained by the example project and its many contributors",
+        "Report problems with these pages to the project tracker on the main site",
+        "All text is available under the terms of the free documentation licence",
+        "Built with a static site generator from sources kept in version control",
+        "Search the whole manual from the box at the top of every page of the site",
+        "Older versions of this manual are kept in the archive of earlier releases",
+        "Translations of these pages into other languages are welcome from readers",
+        "The project thanks its sponsors for the servers that host these documents",
+        "Every page of this manual can be printed or saved for reading without a network",
+    ];
+    let words = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+        "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra",
+        "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
+    ];
+    let mut records = Vec::new();
+    for page in 0..20usize {
+        let own: Vec<&str> = (0..9)
+            .map(|i| words[(page * 7 + i * i * 3 + i) % 26])
+            .collect();
+        let html = format!(
+            "<html><head><title>Page {page}</title></head><body>{}<div><p>Page {page} says {}.</p></div></body></html>",
+            template.map(|l| format!("<div>{l}</div>")).concat(),
+            own.join(" ")
+        );
+        let url = format!("http://docs.example/page{page}.html");
+        records.push(warc(
+            "response",
+            Some(&url),
+            "application/http; msgtype=response",
+            &http(200, "text/html", html.as_bytes()),
+        ));
+    }
+    let article = "<p>One article of the news site, long enough to be a page of its own, found under several addresses that no rule folds into one.</p>";
+    for copy in 0..8 {
+        let url = format!("http://news.example/story?ref={copy}");
+        records.push(warc(
+            "response",
+            Some(&url),
+            "application/http; msgtype=response",
+            &http(200, "text/html", article.as_bytes()),
+        ));
+    }
+    let path = write(&dir.path().join("site.warc.gz"), &gzip_members(&records));
+    let urls_of = |out: &Path| -> BTreeMap<u64, String> {
+        fingerprints(out)
+            .into_iter()
+            .map(|r| (r.doc_id, r.id.unwrap()))
+            .collect()
+    };
+    let host_pairs = |out: &Path, host: &str| -> BTreeSet<(String, String)> {
+        let urls = urls_of(out);
+        pairs(out)
+            .into_iter()
+            .map(|p| (urls[&p.doc_a].clone(), urls[&p.doc_b].clone()))
+            .filter(|(a, _)| a.contains(host))
+            .collect()
+    };
+    let off = dir.path().join("off");
+    run_ok(&off, &["--site-templates", "off"], &[&path]);
+    assert!(
+        host_pairs(&off, "docs.example").len() >= 10,
+        "the template makes the pages alike"
+    );
+    assert_eq!(summary(&off)["counts"]["template_blocks"], 0);
+    let mut seen = None;
+    for workers in ["1", "2"] {
+        let out = dir.path().join(format!("on-{workers}"));
+        run_ok(&out, &["-w", workers], &[&path]);
+        let counts = &summary(&out)["counts"];
+        assert_eq!(
+            (
+                counts["template_hosts"].as_u64(),
+                counts["template_blocks"].as_u64()
+            ),
+            (Some(1), Some(10))
+        );
+        assert_eq!(host_pairs(&out, "docs.example"), BTreeSet::new());
+        let news = host_pairs(&out, "news.example");
+        // Exact copies are linked to one representative: 7 pairs joining all 8.
+        let joined: BTreeSet<&String> = news.iter().flat_map(|(a, b)| [a, b]).collect();
+        assert_eq!(
+            (news.len(), joined.len()),
+            (7, 8),
+            "every copy of the story is found"
+        );
+        let found = (host_pairs(&out, "docs.example"), news);
+        assert_eq!(seen.get_or_insert(found.clone()), &found);
+    }
 }

@@ -295,6 +295,7 @@ fn run_timely(
         plan,
         progress,
         abort: AtomicBool::new(false),
+        templates: Default::default(),
         start: Instant::now(),
     });
     registration.running(Arc::downgrade(&shared));

@@ -56,6 +56,7 @@ pub(crate) fn run_worker(
         ),
         network: Default::default(),
     });
+    learn_site_templates(worker, &ctx);
     let scheme = fingerprint_scheme(worker, &ctx);
     if let Some(job) = shared.config.substrings.filter(|job| job.only) {
         // `neardup substrings`: read, parse at home, search repeated passages.
@@ -78,6 +79,42 @@ pub(crate) fn run_worker(
     }
     run_to_completion(worker);
     crate::finish::exchange::finish_worker(worker, &ctx, &shared, &finish)
+}
+
+/// The templates stage ([`crate::stages::templates`]) when the job wants it: its result
+/// goes to [`crate::worker::Shared::templates`], where every reader built after it finds
+/// it. Its readers' counters are its own; its errors, sorts and network bytes are the
+/// worker's.
+fn learn_site_templates(worker: &mut Worker, ctx: &Rc<WorkerCtx>) {
+    let shared = &ctx.shared;
+    if !crate::stages::templates::wanted(&shared.config) {
+        return;
+    }
+    let pass = Rc::new(WorkerCtx {
+        shared: shared.clone(),
+        index: ctx.index,
+        peers: ctx.peers,
+        report: RefCell::new(WorkerReport::default()),
+        home: ctx.home.clone(),
+        network: Default::default(),
+    });
+    let templates = crate::stages::templates::learn_templates(worker, pass.clone());
+    let done = pass.report.take();
+    let mut report = ctx.report.borrow_mut();
+    report.errors.extend(done.errors);
+    report.sorts.extend(done.sorts);
+    for (stage, secs) in done.stage_seconds {
+        report.stage_done(&stage, secs);
+    }
+    report.add_network(pass.network.bytes());
+    if ctx.index == 0 {
+        // Every worker learns the same templates: worker 0 counts them.
+        report.template_hosts = templates.hosts() as u64;
+        report.template_blocks = templates.blocks() as u64;
+    }
+    let templates = neardup_io::html::template::SharedTemplates(Arc::new(templates));
+    // Every worker of the process learns the same: the first one sets them.
+    let _ = shared.templates.set(templates);
 }
 
 /// The scheme the fingerprint stage uses: the job's, with TF-IDF weights filled in by a

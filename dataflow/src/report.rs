@@ -485,6 +485,12 @@ counts! {
         mirrors: u64,
         #[serde(default)]
         partial_mirrors: u64,
+        /// Hosts with a site template, and the template blocks over all of them (the
+        /// templates stage, `--site-templates`; docs/inputs.md).
+        #[serde(default)]
+        template_hosts: u64,
+        #[serde(default)]
+        template_blocks: u64,
         /// Rows of hosts/: distinct hosts of the documents' URLs.
         #[serde(default)]
         hosts: u64,

@@ -21,6 +21,10 @@ pub struct Shared {
     /// Set on the first fatal error in this process: readers stop early.
     pub abort: AtomicBool,
     pub start: Instant,
+    /// The site templates the templates stage learned ([`crate::stages::templates`]),
+    /// the same on every worker; set before the main dataflow reads, so that every reader
+    /// after it extracts pages without them.
+    pub templates: std::sync::OnceLock<neardup_io::html::template::SharedTemplates>,
 }
 
 impl Shared {

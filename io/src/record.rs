@@ -31,6 +31,9 @@ pub struct FieldSpec {
     /// extract with [`crate::html::DEFAULT_HTML_MODE`]; JSONL, Parquet and plain text are
     /// taken as they are).
     pub html: Option<crate::html::HtmlMode>,
+    /// The site templates a run learned ([`crate::html::template`]): in `main` mode, a
+    /// page's lines that are part of its host's template are dropped. `None`: none learned.
+    pub templates: Option<crate::html::template::SharedTemplates>,
     /// The longest document kept (`--max-doc-bytes`), in bytes of payload or text; longer
     /// ones are cut there and counted as truncated ([`DEFAULT_MAX_DOC_BYTES`]).
     pub max_doc_bytes: u64,
@@ -53,6 +56,7 @@ impl Default for FieldSpec {
             url_field: None,
             time_field: None,
             html: None,
+            templates: None,
             max_doc_bytes: DEFAULT_MAX_DOC_BYTES,
         }
     }
@@ -177,7 +181,9 @@ pub enum RecordError {
 pub fn finish_text(record: &mut Record, spec: &FieldSpec) {
     if let Some(mode) = spec.html.filter(|&m| m != crate::html::HtmlMode::None) {
         let mut extracted = crate::html::Extracted::default();
-        crate::html::extract(&record.text, mode, &mut extracted);
+        let rules = crate::html::HtmlRules::of(spec, mode);
+        let url = record.origin.as_ref().and_then(|o| o.url.as_deref());
+        crate::html::extract_with(&record.text, mode, rules.template(url), &mut extracted);
         record.text = extracted.text;
         if extracted.title.is_some() {
             record.origin.get_or_insert_with(Default::default).title = extracted.title;

@@ -208,6 +208,18 @@ pub struct RunArgs {
         help_heading = "Documents"
     )]
     pub url_normalize: UrlNormalizeChoice,
+    /// Site templates: before fingerprinting, learn the blocks of text that repeat on many
+    /// pages of each host (menus, sidebars, footers) and drop them from pages extracted in
+    /// main mode (web archives, or --url-field with --html main); off keeps the per-page
+    /// rules only; rules in docs/inputs.md
+    #[arg(
+        long,
+        value_enum,
+        default_value = "on",
+        value_name = "ON|OFF",
+        help_heading = "Documents"
+    )]
+    pub site_templates: OnOff,
     /// Mirror hosts: the fewest shared paths a host pair (with its prefixes) needs to be
     /// reported in mirrors/
     #[arg(long, default_value_t = neardup_core::mirrors::DEFAULT_MIN_PATHS, value_name = "N", help_heading = "Documents")]
@@ -328,6 +340,12 @@ pub enum VerifyChoice {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UrlNormalizeChoice {
     None,
     Standard,
@@ -423,6 +441,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }))
     .cluster_warning(args.cluster_warning)
     .url_normalize(args.url_normalize.mode())
+    .site_templates(args.site_templates == OnOff::On)
     .mirrors(neardup_core::mirrors::MirrorParams {
         min_paths: args.mirror_min_paths,
         min_share: args.mirror_min_share,

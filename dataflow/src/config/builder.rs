@@ -233,6 +233,13 @@ impl JobConfigBuilder {
         self
     }
 
+    /// Learn each host's site template from the crawl and drop it from pages in `main`
+    /// mode (default on; [`crate::stages::templates`]).
+    pub fn site_templates(mut self, on: bool) -> Self {
+        self.config.site_templates = on;
+        self
+    }
+
     /// Fold exact duplicates before the near search (default on).
     pub fn exact(mut self, on: bool) -> Self {
         self.config.exact = on;

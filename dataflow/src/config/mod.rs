@@ -268,6 +268,10 @@ pub struct JobConfig {
     /// How URLs are normalized before documents with the same URL are paired
     /// (`--url-normalize`; see [`neardup_core::urlnorm`]).
     pub url_normalize: neardup_core::urlnorm::UrlNormalize,
+    /// Learn each host's site template before fingerprinting (`--site-templates`; see
+    /// [`crate::stages::templates`]): on by default, used where pages are extracted in
+    /// `main` mode and have URLs.
+    pub site_templates: bool,
     /// Mirror detection thresholds (`--mirror-min-paths`, `--mirror-min-share`).
     pub mirrors: neardup_core::mirrors::MirrorParams,
     /// Search repeated passages (`neardup substrings`, `run --substrings`).
@@ -327,6 +331,7 @@ impl JobConfig {
             index_sketches: None,
             substrings: None,
             url_normalize: neardup_core::urlnorm::UrlNormalize::Standard,
+            site_templates: true,
             mirrors: neardup_core::mirrors::MirrorParams::default(),
         }
     }
@@ -432,6 +437,10 @@ impl JobConfig {
             ("tables", json!(self.design.name())),
             ("keep", json!(self.keep.describe())),
             ("url_normalize", json!(self.url_normalize.name())),
+            (
+                "site_templates",
+                json!(crate::stages::templates::wanted(self)),
+            ),
             ("mirrors", json!(self.mirrors)),
             ("exact", json!(self.exact)),
             ("lsh", json!(self.lsh)),

@@ -4,6 +4,7 @@
 //!
 //! | stage | module | what it does |
 //! |---|---|---|
+//! | templates | [`templates`] | before the main dataflow: each host's site template, from blocks counted at the host's worker |
 //! | read | [`read`] | each worker reads its own units, a batch per timestamp |
 //! | fingerprint | [`fingerprint`] | at each document's home worker: parse, fingerprint, `fingerprints/` |
 //! | | [`split`] | the documents' stream read once: records, document numbers, id hashes |
@@ -31,6 +32,7 @@ pub mod revisits;
 pub mod split;
 pub mod substring_spill;
 pub mod substrings;
+pub mod templates;
 pub mod urls;
 pub mod verify;
 pub mod verify_inputs;

@@ -28,9 +28,25 @@ pub fn read_units<'s>(
     ctx: Rc<WorkerCtx>,
     fingerprinted: ProbeHandle<u64>,
 ) -> StreamVec<'s, u64, RawDoc> {
+    read_units_as(scope, ctx, fingerprinted, None)
+}
+
+/// [`read_units`] with other fields than the job's (`None`: the job's): a pass that reads
+/// the corpus its own way, as the templates stage reads pages in `text` mode.
+pub fn read_units_as<'s>(
+    scope: Scope<'s, u64>,
+    ctx: Rc<WorkerCtx>,
+    fingerprinted: ProbeHandle<u64>,
+    fields: Option<FieldSpec>,
+) -> StreamVec<'s, u64, RawDoc> {
     source(scope, "Read", move |capability, info| {
         let activator = scope.activator_for(info.address);
         let mut read = ReadLoop::new(capability, ctx, fingerprinted, true);
+        if let Some(fields) = fields {
+            // A pass of its own: the main read counts the corpus and shows progress.
+            read.reader.fields = fields;
+            read.reader.counts = false;
+        }
         move |output| {
             if read.step(|cap, batch| output.session(cap).give_iterator(batch.into_iter())) {
                 activator.activate();
@@ -147,7 +163,12 @@ impl UnitReader {
     fn new(ctx: Rc<WorkerCtx>) -> Self {
         let units = ctx.shared.plan.units_for(ctx.index, ctx.peers).into();
         let fields = match &ctx.shared.config.input {
-            JobInput::Documents { fields, .. } => fields.clone(),
+            JobInput::Documents { fields, .. } => {
+                let mut fields = fields.clone();
+                // Every pass after the templates stage extracts pages without them.
+                fields.templates = ctx.shared.templates.get().cloned();
+                fields
+            }
             JobInput::Fingerprints { .. } => FieldSpec {
                 text_field: String::new(),
                 id_field: None,

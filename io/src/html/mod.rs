@@ -35,9 +35,11 @@
 
 pub mod charset;
 pub mod main_content;
+pub mod template;
 pub mod text;
 
 pub use charset::{decode, Decoded};
+pub use template::{HostTemplate, SiteTemplates};
 
 /// How HTML becomes text (`--html text|main|none`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -79,6 +81,32 @@ impl HtmlMode {
 /// bits against 24.4).
 pub const DEFAULT_HTML_MODE: HtmlMode = HtmlMode::Main;
 
+/// How a reader turns pages into text: `--html`, and the site templates the run learned.
+#[derive(Debug, Clone)]
+pub struct HtmlRules {
+    pub mode: HtmlMode,
+    pub templates: Option<template::SharedTemplates>,
+}
+
+impl HtmlRules {
+    /// The rules of `mode` (archives use [`DEFAULT_HTML_MODE`] when `--html` is absent) and
+    /// the templates of `fields`.
+    pub fn of(fields: &crate::record::FieldSpec, default: HtmlMode) -> Self {
+        HtmlRules {
+            mode: fields.html.unwrap_or(default),
+            templates: fields.templates.clone(),
+        }
+    }
+
+    /// The template of the page at `url`: empty without templates or outside `main` mode.
+    pub fn template(&self, url: Option<&str>) -> HostTemplate<'_> {
+        match (&self.templates, self.mode) {
+            (Some(t), HtmlMode::Main) => t.of_url(url),
+            _ => HostTemplate::NONE,
+        }
+    }
+}
+
 /// A document extracted from HTML.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Extracted {
@@ -91,19 +119,30 @@ pub struct Extracted {
 
 /// HTML (already UTF-8) to text. Reuses `out`'s buffers. `HtmlMode::None` copies the input.
 pub fn extract(html: &str, mode: HtmlMode, out: &mut Extracted) {
+    extract_with(html, mode, HostTemplate::NONE, out)
+}
+
+/// [`extract`], less the lines of the page's site template ([`template`]) in `text` and
+/// `main` modes.
+pub fn extract_with(html: &str, mode: HtmlMode, template: HostTemplate<'_>, out: &mut Extracted) {
     match mode {
         HtmlMode::None => {
             out.text.clear();
             out.text.push_str(html);
             out.title = None;
         }
-        HtmlMode::Text => text::extract_text(html, mode, out),
+        HtmlMode::Text => text::extract_text(html, text::Rules::Text, template, out),
         HtmlMode::Main => {
-            text::extract_text(html, mode, out);
-            // Rule 5 of main_content: a page whose main content is (nearly) nothing keeps
-            // its visible text instead.
+            text::extract_text(html, text::Rules::Main, template, out);
+            // Rule 7 of main_content: a page whose main content is (nearly) nothing keeps
+            // what is outside its boilerplate, short and linked blocks included; a page
+            // with nothing there either keeps its visible text. Its site template is
+            // dropped in both.
             if out.text.len() < main_content::MIN_MAIN_BYTES {
-                text::extract_text(html, HtmlMode::Text, out);
+                text::extract_text(html, text::Rules::MainStructure, template, out);
+                if out.text.is_empty() {
+                    text::extract_text(html, text::Rules::Text, template, out);
+                }
             }
         }
     }
@@ -128,8 +167,14 @@ pub struct Document {
 pub fn html_document(bytes: &[u8], content_type: Option<&str>, mode: HtmlMode) -> Document {
     let mut decoded = String::new();
     let mut out = Extracted::default();
-    let (charset, replacements) =
-        html_document_into(bytes, content_type, mode, &mut decoded, &mut out);
+    let (charset, replacements) = html_document_into(
+        bytes,
+        content_type,
+        mode,
+        HostTemplate::NONE,
+        &mut decoded,
+        &mut out,
+    );
     Document {
         text: out.text,
         title: out.title,
@@ -138,12 +183,14 @@ pub fn html_document(bytes: &[u8], content_type: Option<&str>, mode: HtmlMode) -
     }
 }
 
-/// [`html_document`] with reused buffers: `decoded` holds the decoded payload afterwards,
-/// `out` the text and title. Returns the charset and the number of replacements.
+/// [`html_document`] with reused buffers, less the page's site `template`: `decoded` holds
+/// the decoded payload afterwards, `out` the text and title. Returns the charset and the
+/// number of replacements.
 pub fn html_document_into(
     bytes: &[u8],
     content_type: Option<&str>,
     mode: HtmlMode,
+    template: HostTemplate<'_>,
     decoded: &mut String,
     out: &mut Extracted,
 ) -> (&'static str, u64) {
@@ -154,7 +201,7 @@ pub fn html_document_into(
     let declared = content_type.and_then(charset_param);
     let (charset, replacements) = charset::decode_into(bytes, declared, is_html, decoded);
     if is_html {
-        extract(decoded, mode, out);
+        extract_with(decoded, mode, template, out);
     } else {
         out.text.clear();
         out.text.push_str(decoded);

@@ -14,10 +14,10 @@ fn main_text(html: &str) -> String {
     out.text
 }
 
-/// `main` mode's rules 1 to 4 without the fallback to `text` (rule 5).
+/// `main` mode's rules 1 to 6 without the fallback to `text` (rule 7).
 fn main_rules(html: &str) -> String {
     let mut out = Extracted::default();
-    text::extract_text(html, HtmlMode::Main, &mut out);
+    text::extract_text(html, text::Rules::Main, HostTemplate::NONE, &mut out);
     out.text
 }
 
@@ -286,11 +286,13 @@ fn main_drops_boilerplate_rule_by_rule() {
         "This paragraph is the real article text of the page."
     );
     assert!(text(&html).contains("Copyright 2024"));
-    // Rule 5: a page whose main content is too short keeps its text.
+    // Rule 7: a page whose main content is too short keeps what is outside its
+    // boilerplate, short blocks included; with nothing there, its visible text.
     assert_eq!(
         main_text("<nav><p>Home</p></nav><p>Only a short note.</p>"),
-        "Home\nOnly a short note."
+        "Only a short note."
     );
+    assert_eq!(main_text("<nav><p>Home</p></nav>"), "Home");
     // Rule 2: boilerplate names on containers.
     let html = format!(
         "<div id=\"cookie-banner\">We use cookies to improve your experience on the site</div>\
@@ -417,3 +419,72 @@ fn binary_payloads_are_recognised() {
 
 mod measure;
 pub mod samples;
+
+/// Issue 38: the Read the Docs theme wraps the page in containers named `wy-nav-content`,
+/// beside a `<nav>` sidebar; its `role="main"` finds the article, and the names match as
+/// words (`wy-nav-content` names content).
+#[test]
+fn main_content_signals_come_first() {
+    let sidebar = "<nav class=\"wy-nav-side\"><div class=\"menu\"><p>Every chapter of the manual listed in the sidebar of the theme</p></div></nav>";
+    let article =
+        "<p>This paragraph is the real article text of the page, long enough to count.</p>";
+    let page = format!(
+        "{sidebar}<section class=\"wy-nav-content-wrap\"><div class=\"wy-nav-content\">\
+         <div class=\"crumbs-navigation\"><p>Docs home and the path to this page here</p></div>\
+         <div role=\"main\">{}</div><footer><p>Copyright the kernel developers and all others</p></footer></div></section>",
+        article.repeat(3)
+    );
+    let text = main_text(&page);
+    assert_eq!(text.lines().count(), 3);
+    assert!(text
+        .lines()
+        .all(|l| l.starts_with("This paragraph is the real article")));
+    // A signal inside a container named as boilerplate is still found; a boilerplate
+    // container inside the signal is still left out.
+    let page = format!(
+        "<div class=\"sidebar\"><p>Links to the other parts of this site and more</p><article>{}\
+         <div class=\"share-buttons\"><p>Share this page with your friends and family now</p></div></article></div>",
+        article.repeat(3)
+    );
+    let text = main_text(&page);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    // Too little inside the signals: the page's other rules decide.
+    let page = format!(
+        "<main><p>A short main part.</p></main>{}",
+        article.repeat(3)
+    );
+    assert_eq!(main_text(&page).lines().count(), 3);
+}
+
+/// A line of the page's site template is dropped in `main` mode, in its fallback and in
+/// `text` mode; other hosts' pages keep it.
+#[test]
+fn site_template_lines_are_dropped() {
+    use super::template::{block_hash, host_key, SiteTemplates};
+    let menu = "Home Download Documentation Community and all the other sections";
+    let own = "This paragraph is the page's own text, long enough to be kept by the rules.";
+    let page =
+        format!("<div><p>{menu}</p></div><p>{own}</p><p>{own} Again.</p><p>{own} Third.</p>");
+    let templates = SiteTemplates::from_pairs(vec![(host_key("a.example"), block_hash(menu))]);
+    let template = templates.of_url(Some("http://a.example/x"));
+    let mut out = Extracted::default();
+    extract_with(&page, HtmlMode::Main, template, &mut out);
+    assert!(
+        !out.text.contains(menu) && out.text.contains(own),
+        "{}",
+        out.text
+    );
+    extract_with(&page, HtmlMode::Text, template, &mut out);
+    assert!(!out.text.contains(menu) && out.text.contains(own));
+    // The fallback: a short page keeps what it has, never the template.
+    extract_with(
+        &format!("<p>{menu}</p><p>Short.</p>"),
+        HtmlMode::Main,
+        template,
+        &mut out,
+    );
+    assert_eq!(out.text, "Short.");
+    let other = templates.of_url(Some("http://b.example/x"));
+    extract_with(&page, HtmlMode::Main, other, &mut out);
+    assert!(out.text.contains(menu));
+}

@@ -45,7 +45,8 @@ use html5ever::tokenizer::{
 use html5ever::LocalName;
 
 use super::main_content;
-use super::{Extracted, HtmlMode};
+use super::template::HostTemplate;
+use super::Extracted;
 
 /// Elements whose start and end tags end the current line.
 pub const BLOCK_TAGS: &[&str] = &[
@@ -113,6 +114,12 @@ const HIDES: u8 = 1;
 const LINK: u8 = 2;
 const TITLE: u8 = 4;
 const HEAD: u8 = 8;
+/// `main` mode: a container named as boilerplate (rule 3 of [`main_content`]).
+const BOILER: u8 = 16;
+/// `main` mode: a main-content signal (rule 1 of [`main_content`]).
+const SIGNAL: u8 = 32;
+/// `main` mode: a boilerplate container opened inside a main-content signal.
+const BOILER_IN_SIGNAL: u8 = 64;
 
 struct Open {
     name: LocalName,
@@ -198,9 +205,20 @@ fn closes_same(new: &str, open: &str) -> bool {
 }
 
 /// The extractor's state, inside a `RefCell` because html5ever's sink takes `&self`.
-struct State {
+struct State<'t> {
     main: bool,
+    /// `main` mode's block rules (4 and 5) apply: off in the structural fallback.
+    block_rules: bool,
+    /// The page's site template: its lines are dropped in every mode.
+    template: HostTemplate<'t>,
     text: String,
+    /// `main` mode: the lines kept inside main-content signals, by the same rules.
+    signal_text: String,
+    /// Open containers named as boilerplate, all of them and those inside a signal.
+    boiler: usize,
+    boiler_in_signal: usize,
+    /// Open main-content signals.
+    signals: usize,
     title: Option<String>,
     title_buf: String,
     stack: Vec<Open>,
@@ -218,11 +236,17 @@ struct State {
     link_bytes: usize,
 }
 
-impl State {
-    fn new(main: bool, text: String, title_buf: String) -> State {
+impl<'t> State<'t> {
+    fn new(rules: Rules, template: HostTemplate<'t>, text: String, title_buf: String) -> Self {
         State {
-            main,
+            main: rules != Rules::Text,
+            block_rules: rules == Rules::Main,
+            template,
             text,
+            signal_text: String::new(),
+            boiler: 0,
+            boiler_in_signal: 0,
+            signals: 0,
             title: None,
             title_buf,
             stack: Vec::new(),
@@ -276,18 +300,29 @@ impl State {
         }
     }
 
-    /// A block boundary: the current line ends (and, in `main` mode, is dropped if it fails
-    /// the block rules).
+    /// A block boundary: the current line ends. It is dropped if it is part of the site
+    /// template, and in `main` mode if it fails the block rules or is inside a boilerplate
+    /// container; in `main` mode, a line inside a main-content signal is also kept apart.
     fn end_line(&mut self) {
         self.space = false;
         if self.text.len() == self.line_start {
             return;
         }
-        let bytes = self.text.len() - self.line_start;
-        if self.main && !main_content::keep_block(self.words, bytes, self.link_bytes) {
-            self.text.truncate(self.line_start);
-        } else {
+        let line = &self.text[self.line_start..];
+        let mut keep = !self.template.holds_line(line);
+        if self.main {
+            keep &= !self.block_rules
+                || main_content::keep_block(self.words, line.len(), self.link_bytes);
+            if keep && self.signals > 0 && self.boiler_in_signal == 0 {
+                self.signal_text.push_str(line);
+                self.signal_text.push('\n');
+            }
+            keep &= self.boiler == 0;
+        }
+        if keep {
             self.text.push('\n');
+        } else {
+            self.text.truncate(self.line_start);
         }
         self.line_start = self.text.len();
         self.words = 0;
@@ -376,12 +411,15 @@ impl State {
         if effects & HIDES == 0 && hidden_by_attributes(tag) {
             effects |= HIDES;
         }
-        if self.main && effects & HIDES == 0 && main_content::is_boilerplate(name, &tag.attrs) {
-            effects |= HIDES;
+        if self.main && effects & HIDES == 0 {
+            effects |= self.main_rules(name, kind, &tag.attrs);
         }
         if effects & HIDES != 0 {
             self.hidden += 1;
         }
+        self.signals += usize::from(effects & SIGNAL != 0);
+        self.boiler += usize::from(effects & BOILER != 0);
+        self.boiler_in_signal += usize::from(effects & BOILER_IN_SIGNAL != 0);
         self.stack.push(Open {
             name: tag.name.clone(),
             effects,
@@ -389,6 +427,27 @@ impl State {
         match raw {
             Some(kind) => TokenSinkResult::RawData(kind),
             None => TokenSinkResult::Continue,
+        }
+    }
+
+    /// What `main` mode's element rules make of an element that does not hide its content
+    /// otherwise: hidden (a boilerplate element, or an inline container named as
+    /// boilerplate), a signal, or a block container named as boilerplate, whose lines are
+    /// left out of the main text when they end while it is open.
+    fn main_rules(&self, name: &str, kind: Kind, attrs: &[html5ever::Attribute]) -> u8 {
+        if main_content::is_boilerplate_tag(name) {
+            return HIDES;
+        }
+        if main_content::is_main_signal(name, attrs) {
+            return SIGNAL;
+        }
+        if !main_content::is_boilerplate_by_names(name, attrs) {
+            return 0;
+        }
+        match (kind, self.signals > 0) {
+            (Kind::Block, false) => BOILER,
+            (Kind::Block, true) => BOILER | BOILER_IN_SIGNAL,
+            _ => HIDES,
         }
     }
 
@@ -416,6 +475,10 @@ impl State {
             }
         }
         if let Some(at) = found {
+            // The line inside a block ends with the state it was written in.
+            if matches!(kind, Kind::Block | Kind::Body) {
+                self.end_line();
+            }
             while self.stack.len() > at {
                 self.pop();
             }
@@ -436,6 +499,9 @@ impl State {
         if open.effects & LINK != 0 {
             self.links -= 1;
         }
+        self.signals -= usize::from(open.effects & SIGNAL != 0);
+        self.boiler -= usize::from(open.effects & BOILER != 0);
+        self.boiler_in_signal -= usize::from(open.effects & BOILER_IN_SIGNAL != 0);
         if open.effects & HEAD != 0 {
             self.in_head = false;
         }
@@ -472,6 +538,15 @@ impl State {
             self.pop();
         }
         self.end_line();
+        // Rule 1: the lines inside main-content signals, when they are enough (any, in the
+        // structural fallback).
+        let enough = match self.block_rules {
+            true => main_content::MIN_MAIN_BYTES,
+            false => 1,
+        };
+        if self.main && self.signal_text.len() >= enough {
+            std::mem::swap(&mut self.text, &mut self.signal_text);
+        }
         if self.text.ends_with('\n') {
             self.text.pop();
         }
@@ -503,9 +578,9 @@ fn hidden_by_attributes(tag: &Tag) -> bool {
     })
 }
 
-struct Sink(RefCell<State>);
+struct Sink<'t>(RefCell<State<'t>>);
 
-impl TokenSink for Sink {
+impl TokenSink for Sink<'_> {
     type Handle = ();
 
     fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
@@ -523,14 +598,30 @@ impl TokenSink for Sink {
     }
 }
 
-/// HTML to text by the rules of `text` mode, or `main` mode's on top of them (`mode` is not
-/// `None`). Reuses `out`'s text buffer.
-pub(super) fn extract_text(html: &str, mode: HtmlMode, out: &mut Extracted) {
+/// Which rules [`extract_text`] applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Rules {
+    /// `text` mode's.
+    Text,
+    /// `main` mode's on top of them (rules 1 to 6 of [`main_content`]).
+    Main,
+    /// `main` mode's structural rules only (1, 2, 3 and 6), without the block rules: the
+    /// first fallback of rule 7.
+    MainStructure,
+}
+
+/// HTML to text by `rules`, less the lines of `template`. Reuses `out`'s text buffer.
+pub(super) fn extract_text(
+    html: &str,
+    rules: Rules,
+    template: HostTemplate<'_>,
+    out: &mut Extracted,
+) {
     let mut text = std::mem::take(&mut out.text);
     text.clear();
     text.reserve(html.len() / 4);
     let title_buf = out.title.take().unwrap_or_default();
-    let state = State::new(mode == HtmlMode::Main, text, title_buf);
+    let state = State::new(rules, template, text, title_buf);
     let tokenizer = Tokenizer::new(Sink(RefCell::new(state)), TokenizerOpts::default());
     let queue = BufferQueue::default();
     let mut rest = html;

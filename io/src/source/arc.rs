@@ -10,7 +10,7 @@
 //! `filedesc` record being record 0.
 
 use crate::error::IoError;
-use crate::html::HtmlMode;
+use crate::html::HtmlRules;
 use crate::web::http;
 use crate::web::records::{ArchiveFormat, ArchiveRecords, HeadReader, RecordHead};
 use crate::web::{self, SkipReason, WebPayload};
@@ -79,7 +79,7 @@ impl ArchiveKind for Arc {
         records: &mut ArcRecords,
         head: RecordHead<ArcHead>,
         max: u64,
-        mode: HtmlMode,
+        html: &HtmlRules,
     ) -> Result<Payload, IoError> {
         let mut block = Vec::new();
         let url = &head.fields.url;
@@ -117,6 +117,6 @@ impl ArchiveKind for Arc {
             cut: cut || block_cut,
             payload_digest: None,
         };
-        Ok(page(payload, max, mode))
+        Ok(page(payload, max, html))
     }
 }

@@ -14,7 +14,7 @@ use super::{Kept, Payload, ReadCost, RecordReader, SourceKind, SourceRecord, Uni
 use crate::compress::Compression;
 use crate::error::{shown, IoError};
 use crate::file::InputFile;
-use crate::html::{self, HtmlMode, DEFAULT_HTML_MODE};
+use crate::html::{self, HtmlRules, DEFAULT_HTML_MODE};
 use crate::record::{FieldSpec, RecordError};
 use crate::web::http::{self, HeadError};
 use crate::web::records::{ArchiveFormat, ArchiveRecords, RecordHead};
@@ -28,13 +28,13 @@ pub trait ArchiveKind: ArchiveFormat + Sync + Sized + 'static {
     const EXTENSION: &'static str;
 
     /// Reads the rest of the record `head` (its block) from `records` and says what it
-    /// is: a document, a skip, or an invalid record. `max`: `--max-doc-bytes`; `mode`:
-    /// `--html`.
+    /// is: a document, a skip, or an invalid record. `max`: `--max-doc-bytes`; `html`:
+    /// `--html` and the run's site templates.
     fn read_record(
         records: &mut ArchiveRecords<Self>,
         head: RecordHead<Self::Fields>,
         max: u64,
-        mode: HtmlMode,
+        html: &HtmlRules,
     ) -> Result<Payload, IoError>;
 }
 
@@ -57,7 +57,7 @@ impl<K: ArchiveKind> SourceKind for K {
         super::whole_file_of(self, file, unit)?;
         Ok(Box::new(ArchiveReader::<K> {
             records: ArchiveRecords::open(file)?,
-            mode: fields.html.unwrap_or(DEFAULT_HTML_MODE),
+            html: HtmlRules::of(fields, DEFAULT_HTML_MODE),
             max: fields.max_doc_bytes,
         }))
     }
@@ -93,7 +93,7 @@ impl<K: ArchiveKind> SourceKind for K {
 /// Reads documents out of an archive of kind `K`.
 pub struct ArchiveReader<K: ArchiveKind> {
     records: ArchiveRecords<K>,
-    mode: HtmlMode,
+    html: HtmlRules,
     max: u64,
 }
 
@@ -111,7 +111,7 @@ impl<K: ArchiveKind> ArchiveReader<K> {
             return Ok(false);
         };
         out.record = head.number;
-        out.payload = K::read_record(&mut self.records, head, self.max, self.mode)?;
+        out.payload = K::read_record(&mut self.records, head, self.max, &self.html)?;
         Ok(true)
     }
 }
@@ -154,14 +154,14 @@ fn or_invalid(
 
 /// The last steps of a page record, the same for WARC and ARC: the body cut at `max`
 /// (counted as truncated), a skip if it is not text after all, else the document.
-pub(super) fn page(mut payload: WebPayload, max: u64, mode: HtmlMode) -> Payload {
+pub(super) fn page(mut payload: WebPayload, max: u64, html: &HtmlRules) -> Payload {
     if payload.body.len() as u64 > max {
         payload.body.truncate(max as usize);
         payload.cut = true;
     }
     match web::classify(payload.content_type.as_deref()) {
         Some(is_html) if !html::looks_binary(&payload.body) => {
-            Payload::Fields(web::document(payload, is_html, mode))
+            Payload::Fields(web::document(payload, is_html, html))
         }
         _ => Payload::Skipped(SkipReason::NotText),
     }

@@ -14,7 +14,7 @@
 //! typed by the WARC `Content-Type`, as warcio does.
 
 use crate::error::IoError;
-use crate::html::HtmlMode;
+use crate::html::HtmlRules;
 use crate::record::{Origin, Record};
 use crate::web::http;
 use crate::web::records::{ArchiveFormat, ArchiveRecords, HeadReader, RecordHead};
@@ -143,14 +143,22 @@ impl ArchiveKind for Warc {
         records: &mut WarcRecords,
         head: RecordHead<WarcHeader>,
         max: u64,
-        mode: HtmlMode,
+        html: &HtmlRules,
     ) -> Result<Payload, IoError> {
         let kind = head
             .fields
             .get("WARC-Type")
             .unwrap_or("")
             .to_ascii_lowercase();
+        // A crawler's own files (GNU Wget's log and arguments) are `resource` records
+        // under `metadata://` URIs: not pages of the crawl.
+        let crawler_file = kind == "resource"
+            && head
+                .fields
+                .get("WARC-Target-URI")
+                .is_some_and(|u| u.trim_start_matches('<').starts_with("metadata://"));
         let skip = match kind.as_str() {
+            _ if crawler_file => Some(SkipReason::OtherType),
             "response" | "resource" | "conversion" => None,
             "revisit" => Some(SkipReason::Revisit),
             _ => Some(SkipReason::OtherType),
@@ -213,6 +221,6 @@ impl ArchiveKind for Warc {
             cut: cut || block_cut,
             payload_digest: head.fields.get("WARC-Payload-Digest").map(str::to_owned),
         };
-        Ok(page(payload, max, mode))
+        Ok(page(payload, max, html))
     }
 }

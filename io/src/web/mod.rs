@@ -17,7 +17,7 @@ pub mod testing;
 
 use serde::{Deserialize, Serialize};
 
-use crate::html::{self, HtmlMode};
+use crate::html::{self, HtmlRules};
 pub use crate::record::DEFAULT_MAX_DOC_BYTES;
 use crate::record::{Origin, Record};
 
@@ -25,7 +25,8 @@ use crate::record::{Origin, Record};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum SkipReason {
     /// A record type that holds no page (`request`, `metadata`, `warcinfo`, the ARC
-    /// `filedesc` header, ...).
+    /// `filedesc` header, ...), or a crawler's own file (a `resource` under a
+    /// `metadata://` URI: GNU Wget's log and arguments).
     OtherType,
     /// An HTTP status outside 2xx (redirects, errors).
     Status,
@@ -100,11 +101,21 @@ pub fn classify(content_type: Option<&str>) -> Option<bool> {
 }
 
 /// Turns a kept payload into a document: decoded to UTF-8, and extracted from HTML (when
-/// [`classify`] said `is_html`) as `mode` says. The record's id is its URL.
-pub fn document(payload: WebPayload, is_html: bool, mode: HtmlMode) -> Record {
+/// [`classify`] said `is_html`) as `rules` say: the mode, less the site template of the
+/// page's host. The record's id is its URL.
+pub fn document(payload: WebPayload, is_html: bool, rules: &HtmlRules) -> Record {
     let (text, title, charset) = if is_html {
-        let doc = html::html_document(&payload.body, payload.content_type.as_deref(), mode);
-        (doc.text, doc.title, doc.charset)
+        let mut decoded = String::new();
+        let mut out = html::Extracted::default();
+        let (charset, _) = html::html_document_into(
+            &payload.body,
+            payload.content_type.as_deref(),
+            rules.mode,
+            rules.template(payload.url.as_deref()),
+            &mut decoded,
+            &mut out,
+        );
+        (out.text, out.title, charset)
     } else {
         let declared = payload
             .content_type

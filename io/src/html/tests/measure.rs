@@ -120,6 +120,7 @@ fn html_speed() {
                         &p.bytes,
                         p.content_type.as_deref(),
                         mode,
+                        HostTemplate::NONE,
                         &mut decoded,
                         &mut out,
                     );
