@@ -90,14 +90,7 @@ fn learn_site_templates(worker: &mut Worker, ctx: &Rc<WorkerCtx>) {
     if !crate::stages::templates::wanted(&shared.config) {
         return;
     }
-    let pass = Rc::new(WorkerCtx {
-        shared: shared.clone(),
-        index: ctx.index,
-        peers: ctx.peers,
-        report: RefCell::new(WorkerReport::default()),
-        home: ctx.home.clone(),
-        network: Default::default(),
-    });
+    let pass = Rc::new(ctx.pass());
     let templates = crate::stages::templates::learn_templates(worker, pass.clone());
     let done = pass.report.take();
     let mut report = ctx.report.borrow_mut();
@@ -129,14 +122,7 @@ fn fingerprint_scheme(worker: &mut Worker, ctx: &Rc<WorkerCtx>) -> Scheme {
         neardup_core::Method::Simhash(neardup_core::Weighting::TfIdf(_))
     );
     if tf_idf && !resumed {
-        let pass = Rc::new(WorkerCtx {
-            shared: shared.clone(),
-            index: ctx.index,
-            peers: ctx.peers,
-            report: RefCell::new(WorkerReport::default()),
-            home: ctx.home.clone(),
-            network: Default::default(),
-        });
+        let pass = Rc::new(ctx.pass());
         let table = crate::stages::fingerprint::idf::document_frequencies(worker, pass.clone());
         ctx.report
             .borrow_mut()
@@ -300,14 +286,7 @@ fn search_kept_documents(
     job: crate::config::SubstringJob,
     removed: RemovedAtHome,
 ) {
-    let pass = Rc::new(WorkerCtx {
-        shared: ctx.shared.clone(),
-        index: ctx.index,
-        peers: ctx.peers,
-        report: RefCell::new(WorkerReport::default()),
-        home: ctx.home.clone(),
-        network: Default::default(),
-    });
+    let pass = Rc::new(ctx.pass());
     let parsed = ProbeHandle::new();
     worker.dataflow::<u64, _, _>(|scope| {
         let raw = read_units(scope, pass.clone(), parsed.clone());

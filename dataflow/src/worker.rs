@@ -153,6 +153,20 @@ impl WorkerCtx {
         ));
     }
 
+    /// A view of this worker for a pass of its own (the templates stage, the TF-IDF
+    /// pass, `run --substrings`' second pass): the same job, index and homes, with a
+    /// report and network counters of its own.
+    pub fn pass(&self) -> WorkerCtx {
+        WorkerCtx {
+            shared: self.shared.clone(),
+            index: self.index,
+            peers: self.peers,
+            report: RefCell::new(WorkerReport::default()),
+            home: self.home.clone(),
+            network: Default::default(),
+        }
+    }
+
     /// The part number of this worker's output files.
     pub fn part(&self) -> usize {
         self.index
