@@ -41,6 +41,7 @@ usage: sites.py [--neardup PATH] [--json FILE] [--check] [--examples N] [NAME=PA
   --json      also write every figure, and every bad pair, to FILE
   --check     exit 1 when a site has more than 2% bad pairs
   --examples  worst pairs printed per site (default 5)
+  --args      more arguments for `neardup run`, as one string (e.g. "--scheme simhash-shingles")
 env: SITES_DIR, SITES_BENCH_DIR (/tmp/neardup-sites-bench: neardup's outputs), WEB_PEERS_VENV
 """
 import argparse
@@ -149,11 +150,12 @@ def named_sites(specs):
     return sites
 
 
-def run_neardup(neardup, name, files):
-    """`neardup run --html main` over the site's files; its output directory and seconds."""
+def run_neardup(neardup, name, files, extra):
+    """`neardup run --html main` (and the `extra` arguments) over the site's files; its
+    output directory and seconds."""
     out = os.path.join(WORK, name)
     os.makedirs(WORK, exist_ok=True)
-    command = [neardup, "run", "--html", "main", "-q", "--overwrite", "--output", out,
+    command = [neardup, "run", "--html", "main", "-q", "--overwrite", "--output", out, *extra,
                *[os.path.abspath(f) for f in files]]
     start = time.perf_counter()
     subprocess.run(command, check=True)
@@ -342,9 +344,9 @@ def directory(url):
     return path[0] + "/" if len(path) > 1 else "/"
 
 
-def site_figures(name, kind, files, neardup):
+def site_figures(name, kind, files, neardup, extra):
     """Run neardup over one site and measure its pairs of different pages."""
-    out, neardup_seconds = run_neardup(neardup, name, files)
+    out, neardup_seconds = run_neardup(neardup, name, files, extra)
     docs, pairs = read_tables(out)
     kept, left_out = classify(docs, pairs)
     extractor = Extractor(docs)
@@ -417,17 +419,19 @@ def main():
     parser.add_argument("--json", metavar="FILE")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--examples", type=int, default=5)
+    parser.add_argument("--args", default="", help="more arguments for neardup run, one string")
     args = parser.parse_args()
     ensure_venv()
     start = time.perf_counter()
     sites = named_sites(args.sites) if args.sites else default_sites()
-    figures = [site_figures(name, kind, files, args.neardup) for name, kind, files in sites]
+    extra = args.args.split()
+    figures = [site_figures(name, kind, files, args.neardup, extra) for name, kind, files in sites]
     seconds = time.perf_counter() - start
     report(figures, args.examples, seconds)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"target": TARGET, "min_jaccard": MIN_JACCARD, "shingle": SHINGLE,
-                       "neardup": args.neardup, "seconds": round(seconds, 1), "sites": figures}, f, indent=1)
+                       "neardup": args.neardup, "args": extra, "seconds": round(seconds, 1), "sites": figures}, f, indent=1)
     over = [s["name"] for s in figures if s["share_bad"] > TARGET]
     if args.check and over:
         print(f"over the {100 * TARGET:.0f}% target: {', '.join(over)}", file=sys.stderr)

@@ -160,7 +160,7 @@ pub(super) fn page(mut payload: WebPayload, max: u64, html: &HtmlRules) -> Paylo
         payload.cut = true;
     }
     match web::classify(payload.content_type.as_deref()) {
-        Some(is_html) if !html::looks_binary(&payload.body) => {
+        Some(is_html) if !html::looks_binary_labelled(&payload.body, is_html) => {
             Payload::Fields(web::document(payload, is_html, html))
         }
         _ => Payload::Skipped(SkipReason::NotText),
