@@ -368,6 +368,41 @@ fn two_and_three_processes_find_what_one_process_finds() {
     }
 }
 
+/// Issue 38: the site templates are learned across processes (each host's blocks counted at
+/// one worker, every template block sent to every worker): 2 processes of 2 workers learn
+/// the templates one worker learns, and find its fingerprints, pairs and clusters.
+#[test]
+fn site_templates_are_learned_alike_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inputs = small_corpus(dir.path());
+    inputs.push(common::corpus::template_site(dir.path()));
+    let reference = dir.path().join("reference");
+    reference_run(&reference, &inputs);
+    let hostfile = write_hostfile(&dir.path().join("hosts.txt"), &loopback(&free_ports(2)));
+    let out = dir.path().join("out");
+    let job = JobSpec {
+        hostfile: &hostfile,
+        processes: 2,
+        out: &out,
+        inputs: &inputs,
+        wrapper: &[],
+    };
+    let mut procs = job.start_all(&["-w", "2"]);
+    let statuses = wait_all(&mut procs, JOB_TIMEOUT);
+    assert!(statuses.iter().all(|s| s.success()), "{}", logs(&procs));
+    assert!(out.join("_SUCCESS").is_file());
+    assert_same_results(&out, &reference);
+    let learned = |out: &Path| {
+        let counts = &summary(out)["counts"];
+        (
+            counts["template_hosts"].clone(),
+            counts["template_blocks"].clone(),
+        )
+    };
+    assert_eq!(learned(&reference), (json!(1), json!(10)));
+    assert_eq!(learned(&out), learned(&reference));
+}
+
 // ---------------------------------------------------------------------------------------
 // (b), (c) fail-stop: a process lost mid-job ends the job
 

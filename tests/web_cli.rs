@@ -1050,52 +1050,7 @@ fn write_dedup_keeps_arc_records_unchanged() {
 fn site_templates_keep_pages_that_share_a_template_apart() {
     use common::outputs::{fingerprints, pairs};
     let dir = tempfile::tempdir().unwrap();
-    let template = [
-        "Welcome to the example documentation site for every version of the tool",
-        "This manual is maintained by the example project and its many contributors",
-        "Report problems with these pages to the project tracker on the main site",
-        "All text is available under the terms of the free documentation licence",
-        "Built with a static site generator from sources kept in version control",
-        "Search the whole manual from the box at the top of every page of the site",
-        "Older versions of this manual are kept in the archive of earlier releases",
-        "Translations of these pages into other languages are welcome from readers",
-        "The project thanks its sponsors for the servers that host these documents",
-        "Every page of this manual can be printed or saved for reading without a network",
-    ];
-    let words = [
-        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
-        "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra",
-        "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
-    ];
-    let mut records = Vec::new();
-    for page in 0..20usize {
-        let own: Vec<&str> = (0..9)
-            .map(|i| words[(page * 7 + i * i * 3 + i) % 26])
-            .collect();
-        let html = format!(
-            "<html><head><title>Page {page}</title></head><body>{}<div><p>Page {page} says {}.</p></div></body></html>",
-            template.map(|l| format!("<div>{l}</div>")).concat(),
-            own.join(" ")
-        );
-        let url = format!("http://docs.example/page{page}.html");
-        records.push(warc(
-            "response",
-            Some(&url),
-            "application/http; msgtype=response",
-            &http(200, "text/html", html.as_bytes()),
-        ));
-    }
-    let article = "<p>One article of the news site, long enough to be a page of its own, found under several addresses that no rule folds into one.</p>";
-    for copy in 0..8 {
-        let url = format!("http://news.example/story?ref={copy}");
-        records.push(warc(
-            "response",
-            Some(&url),
-            "application/http; msgtype=response",
-            &http(200, "text/html", article.as_bytes()),
-        ));
-    }
-    let path = write(&dir.path().join("site.warc.gz"), &gzip_members(&records));
+    let path = common::corpus::template_site(dir.path());
     let urls_of = |out: &Path| -> BTreeMap<u64, String> {
         fingerprints(out)
             .into_iter()

@@ -113,3 +113,58 @@ pub fn write_parquet_with(
     writer.write(&batch).unwrap();
     writer.close().unwrap();
 }
+
+/// A WARC (`dir/site.warc.gz`) of two hosts, for site templates (issue 38): twenty pages of
+/// `docs.example` that share ten long template lines (no markup names them boilerplate),
+/// each with a short text of its own, and one story of `news.example` under eight URLs.
+pub fn template_site(dir: &Path) -> PathBuf {
+    use neardup_io::web::testing::{gzip_members, http, warc};
+    let template = [
+        "Welcome to the example documentation site for every version of the tool",
+        "This manual is maintained by the example project and its many contributors",
+        "Report problems with these pages to the project tracker on the main site",
+        "All text is available under the terms of the free documentation licence",
+        "Built with a static site generator from sources kept in version control",
+        "Search the whole manual from the box at the top of every page of the site",
+        "Older versions of this manual are kept in the archive of earlier releases",
+        "Translations of these pages into other languages are welcome from readers",
+        "The project thanks its sponsors for the servers that host these documents",
+        "Every page of this manual can be printed or saved for reading without a network",
+    ];
+    let words = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+        "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra",
+        "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
+    ];
+    let mut records = Vec::new();
+    for page in 0..20usize {
+        let own: Vec<&str> = (0..9)
+            .map(|i| words[(page * 7 + i * i * 3 + i) % 26])
+            .collect();
+        let html = format!(
+            "<html><head><title>Page {page}</title></head><body>{}<div><p>Page {page} says {}.</p></div></body></html>",
+            template.map(|l| format!("<div>{l}</div>")).concat(),
+            own.join(" ")
+        );
+        let url = format!("http://docs.example/page{page}.html");
+        records.push(warc(
+            "response",
+            Some(&url),
+            "application/http; msgtype=response",
+            &http(200, "text/html", html.as_bytes()),
+        ));
+    }
+    let article = "<p>One article of the news site, long enough to be a page of its own, found under several addresses that no rule folds into one.</p>";
+    for copy in 0..8 {
+        let url = format!("http://news.example/story?ref={copy}");
+        records.push(warc(
+            "response",
+            Some(&url),
+            "application/http; msgtype=response",
+            &http(200, "text/html", article.as_bytes()),
+        ));
+    }
+    let path = dir.join("site.warc.gz");
+    std::fs::write(&path, gzip_members(&records)).unwrap();
+    path
+}
