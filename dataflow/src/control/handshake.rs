@@ -205,6 +205,7 @@ fn admit(
         Ok(None)
     };
     if stream.set_nonblocking(false).is_err()
+        || stream.set_nodelay(true).is_err()
         || stream.set_read_timeout(Some(HELLO_TIMEOUT)).is_err()
         || stream.set_write_timeout(Some(HELLO_TIMEOUT)).is_err()
     {
@@ -346,6 +347,7 @@ fn follow(
     // Process 0 answers once everyone has arrived: allow its whole wait and some.
     stream
         .set_read_timeout(Some(config.connect_timeout + Duration::from_secs(30)))
+        .and_then(|()| stream.set_nodelay(true))
         .map_err(|e| JobError::Cluster(e.to_string()))?;
     let mut reader = BufReader::new(
         stream

@@ -73,9 +73,17 @@ pub(super) fn resolve(address: &str) -> Result<SocketAddr, JobError> {
         .ok_or_else(|| JobError::Cluster(format!("cannot resolve hostfile address {address:?}")))
 }
 
+/// Sends one line. The control links set `TCP_NODELAY`: their lines are small and answered
+/// (a line held back by Nagle's algorithm waited for the peer's delayed acknowledgement,
+/// 40 ms on Linux, at every exchange: a 2-process job of one document took 66 ms against 8
+/// for one process).
 pub(super) fn send_line(stream: &mut TcpStream, line: &str) -> std::io::Result<()> {
-    stream.write_all(line.as_bytes())?;
-    stream.write_all(b"\n")?;
+    // One write, one segment: the control links set TCP_NODELAY, and a line written in two
+    // pieces would still cost two segments.
+    let mut buffer = Vec::with_capacity(line.len() + 1);
+    buffer.extend_from_slice(line.as_bytes());
+    buffer.push(b'\n');
+    stream.write_all(&buffer)?;
     stream.flush()
 }
 

@@ -84,6 +84,7 @@ fn connect_mesh(
     };
     let io = |e: std::io::Error| format!("{address}: {e}");
     stream.set_read_timeout(Some(HELLO_TIMEOUT)).map_err(io)?;
+    stream.set_nodelay(true).map_err(io)?;
     let mut stream = stream;
     let mut reader = BufReader::new(stream.try_clone().map_err(io)?);
     let theirs = read_line(&mut reader)
@@ -167,6 +168,7 @@ fn open_mesh(
 ) -> Result<(usize, Joined), String> {
     let io = |e: std::io::Error| e.to_string();
     stream.set_nonblocking(false).map_err(io)?;
+    stream.set_nodelay(true).map_err(io)?;
     stream.set_read_timeout(Some(HELLO_TIMEOUT)).map_err(io)?;
     stream.set_write_timeout(Some(HELLO_TIMEOUT)).map_err(io)?;
     let mut stream = stream;
