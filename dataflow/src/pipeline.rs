@@ -92,14 +92,9 @@ fn learn_site_templates(worker: &mut Worker, ctx: &Rc<WorkerCtx>) {
     }
     let pass = Rc::new(ctx.pass());
     let templates = crate::stages::templates::learn_templates(worker, pass.clone());
-    let done = pass.report.take();
+    let done = ctx.absorb_pass(&pass);
     let mut report = ctx.report.borrow_mut();
-    report.errors.extend(done.errors);
     report.sorts.extend(done.sorts);
-    for (stage, secs) in done.stage_seconds {
-        report.stage_done(&stage, secs);
-    }
-    report.add_network(pass.network.bytes());
     if ctx.index == 0 {
         // Every worker learns the same templates: worker 0 counts them.
         report.template_hosts = templates.hosts() as u64;
@@ -295,15 +290,10 @@ fn search_kept_documents(
         crate::stages::substrings::find_substrings(docs, pass.clone(), job);
     });
     run_to_completion(worker);
-    let done = pass.report.take();
+    let done = ctx.absorb_pass(&pass);
     let mut report = ctx.report.borrow_mut();
-    report.errors.extend(done.errors);
     report.parts.extend(done.parts);
     report.substrings = done.substrings;
-    for (stage, secs) in done.stage_seconds {
-        report.stage_done(&stage, secs);
-    }
-    report.add_network(pass.network.bytes());
 }
 
 /// Steps the worker until every dataflow installed is complete. (A worker without

@@ -167,6 +167,20 @@ impl WorkerCtx {
         }
     }
 
+    /// Takes what a pass of its own ([`Self::pass`]) reported and adds its errors, stage
+    /// times and network bytes to this worker's report; returns the rest of the pass's
+    /// report (its parts, sorts, counts), for the caller to take what it owns.
+    pub fn absorb_pass(&self, pass: &WorkerCtx) -> WorkerReport {
+        let mut done = pass.report.take();
+        let mut report = self.report.borrow_mut();
+        report.errors.append(&mut done.errors);
+        for (stage, secs) in std::mem::take(&mut done.stage_seconds) {
+            report.stage_done(&stage, secs);
+        }
+        report.add_network(pass.network.bytes());
+        done
+    }
+
     /// The part number of this worker's output files.
     pub fn part(&self) -> usize {
         self.index

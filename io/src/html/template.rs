@@ -165,17 +165,6 @@ impl SiteTemplates {
     pub fn blocks(&self) -> usize {
         self.blocks
     }
-
-    /// Every `(host, block)` pair, sorted.
-    pub fn pairs(&self) -> Vec<(u64, u64)> {
-        let mut pairs: Vec<(u64, u64)> = self
-            .hosts
-            .iter()
-            .flat_map(|(&h, blocks)| blocks.iter().map(move |&b| (h, b)))
-            .collect();
-        pairs.sort_unstable();
-        pairs
-    }
 }
 
 /// Site templates shared by every reader of a run: cheap to clone, and comparable and
@@ -276,6 +265,5 @@ mod tests {
         assert!(t.of_url(Some("http://A.example/x?y")).holds_line(line));
         assert!(!t.of_url(Some("http://b.example/x")).holds_line(line));
         assert!(!t.of_url(None).holds_line(line));
-        assert_eq!(t.pairs(), vec![(a, block_hash(line))]);
     }
 }
