@@ -219,6 +219,49 @@ def watch_spill(path, peak, stop):
         stop.wait(1.0)
 
 
+def rss_of_tree(pid):
+    """Resident bytes of `pid` and its descendants (here: /usr/bin/time and neardup)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return total
+
+
+def watch_rss(pid, samples, stop):
+    """Samples the run's resident memory twice a second: (seconds from start, bytes)."""
+    started = time.time()
+    while not stop.is_set():
+        samples.append((time.time() - started, rss_of_tree(pid)))
+        stop.wait(0.5)
+
+
+def rss_by_stage(samples, stage_seconds):
+    """The largest sample in each stage's span. `stage_seconds` holds when each stage
+    ended, in seconds from the start (summary.json); a stage spans from the previous end
+    to its own, stages that end together sharing one span."""
+    ends = sorted((t, name) for name, t in (stage_seconds or {}).items() if name != "total")
+    spans, start = {}, 0.0
+    for end, name in ends:
+        spans[name] = (start, end)
+        if end > start:
+            start = end
+    peak_t, peak = max(samples, key=lambda s: s[1], default=(0.0, 0))
+    out = {name: round(max((b for t, b in samples if lo < t <= hi or t == lo == 0.0),
+                             default=0) / 2**20)
+           for name, (lo, hi) in spans.items()}
+    during = next((name for end, name in ends if peak_t <= end), "after the stages")
+    return out, {"seconds": round(peak_t, 1), "mb": round(peak / 2**20), "stage": during}
+
+
 def run(opts):
     with open(os.path.join(opts.data, "corpus.json")) as f:
         meta = json.load(f)
@@ -234,16 +277,23 @@ def run(opts):
     watcher = threading.Thread(target=watch_spill, args=(spill, peak, stop), daemon=True)
     watcher.start()
     started = time.time()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    samples = []
+    sampler = threading.Thread(target=watch_rss, args=(child.pid, samples, stop), daemon=True)
+    sampler.start()
+    stdout, stderr = child.communicate()
+    done = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
     wall = time.time() - started
     stop.set()
     watcher.join()
+    sampler.join()
     if done.returncode != 0:
         sys.exit(f"neardup failed ({done.returncode}):\n{done.stderr[-3000:]}")
     rss_kb = next(int(line.split(":")[1]) for line in done.stderr.splitlines()
                   if "Maximum resident set size" in line)
     with open(os.path.join(output, "summary.json")) as f:
         summary = json.load(f)
+    by_stage, peak_at = rss_by_stage(samples, summary.get("stage_seconds"))
     per_copy, between = quality(output, meta.get("excluded_ids", ()))
     base = per_copy.get(0)
     worst = {m: max(abs(q[m] - base[m]) for q in per_copy.values()) for m in ("recall", "precision")}
@@ -255,6 +305,8 @@ def run(opts):
         "spilled_bytes": summary["counts"].get("spilled_bytes"),
         "stage_seconds": summary.get("stage_seconds"),
         "plan": summary.get("memory", summary.get("search_plan")),
+        "search_plan": summary.get("search_plan"),
+        "rss_by_stage_mb": by_stage, "rss_peak_sampled": peak_at,
         "pairs_between_copies": len(between),
         "between_copies": between[:20],
         "copy0": base, "copies_scored": len(per_copy),
