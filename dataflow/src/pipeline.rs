@@ -18,8 +18,7 @@ use crate::plan::home::HomeTable;
 use crate::report::{JobSummary, WorkerReport};
 use crate::stages::cluster_rows::{count_duplicate_ids, write_clusters};
 use crate::stages::clusters::{
-    gather_edges, local_forest, make_stars, merge_forests, prefer_canonical_hosts, Gathered,
-    KeepRanks, RemovedAtHome,
+    local_forest, merge_forests, prefer_canonical_hosts, probes_unlinked, KeepRanks, RemovedAtHome,
 };
 use crate::stages::exact::fold_exact;
 use crate::stages::fingerprint::fingerprint;
@@ -29,6 +28,7 @@ use crate::stages::pairs::write_pairs;
 use crate::stages::read::read_units;
 use crate::stages::read::read_units_after;
 use crate::stages::split::{split_docs, DocStreams};
+use crate::stages::stars;
 use crate::stages::verify::{verify, ShingleSets};
 use crate::stages::verify_inputs::{
     collect_sets, mark_needed, set_store, verify_from_store, Needed, SharedStore,
@@ -201,16 +201,22 @@ fn near_duplicates<'s>(
         crate::stages::urls::count_cross_host(docs.clone(), edges.clone(), ctx.clone());
     }
     let keep_ranks = KeepRanks::default();
-    let forest = local_forest(edges, ctx.clone());
     let mut assignments = if config.cluster.stars() {
-        // Worker 0 gathers the edges, has the unlinked pairs worth it verified where the
-        // documents' sets are, and makes the stars.
-        let gathered = Gathered::default();
-        let unlinked = gather_edges(forest, ctx.clone(), gathered.clone());
+        // Worker 0 labels the edges with their components, has each component's unlinked
+        // pairs worth it verified where the documents' sets are, and makes the stars a
+        // component at a time.
+        let components = stars::Components::default();
+        let (labelled, mut unlinked) =
+            stars::label_components(edges, ctx.clone(), components.clone());
+        let mut labelled = labelled;
+        if probes_unlinked(config) {
+            (labelled, unlinked) =
+                stars::probe_components(labelled, ctx.clone(), components.clone());
+        }
         let verified = verifier.verify(unlinked, ctx, false);
-        make_stars(verified, ctx.clone(), gathered)
+        stars::make_stars(labelled, verified, ctx.clone(), components)
     } else {
-        merge_forests(forest, ctx.clone(), keep_ranks.clone())
+        merge_forests(local_forest(edges), ctx.clone(), keep_ranks.clone())
     };
     if urls_known {
         let mirroring =

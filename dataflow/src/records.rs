@@ -216,9 +216,6 @@ pub enum ForestMsg {
     Link { doc: u64, root: u64 },
     /// The keep rank of a document in some cluster.
     Rank { doc: u64, rank: u64 },
-    /// A whole edge, with what the run measured of it (stars need every edge, not a
-    /// forest).
-    Edge(Edge),
 }
 
 /// A clustered document's final assignment, sent to the document's home worker.

@@ -202,6 +202,26 @@ fn spilled_sorts_give_the_outputs_of_memory() {
                     "simhash verifies nothing"
                 );
             }
+            // Stars: the edges sorted twice (three times where MinHash's unlinked pairs are
+            // probed), labelled by component; the verified unlinked pairs join them.
+            if !components {
+                let edges = &sorts["stars edges"];
+                assert!(edges.runs > 0 && edges.records > 0, "{edges:?}");
+                let stars = &sorts["stars"];
+                assert!(
+                    stars.runs > 0 && stars.records >= edges.records,
+                    "{stars:?}"
+                );
+                match sorts.get("stars probes") {
+                    Some(probes) => assert_eq!(probes.records, edges.records),
+                    None => assert!(!minhash, "MinHash verified probes the unlinked pairs"),
+                }
+            } else {
+                assert!(
+                    !sorts.contains_key("stars edges"),
+                    "components need no stars"
+                );
+            }
             // Every document's number, and the assignment of each clustered one.
             assert_eq!(
                 sorts["clusters"].records,

@@ -159,6 +159,14 @@ impl<T: SpillRecord> ExternalSort<T> {
 
     /// Adds a record, writing a run first if the budget is full.
     pub fn push(&mut self, record: T) -> io::Result<()> {
+        if self.buffer.capacity() == 0 && self.budget < usize::MAX {
+            // Room for a full budget at once. A `Vec` that doubles as it fills holds up to
+            // twice what it uses (measured: the exact stage's sorts held 1.38 times their
+            // budget); pages of the room not yet written are not resident. Where the room
+            // cannot be had, the `Vec` grows as usual.
+            let room = self.budget / std::mem::size_of::<T>().max(1) + 1;
+            let _ = self.buffer.try_reserve_exact(room);
+        }
         self.used += record.memory_bytes();
         self.buffer.push(record);
         self.records += 1;

@@ -73,15 +73,27 @@ pub const MIN_PARTITION_ENTRIES: u64 = 1 << 14;
 /// held fingerprints take the rest.
 pub const EXACT_SORT_SHARE: f64 = 0.25;
 /// The share for the pairs table's sort (its rows, by pair, while the pairs are found).
-pub const PAIRS_SORT_SHARE: f64 = 0.1;
+///
+/// This sort, the stars', the clusters table's and the duplicate ids' hold records of a
+/// few fixed-size numbers that grow with the documents or pairs; a run of them is written
+/// and merged sequentially, so a small budget costs little, and it is full by a few
+/// million documents: past that the process's memory stays where it is as the corpus
+/// grows (`scripts/bench/size.py`, docs/performance.md). Until 2026-11-27 they had 0.1,
+/// 0.1 and 0.05, and the peak grew by 0.6 GB from 10 to 50 GB of text under
+/// `--memory-limit 4G`.
+pub const PAIRS_SORT_SHARE: f64 = 0.03;
+/// The share of worker 0's part of the limit each sort of the stars keeps
+/// ([`crate::stages::stars`]): the edges while they are found, then, one after another,
+/// the edges by component (twice where unlinked pairs are verified).
+pub const STARS_SORT_SHARE: f64 = 0.03;
 /// The share for MinHash mode's fold of identical signatures (the representatives, sorted
 /// by signature after the exact stage's walk).
 pub const SIGNATURES_SORT_SHARE: f64 = 0.25;
 /// The share of a worker's part of the limit that the clusters table's sort keeps (the
 /// home's document numbers, sorted while the corpus is read, and the assignments).
-pub const CLUSTER_ROWS_SORT_SHARE: f64 = 0.1;
+pub const CLUSTER_ROWS_SORT_SHARE: f64 = 0.03;
 /// The share for the duplicate-id count's sort (a hash per document with an id).
-pub const IDS_SORT_SHARE: f64 = 0.05;
+pub const IDS_SORT_SHARE: f64 = 0.01;
 /// The share of process 0's limit each sort of `--write-dedup` keeps in memory
 /// ([`neardup_io::run_dir::RemovedRows`]): it runs after the job, alone, one sort filling
 /// at a time.

@@ -1,13 +1,9 @@
 //! Clusters: the kept documents, and writing `clusters/`.
 //!
-//! Stars (`--cluster verified`, the default, and `--cluster star`): every worker sends its
-//! edges, with what was measured of them (the Hamming distance, the verified Jaccard
-//! similarity), to worker 0, which builds the clusters around their kept documents with
-//! [`neardup_core::star`], so that every removed document is a pair of the run with the
-//! one kept in its place, and sends each clustered document's assignment (its kept
-//! document and their similarity) to its home worker. Worker 0 also counts what connected
-//! components of the same edges would remove, for summary.json's `removal`. The edges are
-//! sorted first, so the clusters do not depend on the order they arrived in.
+//! Stars (`--cluster verified`, the default, and `--cluster star`) are made in
+//! [`crate::stages::stars`], one connected component at a time: every removed document is
+//! a pair of the run with the one kept in its place. This module holds what both kinds of
+//! clusters share: [`Tally`], what they add up to for summary.json.
 //!
 //! Components (`--cluster components`): each worker runs union-find over the edges it found and sends only its
 //! forest (one link per document it saw, fewer than its edges) to worker 0, which runs
@@ -34,40 +30,28 @@ use timely::dataflow::StreamVec;
 
 use crate::config::{ClusterMode, SUMMARY_TOP};
 use crate::operators::CollectComplete;
-use crate::records::{Assignment, Edge, EdgeKind, ForestMsg};
+use crate::records::{Assignment, Edge, ForestMsg};
 use crate::report::{ClusterInfo, Removal};
 use crate::worker::WorkerCtx;
-use neardup_core::star::{components_would_remove, stars, unlinked_pairs, Centers, Link, Member};
-use neardup_core::Method;
 
-/// Local union-find over this worker's edges; emits its forest and the ranks of the
-/// documents in it. Under stars (`--cluster verified`, `star`) it emits the edges
-/// themselves, with what was measured of them.
-pub fn local_forest<'s>(
-    edges: StreamVec<'s, u64, Edge>,
-    ctx: Rc<WorkerCtx>,
-) -> StreamVec<'s, u64, ForestMsg> {
-    let stars = ctx.shared.config.cluster.stars();
-    let state: (UnionFind, HashMap<u64, u64>, Vec<ForestMsg>) = Default::default();
+/// Local union-find over this worker's edges (`--cluster components`); emits its forest
+/// and the ranks of the documents in it.
+pub fn local_forest<'s>(edges: StreamVec<'s, u64, Edge>) -> StreamVec<'s, u64, ForestMsg> {
+    let state: (UnionFind, HashMap<u64, u64>) = Default::default();
     edges.collect_complete(
         Pipeline,
         "LocalForest",
         state,
-        move |(uf, ranks, kept_edges), data| {
+        move |(uf, ranks), data| {
             for e in data.drain(..) {
-                if stars {
-                    kept_edges.push(ForestMsg::Edge(e));
-                } else {
-                    uf.union(e.a, e.b);
-                }
+                uf.union(e.a, e.b);
                 ranks.insert(e.a, e.rank_a);
                 ranks.insert(e.b, e.rank_b);
             }
         },
-        |(mut uf, ranks, kept_edges), session| {
+        |(mut uf, ranks), session| {
             // Everything is moved out, so this worker's forest is freed before worker 0
             // builds the merged one.
-            session.give_iterator(kept_edges.into_iter());
             let links = uf.forest_edges();
             drop(uf);
             session.give_iterator(
@@ -110,7 +94,6 @@ pub fn merge_forests<'s>(
                     ForestMsg::Rank { doc, rank } => {
                         ranks.insert(doc, rank);
                     }
-                    ForestMsg::Edge(_) => unreachable!("components send forests"),
                 }
             }
         },
@@ -120,7 +103,13 @@ pub fn merge_forests<'s>(
             }
             let members = uf.components_by_min();
             drop(uf);
-            let assignments = assign(by_rank(members, &ranks), None, &ctx);
+            let (mut assignments, removed) = by_rank(members, &ranks);
+            let mut tally = Tally {
+                components_would_remove: removed,
+                ..Tally::default()
+            };
+            tally.add(&mut assignments);
+            tally.report(&ctx);
             if ctx.shared.config.keep.prefers_canonical_hosts() {
                 *keep_ranks.borrow_mut() = ranks;
             }
@@ -130,100 +119,11 @@ pub fn merge_forests<'s>(
     )
 }
 
-/// What worker 0 holds under stars between gathering the edges ([`gather_edges`]) and
-/// making the stars ([`make_stars`]): the ranks, the links (sorted), and how many unlinked
-/// pairs it sent to be verified.
-pub type Gathered = Rc<RefCell<(HashMap<u64, u64>, Vec<Link>, u64)>>;
-
-/// Whether the clustering verifies pairs the search did not find ([`unlinked_pairs`]):
+/// Whether the clustering verifies pairs the search did not find ([`neardup_core::star::unlinked_pairs`]):
 /// under `--cluster verified`, when a search by bands (which misses some pairs above its
 /// threshold) has its pairs verified.
 pub fn probes_unlinked(config: &crate::config::JobConfig) -> bool {
     config.cluster == ClusterMode::Verified && config.lsh.is_some() && config.verify.is_some()
-}
-
-/// Worker 0, under stars: gathers every edge, with what was measured of it, and every rank.
-/// With [`probes_unlinked`] it sends the unlinked pairs worth verifying, as edges (to
-/// verification, then [`make_stars`]); the rest waits in `gathered`.
-pub fn gather_edges<'s>(
-    forest: StreamVec<'s, u64, ForestMsg>,
-    ctx: Rc<WorkerCtx>,
-    gathered: Gathered,
-) -> StreamVec<'s, u64, Edge> {
-    let state: (HashMap<u64, u64>, Vec<Link>) = Default::default();
-    forest.collect_complete(
-        Exchange::new(ctx.meter("clusters", |_: &ForestMsg| 0)),
-        "GatherEdges",
-        state,
-        |(ranks, links), data| {
-            for msg in data.drain(..) {
-                match msg {
-                    ForestMsg::Edge(edge) => links.push(edge.link()),
-                    ForestMsg::Rank { doc, rank } => {
-                        ranks.insert(doc, rank);
-                    }
-                    ForestMsg::Link { .. } => unreachable!("stars send edges"),
-                }
-            }
-        },
-        move |(ranks, mut links), session| {
-            // The same clusters whatever order the edges came in.
-            links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
-            let probes = match probes_unlinked(&ctx.shared.config) {
-                true => unlinked_pairs(&ranks, &links),
-                false => Vec::new(),
-            };
-            let rank = |doc: u64| (doc, ranks.get(&doc).copied().unwrap_or(u64::MAX));
-            session.give_iterator(
-                probes
-                    .iter()
-                    .map(|&(a, b)| Edge::new(rank(a), rank(b), 0, EdgeKind::Near)),
-            );
-            *gathered.borrow_mut() = (ranks, links, probes.len() as u64);
-        },
-    )
-}
-
-/// Worker 0, under stars: the gathered edges, and the unlinked pairs that passed
-/// verification, make the stars ([`neardup_core::star`]); each clustered document's
-/// assignment goes to its home.
-pub fn make_stars<'s>(
-    verified: StreamVec<'s, u64, Edge>,
-    ctx: Rc<WorkerCtx>,
-    gathered: Gathered,
-) -> StreamVec<'s, u64, Assignment> {
-    verified.collect_complete(
-        Exchange::new(ctx.meter("clusters", |_: &Edge| 0)),
-        "MakeStars",
-        Vec::<Link>::new(),
-        |found, data| found.extend(data.drain(..).map(|e| e.link())),
-        move |mut found, session| {
-            let (ranks, mut links, probed) = std::mem::take(&mut *gathered.borrow_mut());
-            found.sort_unstable_by_key(|l| (l.a, l.b));
-            let probes = Probes {
-                pairs: probed,
-                verified: found.len() as u64,
-            };
-            links.append(&mut found);
-            let centers = match ctx.shared.config.cluster {
-                ClusterMode::Star => Centers::Rank,
-                _ => Centers::Coverage,
-            };
-            let members = stars(&ranks, &links, centers);
-            let components = components_would_remove(&links);
-            drop(links);
-            let simhash = matches!(ctx.shared.config.scheme.method, Method::Simhash(_));
-            let assignments = assign(from_stars(members, simhash, components), Some(probes), &ctx);
-            session.give_iterator(assignments.into_iter());
-            ctx.stage_done("cluster");
-        },
-    )
-}
-
-/// Unlinked pairs the clustering sent to be verified, and those that passed.
-struct Probes {
-    pairs: u64,
-    verified: u64,
 }
 
 /// Components' assignments: each cluster's kept document is its smallest `(rank, doc_id)`.
@@ -254,79 +154,75 @@ fn by_rank(members: Vec<(u64, u64)>, ranks: &HashMap<u64, u64>) -> (Vec<Assignme
     (assignments, removed)
 }
 
-/// Stars' assignments (the Hamming distance only in simhash mode: MinHash pairs have none),
-/// and what components would have removed.
-fn from_stars(members: Vec<Member>, simhash: bool, components: u64) -> (Vec<Assignment>, u64) {
-    let assignments = members
-        .into_iter()
-        .map(|m| Assignment {
-            doc_id: m.doc,
-            cluster_id: m.cluster,
-            cluster_size: 0,
-            keep: m.kept == m.doc,
-            kept_doc_id: m.kept,
-            hamming: m.hamming.filter(|_| simhash),
-            jaccard: m.jaccard,
-        })
-        .collect();
-    (assignments, components)
+/// What the clusters add up to, for summary.json: the clusters, the largest of them and
+/// the evidence for the removals, gathered whole clusters at a time (the stars give one
+/// connected component at a time).
+#[derive(Default)]
+pub struct Tally {
+    /// What connected components over the same links would remove.
+    pub components_would_remove: u64,
+    /// Unlinked pairs the clustering sent to be verified, and those that passed.
+    pub probes_checked: u64,
+    pub probes_verified: u64,
+    clusters: u64,
+    clustered: u64,
+    largest: Vec<ClusterInfo>,
+    lowest_jaccard: Option<f32>,
+    highest_hamming: Option<u8>,
+    removed_unmeasured: u64,
 }
 
-/// Fills in the cluster sizes, and reports the clusters and the evidence for the removals
-/// (`probes`: under stars).
-fn assign(
-    (mut assignments, components_would_remove): (Vec<Assignment>, u64),
-    probes: Option<Probes>,
-    ctx: &WorkerCtx,
-) -> Vec<Assignment> {
-    let mut size: HashMap<u64, u32> = HashMap::default();
-    for a in &assignments {
-        *size.entry(a.cluster_id).or_default() += 1;
-    }
-    for a in &mut assignments {
-        a.cluster_size = size[&a.cluster_id];
-    }
-    let mut report = ctx.report.borrow_mut();
-    report.clusters = size.len() as u64;
-    report.clustered_documents = assignments.len() as u64;
-    let mut largest: Vec<ClusterInfo> = size
-        .iter()
-        .map(|(&c, &s)| ClusterInfo {
+impl Tally {
+    /// Fills in the cluster sizes of `assignments`, which hold every document of their
+    /// clusters, and counts them.
+    pub fn add(&mut self, assignments: &mut [Assignment]) {
+        let mut size: HashMap<u64, u32> = HashMap::default();
+        for a in assignments.iter() {
+            *size.entry(a.cluster_id).or_default() += 1;
+        }
+        for a in assignments.iter_mut() {
+            a.cluster_size = size[&a.cluster_id];
+        }
+        self.clusters += size.len() as u64;
+        self.clustered += assignments.len() as u64;
+        self.largest.extend(size.iter().map(|(&c, &s)| ClusterInfo {
             cluster_id: c,
             size: s as u64,
-        })
-        .collect();
-    largest.sort_by(|a, b| b.size.cmp(&a.size).then(a.cluster_id.cmp(&b.cluster_id)));
-    largest.truncate(SUMMARY_TOP);
-    report.largest_clusters = largest;
-    let mut removal = removal(
-        &assignments,
-        ctx.shared.config.cluster,
-        components_would_remove,
-    );
-    if let Some(probes) = probes {
-        removal.unlinked_pairs_checked = probes.pairs;
-        removal.unlinked_pairs_verified = probes.verified;
+        }));
+        if self.largest.len() > 4 * SUMMARY_TOP {
+            self.keep_largest();
+        }
+        for a in assignments.iter().filter(|a| !a.keep) {
+            if let Some(j) = a.jaccard {
+                self.lowest_jaccard = Some(self.lowest_jaccard.map_or(j, |l| l.min(j)));
+            }
+            self.highest_hamming = self.highest_hamming.max(a.hamming);
+            self.removed_unmeasured += u64::from(a.hamming.is_none() && a.jaccard.is_none());
+        }
     }
-    report.removal = Some(removal);
-    assignments
-}
 
-/// summary.json's `removal`: the lowest similarity between a removed document and its kept
-/// one, and how many removals have none measured.
-fn removal(assignments: &[Assignment], mode: ClusterMode, components_would_remove: u64) -> Removal {
-    let removed = || assignments.iter().filter(|a| !a.keep);
-    let lowest_jaccard = removed().filter_map(|a| a.jaccard).reduce(f32::min);
-    Removal {
-        rule: mode.name().to_string(),
-        components_would_remove,
-        lowest_jaccard,
-        highest_hamming: removed().filter_map(|a| a.hamming).max(),
-        removed_unmeasured: removed()
-            .filter(|a| a.hamming.is_none() && a.jaccard.is_none())
-            .count() as u64,
-        unlinked_pairs_checked: 0,
-        unlinked_pairs_verified: 0,
+    fn keep_largest(&mut self) {
+        let largest = &mut self.largest;
+        largest.sort_by(|a, b| b.size.cmp(&a.size).then(a.cluster_id.cmp(&b.cluster_id)));
+        largest.truncate(SUMMARY_TOP);
+    }
+
+    /// Writes the totals into the worker's report.
+    pub fn report(mut self, ctx: &WorkerCtx) {
+        self.keep_largest();
+        let mut report = ctx.report.borrow_mut();
+        report.clusters = self.clusters;
+        report.clustered_documents = self.clustered;
+        report.largest_clusters = self.largest;
+        report.removal = Some(Removal {
+            rule: ctx.shared.config.cluster.name().to_string(),
+            components_would_remove: self.components_would_remove,
+            lowest_jaccard: self.lowest_jaccard,
+            highest_hamming: self.highest_hamming,
+            removed_unmeasured: self.removed_unmeasured,
+            unlinked_pairs_checked: self.probes_checked,
+            unlinked_pairs_verified: self.probes_verified,
+        });
     }
 }
 

@@ -14,7 +14,8 @@
 //! | | [`verify_inputs`] | the same within bounded memory: the sets made again from the inputs, for the documents in pairs, sorted on disk |
 //! | urls | [`urls`] | pair documents with the same normalized URL (`url`); count cross-host pairs |
 //! | pairs | [`pairs`] | write `pairs/` |
-//! | clusters | [`clusters`] | union-find or stars, the kept document |
+//! | clusters | [`clusters`] | union-find components, the kept document; what the clusters add up to |
+//! | | [`stars`] | stars, one connected component at a time, from the edges sorted by component |
 //! | | [`cluster_rows`] | `clusters/`, a row per document at its home, by an external sort; the duplicate-id count |
 //! | mirrors | [`mirrors`] | mirror hosts from clusters and URLs: `mirrors/`, `hosts/` |
 //! | substrings | [`substrings`] | repeated passages: suffix arrays per worker, windows meet by key, `substrings/` |
@@ -30,6 +31,7 @@ pub mod pairs;
 pub mod read;
 pub mod revisits;
 pub mod split;
+pub mod stars;
 pub mod substring_spill;
 pub mod substrings;
 pub mod templates;

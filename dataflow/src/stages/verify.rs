@@ -33,7 +33,7 @@ use crate::worker::WorkerCtx;
 /// Removes repeated candidates and, when verification is on, keeps only pairs whose exact
 /// Jaccard similarity reaches `--min-jaccard` (annotating each with it). `search`: the
 /// candidates are the search's, counted as pairs and rejections; otherwise they are the
-/// pairs the clustering asks about ([`crate::stages::clusters::gather_edges`]), which it
+/// pairs the clustering asks about ([`crate::stages::stars::probe_components`]), which it
 /// counts itself.
 pub fn verify<'s>(
     candidates: StreamVec<'s, u64, Edge>,

@@ -9,10 +9,18 @@
 //! and rounds cannot help. Past that the search spills: its entries go to partition files
 //! sized so that the largest one read back fits the worker's share of the limit.
 //!
+//! The search plans within [`SEARCH_SHARE`] of the process's limit, not all of it: the
+//! job's external sorts (exact folding, pairs, the clusters table, the duplicate ids) and
+//! the fingerprints held for later rounds have their own shares of the same limit and may
+//! be full while the search runs, so the shares add up to at most the limit. A search
+//! that fits its share runs in memory; one that does not spills, and its partitions fill
+//! the same share however large the corpus. So the search's memory grows with the corpus
+//! only until it reaches its share, and stays there.
+//!
 //! The estimate is deliberately simple and on the high side: it counts the bytes each
 //! structure of the search holds per record and per fingerprint (constants below, measured
 //! on 10M fingerprints with one worker: 1.06 GB peak for the whole process, where the
-//! estimate says 1.5 GB).
+//! estimate says 1.3 GB).
 
 use crate::stages::near::spill::{
     SpillShape, MAX_BUFFER_BYTES, MAX_PARTITION_BITS, MIN_BUFFER_BYTES,
@@ -25,24 +33,30 @@ pub const RECORD_BYTES: u64 = 96;
 pub const ENTRY_BYTES: u64 = 16;
 /// Bytes per fingerprint waiting to be entered in a later round (its id, fingerprint, rank).
 pub const WAITING_BYTES: u64 = 24;
-/// Bytes per document that the rest of the job holds while the search runs: its id on its
-/// home worker until the clusters are written (8, up to 16 while the list grows). The
-/// limit is for the whole process, so the search plans within what these leave.
-pub const DOCUMENT_BYTES: u64 = 16;
-/// The least share of a worker's part of the limit a spilled search plans for, whatever
-/// the documents take (below it, a warning).
-pub const MIN_SEARCH_SHARE: f64 = 0.25;
+/// The share of a process's `--memory-limit` the table search plans within. The other
+/// shares of the limit, any of which may be full while the search runs: the exact
+/// stage's sort ([`EXACT_SORT_SHARE`](crate::config::EXACT_SORT_SHARE), 0.25), the
+/// pairs' (0.03), the stars' edges (0.03), the clusters table's (0.03), the duplicate
+/// ids' (0.01), the fingerprints held for later rounds ([`HELD_SHARE`], 0.03): 0.38 in
+/// all; the rest is left for timely's queues, the batches being read, and the stars'
+/// union-find. (Until 2026-11-27 the search took the whole limit when it fitted in
+/// memory and what the documents' ids left when it spilled, so its memory kept growing
+/// with the corpus.)
+pub const SEARCH_SHARE: f64 = 0.3;
 
 /// Bytes per entry of a spilled partition while it is searched: the record read back (40),
 /// its value and lanes (16), and the grouping keys with their sort buffer (16), rounded up.
 pub const PARTITION_ENTRY_BYTES: u64 = 80;
-/// Shares of a worker's part of the limit when spilling: the partition being searched
-/// (up to twice the average before it is split again), the partition files' write buffers,
-/// and the fingerprints held for the rounds to come. The rest is left for timely's queues
-/// and the pairs.
-pub const PARTITION_SHARE: f64 = 0.25;
+/// Shares of a worker's part of the search's share ([`SEARCH_SHARE`]) when spilling: the
+/// average partition being searched (a partition may reach twice the average before it is
+/// split again: 0.8) and the partition files' write buffers (0.2).
+pub const PARTITION_SHARE: f64 = 0.4;
 pub const BUFFER_SHARE: f64 = 0.2;
-pub const HELD_SHARE: f64 = 0.1;
+/// The share of a worker's part of the whole limit for the fingerprints held for the
+/// rounds to come, while the corpus is read (beyond it they spill, and are read back
+/// once per round; small for the reason given at
+/// [`PAIRS_SORT_SHARE`](crate::config::PAIRS_SORT_SHARE)).
+pub const HELD_SHARE: f64 = 0.03;
 
 /// The plan: rounds, and how to spill if memory does not fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,13 +119,18 @@ impl SearchShape {
         };
         records
             .saturating_mul(RECORD_BYTES)
-            .saturating_add(entries.saturating_mul(ENTRY_BYTES + DOCUMENT_BYTES))
+            .saturating_add(entries.saturating_mul(ENTRY_BYTES))
             .saturating_add(waiting)
     }
 
-    /// The plan: `fixed` rounds if given, else the fewest whose estimate fits `limit`; if
-    /// the estimate of those rounds (or of one round, when none fits) is over the limit,
-    /// the search spills.
+    /// The bytes of this process the search plans within: [`SEARCH_SHARE`] of `limit`.
+    pub fn search_bytes(limit: u64) -> u64 {
+        (limit as f64 * SEARCH_SHARE) as u64
+    }
+
+    /// The plan: `fixed` rounds if given, else the fewest whose estimate fits the search's
+    /// share of `limit` ([`Self::search_bytes`]); if the estimate of those rounds (or of
+    /// one round, when none fits) is over it, the search spills.
     pub fn choose(&self, fixed: Option<usize>, limit: Option<u64>) -> Choice {
         let lanes = self.lanes.max(1);
         let in_memory = |rounds: usize| Choice {
@@ -122,13 +141,14 @@ impl SearchShape {
         let Some(limit) = limit else {
             return in_memory(fixed.unwrap_or(1).clamp(1, lanes));
         };
+        let search = Self::search_bytes(limit);
         let rounds = match fixed {
             Some(rounds) => rounds.clamp(1, lanes),
             None => (1..=lanes)
-                .find(|&r| self.estimate(r) <= limit)
+                .find(|&r| self.estimate(r) <= search)
                 .unwrap_or(1),
         };
-        if self.estimate(rounds) <= limit {
+        if self.estimate(rounds) <= search {
             return in_memory(rounds);
         }
         let (spill, warning) = self.spill_shape(rounds, limit);
@@ -140,15 +160,13 @@ impl SearchShape {
     }
 
     /// How each worker spills `rounds` rounds within `limit`: partitions of each table
-    /// small enough that the one being searched fits [`PARTITION_SHARE`] of what the
-    /// worker's part of the limit leaves after its documents' ids, with write buffers
-    /// sharing [`BUFFER_SHARE`] of it.
+    /// small enough that the one being searched fits [`PARTITION_SHARE`] of the worker's
+    /// part of the search's share of the limit, with write buffers sharing
+    /// [`BUFFER_SHARE`] of it.
     pub fn spill_shape(&self, rounds: usize, limit: u64) -> (SpillShape, Option<String>) {
-        let share = limit as f64 / self.workers_here.max(1) as f64;
+        let budget = Self::search_bytes(limit) as f64 / self.workers_here.max(1) as f64;
         // Every (fingerprint, table) entry goes to exactly one worker.
         let per_table = self.fingerprints.div_ceil(self.workers.max(1) as u64);
-        let documents = (per_table * DOCUMENT_BYTES) as f64;
-        let budget = (share - documents).max(share * MIN_SEARCH_SHARE);
         let planned = (budget * PARTITION_SHARE / PARTITION_ENTRY_BYTES as f64) as u64;
         let max_entries = planned.max(self.min_partition_entries.max(1));
         let mut bits = 0;
@@ -165,8 +183,7 @@ impl SearchShape {
             // Keys are not uniform: allow twice the average before splitting again.
             max_entries: 2 * max_entries,
         };
-        let cramped = share - documents < share * MIN_SEARCH_SHARE;
-        let warning = (planned < self.min_partition_entries || cramped).then(|| {
+        let warning = (planned < self.min_partition_entries).then(|| {
             format!(
                 "--memory-limit {} is below what the spilled table search needs to work in (about {} per process): it goes ahead, using more",
                 human_bytes(limit),
@@ -188,8 +205,7 @@ impl SearchShape {
         ) as u64);
         let per_worker = shape.max_entries * PARTITION_ENTRY_BYTES
             + files * shape.buffer_bytes as u64
-            + held * (WAITING_BYTES + 8 * band_keys as u64)
-            + self.fingerprints.div_ceil(self.workers.max(1) as u64) * DOCUMENT_BYTES;
+            + held * (WAITING_BYTES + 8 * band_keys as u64);
         per_worker.saturating_mul(self.workers_here as u64)
     }
 }
@@ -226,16 +242,33 @@ mod tests {
         }
     }
 
+    /// The least limit whose search share holds `search` bytes.
+    fn limit_for(search: u64) -> u64 {
+        (search as f64 / SEARCH_SHARE).ceil() as u64 + 1
+    }
+
+    /// A limit whose search share is just under `search` bytes.
+    fn limit_below(search: u64) -> u64 {
+        (search as f64 / SEARCH_SHARE).floor() as u64 - 4
+    }
+
+    #[test]
+    fn the_search_plans_within_its_share_of_the_limit() {
+        let s = shape(1_000_000, 1);
+        assert!(SearchShape::search_bytes(limit_for(s.estimate(1))) >= s.estimate(1));
+        assert!(SearchShape::search_bytes(limit_below(s.estimate(1))) < s.estimate(1));
+        // A limit that would hold the search alone, but not within its share, spills.
+        assert!(s.choose(None, Some(s.estimate(1))).spill.is_some());
+        assert_eq!(s.choose(None, Some(limit_for(s.estimate(1)))).spill, None);
+    }
+
     #[test]
     fn one_worker_needs_one_record_per_fingerprint_in_any_round() {
         let s = shape(1_000_000, 1);
-        assert_eq!(
-            s.estimate(1),
-            1_000_000 * (RECORD_BYTES + ENTRY_BYTES + DOCUMENT_BYTES)
-        );
+        assert_eq!(s.estimate(1), 1_000_000 * (RECORD_BYTES + ENTRY_BYTES));
         // Later rounds also hold the waiting fingerprints: one round is best.
         assert!(s.estimate(4) > s.estimate(1));
-        let choice = s.choose(None, Some(s.estimate(1)));
+        let choice = s.choose(None, Some(limit_for(s.estimate(1))));
         assert_eq!((choice.rounds, choice.spill), (1, None));
     }
 
@@ -245,16 +278,19 @@ mod tests {
         // 16 workers: each fingerprint goes to up to 16 of them in one round, 4 in 4 rounds.
         assert_eq!(
             s.estimate(1),
-            10_000_000 * 16 * RECORD_BYTES + 10_000_000 * (ENTRY_BYTES + DOCUMENT_BYTES)
+            10_000_000 * 16 * RECORD_BYTES + 10_000_000 * ENTRY_BYTES
         );
-        let limit = s.estimate(4);
-        let choice = s.choose(None, Some(limit));
+        let choice = s.choose(None, Some(limit_for(s.estimate(4))));
         assert_eq!((choice.rounds, choice.spill), (4, None));
-        assert_eq!(s.choose(None, Some(limit - 1)).rounds, 6); // 16 lanes: 6 rounds hold 3 each
-        assert_eq!(s.choose(Some(2), Some(s.estimate(2))).spill, None);
+        // 16 lanes: 6 rounds hold 3 each.
+        assert_eq!(s.choose(None, Some(limit_below(s.estimate(4)))).rounds, 6);
+        assert_eq!(
+            s.choose(Some(2), Some(limit_for(s.estimate(2)))).spill,
+            None
+        );
         assert_eq!(s.choose(None, None).rounds, 1);
         // Fixed rounds over the limit keep their number, and spill.
-        let fixed = s.choose(Some(2), Some(s.estimate(2) - 1));
+        let fixed = s.choose(Some(2), Some(limit_below(s.estimate(2))));
         assert_eq!(fixed.rounds, 2);
         assert!(fixed.spill.is_some());
     }
@@ -262,13 +298,10 @@ mod tests {
     #[test]
     fn a_limit_below_one_round_spills_and_a_tiny_one_warns() {
         let s = shape(1_000_000, 1);
-        let choice = s.choose(None, Some(s.estimate(1) - 1));
+        let choice = s.choose(None, Some(limit_below(s.estimate(1))));
         assert_eq!(choice.rounds, 1);
         assert!(choice.spill.is_some());
         assert_eq!(choice.warning, None);
-        // Documents' ids that leave the search less than a quarter: a warning.
-        let cramped = s.choose(None, Some(1_000_000 * DOCUMENT_BYTES * 5 / 4));
-        assert!(cramped.warning.is_some());
         let tiny = s.choose(None, Some(1000));
         let spill = tiny.spill.expect("spills");
         assert_eq!(spill.max_entries, 2 * MIN_PARTITION_ENTRIES);
@@ -278,14 +311,16 @@ mod tests {
 
     #[test]
     fn a_billion_fingerprints_spill_within_the_limit() {
-        // One worker keeps 16 GB of document ids alone: 32 GiB leaves the search room.
         let limit = 32u64 << 30;
         for workers in [1, 2, 16] {
             let s = shape(1_000_000_000, workers);
             let choice = s.choose(None, Some(limit));
             let spill = choice.spill.expect("a billion do not fit 32 GiB");
             assert_eq!(choice.warning, None);
-            assert!(s.spill_estimate(&spill, choice.rounds, limit) <= limit);
+            // The partitions and their buffers fill the search's share; the held
+            // fingerprints have a share of their own.
+            let shares = (limit as f64 * (SEARCH_SHARE + HELD_SHARE)) as u64;
+            assert!(s.spill_estimate(&spill, choice.rounds, limit) <= shares);
             // The average partition fits the planned share (half the split threshold).
             let per_table = 1_000_000_000u64.div_ceil(workers as u64);
             assert!(

@@ -1,0 +1,309 @@
+//! Stars, one connected component at a time, within bounded memory.
+//!
+//! The simple version gathers every edge of the run at worker 0 and hands them all to
+//! [`neardup_core::star::stars`] at once. That holds the whole duplicate graph in memory,
+//! with the maps the stars are made from: about 400 bytes per clustered document, measured
+//! (450 MB of 690 at 10 GB of text under `--memory-limit 1G`, the run's peak). But a star
+//! never crosses a connected component: a center covers only its neighbours, and the greedy
+//! order, the exact cover search and the choice of each document's center compare only
+//! documents of one component. So the stars of the whole graph are the stars of each
+//! component, made one after another:
+//!
+//! 1. [`label_components`]: worker 0 sorts the edges (within [`STARS_SORT_SHARE`], runs on
+//!    disk beyond it) and joins their documents in a union-find as they arrive; once every
+//!    edge is in, each is labelled with its component (a document of it).
+//! 2. [`probe_components`] (only where
+//!    [`probes_unlinked`](crate::stages::clusters::probes_unlinked)): sorted by component, each
+//!    component's unlinked pairs worth verifying ([`neardup_core::star::unlinked_pairs`]) go
+//!    to verification; the edges pass through.
+//! 3. [`make_stars`]: the labelled edges and the pairs that passed verification (labelled by
+//!    the same union-find) sorted by component; each component's stars, then its documents'
+//!    assignments, go to their homes as the sort is walked.
+//!
+//! Within a component the edges are in the order the simple version sorted them, the
+//! verified unlinked pairs after them, so the clusters are exactly the simple version's
+//! (`tests/quality_cli.rs` and `dataflow/tests/oracle.rs` compare them with it). What is
+//! held at once: the union-find (about 40 bytes per clustered document, the one state that
+//! still grows with them), the sorts' budgets, and the largest component's graph.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use fxhash::FxHashMap as HashMap;
+use neardup_core::star::{stars, unlinked_pairs, Centers, Link, LinkKind};
+use neardup_core::unionfind::UnionFind;
+use neardup_core::Method;
+use neardup_io::spill::SpillRecord;
+use serde::{Deserialize, Serialize};
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::vec::Map;
+use timely::dataflow::StreamVec;
+
+use crate::config::{ClusterMode, STARS_SORT_SHARE};
+use crate::operators::collect::Give;
+use crate::operators::sort::ordered_by;
+use crate::operators::SortComplete;
+use crate::records::{Assignment, Edge, EdgeKind};
+use crate::stages::clusters::Tally;
+use crate::worker::WorkerCtx;
+
+/// The component of an edge not labelled yet.
+const UNLABELLED: u64 = u64::MAX;
+
+/// An edge on its way to the stars, with its component once known. `phase` 0: an edge of
+/// the run; 1: an unlinked pair that passed verification for the clustering.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct InComponent {
+    component: u64,
+    phase: u8,
+    edge: Edge,
+}
+
+impl InComponent {
+    fn unlabelled(edge: Edge, phase: u8) -> Self {
+        InComponent {
+            component: UNLABELLED,
+            phase,
+            edge,
+        }
+    }
+
+    /// The order of the simple version within a component: by `(a, b, kind)`, the
+    /// verified unlinked pairs after the run's edges (the rest of the key only makes the
+    /// order total).
+    fn key(&self) -> (u64, u8, u64, u64, u8, u8, Option<u32>) {
+        let e = &self.edge;
+        let kind = match e.kind {
+            EdgeKind::Exact => LinkKind::Exact,
+            EdgeKind::SameFingerprint => LinkKind::SameFingerprint,
+            EdgeKind::Near => LinkKind::Near,
+            EdgeKind::Url => LinkKind::Url,
+        } as u8;
+        let jaccard = e.jaccard.map(f32::to_bits);
+        (
+            self.component,
+            self.phase,
+            e.a,
+            e.b,
+            kind,
+            e.hamming,
+            jaccard,
+        )
+    }
+}
+
+ordered_by!(InComponent, |r| r.key());
+impl SpillRecord for InComponent {}
+
+/// What the three steps share on worker 0: the union-find of [`label_components`], kept
+/// for labelling the verified unlinked pairs in [`make_stars`], which drops it; and how
+/// many unlinked pairs [`probe_components`] sent to be verified.
+#[derive(Default)]
+pub struct Shared {
+    union_find: Option<UnionFind>,
+    probed: u64,
+}
+
+pub type Components = Rc<RefCell<Shared>>;
+
+/// Worker 0: every edge, labelled with its connected component once all are in (module
+/// docs, step 1). The second stream is never given to: it stands for the unlinked pairs
+/// where [`probe_components`] does not run.
+pub fn label_components<'s>(
+    edges: StreamVec<'s, u64, Edge>,
+    ctx: Rc<WorkerCtx>,
+    components: Components,
+) -> (StreamVec<'s, u64, InComponent>, StreamVec<'s, u64, Edge>) {
+    components.borrow_mut().union_find = Some(UnionFind::new());
+    let (union, label) = (components.clone(), components);
+    let fail = ctx.clone();
+    let done = ctx.clone();
+    edges
+        .map(|e| InComponent::unlabelled(e, 0))
+        .sort_complete_split(
+            Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
+            "LabelComponents",
+            ctx.sort("stars edges", STARS_SORT_SHARE),
+            (),
+            move |data, _| {
+                let mut shared = union.borrow_mut();
+                let uf = shared
+                    .union_find
+                    .as_mut()
+                    .expect("made before the edges come");
+                for r in data.iter() {
+                    uf.union(r.edge.a, r.edge.b);
+                }
+            },
+            move |_, mut r: InComponent, out, _| {
+                let mut shared = label.borrow_mut();
+                let uf = shared
+                    .union_find
+                    .as_mut()
+                    .expect("dropped only by the stars");
+                r.component = uf.find(r.edge.a);
+                out.give(r);
+            },
+            move |_, stats, _, _| done.sorted("stars edges", stats),
+            move |e| fail.sort_failed("stars edges", e),
+        )
+}
+
+/// One component's edges, gathered as the sort by component is walked.
+#[derive(Default)]
+struct Group {
+    component: u64,
+    records: Vec<InComponent>,
+}
+
+impl Group {
+    /// Adds `r`; returns the finished group first when `r` begins a new component.
+    fn add(&mut self, r: InComponent) -> Option<Vec<InComponent>> {
+        let finished = (!self.records.is_empty() && r.component != self.component)
+            .then(|| std::mem::take(&mut self.records));
+        self.component = r.component;
+        self.records.push(r);
+        finished
+    }
+
+    fn take(&mut self) -> Vec<InComponent> {
+        std::mem::take(&mut self.records)
+    }
+}
+
+/// The ranks and links of one component's edges.
+fn graph_of(records: &[InComponent]) -> (HashMap<u64, u64>, Vec<Link>) {
+    let mut ranks = HashMap::default();
+    let links = records
+        .iter()
+        .map(|r| {
+            ranks.insert(r.edge.a, r.edge.rank_a);
+            ranks.insert(r.edge.b, r.edge.rank_b);
+            r.edge.link()
+        })
+        .collect();
+    (ranks, links)
+}
+
+/// Worker 0, where [`probes_unlinked`](crate::stages::clusters::probes_unlinked): each component's unlinked pairs worth verifying,
+/// as edges (second stream, to verification); the labelled edges pass through (first).
+pub fn probe_components<'s>(
+    labelled: StreamVec<'s, u64, InComponent>,
+    ctx: Rc<WorkerCtx>,
+    components: Components,
+) -> (StreamVec<'s, u64, InComponent>, StreamVec<'s, u64, Edge>) {
+    let fail = ctx.clone();
+    let done = ctx.clone();
+    let probe = move |records: &[InComponent], out: &mut dyn FnMut(Edge)| {
+        let (ranks, links) = graph_of(records);
+        let rank = |doc: u64| (doc, ranks.get(&doc).copied().unwrap_or(u64::MAX));
+        for (a, b) in unlinked_pairs(&ranks, &links) {
+            components.borrow_mut().probed += 1;
+            out(Edge::new(rank(a), rank(b), 0, EdgeKind::Near));
+        }
+    };
+    let probe_end = probe.clone();
+    labelled.sort_complete_split(
+        Pipeline,
+        "ProbeComponents",
+        ctx.sort("stars probes", STARS_SORT_SHARE),
+        Group::default(),
+        |_, _| {},
+        move |group, r: InComponent, through, probes: &mut Give<'_, '_, u64, Edge>| {
+            through.give(r.clone());
+            if let Some(records) = group.add(r) {
+                probe(&records, &mut |e| probes.give(e));
+            }
+        },
+        move |mut group, stats, _, probes| {
+            probe_end(&group.take(), &mut |e| probes.give(e));
+            done.sorted("stars probes", stats);
+        },
+        move |e| fail.sort_failed("stars probes", e),
+    )
+}
+
+/// Worker 0: the labelled edges and the unlinked pairs that passed verification, sorted
+/// by component, make each component's stars; each clustered document's assignment goes
+/// on (to its home) as its component is done.
+pub fn make_stars<'s>(
+    labelled: StreamVec<'s, u64, InComponent>,
+    verified: StreamVec<'s, u64, Edge>,
+    ctx: Rc<WorkerCtx>,
+    components: Components,
+) -> StreamVec<'s, u64, Assignment> {
+    use timely::dataflow::operators::Concat;
+    let centers = match ctx.shared.config.cluster {
+        ClusterMode::Star => Centers::Rank,
+        _ => Centers::Coverage,
+    };
+    let simhash = matches!(ctx.shared.config.scheme.method, Method::Simhash(_));
+    let fail = ctx.clone();
+    let done = ctx.clone();
+    let make =
+        move |records: Vec<InComponent>, tally: &mut Tally, out: &mut dyn FnMut(Assignment)| {
+            tally.probes_verified += records.iter().filter(|r| r.phase == 1).count() as u64;
+            let (ranks, links) = graph_of(&records);
+            drop(records);
+            // Connected components would remove every document of this one but one.
+            tally.components_would_remove += ranks.len() as u64 - 1;
+            let members = stars(&ranks, &links, centers);
+            let mut assignments: Vec<Assignment> = members
+                .into_iter()
+                .map(|m| Assignment {
+                    doc_id: m.doc,
+                    cluster_id: m.cluster,
+                    cluster_size: 0,
+                    keep: m.kept == m.doc,
+                    kept_doc_id: m.kept,
+                    hamming: m.hamming.filter(|_| simhash),
+                    jaccard: m.jaccard,
+                })
+                .collect();
+            tally.add(&mut assignments);
+            assignments.into_iter().for_each(out);
+        };
+    let make_end = make;
+    let (label, drop_union_find) = (components.clone(), components.clone());
+    let drop_union_find_end = components;
+    labelled
+        .concat(verified.map(|e| InComponent::unlabelled(e, 1)))
+        .sort_complete_split(
+            Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
+            "MakeStars",
+            ctx.sort("stars", STARS_SORT_SHARE),
+            (Group::default(), Tally::default()),
+            move |data, _| {
+                // The verified unlinked pairs join the component of their documents.
+                let mut shared = label.borrow_mut();
+                for r in data.iter_mut().filter(|r| r.component == UNLABELLED) {
+                    let uf = shared.union_find.as_mut().expect("dropped once all are in");
+                    r.component = uf.find(r.edge.a);
+                }
+            },
+            move |(group, tally): &mut (Group, Tally),
+                  r: InComponent,
+                  out: &mut Give<'_, '_, u64, Assignment>,
+                  _: &mut Give<'_, '_, u64, ()>| {
+                // Every edge is in: the union-find is no longer needed.
+                drop_union_find.borrow_mut().union_find = None;
+                if let Some(records) = group.add(r) {
+                    make(records, tally, &mut |a| out.give(a));
+                }
+            },
+            move |(mut group, mut tally), stats, out, _| {
+                let records = group.take();
+                if !records.is_empty() {
+                    make_end(records, &mut tally, &mut |a| out.give(a));
+                }
+                let mut shared = drop_union_find_end.borrow_mut();
+                shared.union_find = None;
+                tally.probes_checked = shared.probed;
+                done.sorted("stars", stats);
+                tally.report(&done);
+                done.stage_done("cluster");
+            },
+            move |e| fail.sort_failed("stars", e),
+        )
+        .0
+}
