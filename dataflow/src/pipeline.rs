@@ -87,7 +87,7 @@ pub(crate) fn run_worker(
 /// worker's.
 fn learn_site_templates(worker: &mut Worker, ctx: &Rc<WorkerCtx>) {
     let shared = &ctx.shared;
-    if !crate::stages::templates::wanted(&shared.config) {
+    if !shared.config.learns_site_templates() {
         return;
     }
     let pass = Rc::new(ctx.pass());

@@ -39,6 +39,17 @@ pub struct FieldSpec {
     pub max_doc_bytes: u64,
 }
 
+impl FieldSpec {
+    /// The HTML rules of these fields: their `--html` mode (`default` when absent:
+    /// archives use [`crate::html::DEFAULT_HTML_MODE`]) and their site templates.
+    pub fn html_rules(&self, default: crate::html::HtmlMode) -> crate::html::HtmlRules {
+        crate::html::HtmlRules {
+            mode: self.html.unwrap_or(default),
+            templates: self.templates.clone(),
+        }
+    }
+}
+
 /// The longest document kept by default (`--max-doc-bytes`): 4 MiB of text (of payload, for
 /// archives). Fingerprinting holds about 70 bytes per token of the document being hashed,
 /// so this bounds it near 50 MB whatever one record holds. Common Crawl truncates payloads
@@ -110,14 +121,7 @@ impl Origin {
     }
 }
 
-/// The host of a URL (lower-cased by the URL parser), or `None` if it does not parse or
-/// has none.
-pub fn host_of(url: &str) -> Option<String> {
-    url::Url::parse(url.trim())
-        .ok()?
-        .host_str()
-        .map(str::to_owned)
-}
+pub use crate::html::template::host_of;
 
 /// Why one record (a JSONL line or a Parquet row) could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -181,7 +185,7 @@ pub enum RecordError {
 pub fn finish_text(record: &mut Record, spec: &FieldSpec) {
     if let Some(mode) = spec.html.filter(|&m| m != crate::html::HtmlMode::None) {
         let mut extracted = crate::html::Extracted::default();
-        let rules = crate::html::HtmlRules::of(spec, mode);
+        let rules = spec.html_rules(mode);
         let url = record.origin.as_ref().and_then(|o| o.url.as_deref());
         crate::html::extract_with(&record.text, mode, rules.template(url), &mut extracted);
         record.text = extracted.text;

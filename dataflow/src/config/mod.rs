@@ -348,6 +348,33 @@ impl JobConfig {
         }
     }
 
+    /// Whether the job learns site templates (the templates stage): pages
+    /// extracted in `main` mode from inputs with URLs (web archives, or `--url-field` with
+    /// `--html main`), not turned off, not resumed.
+    pub fn learns_site_templates(&self) -> bool {
+        use neardup_io::html::HtmlMode;
+        let JobInput::Documents { fields, files } = &self.input else {
+            return false;
+        };
+        // A resumed run reads the corpus only to verify from the inputs or to search
+        // passages.
+        let resumed = matches!(self.resume, Resume::From(_));
+        if !self.site_templates
+            || (resumed && !self.verifies_from_inputs() && self.substrings.is_none())
+        {
+            return false;
+        }
+        let archives = files.iter().any(|f| {
+            matches!(
+                f.format,
+                neardup_io::source::Format::Warc | neardup_io::source::Format::Arc
+            )
+        });
+        let main = |default| fields.html.unwrap_or(default) == HtmlMode::Main;
+        (archives && main(neardup_io::html::DEFAULT_HTML_MODE))
+            || (fields.url_field.is_some() && main(HtmlMode::None))
+    }
+
     /// True when documents can carry URLs: some input is a web archive or `--url-field`
     /// names where JSONL and Parquet records keep them. Such a run writes `mirrors/` and
     /// `hosts/` (empty when no document had a URL after all); others do not.
@@ -449,10 +476,7 @@ impl JobConfig {
             ("tables", json!(self.design.name())),
             ("keep", json!(self.keep.describe())),
             ("url_normalize", json!(self.url_normalize.name())),
-            (
-                "site_templates",
-                json!(crate::stages::templates::wanted(self)),
-            ),
+            ("site_templates", json!(self.learns_site_templates())),
             ("mirrors", json!(self.mirrors)),
             ("exact", json!(self.exact)),
             ("lsh", json!(self.lsh)),

@@ -35,7 +35,7 @@ use timely::dataflow::operators::Probe;
 use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
-use crate::config::{JobConfig, JobInput};
+use crate::config::JobInput;
 use crate::operators::SortComplete;
 use crate::records::{RawBody, RawDoc};
 use crate::stages::read::read_units_as;
@@ -50,30 +50,6 @@ const CONTENT_BIT: u64 = 1 << 63;
 
 /// One counting record: `(host, block, kind and key)`.
 type Count = (u64, u64, u64);
-
-/// Whether the job learns site templates: pages extracted in `main` mode from inputs with
-/// URLs (web archives, or `--url-field` with `--html main`), not turned off, not resumed.
-pub fn wanted(config: &JobConfig) -> bool {
-    let JobInput::Documents { fields, files } = &config.input else {
-        return false;
-    };
-    // A resumed run reads the corpus only to verify from the inputs or to search passages.
-    let resumed = matches!(config.resume, crate::config::Resume::From(_));
-    if !config.site_templates
-        || (resumed && !config.verifies_from_inputs() && config.substrings.is_none())
-    {
-        return false;
-    }
-    let archives = files.iter().any(|f| {
-        matches!(
-            f.format,
-            neardup_io::source::Format::Warc | neardup_io::source::Format::Arc
-        )
-    });
-    let main = |default| fields.html.unwrap_or(default) == HtmlMode::Main;
-    (archives && main(neardup_io::html::DEFAULT_HTML_MODE))
-        || (fields.url_field.is_some() && main(HtmlMode::None))
-}
 
 /// Runs the stage on this worker and returns the templates every worker learns alike.
 pub fn learn_templates(worker: &mut Worker, ctx: Rc<WorkerCtx>) -> SiteTemplates {

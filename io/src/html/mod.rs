@@ -89,15 +89,6 @@ pub struct HtmlRules {
 }
 
 impl HtmlRules {
-    /// The rules of `mode` (archives use [`DEFAULT_HTML_MODE`] when `--html` is absent) and
-    /// the templates of `fields`.
-    pub fn of(fields: &crate::record::FieldSpec, default: HtmlMode) -> Self {
-        HtmlRules {
-            mode: fields.html.unwrap_or(default),
-            templates: fields.templates.clone(),
-        }
-    }
-
     /// The template of the page at `url`: empty without templates or outside `main` mode.
     pub fn template(&self, url: Option<&str>) -> HostTemplate<'_> {
         match (&self.templates, self.mode) {

@@ -74,7 +74,16 @@ pub fn block_hash(line: &str) -> u64 {
 /// host, so the host's page count is known before any of its blocks.
 pub const PAGE_MARKER: u64 = 0;
 
-/// The key of a host (as [`crate::record::host_of`] gives it: lower-cased).
+/// The host of a URL (lower-cased by the URL parser), or `None` if it does not parse or
+/// has none.
+pub fn host_of(url: &str) -> Option<String> {
+    url::Url::parse(url.trim())
+        .ok()?
+        .host_str()
+        .map(str::to_owned)
+}
+
+/// The key of a host (as [`host_of`] gives it: lower-cased).
 pub fn host_key(host: &str) -> u64 {
     xxh3_64_with_seed(host.as_bytes(), HOST_SEED)
 }
@@ -150,7 +159,7 @@ impl SiteTemplates {
 
     /// The template of the host of `url` (empty if the URL has no host).
     pub fn of_url(&self, url: Option<&str>) -> HostTemplate<'_> {
-        match url.and_then(crate::record::host_of) {
+        match url.and_then(host_of) {
             Some(host) if !self.hosts.is_empty() => self.host(host_key(&host)),
             _ => HostTemplate::NONE,
         }
@@ -168,7 +177,7 @@ impl SiteTemplates {
 }
 
 /// Site templates shared by every reader of a run: cheap to clone, and comparable and
-/// hashable as [`crate::record::FieldSpec`] needs (by content).
+/// hashable as the reading fields that carry them need (by content).
 #[derive(Debug, Clone)]
 pub struct SharedTemplates(pub Arc<SiteTemplates>);
 

@@ -57,7 +57,7 @@ impl<K: ArchiveKind> SourceKind for K {
         super::whole_file_of(self, file, unit)?;
         Ok(Box::new(ArchiveReader::<K> {
             records: ArchiveRecords::open(file)?,
-            html: HtmlRules::of(fields, DEFAULT_HTML_MODE),
+            html: fields.html_rules(DEFAULT_HTML_MODE),
             max: fields.max_doc_bytes,
         }))
     }
