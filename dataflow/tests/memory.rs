@@ -253,3 +253,109 @@ fn spilled_sorts_give_the_outputs_of_memory() {
         }
     }
 }
+
+/// A crawl of the families above as one WARC file: each text a capture on one of five
+/// hosts, every two texts under one URL (captures of one page, paired by URL), the near
+/// and exact copies spread over hosts (pairs that cross hosts), and a revisit record for
+/// every seventh capture's payload digest (and one for a digest not in the crawl).
+fn crawl(dir: &Path) -> PathBuf {
+    use neardup_io::web::testing::{http, warc_with};
+    let lines = std::fs::read_to_string(corpus(dir)).unwrap();
+    let profile = "http://netpreserve.org/warc/1.0/revisit/identical-payload-digest";
+    let msgtype = "application/http; msgtype=response";
+    let mut records = Vec::new();
+    for (i, line) in lines.lines().enumerate() {
+        // Two captures of each URL.
+        let text: serde_json::Value = serde_json::from_str(line).unwrap();
+        let url = format!("http://h{}.example/p{}", i / 2 % 5, i / 2);
+        let digest = format!("sha1:D{i}");
+        let page = http(200, "text/plain", text["text"].as_str().unwrap().as_bytes());
+        let digest_field = [("WARC-Payload-Digest", digest.as_str())];
+        records.push(warc_with(
+            "response",
+            Some(&url),
+            msgtype,
+            &page,
+            &digest_field,
+        ));
+        if i % 7 == 0 {
+            let fields = [
+                ("WARC-Payload-Digest", digest.as_str()),
+                ("WARC-Profile", profile),
+            ];
+            records.push(warc_with("revisit", Some(&url), msgtype, b"", &fields));
+        }
+    }
+    let fields = [
+        ("WARC-Payload-Digest", "sha1:absent"),
+        ("WARC-Profile", profile),
+    ];
+    records.push(warc_with(
+        "revisit",
+        Some("http://z.example/"),
+        msgtype,
+        b"",
+        &fields,
+    ));
+    let path = dir.join("crawl.warc");
+    std::fs::write(&path, records.concat()).unwrap();
+    path
+}
+
+#[test]
+fn the_web_stages_spilled_give_the_outputs_of_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let crawl = crawl(tmp.path());
+    let config = |out: &Path, workers: usize| {
+        let files = expand_inputs(&[crawl.display().to_string()], false).unwrap();
+        let input = JobInput::Documents {
+            files,
+            fields: FieldSpec::default(),
+        };
+        JobConfig::builder(input, out.to_path_buf())
+            .parallelism(Parallelism::local(workers))
+            .build()
+            .unwrap()
+    };
+    let memory = tmp.path().join("memory");
+    let summary = run_job(config(&memory, 1), Arc::default()).unwrap().summary;
+    let counts = &summary.counts;
+    let captures = std::fs::read_to_string(tmp.path().join("corpus.jsonl"))
+        .unwrap()
+        .lines()
+        .count() as u64;
+    assert_eq!(counts.url_pairs, captures / 2, "two captures of each URL");
+    assert_eq!(counts.revisits_linked, captures.div_ceil(7));
+    assert!(counts.cross_host_pairs > 0 && counts.exact_duplicates > 0);
+    for workers in [1, 3] {
+        let out = tmp.path().join(format!("spilled-{workers}"));
+        let mut config = config(&out, workers);
+        config.sort_memory = Some(1 << 10);
+        let spilled = run_job(config, Arc::new(Progress::default()))
+            .unwrap()
+            .summary;
+        let sorts = &spilled.memory.as_ref().unwrap().sorts;
+        for stage in ["urls", "revisits", "hosts at a", "hosts at b"] {
+            let sort = &sorts[stage];
+            assert!(sort.runs > 0 && sort.spilled_bytes > 0, "{stage}: {sort:?}");
+        }
+        let c = &spilled.counts;
+        assert_eq!(
+            (c.url_pairs, c.cross_host_pairs, c.revisits_linked),
+            (
+                counts.url_pairs,
+                counts.cross_host_pairs,
+                counts.revisits_linked
+            ),
+            "{workers} workers"
+        );
+        for table in TABLES {
+            assert_eq!(
+                common::table_rows(&out.join(table)),
+                common::table_rows(&memory.join(table)),
+                "{table}, {workers} workers"
+            );
+        }
+        assert!(!out.join("_spill").exists(), "the spill is removed");
+    }
+}

@@ -64,7 +64,15 @@ pub trait SpillRecord: Ord + Serialize + DeserializeOwned {
 macro_rules! plain_records {
     ($($t:ty),*) => { $(impl SpillRecord for $t {})* };
 }
-plain_records!(u64, u128, (u64, u64), (u64, u64, u64), (u128, u64));
+plain_records!(
+    u64,
+    u128,
+    (u64, u64),
+    (u64, u64, u64),
+    (u128, u64),
+    (u128, u64, u64),
+    (u128, bool, u64, u64)
+);
 
 /// What a sort did: its budget, the records it sorted, the runs it wrote and their bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -86,6 +86,11 @@ pub const PAIRS_SORT_SHARE: f64 = 0.03;
 /// ([`crate::stages::stars`]): the edges while they are found, then, one after another,
 /// the edges by component (twice where unlinked pairs are verified).
 pub const STARS_SORT_SHARE: f64 = 0.03;
+/// The share for each sort of the web stages: the captures by normalized URL
+/// ([`crate::stages::urls`]), the archive records by payload digest
+/// ([`crate::stages::revisits`]), and the two hops of the cross-host count. Their records
+/// are a few numbers per document with a URL, digest or host, like the pairs'.
+pub const WEB_SORT_SHARE: f64 = 0.03;
 /// The share for MinHash mode's fold of identical signatures (the representatives, sorted
 /// by signature after the exact stage's walk).
 pub const SIGNATURES_SORT_SHARE: f64 = 0.25;
@@ -98,11 +103,18 @@ pub const IDS_SORT_SHARE: f64 = 0.01;
 /// ([`neardup_io::run_dir::RemovedRows`]): it runs after the job, alone, one sort filling
 /// at a time.
 pub const DEDUP_SORT_SHARE: f64 = 0.25;
-/// The share of a worker's part of the limit each of verification's sorts keeps when the
-/// shingle sets are made again from the inputs ([`crate::stages::verify_inputs`]): the sets,
-/// the candidates at their first document's home, and at their second's. They run one after
-/// another, after the search.
+/// The share of a worker's part of the limit each of verification's sorts of sets keeps
+/// when the shingle sets are made again from the inputs ([`crate::stages::verify_inputs`]):
+/// the sets, and the candidates at their second document's home, each with its first
+/// document's set. They fill one after another, after the search.
 pub const VERIFY_SORT_SHARE: f64 = 0.25;
+/// The share for verification's sort of the bare candidates at their first document's
+/// home ([`crate::stages::verify_inputs`]). It fills during the search and is held while
+/// the sets are made, so it sits beside the other sorts; its records are a few numbers,
+/// like the pairs'. At 0.25 it held the candidates of 50 GB of text in memory (14.8M, about
+/// 0.7 GB under `--memory-limit 4G`, against 0.14 GB at 10 GB: most of threshold mode's
+/// growth from 10 to 50 GB, 2026-11-27).
+pub const CANDIDATES_SORT_SHARE: f64 = 0.03;
 /// Bytes of shingle sets kept per byte of text when verification keeps them in memory
 /// (measured on dev-medium copies: 1.9), for choosing where sets are kept ([`VerifyFrom`]).
 pub const SET_BYTES_PER_TEXT_BYTE: f64 = 2.0;

@@ -36,7 +36,7 @@ use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::Concat;
 use timely::dataflow::StreamVec;
 
-use crate::config::{JobInput, VERIFY_SORT_SHARE};
+use crate::config::{JobInput, CANDIDATES_SORT_SHARE, VERIFY_SORT_SHARE};
 use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::progress::Progress;
@@ -379,7 +379,7 @@ pub fn verify_from_store<'s>(
         .sort_complete_split::<ByFirst, Candidate, (), _, _>(
             Exchange::new(ctx.meter("verify", move |e: &Edge| home_a.route(e.a))),
             "CandidatesAtA",
-            ctx.sort::<ByFirst>("verify candidates", VERIFY_SORT_SHARE),
+            ctx.sort::<ByFirst>("verify candidates", CANDIDATES_SORT_SHARE),
             (StoreWalk::new(), None::<(u64, u64)>),
             |_, _| {},
             move |(walk, last), ByFirst(edge), out, _| {
