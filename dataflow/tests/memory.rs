@@ -207,6 +207,11 @@ fn spilled_sorts_give_the_outputs_of_memory() {
             if !components {
                 let edges = &sorts["stars edges"];
                 assert!(edges.runs > 0 && edges.records > 0, "{edges:?}");
+                // The edges' two documents each, and the edges again once joined.
+                let documents = &sorts["stars documents"];
+                assert_eq!(documents.records, 2 * edges.records);
+                assert_eq!(sorts["stars labels"].records, edges.records);
+                assert!(documents.runs > 0 && sorts["stars labels"].runs > 0);
                 let stars = &sorts["stars"];
                 assert!(
                     stars.runs > 0 && stars.records >= edges.records,

@@ -10,8 +10,9 @@
 //! component, made one after another:
 //!
 //! 1. [`label_components`]: worker 0 sorts the edges (within [`STARS_SORT_SHARE`], runs on
-//!    disk beyond it) and joins their documents in a union-find as they arrive; once every
-//!    edge is in, each is labelled with its component (a document of it).
+//!    disk beyond it), and their documents in a sort of their own; once every edge is in,
+//!    the documents make a union-find, the edges are joined in it in their sorted order,
+//!    and each is then labelled with its component (a document of it).
 //! 2. [`probe_components`] (only where
 //!    [`probes_unlinked`](crate::stages::clusters::probes_unlinked)): sorted by component, each
 //!    component's unlinked pairs worth verifying ([`neardup_core::star::unlinked_pairs`]) go
@@ -23,7 +24,7 @@
 //! Within a component the edges are in the order the simple version sorted them, the
 //! verified unlinked pairs after them, so the clusters are exactly the simple version's
 //! (`tests/quality_cli.rs` and `dataflow/tests/oracle.rs` compare them with it). What is
-//! held at once: the union-find (about 40 bytes per clustered document, the one state that
+//! held at once: the union-find (13 bytes per clustered document, the one state that
 //! still grows with them), the sorts' budgets, and the largest component's graph.
 
 use std::cell::RefCell;
@@ -31,9 +32,9 @@ use std::rc::Rc;
 
 use fxhash::FxHashMap as HashMap;
 use neardup_core::star::{stars, unlinked_pairs, Centers, Link, LinkKind};
-use neardup_core::unionfind::UnionFind;
+use neardup_core::unionfind::SortedUnionFind;
 use neardup_core::Method;
-use neardup_io::spill::SpillRecord;
+use neardup_io::spill::{ExternalSort, SpillRecord};
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::vec::Map;
@@ -95,58 +96,115 @@ impl InComponent {
 ordered_by!(InComponent, |r| r.key());
 impl SpillRecord for InComponent {}
 
-/// What the three steps share on worker 0: the union-find of [`label_components`], kept
-/// for labelling the verified unlinked pairs in [`make_stars`], which drops it; and how
-/// many unlinked pairs [`probe_components`] sent to be verified.
+/// What the three steps share on worker 0: the documents of the edges, sorted while the
+/// edges come in, then the union-find made of them in [`label_components`], kept for
+/// labelling the verified unlinked pairs in [`make_stars`], which drops it; and how many
+/// unlinked pairs [`probe_components`] sent to be verified.
 #[derive(Default)]
 pub struct Shared {
-    union_find: Option<UnionFind>,
+    documents: Option<ExternalSort<u64>>,
+    union_find: Option<SortedUnionFind>,
     probed: u64,
 }
 
 pub type Components = Rc<RefCell<Shared>>;
 
+impl Shared {
+    /// The union-find of every document the edges name, each alone: made from their sort
+    /// when the first edge is joined (every edge is in by then).
+    fn union_find(&mut self, ctx: &WorkerCtx) -> Option<&mut SortedUnionFind> {
+        if let Some(sort) = self.documents.take() {
+            let mut ids = Vec::new();
+            let merged = sort.finish().and_then(|mut merged| {
+                for id in merged.by_ref() {
+                    let id = id?;
+                    if ids.last() != Some(&id) {
+                        ids.push(id);
+                    }
+                }
+                Ok(merged.stats())
+            });
+            match merged {
+                Ok(stats) => {
+                    ctx.sorted("stars documents", stats);
+                    self.union_find = Some(SortedUnionFind::new(ids));
+                }
+                Err(e) => ctx.sort_failed("stars documents", e),
+            }
+        }
+        self.union_find.as_mut()
+    }
+}
+
 /// Worker 0: every edge, labelled with its connected component once all are in (module
 /// docs, step 1). The second stream is never given to: it stands for the unlinked pairs
 /// where [`probe_components`] does not run.
+///
+/// The simple version joins the edges' documents in a [`neardup_core::unionfind::UnionFind`]
+/// as they arrive (a hash map from document to index: about 50 bytes a document) and
+/// labels them once all are in. Here the documents go to a sort of their own as the edges
+/// arrive, and the edges to theirs; once all are in, the documents, merged, make a
+/// [`SortedUnionFind`] (13 bytes a document), the edges are joined in it as their sort is
+/// walked, and sorted again (already in order: the sort only keeps them until the last
+/// union) to be labelled.
 pub fn label_components<'s>(
     edges: StreamVec<'s, u64, Edge>,
     ctx: Rc<WorkerCtx>,
     components: Components,
 ) -> (StreamVec<'s, u64, InComponent>, StreamVec<'s, u64, Edge>) {
-    components.borrow_mut().union_find = Some(UnionFind::new());
-    let (union, label) = (components.clone(), components);
-    let fail = ctx.clone();
-    let done = ctx.clone();
-    edges
+    components.borrow_mut().documents = Some(ctx.sort("stars documents", STARS_SORT_SHARE));
+    let (arrive, join, label) = (components.clone(), components.clone(), components);
+    let (arrive_ctx, join_ctx) = (ctx.clone(), ctx.clone());
+    let (fail, done) = (ctx.clone(), ctx.clone());
+    let (joined, _) = edges
         .map(|e| InComponent::unlabelled(e, 0))
-        .sort_complete_split(
+        .sort_complete_split::<InComponent, InComponent, Edge, _, _>(
             Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
-            "LabelComponents",
+            "JoinComponents",
             ctx.sort("stars edges", STARS_SORT_SHARE),
             (),
             move |data, _| {
-                let mut shared = union.borrow_mut();
-                let uf = shared
-                    .union_find
-                    .as_mut()
-                    .expect("made before the edges come");
-                for r in data.iter() {
-                    uf.union(r.edge.a, r.edge.b);
+                let mut shared = arrive.borrow_mut();
+                let Some(sort) = shared.documents.as_mut() else {
+                    return; // failed: the run fails
+                };
+                let pushed = data
+                    .iter()
+                    .try_for_each(|r| sort.push(r.edge.a).and_then(|()| sort.push(r.edge.b)));
+                if let Err(e) = pushed {
+                    shared.documents = None;
+                    arrive_ctx.sort_failed("stars documents", e);
                 }
             },
-            move |_, mut r: InComponent, out, _| {
-                let mut shared = label.borrow_mut();
-                let uf = shared
-                    .union_find
-                    .as_mut()
-                    .expect("dropped only by the stars");
-                r.component = uf.find(r.edge.a);
-                out.give(r);
+            move |_, r: InComponent, out, _| {
+                // Where the union-find could not be made, the run fails: nothing goes on.
+                if let Some(uf) = join.borrow_mut().union_find(&join_ctx) {
+                    uf.union(r.edge.a, r.edge.b);
+                    out.give(r);
+                }
             },
             move |_, stats, _, _| done.sorted("stars edges", stats),
             move |e| fail.sort_failed("stars edges", e),
-        )
+        );
+    let (fail, done) = (ctx.clone(), ctx.clone());
+    joined.sort_complete_split(
+        Pipeline,
+        "LabelComponents",
+        ctx.sort("stars labels", STARS_SORT_SHARE),
+        (),
+        |_, _| {},
+        move |_, mut r: InComponent, out, _| {
+            let mut shared = label.borrow_mut();
+            let uf = shared
+                .union_find
+                .as_mut()
+                .expect("made when the first edge was joined, dropped only by the stars");
+            r.component = uf.find(r.edge.a);
+            out.give(r);
+        },
+        move |_, stats, _, _| done.sorted("stars labels", stats),
+        move |e| fail.sort_failed("stars labels", e),
+    )
 }
 
 /// One component's edges, gathered as the sort by component is walked.
