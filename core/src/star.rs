@@ -104,6 +104,31 @@ pub fn stars(ranks: &HashMap<u64, u64>, links: &[Link], centers: Centers) -> Vec
     graph.members(chosen)
 }
 
+/// One connected component as one cluster (`--cluster components`): every document of
+/// `ranks` (all of one component, at least two), labelled by its smallest `doc_id`, with the
+/// smallest `(rank, doc_id)` kept for all. Sorted by doc; no similarities, since a removed
+/// document need not have been compared with the kept one.
+pub fn whole_component(ranks: &HashMap<u64, u64>) -> Vec<Member> {
+    let cluster = ranks.keys().copied().min().unwrap_or(0);
+    let kept = ranks
+        .iter()
+        .map(|(&doc, &rank)| (rank, doc))
+        .min()
+        .map_or(0, |(_, doc)| doc);
+    let mut members: Vec<Member> = ranks
+        .keys()
+        .map(|&doc| Member {
+            doc,
+            cluster,
+            kept,
+            hamming: None,
+            jaccard: None,
+        })
+        .collect();
+    members.sort_unstable_by_key(|m| m.doc);
+    members
+}
+
 /// The pairs of documents no link joins that could let [`Centers::Coverage`] keep fewer: in
 /// every connected component of 2 to [`EXACT_COVER_UNITS`] units that needs more than one
 /// center, every two units that are not neighbours, each named by its smallest document.

@@ -17,9 +17,7 @@ use crate::finish::{Finish, Finished};
 use crate::plan::home::HomeTable;
 use crate::report::{JobSummary, WorkerReport};
 use crate::stages::cluster_rows::{count_duplicate_ids, write_clusters};
-use crate::stages::clusters::{
-    local_forest, merge_forests, prefer_canonical_hosts, probes_unlinked, KeepRanks, RemovedAtHome,
-};
+use crate::stages::clusters::{prefer_canonical_hosts, probes_unlinked, KeepRanks, RemovedAtHome};
 use crate::stages::exact::fold_exact;
 use crate::stages::fingerprint::fingerprint;
 use crate::stages::fingerprint::resume::resumed_docs;
@@ -201,23 +199,27 @@ fn near_duplicates<'s>(
         crate::stages::urls::count_cross_host(docs.clone(), edges.clone(), ctx.clone());
     }
     let keep_ranks = KeepRanks::default();
-    let mut assignments = if config.cluster.stars() {
-        // Worker 0 labels the edges with their components, has each component's unlinked
-        // pairs worth it verified where the documents' sets are, and makes the stars a
-        // component at a time.
-        let components = stars::Components::default();
-        let (labelled, mut unlinked) =
-            stars::label_components(edges, ctx.clone(), components.clone());
-        let mut labelled = labelled;
-        if probes_unlinked(config) {
-            (labelled, unlinked) =
-                stars::probe_components(labelled, ctx.clone(), components.clone());
-        }
-        let verified = verifier.verify(unlinked, ctx, false);
-        stars::make_stars(labelled, verified, ctx.clone(), components)
+    // Worker 0 labels the edges with their components and makes the clusters a component
+    // at a time: stars (with each component's unlinked pairs worth it verified where the
+    // documents' sets are), or under `--cluster components` the whole component.
+    let components = stars::Components::default();
+    let (mut labelled, mut unlinked) =
+        stars::label_components(edges, ctx.clone(), components.clone());
+    if probes_unlinked(config) {
+        (labelled, unlinked) = stars::probe_components(labelled, ctx.clone(), components.clone());
+    }
+    let verified = if config.cluster.stars() {
+        verifier.verify(unlinked, ctx, false)
     } else {
-        merge_forests(local_forest(edges), ctx.clone(), keep_ranks.clone())
+        unlinked
     };
+    let mut assignments = stars::make_stars(
+        labelled,
+        verified,
+        ctx.clone(),
+        components,
+        keep_ranks.clone(),
+    );
     if urls_known {
         let mirroring =
             crate::stages::mirrors::detect_mirrors(docs.clone(), assignments.clone(), ctx.clone());

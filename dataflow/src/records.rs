@@ -209,15 +209,6 @@ impl TableRecord {
     }
 }
 
-/// What each worker's local union-find sends to the merging worker.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-pub enum ForestMsg {
-    /// `doc` belongs with `root`.
-    Link { doc: u64, root: u64 },
-    /// The keep rank of a document in some cluster.
-    Rank { doc: u64, rank: u64 },
-}
-
 /// A clustered document's final assignment, sent to the document's home worker.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Assignment {

@@ -202,30 +202,30 @@ fn spilled_sorts_give_the_outputs_of_memory() {
                     "simhash verifies nothing"
                 );
             }
-            // Stars: the edges sorted twice (three times where MinHash's unlinked pairs are
-            // probed), labelled by component; the verified unlinked pairs join them.
-            if !components {
-                let edges = &sorts["stars edges"];
-                assert!(edges.runs > 0 && edges.records > 0, "{edges:?}");
-                // The edges' two documents each, and the edges again once joined.
-                let documents = &sorts["stars documents"];
-                assert_eq!(documents.records, 2 * edges.records);
-                assert_eq!(sorts["stars labels"].records, edges.records);
-                assert!(documents.runs > 0 && sorts["stars labels"].runs > 0);
-                let stars = &sorts["stars"];
-                assert!(
-                    stars.runs > 0 && stars.records >= edges.records,
-                    "{stars:?}"
-                );
-                match sorts.get("stars probes") {
-                    Some(probes) => assert_eq!(probes.records, edges.records),
-                    None => assert!(!minhash, "MinHash verified probes the unlinked pairs"),
+            // Every kind of cluster: the edges sorted twice (three times where MinHash's
+            // unlinked pairs are probed for the stars), labelled by component; the verified
+            // unlinked pairs join them.
+            let edges = &sorts["component edges"];
+            assert!(edges.runs > 0 && edges.records > 0, "{edges:?}");
+            // The edges' two documents each, and the edges again once joined.
+            let documents = &sorts["component documents"];
+            assert_eq!(documents.records, 2 * edges.records);
+            assert_eq!(sorts["component labels"].records, edges.records);
+            assert!(documents.runs > 0 && sorts["component labels"].runs > 0);
+            let by_component = &sorts["by component"];
+            assert!(
+                by_component.runs > 0 && by_component.records >= edges.records,
+                "{by_component:?}"
+            );
+            match sorts.get("component probes") {
+                Some(probes) => {
+                    assert!(minhash && !components, "only stars probe");
+                    assert_eq!(probes.records, edges.records);
                 }
-            } else {
-                assert!(
-                    !sorts.contains_key("stars edges"),
-                    "components need no stars"
-                );
+                None => assert!(
+                    !minhash || components,
+                    "MinHash verified stars probe the unlinked pairs"
+                ),
             }
             // Every document's number, and the assignment of each clustered one.
             assert_eq!(

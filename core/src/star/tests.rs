@@ -273,3 +273,17 @@ fn unlinked_pairs_are_those_of_components_that_need_more_than_one_center() {
     );
     assert!(unlinked_pairs(&r, &more).is_empty());
 }
+
+#[test]
+fn a_whole_component_is_labelled_by_its_smallest_doc_and_keeps_the_best_ranked() {
+    // Ranks tie between 7 and 9: the smaller doc is kept; the label is the smallest doc,
+    // whatever its rank.
+    let r = ranks(&[(9, 1), (3, 5), (7, 1), (12, 2)]);
+    assert_eq!(
+        placed(&whole_component(&r)),
+        vec![(3, 3, 7), (7, 3, 7), (9, 3, 7), (12, 3, 7)]
+    );
+    assert!(whole_component(&r)
+        .iter()
+        .all(|m| m.hamming.is_none() && m.jaccard.is_none()));
+}

@@ -1,17 +1,11 @@
 //! Clusters: the kept documents, and writing `clusters/`.
 //!
-//! Stars (`--cluster verified`, the default, and `--cluster star`) are made in
-//! [`crate::stages::stars`], one connected component at a time: every removed document is
-//! a pair of the run with the one kept in its place. This module holds what both kinds of
-//! clusters share: [`Tally`], what they add up to for summary.json.
-//!
-//! Components (`--cluster components`): each worker runs union-find over the edges it found and sends only its
-//! forest (one link per document it saw, fewer than its edges) to worker 0, which runs
-//! union-find again over all forests. Measured, this beats iterative label propagation by
-//! orders of magnitude for a one-shot job (see the notes in docs/design.md). Worker 0 then
-//! labels each component with its smallest `doc_id`, picks the kept document (the smallest
-//! `(rank, doc_id)`), and sends every clustered document's assignment to its home worker,
-//! which writes one `clusters/` row per document it fingerprinted.
+//! Every kind of cluster is made in [`crate::stages::stars`], one connected component at a
+//! time, within the sorts' budgets: stars (`--cluster verified`, the default, and `--cluster
+//! star`), where every removed document is a pair of the run with the one kept in its place,
+//! and whole components (`--cluster components`), each labelled with its smallest `doc_id`
+//! and kept at its smallest `(rank, doc_id)`. This module holds what they share: [`Tally`],
+//! what they add up to for summary.json.
 //!
 //! Under `--keep canonical-host` the kept documents are chosen twice, because the mirror
 //! groups they depend on are found from the clusters: worker 0 first picks by the inner
@@ -24,134 +18,25 @@ use fxhash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use neardup_core::unionfind::UnionFind;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::StreamVec;
 
 use crate::config::{ClusterMode, SUMMARY_TOP};
 use crate::operators::CollectComplete;
-use crate::records::{Assignment, Edge, ForestMsg};
+use crate::records::Assignment;
 use crate::report::{ClusterInfo, Removal};
 use crate::worker::WorkerCtx;
 
-/// Local union-find over this worker's edges (`--cluster components`); emits its forest
-/// and the ranks of the documents in it.
-pub fn local_forest<'s>(edges: StreamVec<'s, u64, Edge>) -> StreamVec<'s, u64, ForestMsg> {
-    let state: (UnionFind, HashMap<u64, u64>) = Default::default();
-    edges.collect_complete(
-        Pipeline,
-        "LocalForest",
-        state,
-        move |(uf, ranks), data| {
-            for e in data.drain(..) {
-                uf.union(e.a, e.b);
-                ranks.insert(e.a, e.rank_a);
-                ranks.insert(e.b, e.rank_b);
-            }
-        },
-        |(mut uf, ranks), session| {
-            // Everything is moved out, so this worker's forest is freed before worker 0
-            // builds the merged one.
-            let links = uf.forest_edges();
-            drop(uf);
-            session.give_iterator(
-                links
-                    .into_iter()
-                    .map(|(doc, root)| ForestMsg::Link { doc, root }),
-            );
-            session.give_iterator(
-                ranks
-                    .into_iter()
-                    .map(|(doc, rank)| ForestMsg::Rank { doc, rank }),
-            );
-        },
-    )
-}
-
 /// The keep ranks of the clustered documents, handed inside worker 0 from
-/// [`merge_forests`] to [`prefer_canonical_hosts`] (filled only under `--keep
-/// canonical-host`).
+/// [`make_stars`](crate::stages::stars::make_stars) to [`prefer_canonical_hosts`] (filled
+/// only under `--keep canonical-host`).
 pub type KeepRanks = Rc<RefCell<HashMap<u64, u64>>>;
-
-/// Worker 0, under `--cluster components`: merges all forests, labels components, picks
-/// the kept documents, and sends each clustered document's assignment to its home. Under
-/// `--keep canonical-host` it leaves the ranks in `keep_ranks` for
-/// [`prefer_canonical_hosts`].
-pub fn merge_forests<'s>(
-    forest: StreamVec<'s, u64, ForestMsg>,
-    ctx: Rc<WorkerCtx>,
-    keep_ranks: KeepRanks,
-) -> StreamVec<'s, u64, Assignment> {
-    let state: (UnionFind, HashMap<u64, u64>) = Default::default();
-    forest.collect_complete(
-        Exchange::new(ctx.meter("clusters", |_: &ForestMsg| 0)),
-        "MergeForests",
-        state,
-        |(uf, ranks), data| {
-            for msg in data.drain(..) {
-                match msg {
-                    ForestMsg::Link { doc, root } => uf.union(doc, root),
-                    ForestMsg::Rank { doc, rank } => {
-                        ranks.insert(doc, rank);
-                    }
-                }
-            }
-        },
-        move |(mut uf, ranks), session| {
-            for &doc in ranks.keys() {
-                uf.union(doc, doc);
-            }
-            let members = uf.components_by_min();
-            drop(uf);
-            let (mut assignments, removed) = by_rank(members, &ranks);
-            let mut tally = Tally {
-                components_would_remove: removed,
-                ..Tally::default()
-            };
-            tally.add(&mut assignments);
-            tally.report(&ctx);
-            if ctx.shared.config.keep.prefers_canonical_hosts() {
-                *keep_ranks.borrow_mut() = ranks;
-            }
-            session.give_iterator(assignments.into_iter());
-            ctx.stage_done("cluster");
-        },
-    )
-}
 
 /// Whether the clustering verifies pairs the search did not find ([`neardup_core::star::unlinked_pairs`]):
 /// under `--cluster verified`, when a search by bands (which misses some pairs above its
 /// threshold) has its pairs verified.
 pub fn probes_unlinked(config: &crate::config::JobConfig) -> bool {
     config.cluster == ClusterMode::Verified && config.lsh.is_some() && config.verify.is_some()
-}
-
-/// Components' assignments: each cluster's kept document is its smallest `(rank, doc_id)`.
-fn by_rank(members: Vec<(u64, u64)>, ranks: &HashMap<u64, u64>) -> (Vec<Assignment>, u64) {
-    let mut best: HashMap<u64, (u64, u64)> = HashMap::default();
-    for &(doc, cluster) in &members {
-        let candidate = (ranks.get(&doc).copied().unwrap_or(u64::MAX), doc);
-        best.entry(cluster)
-            .and_modify(|b| *b = (*b).min(candidate))
-            .or_insert(candidate);
-    }
-    let assignments: Vec<Assignment> = members
-        .into_iter()
-        .map(|(doc, cluster)| {
-            let kept = best[&cluster].1;
-            Assignment {
-                doc_id: doc,
-                cluster_id: cluster,
-                cluster_size: 0,
-                keep: kept == doc,
-                kept_doc_id: kept,
-                hamming: None,
-                jaccard: None,
-            }
-        })
-        .collect();
-    let removed = assignments.iter().filter(|a| !a.keep).count() as u64;
-    (assignments, removed)
 }
 
 /// What the clusters add up to, for summary.json: the clusters, the largest of them and
@@ -226,7 +111,7 @@ impl Tally {
     }
 }
 
-/// Worker 0, under `--keep canonical-host`: the assignments of [`merge_forests`] (all at
+/// Worker 0, under `--keep canonical-host`: the assignments of [`make_stars`](crate::stages::stars::make_stars) (all at
 /// worker 0) and the clustered documents on mirroring hosts (from the mirror stage) give
 /// each cluster's kept document again, the smallest `(on a mirroring host, rank, doc_id)`:
 /// a copy off mirroring hosts if the cluster has one, the inner policy's choice among them.

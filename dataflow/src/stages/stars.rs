@@ -31,7 +31,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use fxhash::FxHashMap as HashMap;
-use neardup_core::star::{stars, unlinked_pairs, Centers, Link, LinkKind};
+use neardup_core::star::{stars, unlinked_pairs, whole_component, Centers, Link, LinkKind};
 use neardup_core::unionfind::SortedUnionFind;
 use neardup_core::Method;
 use neardup_io::spill::{ExternalSort, SpillRecord};
@@ -45,7 +45,7 @@ use crate::operators::collect::Give;
 use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::records::{Assignment, Edge, EdgeKind};
-use crate::stages::clusters::Tally;
+use crate::stages::clusters::{KeepRanks, Tally};
 use crate::worker::WorkerCtx;
 
 /// The component of an edge not labelled yet.
@@ -126,10 +126,10 @@ impl Shared {
             });
             match merged {
                 Ok(stats) => {
-                    ctx.sorted("stars documents", stats);
+                    ctx.sorted("component documents", stats);
                     self.union_find = Some(SortedUnionFind::new(ids));
                 }
-                Err(e) => ctx.sort_failed("stars documents", e),
+                Err(e) => ctx.sort_failed("component documents", e),
             }
         }
         self.union_find.as_mut()
@@ -152,7 +152,7 @@ pub fn label_components<'s>(
     ctx: Rc<WorkerCtx>,
     components: Components,
 ) -> (StreamVec<'s, u64, InComponent>, StreamVec<'s, u64, Edge>) {
-    components.borrow_mut().documents = Some(ctx.sort("stars documents", STARS_SORT_SHARE));
+    components.borrow_mut().documents = Some(ctx.sort("component documents", STARS_SORT_SHARE));
     let (arrive, join, label) = (components.clone(), components.clone(), components);
     let (arrive_ctx, join_ctx) = (ctx.clone(), ctx.clone());
     let (fail, done) = (ctx.clone(), ctx.clone());
@@ -161,7 +161,7 @@ pub fn label_components<'s>(
         .sort_complete_split::<InComponent, InComponent, Edge, _, _>(
             Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
             "JoinComponents",
-            ctx.sort("stars edges", STARS_SORT_SHARE),
+            ctx.sort("component edges", STARS_SORT_SHARE),
             (),
             move |data, _| {
                 let mut shared = arrive.borrow_mut();
@@ -173,7 +173,7 @@ pub fn label_components<'s>(
                     .try_for_each(|r| sort.push(r.edge.a).and_then(|()| sort.push(r.edge.b)));
                 if let Err(e) = pushed {
                     shared.documents = None;
-                    arrive_ctx.sort_failed("stars documents", e);
+                    arrive_ctx.sort_failed("component documents", e);
                 }
             },
             move |_, r: InComponent, out, _| {
@@ -183,14 +183,14 @@ pub fn label_components<'s>(
                     out.give(r);
                 }
             },
-            move |_, stats, _, _| done.sorted("stars edges", stats),
-            move |e| fail.sort_failed("stars edges", e),
+            move |_, stats, _, _| done.sorted("component edges", stats),
+            move |e| fail.sort_failed("component edges", e),
         );
     let (fail, done) = (ctx.clone(), ctx.clone());
     joined.sort_complete_split(
         Pipeline,
         "LabelComponents",
-        ctx.sort("stars labels", STARS_SORT_SHARE),
+        ctx.sort("component labels", STARS_SORT_SHARE),
         (),
         |_, _| {},
         move |_, mut r: InComponent, out, _| {
@@ -202,8 +202,8 @@ pub fn label_components<'s>(
             r.component = uf.find(r.edge.a);
             out.give(r);
         },
-        move |_, stats, _, _| done.sorted("stars labels", stats),
-        move |e| fail.sort_failed("stars labels", e),
+        move |_, stats, _, _| done.sorted("component labels", stats),
+        move |e| fail.sort_failed("component labels", e),
     )
 }
 
@@ -264,7 +264,7 @@ pub fn probe_components<'s>(
     labelled.sort_complete_split(
         Pipeline,
         "ProbeComponents",
-        ctx.sort("stars probes", STARS_SORT_SHARE),
+        ctx.sort("component probes", STARS_SORT_SHARE),
         Group::default(),
         |_, _| {},
         move |group, r: InComponent, through, probes: &mut Give<'_, '_, u64, Edge>| {
@@ -275,9 +275,9 @@ pub fn probe_components<'s>(
         },
         move |mut group, stats, _, probes| {
             probe_end(&group.take(), &mut |e| probes.give(e));
-            done.sorted("stars probes", stats);
+            done.sorted("component probes", stats);
         },
-        move |e| fail.sort_failed("stars probes", e),
+        move |e| fail.sort_failed("component probes", e),
     )
 }
 
@@ -289,12 +289,20 @@ pub fn make_stars<'s>(
     verified: StreamVec<'s, u64, Edge>,
     ctx: Rc<WorkerCtx>,
     components: Components,
+    keep_ranks: KeepRanks,
 ) -> StreamVec<'s, u64, Assignment> {
     use timely::dataflow::operators::Concat;
-    let centers = match ctx.shared.config.cluster {
-        ClusterMode::Star => Centers::Rank,
-        _ => Centers::Coverage,
+    let shape = match ctx.shared.config.cluster {
+        ClusterMode::Star => Some(Centers::Rank),
+        ClusterMode::Components => None,
+        ClusterMode::Verified => Some(Centers::Coverage),
     };
+    let keep_ranks = ctx
+        .shared
+        .config
+        .keep
+        .prefers_canonical_hosts()
+        .then_some(keep_ranks);
     let simhash = matches!(ctx.shared.config.scheme.method, Method::Simhash(_));
     let fail = ctx.clone();
     let done = ctx.clone();
@@ -305,7 +313,13 @@ pub fn make_stars<'s>(
             drop(records);
             // Connected components would remove every document of this one but one.
             tally.components_would_remove += ranks.len() as u64 - 1;
-            let members = stars(&ranks, &links, centers);
+            let members = match shape {
+                Some(centers) => stars(&ranks, &links, centers),
+                None => whole_component(&ranks),
+            };
+            if let Some(keep_ranks) = &keep_ranks {
+                keep_ranks.borrow_mut().extend(ranks);
+            }
             let mut assignments: Vec<Assignment> = members
                 .into_iter()
                 .map(|m| Assignment {
@@ -321,7 +335,7 @@ pub fn make_stars<'s>(
             tally.add(&mut assignments);
             assignments.into_iter().for_each(out);
         };
-    let make_end = make;
+    let make_end = make.clone();
     let (label, drop_union_find) = (components.clone(), components.clone());
     let drop_union_find_end = components;
     labelled
@@ -329,7 +343,7 @@ pub fn make_stars<'s>(
         .sort_complete_split(
             Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
             "MakeStars",
-            ctx.sort("stars", STARS_SORT_SHARE),
+            ctx.sort("by component", STARS_SORT_SHARE),
             (Group::default(), Tally::default()),
             move |data, _| {
                 // The verified unlinked pairs join the component of their documents.
@@ -357,11 +371,11 @@ pub fn make_stars<'s>(
                 let mut shared = drop_union_find_end.borrow_mut();
                 shared.union_find = None;
                 tally.probes_checked = shared.probed;
-                done.sorted("stars", stats);
+                done.sorted("by component", stats);
                 tally.report(&done);
                 done.stage_done("cluster");
             },
-            move |e| fail.sort_failed("stars", e),
+            move |e| fail.sort_failed("by component", e),
         )
         .0
 }
