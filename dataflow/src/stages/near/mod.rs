@@ -32,7 +32,7 @@ use timely::dataflow::{ProbeHandle, StreamVec};
 use self::buckets::{search, Searched};
 use self::enter::table_records;
 use self::keys::Keys;
-use self::spill::{Partitions, SpillDir, SpillShape};
+use self::spill::{PartitionWalk, Partitions, SpillDir, SpillShape};
 use crate::progress::Progress;
 use crate::records::{DocFp, Edge, TableRecord};
 use crate::worker::WorkerCtx;
@@ -86,6 +86,7 @@ fn search_buckets<'s>(
     );
     let search_ctx = ctx.clone();
     let search_keys = keys.clone();
+    let scope = records.scope();
     records
         .unary_frontier(
             // Every lane of a record routes to the same worker, so the first one stands for all.
@@ -93,14 +94,14 @@ fn search_buckets<'s>(
                 keys.worker(r.first_lane(), r.value, peers)
             })),
             "SearchBuckets",
-            move |_, _| {
-                // Records by round (timestamp), each searched once its round is complete.
-                let mut stash: BTreeMap<u64, (Capability<u64>, Store)> = BTreeMap::new();
+            move |_, info| {
+                let activator = scope.activator_for(info.address);
+                let mut rounds = Rounds::default();
                 let mut done = false;
                 move |(input, frontier), output| {
                     input.for_each(|cap, data| {
                         let time = *cap.least().expect("a time");
-                        let entry = stash.entry(time).or_insert_with(|| {
+                        let entry = rounds.stash.entry(time).or_insert_with(|| {
                             (
                                 cap.retain_least(output.output_index()).expect("a time"),
                                 Store::Memory(Vec::new()),
@@ -116,33 +117,20 @@ fn search_buckets<'s>(
                             data.clear();
                         }
                     });
-                    let complete: Vec<u64> = stash
-                        .keys()
-                        .copied()
-                        .filter(|t| !frontier.less_equal(t))
-                        .collect();
-                    for time in complete {
-                        let (cap, store) = stash.remove(&time).expect("listed");
-                        match store {
-                            Store::Memory(records) => {
-                                let edges = search_round(&search_ctx, records, &search_keys);
-                                output.session(&cap).give_iterator(edges.into_iter());
-                            }
-                            Store::Spilled(partitions) => {
-                                let searched = partitions.finish(&search_keys, |records| {
-                                    let edges = search_round(&search_ctx, records, &search_keys);
-                                    output.session(&cap).give_iterator(edges.into_iter());
-                                });
-                                match searched {
-                                    Ok(bytes) => {
-                                        search_ctx.report.borrow_mut().spilled_bytes += bytes
-                                    }
-                                    Err(e) => search_ctx.fail(spill_error(&spill_dir.borrow(), e)),
-                                }
-                            }
+                    while let Some((cap, edges, more)) = rounds.next(
+                        |t| !frontier.less_equal(t),
+                        &search_ctx,
+                        &search_keys,
+                        &spill_dir,
+                    ) {
+                        output.session(&cap).give_iterator(edges.into_iter());
+                        if more {
+                            // The operators after this one take the pairs first.
+                            activator.activate();
+                            break;
                         }
                     }
-                    if frontier.is_empty() && stash.is_empty() && !done {
+                    if frontier.is_empty() && rounds.is_empty() && !done {
                         done = true;
                         spill_dir.borrow_mut().remove();
                         search_ctx.stage_done("search");
@@ -155,6 +143,56 @@ fn search_buckets<'s>(
             },
         )
         .probe_with(&searched)
+}
+
+/// Records by round (timestamp), each searched once its round is complete, and the spilled
+/// round being searched, a partition per activation.
+#[derive(Default)]
+struct Rounds {
+    stash: BTreeMap<u64, (Capability<u64>, Store)>,
+    walking: Option<(Capability<u64>, PartitionWalk)>,
+}
+
+impl Rounds {
+    fn is_empty(&self) -> bool {
+        self.stash.is_empty() && self.walking.is_none()
+    }
+
+    /// The pairs of the next piece of the search: a round in memory whole, or the next
+    /// partition of a spilled round, with the capability to give them at and whether the
+    /// round has more partitions. `None` once no round that `complete` allows is left.
+    fn next(
+        &mut self,
+        complete: impl Fn(&u64) -> bool,
+        ctx: &WorkerCtx,
+        keys: &Keys,
+        spill_dir: &RefCell<SpillDir>,
+    ) -> Option<(Capability<u64>, Vec<Edge>, bool)> {
+        loop {
+            let Some((cap, walk)) = self.walking.as_mut() else {
+                let time = self.stash.keys().copied().find(|t| complete(t))?;
+                let (cap, store) = self.stash.remove(&time).expect("listed");
+                match store {
+                    Store::Memory(records) => {
+                        return Some((cap, search_round(ctx, records, keys), false));
+                    }
+                    Store::Spilled(partitions) => match partitions.walk() {
+                        Ok(walk) => self.walking = Some((cap, walk)),
+                        Err(e) => ctx.fail(spill_error(&spill_dir.borrow(), e)),
+                    },
+                }
+                continue;
+            };
+            match walk.next(keys) {
+                Ok(Some(records)) => {
+                    return Some((cap.clone(), search_round(ctx, records, keys), true));
+                }
+                Ok(None) => ctx.report.borrow_mut().spilled_bytes += walk.spilled_bytes(),
+                Err(e) => ctx.fail(spill_error(&spill_dir.borrow(), e)),
+            }
+            self.walking = None;
+        }
+    }
 }
 
 /// One round's records on the searching worker: in memory, or in partition files.
