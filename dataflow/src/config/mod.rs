@@ -80,12 +80,16 @@ pub const EXACT_SORT_SHARE: f64 = 0.25;
 /// million documents: past that the process's memory stays where it is as the corpus
 /// grows (`scripts/bench/size.py`, docs/performance.md). Until 2026-11-27 they had 0.1,
 /// 0.1 and 0.05, and the peak grew by 0.6 GB from 10 to 50 GB of text under
-/// `--memory-limit 4G`.
-pub const PAIRS_SORT_SHARE: f64 = 0.03;
-/// The share of worker 0's part of the limit each sort of the stars keeps
+/// `--memory-limit 4G`. This one and the clusters' then had 0.03: their sorts fill with
+/// the exact stage's edges from the start, and at 10 GB of text (0.8M pairs) they were
+/// not full where at 50 GB they were, three of them at once (about 0.1 GB of the 0.26 GB
+/// between the two peaks, measured 2026-11-27). At 0.01 they are full at both.
+pub const PAIRS_SORT_SHARE: f64 = 0.01;
+/// The share of worker 0's part of the limit each sort of the clusters keeps
 /// ([`crate::stages::stars`]): the edges while they are found, then, one after another,
-/// the edges by component (twice where unlinked pairs are verified).
-pub const STARS_SORT_SHARE: f64 = 0.03;
+/// the edges by component (twice where unlinked pairs are verified). 0.01, as
+/// [`PAIRS_SORT_SHARE`], for the reason given there.
+pub const STARS_SORT_SHARE: f64 = 0.01;
 /// The share for each sort of the web stages: the captures by normalized URL
 /// ([`crate::stages::urls`]), the archive records by payload digest
 /// ([`crate::stages::revisits`]), and the two hops of the cross-host count. Their records

@@ -36,8 +36,8 @@ pub const WAITING_BYTES: u64 = 24;
 /// The share of a process's `--memory-limit` the table search plans within. The other
 /// shares of the limit, any of which may be full while the search runs: the exact
 /// stage's sort ([`EXACT_SORT_SHARE`](crate::config::EXACT_SORT_SHARE), 0.25), the
-/// pairs' (0.03), the stars' edges (0.03), the clusters table's (0.03), the duplicate
-/// ids' (0.01), the fingerprints held for later rounds ([`HELD_SHARE`], 0.03): 0.38 in
+/// pairs' (0.01), the clusters' edges (0.01), the clusters table's (0.03), the duplicate
+/// ids' (0.01), the fingerprints held for later rounds ([`HELD_SHARE`], 0.03): 0.34 in
 /// all; the rest is left for timely's queues, the batches being read, and the stars'
 /// union-find. (Until 2026-11-27 the search took the whole limit when it fitted in
 /// memory and what the documents' ids left when it spilled, so its memory kept growing
@@ -49,9 +49,12 @@ pub const SEARCH_SHARE: f64 = 0.3;
 pub const PARTITION_ENTRY_BYTES: u64 = 80;
 /// Shares of a worker's part of the search's share ([`SEARCH_SHARE`]) when spilling: the
 /// average partition being searched (a partition may reach twice the average before it is
-/// split again: 0.8) and the partition files' write buffers (0.2).
+/// split again: 0.8) and the partition files' write buffers (0.05, split among the files:
+/// 1 MB each at 10 GB of text under `--memory-limit 4G`, a quarter of that at 50 GB, where
+/// four times the files made 0.2 of the share, as before 2026-11-27, use 0.19 GB more
+/// than at 10 GB; writes of a quarter of a megabyte cost nothing measurable).
 pub const PARTITION_SHARE: f64 = 0.4;
-pub const BUFFER_SHARE: f64 = 0.2;
+pub const BUFFER_SHARE: f64 = 0.05;
 /// The share of a worker's part of the whole limit for the fingerprints held for the
 /// rounds to come, while the corpus is read (beyond it they spill, and are read back
 /// once per round; small for the reason given at
