@@ -21,6 +21,9 @@
 //!    the same union-find) sorted by component; each component's stars, then its documents'
 //!    assignments, go to their homes as the sort is walked.
 //!
+//! `--cluster components` takes steps 1 and 3 too, with each component made one cluster
+//! ([`neardup_core::star::whole_component`]) instead of its stars.
+//!
 //! Within a component the edges are in the order the simple version sorted them, the
 //! verified unlinked pairs after them, so the clusters are exactly the simple version's
 //! (`tests/quality_cli.rs` and `dataflow/tests/oracle.rs` compare them with it). What is
