@@ -34,9 +34,9 @@
 //!                                                       │                            │
 //!                            verify (--verify, MinHash --threshold) ──▶ near edges   │
 //!                                                       │                            │
-//!                        all edges ──▶ pairs/part-W ──▶ local union-find             │
-//!                                                       │ forests to worker 0        │
-//!                                        merge, label, keep (--cluster star: stars)  │
+//!                        all edges ──▶ pairs/part-W                                  │
+//!                                                       │ to worker 0                │
+//!                  label components, then stars (or whole components) one at a time  │
 //!                                                       │ back to each home          │
 //!                         (URLs) mirrors/, hosts/ ◀──── ┤                            │
 //!                                                       └──▶ clusters/part-W ◀───────┘
@@ -54,7 +54,7 @@
 //! [`stages::exact`], [`stages::revisits`], [`stages::urls`], [`stages::near`] (with
 //! [`stages::near::rounds`] and [`stages::near::spill`]), [`stages::verify`],
 //! [`stages::pairs`], [`stages::clusters`], [`stages::mirrors`], [`output`], [`finish`],
-//! [`pipeline`], [`job`];
+//! [`pipeline`], [`job`]; [`records`] and [`wire`] (what crosses processes, compact);
 //! [`control`] (the processes' handshake and mesh) and [`live`] (the live service).
 
 pub mod config;
@@ -71,6 +71,7 @@ pub mod progress;
 pub mod records;
 pub mod report;
 pub mod stages;
+pub mod wire;
 pub mod worker;
 
 pub use config::{JobConfig, JobInput, KeepPolicy, Parallelism};

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::wire;
+
 /// Bits of `doc_id` that number records within a file: `doc_id = (file << 40) | record`.
 pub const RECORD_BITS: u32 = 40;
 
@@ -39,7 +41,10 @@ pub enum RawBody {
 }
 
 /// A fingerprinted document: what the exact and near stages need of it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Between processes it travels in its compact form ([`crate::wire`]): the fields that are
+/// absent take a bit, not a byte, and a simhash document without URLs 39 bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DocFp {
     pub doc_id: u64,
     pub simhash: u64,
@@ -64,6 +69,131 @@ pub struct DocFp {
     /// The host and the path (with query) of the normalized URL, for mirror detection
     /// ([`crate::stages::mirrors`]); boxed, since many corpora have no URLs.
     pub page: Option<Box<(String, String)>>,
+}
+
+/// Which of [`DocFp`]'s optional fields its compact form holds.
+mod has {
+    pub const EMPTY: u8 = 1;
+    pub const EXACT_KEY: u8 = 1 << 1;
+    pub const ID_HASH: u8 = 1 << 2;
+    pub const DIGEST: u8 = 1 << 3;
+    pub const REVISIT: u8 = 1 << 4;
+    pub const URL_KEY: u8 = 1 << 5;
+    pub const HOST_HASH: u8 = 1 << 6;
+    pub const PAGE: u8 = 1 << 7;
+}
+
+impl wire::Compact for DocFp {
+    const MAX_BYTES: usize = 64;
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        let flags = flag(self.empty, has::EMPTY)
+            | flag(self.exact_key != 0, has::EXACT_KEY)
+            | flag(self.id_hash.is_some(), has::ID_HASH)
+            | flag(self.digest.is_some(), has::DIGEST)
+            | flag(matches!(self.digest, Some((_, true))), has::REVISIT)
+            | flag(self.url_key.is_some(), has::URL_KEY)
+            | flag(self.host_hash.is_some(), has::HOST_HASH)
+            | flag(self.page.is_some(), has::PAGE);
+        out.push(flags);
+        wire::put_doc(out, self.doc_id);
+        wire::put_u64(out, self.simhash);
+        if self.exact_key != 0 {
+            wire::put_u128(out, self.exact_key);
+        }
+        wire::put_rank(out, self.rank);
+        if let Some(h) = self.id_hash {
+            wire::put_u64(out, h);
+        }
+        wire::put_varint(out, self.bands.len() as u64);
+        for &band in &self.bands {
+            wire::put_u64(out, band);
+        }
+        if let Some((digest, _)) = self.digest {
+            wire::put_u128(out, digest);
+        }
+        if let Some(key) = self.url_key {
+            wire::put_u128(out, key);
+        }
+        if let Some(h) = self.host_hash {
+            wire::put_u64(out, h);
+        }
+        if let Some(page) = &self.page {
+            wire::put_str(out, &page.0);
+            wire::put_str(out, &page.1);
+        }
+    }
+
+    fn decode(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<Self> {
+        let flags = bytes()?;
+        let on = |bit: u8| flags & bit != 0;
+        let doc_id = wire::get_doc(bytes)?;
+        let simhash = wire::get_u64(bytes)?;
+        let exact_key = if on(has::EXACT_KEY) {
+            wire::get_u128(bytes)?
+        } else {
+            0
+        };
+        let rank = wire::get_rank(bytes)?;
+        let id_hash = if on(has::ID_HASH) {
+            Some(wire::get_u64(bytes)?)
+        } else {
+            None
+        };
+        let bands_len = wire::get_varint(bytes)?;
+        // A signature has at most a few hundred bands: a longer count is a corrupt record,
+        // and must not reserve memory.
+        let mut bands = Vec::with_capacity(bands_len.min(1024) as usize);
+        for _ in 0..bands_len {
+            bands.push(wire::get_u64(bytes)?);
+        }
+        let digest = if on(has::DIGEST) {
+            Some((wire::get_u128(bytes)?, on(has::REVISIT)))
+        } else {
+            None
+        };
+        let url_key = if on(has::URL_KEY) {
+            Some(wire::get_u128(bytes)?)
+        } else {
+            None
+        };
+        let host_hash = if on(has::HOST_HASH) {
+            Some(wire::get_u64(bytes)?)
+        } else {
+            None
+        };
+        let page = if on(has::PAGE) {
+            Some(Box::new((wire::get_str(bytes)?, wire::get_str(bytes)?)))
+        } else {
+            None
+        };
+        Some(DocFp {
+            doc_id,
+            simhash,
+            exact_key,
+            rank,
+            empty: on(has::EMPTY),
+            id_hash,
+            bands,
+            digest,
+            url_key,
+            host_hash,
+            page,
+        })
+    }
+}
+
+impl Serialize for DocFp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        wire::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for DocFp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        wire::deserialize(d)
+    }
 }
 
 /// Why two documents are paired.
@@ -140,7 +270,10 @@ pub enum EdgeKind {
 }
 
 /// A duplicate pair, `a < b`, with both documents' keep ranks (for the cluster stage).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Between processes it travels in its compact form ([`crate::wire`]): about 12 bytes for
+/// a near pair under `--keep first` where the derived layout took 38.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Edge {
     pub a: u64,
     pub b: u64,
@@ -150,6 +283,71 @@ pub struct Edge {
     pub rank_b: u64,
     /// Exact Jaccard similarity of the two documents' shingle sets, when verified.
     pub jaccard: Option<f32>,
+}
+
+impl wire::Compact for Edge {
+    const MAX_BYTES: usize = 48;
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let kind = match self.kind {
+            EdgeKind::Exact => 0,
+            EdgeKind::Near => 1,
+            EdgeKind::SameFingerprint => 2,
+            EdgeKind::Url => 3,
+        };
+        out.push(kind | if self.jaccard.is_some() { 4 } else { 0 });
+        wire::put_doc(out, self.a);
+        wire::put_doc(out, self.b);
+        out.push(self.hamming);
+        wire::put_rank(out, self.rank_a);
+        wire::put_rank(out, self.rank_b);
+        if let Some(j) = self.jaccard {
+            out.extend_from_slice(&j.to_bits().to_le_bytes());
+        }
+    }
+
+    fn decode(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<Self> {
+        let flags = bytes()?;
+        let kind = match flags & 3 {
+            0 => EdgeKind::Exact,
+            1 => EdgeKind::Near,
+            2 => EdgeKind::SameFingerprint,
+            _ => EdgeKind::Url,
+        };
+        if flags >> 3 != 0 {
+            return None;
+        }
+        let (a, b) = (wire::get_doc(bytes)?, wire::get_doc(bytes)?);
+        let hamming = bytes()?;
+        let (rank_a, rank_b) = (wire::get_rank(bytes)?, wire::get_rank(bytes)?);
+        let jaccard = if flags & 4 != 0 {
+            let le = [bytes()?, bytes()?, bytes()?, bytes()?];
+            Some(f32::from_bits(u32::from_le_bytes(le)))
+        } else {
+            None
+        };
+        Some(Edge {
+            a,
+            b,
+            hamming,
+            kind,
+            rank_a,
+            rank_b,
+            jaccard,
+        })
+    }
+}
+
+impl Serialize for Edge {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        wire::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Edge {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        wire::deserialize(d)
+    }
 }
 
 impl Edge {
@@ -192,13 +390,54 @@ impl Edge {
 /// workers most of the per-table copies never exist (with one worker, one record carries
 /// all 16 tables of manku16). In MinHash mode a lane is an LSH band, each record carries
 /// one, and `value` is the band's key rather than the fingerprint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Between processes it travels in its compact form ([`crate::wire`]), about 16 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TableRecord {
     pub base: u32,
     pub lanes: u64,
     pub value: u64,
     pub doc_id: u64,
     pub rank: u64,
+}
+
+impl wire::Compact for TableRecord {
+    // base, lanes, value, file, record within the file, rank.
+    const MAX_BYTES: usize = 5 + 10 + 8 + 4 + 6 + 10;
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        wire::put_varint(out, self.base as u64);
+        wire::put_varint(out, self.lanes);
+        wire::put_u64(out, self.value);
+        wire::put_doc(out, self.doc_id);
+        wire::put_rank(out, self.rank);
+    }
+
+    fn decode(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<Self> {
+        let base = u32::try_from(wire::get_varint(bytes)?).ok()?;
+        let lanes = wire::get_varint(bytes)?;
+        let value = wire::get_u64(bytes)?;
+        let doc_id = wire::get_doc(bytes)?;
+        Some(TableRecord {
+            base,
+            lanes,
+            value,
+            doc_id,
+            rank: wire::get_rank(bytes)?,
+        })
+    }
+}
+
+impl Serialize for TableRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        wire::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TableRecord {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        wire::deserialize(d)
+    }
 }
 
 impl TableRecord {
@@ -256,5 +495,188 @@ mod tests {
                 assert_eq!(bits.contains(doc), simple.contains(&doc), "{file} {record}");
             }
         }
+    }
+
+    fn table_record(state: &mut u64) -> TableRecord {
+        let mut r = || neardup_core::mix::splitmix64(state);
+        let ranks = [0, r() % 1000, u64::MAX - r() % 100_000, r(), u64::MAX];
+        TableRecord {
+            base: (r() % 130) as u32,
+            lanes: r() >> (r() % 64),
+            value: r(),
+            doc_id: doc_id((r() % 5000) as u32, r() >> (24 + r() % 40)),
+            rank: ranks[(r() % 5) as usize],
+        }
+    }
+
+    /// Table records between processes: what bincode (timely's serialization) writes
+    /// reads back the same, record by record inside a batch, against the derived layout's
+    /// 36 bytes; and a simhash record of a typical run takes 16.
+    #[test]
+    fn table_records_cross_processes_whole_and_small() {
+        let mut state = 11u64;
+        let batch: Vec<TableRecord> = (0..20_000).map(|_| table_record(&mut state)).collect();
+        let bytes = bincode::serialize(&batch).unwrap();
+        let back: Vec<TableRecord> = bincode::deserialize(&bytes).unwrap();
+        assert_eq!(back, batch);
+        assert_eq!(
+            bincode::serialized_size(&batch).unwrap(),
+            bytes.len() as u64
+        );
+        assert!(bytes.len() < 36 * batch.len(), "{} bytes", bytes.len());
+        // serde's other formats read it too (a JSON array of bytes).
+        let json = serde_json::to_string(&batch[..50]).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Vec<TableRecord>>(&json).unwrap(),
+            batch[..50]
+        );
+
+        // manku16 at 16 workers: tables 0..16, a mask of a few of them; file 3, record
+        // 40,000 of it; `--keep first`.
+        let typical = TableRecord {
+            base: 0,
+            lanes: 0b1000_0100_0001,
+            value: 0x9e37_79b9_7f4a_7c15,
+            doc_id: doc_id(3, 40_000),
+            rank: 0,
+        };
+        assert_eq!(bincode::serialized_size(&typical).unwrap(), 16);
+    }
+
+    /// Bytes that end inside a record, or name a document number out of range, are an
+    /// error, not a record.
+    #[test]
+    fn cut_or_bad_table_records_are_errors() {
+        let mut state = 5u64;
+        let record = table_record(&mut state);
+        let bytes = bincode::serialize(&record).unwrap();
+        for cut in 0..bytes.len() {
+            assert!(
+                bincode::deserialize::<TableRecord>(&bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut too_big = Vec::new();
+        wire::put_varint(&mut too_big, 0); // base
+        wire::put_varint(&mut too_big, 1); // lanes
+        wire::put_u64(&mut too_big, 7); // value
+        wire::put_varint(&mut too_big, 0); // file
+        wire::put_varint(&mut too_big, 1 << RECORD_BITS); // record: one bit too many
+        wire::put_rank(&mut too_big, 0);
+        assert!(bincode::deserialize::<TableRecord>(&too_big).is_err());
+    }
+
+    fn doc_fp(state: &mut u64) -> DocFp {
+        let mut r = || neardup_core::mix::splitmix64(state);
+        let flags = r();
+        let on = |bit: u32| flags & (1 << bit) != 0;
+        let bands = (0..(if on(0) { r() % 20 } else { 0 }))
+            .map(|_| r())
+            .collect();
+        DocFp {
+            doc_id: doc_id((r() % 70_000) as u32, r() >> (24 + r() % 40)),
+            simhash: r(),
+            exact_key: if on(1) {
+                (r() as u128) << 64 | r() as u128
+            } else {
+                0
+            },
+            rank: [0, r() % 1000, u64::MAX - r() % 100_000, r()][(r() % 4) as usize],
+            empty: on(2),
+            id_hash: on(3).then(&mut r),
+            bands,
+            digest: on(4).then(|| ((r() as u128) << 64 | r() as u128, on(5))),
+            url_key: on(6).then(|| (r() as u128) << 64 | r() as u128),
+            host_hash: on(7).then(&mut r),
+            page: on(8)
+                .then(|| Box::new((format!("h{}.example", r() % 100), format!("/p/{}?é", r())))),
+        }
+    }
+
+    /// Documents between processes and in resume parts: every combination of the optional
+    /// fields reads back the same through bincode, inside a batch; a simhash document
+    /// without URLs takes 39 bytes where the derived layout took 62; cut bytes are errors.
+    #[test]
+    fn documents_cross_processes_whole_and_small() {
+        let mut state = 17u64;
+        let batch: Vec<DocFp> = (0..5_000).map(|_| doc_fp(&mut state)).collect();
+        let bytes = bincode::serialize(&batch).unwrap();
+        assert_eq!(bincode::deserialize::<Vec<DocFp>>(&bytes).unwrap(), batch);
+        let json = serde_json::to_string(&batch[..50]).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Vec<DocFp>>(&json).unwrap(),
+            batch[..50]
+        );
+
+        let typical = DocFp {
+            doc_id: doc_id(3, 40_000),
+            simhash: 0x9e37_79b9_7f4a_7c15,
+            exact_key: 0x0123_4567_89ab_cdef_0123_4567_89ab_cdef,
+            rank: 0,
+            empty: false,
+            id_hash: Some(0x1234_5678_9abc_def0),
+            bands: Vec::new(),
+            digest: None,
+            url_key: None,
+            host_hash: None,
+            page: None,
+        };
+        // flags 1, file 1, record 3, simhash 8, exact key 16, rank 1, id hash 8, bands 1.
+        assert_eq!(bincode::serialized_size(&typical).unwrap(), 39);
+        let one = bincode::serialize(&batch[7]).unwrap();
+        for cut in 0..one.len() {
+            assert!(
+                bincode::deserialize::<DocFp>(&one[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    /// Edges (and the candidates that carry them) between processes: every kind, with and
+    /// without a Jaccard similarity, reads back the same through bincode; a near pair under
+    /// `--keep first` takes 10 to 12 bytes; cut bytes and unknown flags are errors.
+    #[test]
+    fn edges_cross_processes_whole_and_small() {
+        let mut state = 23u64;
+        let mut r = || neardup_core::mix::splitmix64(&mut state);
+        let kinds = [
+            EdgeKind::Exact,
+            EdgeKind::Near,
+            EdgeKind::SameFingerprint,
+            EdgeKind::Url,
+        ];
+        let candidates: Vec<Candidate> = (0..5_000)
+            .map(|i| Candidate {
+                edge: Edge {
+                    a: doc_id((r() % 70_000) as u32, r() >> (24 + r() % 40)),
+                    b: doc_id((r() % 70_000) as u32, r() >> (24 + r() % 40)),
+                    hamming: r() as u8,
+                    kind: kinds[i % 4],
+                    rank_a: [0, r(), u64::MAX - r() % 9999][(r() % 3) as usize],
+                    rank_b: r(),
+                    jaccard: (i % 3 == 0).then(|| (r() % 1000) as f32 / 999.0),
+                },
+                shingles_a: (0..r() % 5).map(|_| r()).collect(),
+            })
+            .collect();
+        let bytes = bincode::serialize(&candidates).unwrap();
+        let back: Vec<Candidate> = bincode::deserialize(&bytes).unwrap();
+        assert_eq!(back.len(), candidates.len());
+        for (x, y) in back.iter().zip(&candidates) {
+            assert_eq!((x.edge, &x.shingles_a), (y.edge, &y.shingles_a));
+        }
+        let near = Edge::new((doc_id(3, 40_000), 0), (doc_id(9, 7), 0), 3, EdgeKind::Near);
+        // flags 1, a 4 (file 1, record 3), b 2, hamming 1, the two ranks 1 each.
+        assert_eq!(bincode::serialized_size(&near).unwrap(), 10);
+        let one = bincode::serialize(&back[3].edge).unwrap();
+        for cut in 0..one.len() {
+            assert!(
+                bincode::deserialize::<Edge>(&one[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut unknown = one.clone();
+        unknown[0] |= 8;
+        assert!(bincode::deserialize::<Edge>(&unknown).is_err());
     }
 }

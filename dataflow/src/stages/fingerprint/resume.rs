@@ -5,8 +5,9 @@
 //! later stages take) to a hidden temporary file in `_resume/`, and when its stage ends, after
 //! committing its part of `fingerprints/`, a last entry with its read and fingerprint counts;
 //! then it renames the file to `part-NNNNN.bin`. A committed resume part is therefore whole,
-//! and the fingerprints it goes with are committed. The entries are bincode: about 50 bytes a
-//! document with simhash (plus 8 per LSH band with MinHash), which is written at the speed of
+//! and the fingerprints it goes with are committed. The entries are bincode, a document in its
+//! compact form ([`crate::wire`]): about 40 bytes with simhash (plus 8 per LSH band with
+//! MinHash), which is written at the speed of
 //! the disk and costs a small share of the fingerprinting.
 //!
 //! A part verifies itself, and is refused, naming the file, when it does not:
@@ -72,8 +73,8 @@ const PART_MAGIC: [u8; 8] = *b"NDRESUME";
 
 /// The layout of a resume part (see the module documentation); a reader refuses any other.
 /// 2: the report it ends with gained `removal` (a part of format 1 would not read); 3: and
-/// `sorts` and `peak_rss`.
-const PART_FORMAT: u32 = 3;
+/// `sorts` and `peak_rss`; 4: documents in their compact form ([`crate::wire`]).
+const PART_FORMAT: u32 = 4;
 
 /// The bytes of a part's header, and of a block's.
 const HEADER_BYTES: usize = 40;
