@@ -17,7 +17,7 @@ use crate::finish::{Finish, Finished};
 use crate::plan::home::HomeTable;
 use crate::report::{JobSummary, WorkerReport};
 use crate::stages::cluster_rows::{count_duplicate_ids, write_clusters};
-use crate::stages::clusters::{prefer_canonical_hosts, probes_unlinked, KeepRanks, RemovedAtHome};
+use crate::stages::clusters::{prefer_canonical_hosts, probes_unlinked, RemovedAtHome};
 use crate::stages::exact::fold_exact;
 use crate::stages::fingerprint::fingerprint;
 use crate::stages::fingerprint::resume::resumed_docs;
@@ -198,7 +198,6 @@ fn near_duplicates<'s>(
     if urls_known {
         crate::stages::urls::count_cross_host(docs.clone(), edges.clone(), ctx.clone());
     }
-    let keep_ranks = KeepRanks::default();
     // Worker 0 labels the edges with their components and makes the clusters a component
     // at a time: stars (with each component's unlinked pairs worth it verified where the
     // documents' sets are), or under `--cluster components` the whole component.
@@ -213,13 +212,8 @@ fn near_duplicates<'s>(
     } else {
         unlinked
     };
-    let mut assignments = stars::make_stars(
-        labelled,
-        verified,
-        ctx.clone(),
-        components,
-        keep_ranks.clone(),
-    );
+    let (mut assignments, keep_ranks) =
+        stars::make_stars(labelled, verified, ctx.clone(), components);
     if urls_known {
         let mirroring =
             crate::stages::mirrors::detect_mirrors(docs.clone(), assignments.clone(), ctx.clone());

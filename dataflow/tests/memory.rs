@@ -309,6 +309,17 @@ fn crawl(dir: &Path) -> PathBuf {
 
 #[test]
 fn the_web_stages_spilled_give_the_outputs_of_memory() {
+    web_stages_spilled(None);
+}
+
+/// `--keep canonical-host`'s two sorts (by document, then by cluster) spilled give the
+/// kept documents of memory too.
+#[test]
+fn keep_canonical_host_spilled_gives_the_outputs_of_memory() {
+    web_stages_spilled(Some("canonical-host"));
+}
+
+fn web_stages_spilled(keep: Option<&str>) {
     let tmp = tempfile::tempdir().unwrap();
     let crawl = crawl(tmp.path());
     let config = |out: &Path, workers: usize| {
@@ -319,6 +330,7 @@ fn the_web_stages_spilled_give_the_outputs_of_memory() {
         };
         JobConfig::builder(input, out.to_path_buf())
             .parallelism(Parallelism::local(workers))
+            .keep_or_default(keep)
             .build()
             .unwrap()
     };
@@ -340,10 +352,16 @@ fn the_web_stages_spilled_give_the_outputs_of_memory() {
             .unwrap()
             .summary;
         let sorts = &spilled.memory.as_ref().unwrap().sorts;
-        for stage in ["urls", "revisits", "hosts at a", "hosts at b"] {
-            let sort = &sorts[stage];
+        let canonical = ["canonical hosts by document", "canonical hosts by cluster"];
+        let stages = ["urls", "revisits", "hosts at a", "hosts at b"];
+        for stage in stages
+            .iter()
+            .chain(keep.map_or(&[][..], |_| &canonical[..]))
+        {
+            let sort = &sorts[*stage];
             assert!(sort.runs > 0 && sort.spilled_bytes > 0, "{stage}: {sort:?}");
         }
+        assert_eq!(keep.is_some(), sorts.contains_key(canonical[0]));
         let c = &spilled.counts;
         assert_eq!(
             (c.url_pairs, c.cross_host_pairs, c.revisits_linked),

@@ -9,28 +9,28 @@
 //!
 //! Under `--keep canonical-host` the kept documents are chosen twice, because the mirror
 //! groups they depend on are found from the clusters: worker 0 first picks by the inner
-//! policy (the clusters go to the mirror stage), keeps the ranks, and once the mirror stage
-//! has named the clustered documents on mirroring hosts, [`prefer_canonical_hosts`] moves
-//! each cluster's kept document to the smallest `(on a mirroring host, rank, doc_id)`. The
-//! clusters themselves do not change, and the ranks never leave worker 0.
+//! policy (the clusters go to the mirror stage) and gives each clustered document's rank
+//! on, and once the mirror stage has named the clustered documents on mirroring hosts,
+//! [`prefer_canonical_hosts`] moves each cluster's kept document to the smallest `(on a
+//! mirroring host, rank, doc_id)`, by two sorts within their budgets. The clusters
+//! themselves do not change, and the ranks never leave worker 0.
 
-use fxhash::{FxHashMap as HashMap, FxHashSet as HashSet};
-use std::cell::RefCell;
+use fxhash::FxHashMap as HashMap;
 use std::rc::Rc;
 
+use neardup_io::spill::SpillRecord;
+use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::vec::Map;
+use timely::dataflow::operators::Concat;
 use timely::dataflow::StreamVec;
 
-use crate::config::{ClusterMode, SUMMARY_TOP};
-use crate::operators::CollectComplete;
+use crate::config::{ClusterMode, STARS_SORT_SHARE, SUMMARY_TOP};
+use crate::operators::sort::ordered_by;
+use crate::operators::SortComplete;
 use crate::records::Assignment;
 use crate::report::{ClusterInfo, Removal};
 use crate::worker::WorkerCtx;
-
-/// The keep ranks of the clustered documents, handed inside worker 0 from
-/// [`make_stars`](crate::stages::stars::make_stars) to [`prefer_canonical_hosts`] (filled
-/// only under `--keep canonical-host`).
-pub type KeepRanks = Rc<RefCell<HashMap<u64, u64>>>;
 
 /// Whether the clustering verifies pairs the search did not find ([`neardup_core::star::unlinked_pairs`]):
 /// under `--cluster verified`, when a search by bands (which misses some pairs above its
@@ -111,61 +111,169 @@ impl Tally {
     }
 }
 
-/// Worker 0, under `--keep canonical-host`: the assignments of [`make_stars`](crate::stages::stars::make_stars) (all at
-/// worker 0) and the clustered documents on mirroring hosts (from the mirror stage) give
-/// each cluster's kept document again, the smallest `(on a mirroring host, rank, doc_id)`:
-/// a copy off mirroring hosts if the cluster has one, the inner policy's choice among them.
-/// Counts the clusters whose kept document moved (`keep_moved_to_canonical_host`).
+/// What [`prefer_canonical_hosts`] sorts first, by document: that the document is on a
+/// mirroring host (`tag` [`MIRRORING`]), its rank ([`RANK`]), its assignment
+/// ([`ASSIGNED`]), in that order.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ByDocument {
+    doc: u64,
+    tag: u8,
+    rank: u64,
+    assignment: Option<Assignment>,
+}
+
+pub const MIRRORING: u8 = 0;
+pub const RANK: u8 = 1;
+pub const ASSIGNED: u8 = 2;
+
+ordered_by!(ByDocument, |r| (r.doc, r.tag));
+impl SpillRecord for ByDocument {}
+
+/// Then, by cluster: each assignment with what its document was found to be, in the order
+/// of the kept document's choice.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ByCluster {
+    mirroring: bool,
+    rank: u64,
+    assignment: Assignment,
+}
+
+ordered_by!(ByCluster, |r| (
+    r.assignment.cluster_id,
+    r.mirroring,
+    r.rank,
+    r.assignment.doc_id
+));
+impl SpillRecord for ByCluster {}
+
+/// The walk by document: what is known of the current document so far.
+#[derive(Default)]
+struct DocumentWalk {
+    doc: Option<u64>,
+    mirroring: bool,
+    rank: u64,
+}
+
+impl DocumentWalk {
+    /// Takes the next record in document order; an assignment comes out with its document's
+    /// mirroring and rank (`u64::MAX` when none was given, as for a document without one).
+    fn step(&mut self, r: ByDocument) -> Option<ByCluster> {
+        if self.doc != Some(r.doc) {
+            *self = DocumentWalk {
+                doc: Some(r.doc),
+                mirroring: false,
+                rank: u64::MAX,
+            };
+        }
+        match r.tag {
+            MIRRORING => self.mirroring = true,
+            RANK => self.rank = r.rank,
+            _ => {
+                return r.assignment.map(|assignment| ByCluster {
+                    mirroring: self.mirroring,
+                    rank: self.rank,
+                    assignment,
+                })
+            }
+        }
+        None
+    }
+}
+
+/// The walk by cluster: the first record of a cluster is its kept document.
+#[derive(Default)]
+struct ClusterWalk {
+    cluster: Option<u64>,
+    kept: u64,
+    /// Clusters whose kept document changed.
+    moved: u64,
+}
+
+impl ClusterWalk {
+    fn step(&mut self, r: ByCluster) -> Assignment {
+        let mut a = r.assignment;
+        if self.cluster != Some(a.cluster_id) {
+            self.cluster = Some(a.cluster_id);
+            self.kept = a.doc_id;
+        }
+        let keep = self.kept == a.doc_id;
+        self.moved += u64::from(a.keep && !keep);
+        a.keep = keep;
+        a.kept_doc_id = self.kept;
+        a
+    }
+}
+
+/// Worker 0, under `--keep canonical-host`: the assignments of
+/// [`make_stars`](crate::stages::stars::make_stars) (all at worker 0), their documents'
+/// ranks (its second stream) and the clustered documents on mirroring hosts (from the
+/// mirror stage) give each cluster's kept document again, the smallest `(on a mirroring
+/// host, rank, doc_id)`: a copy off mirroring hosts if the cluster has one, the inner
+/// policy's choice among them. Counts the clusters whose kept document moved
+/// (`keep_moved_to_canonical_host`).
+///
+/// The simple version gathers the assignments, a hash set of the mirroring documents and a
+/// hash map of the ranks, and takes each cluster's smallest (`rekeep` in the tests). Here
+/// the three are sorted together by document, which gives each assignment its document's
+/// mirroring and rank as the sort is walked, and those are sorted by cluster in the order
+/// of the choice, so that each cluster's first is its kept document: two sorts within
+/// their budgets, and nothing held per document.
 pub fn prefer_canonical_hosts<'s>(
     assignments: StreamVec<'s, u64, Assignment>,
     mirroring: StreamVec<'s, u64, u64>,
-    keep_ranks: KeepRanks,
+    ranks: StreamVec<'s, u64, (u64, u64)>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Assignment> {
-    let state: (Vec<Assignment>, HashSet<u64>) = Default::default();
-    assignments.collect_complete_with(
-        mirroring,
-        Pipeline,
-        Exchange::new(ctx.meter("clusters", |_: &u64| 0)),
-        "PreferCanonicalHosts",
-        state,
-        |(assigned, _), data| assigned.append(data),
-        |(_, mirroring), data| mirroring.extend(data.drain(..)),
-        move |(mut assigned, mirroring), session| {
-            let ranks = std::mem::take(&mut *keep_ranks.borrow_mut());
-            let moved = rekeep(&mut assigned, &ranks, &mirroring);
-            drop(mirroring);
-            ctx.report.borrow_mut().keep_moved_to_canonical_host += moved;
-            session.give_iterator(assigned.into_iter());
-        },
-    )
-}
-
-/// Sets `keep` on the smallest `(on a mirroring host, rank, doc_id)` of each cluster;
-/// returns how many clusters' kept document changed.
-fn rekeep(assigned: &mut [Assignment], ranks: &HashMap<u64, u64>, mirroring: &HashSet<u64>) -> u64 {
-    let order = |doc: u64| {
-        (
-            mirroring.contains(&doc),
-            ranks.get(&doc).copied().unwrap_or(u64::MAX),
+    let by_document = mirroring
+        .map(|doc| ByDocument {
             doc,
+            tag: MIRRORING,
+            rank: 0,
+            assignment: None,
+        })
+        .concat(ranks.map(|(doc, rank)| ByDocument {
+            doc,
+            tag: RANK,
+            rank,
+            assignment: None,
+        }))
+        .concat(assignments.map(|a| ByDocument {
+            doc: a.doc_id,
+            tag: ASSIGNED,
+            rank: 0,
+            assignment: Some(a),
+        }));
+    let (fail, done) = (ctx.clone(), ctx.clone());
+    let (tagged, _) = by_document.sort_complete_split::<ByDocument, ByCluster, (), _, _>(
+        Exchange::new(ctx.meter("clusters", |_: &ByDocument| 0)),
+        "CanonicalHostsByDocument",
+        ctx.sort("canonical hosts by document", STARS_SORT_SHARE),
+        DocumentWalk::default(),
+        |_, _| {},
+        |walk, r, out, _| {
+            if let Some(c) = walk.step(r) {
+                out.give(c);
+            }
+        },
+        move |_, stats, _, _| done.sorted("canonical hosts by document", stats),
+        move |e| fail.sort_failed("canonical hosts by document", e),
+    );
+    let (fail, done) = (ctx.clone(), ctx.clone());
+    tagged
+        .sort_complete_split::<ByCluster, Assignment, (), _, _>(
+            Pipeline,
+            "CanonicalHostsByCluster",
+            ctx.sort("canonical hosts by cluster", STARS_SORT_SHARE),
+            ClusterWalk::default(),
+            |_, _| {},
+            |walk, r, out, _| out.give(walk.step(r)),
+            move |walk, stats, _, _| {
+                done.report.borrow_mut().keep_moved_to_canonical_host += walk.moved;
+                done.sorted("canonical hosts by cluster", stats);
+            },
+            move |e| fail.sort_failed("canonical hosts by cluster", e),
         )
-    };
-    let mut best: HashMap<u64, (bool, u64, u64)> = HashMap::default();
-    for a in assigned.iter() {
-        let candidate = order(a.doc_id);
-        best.entry(a.cluster_id)
-            .and_modify(|b| *b = (*b).min(candidate))
-            .or_insert(candidate);
-    }
-    let mut moved = 0;
-    for a in assigned.iter_mut() {
-        let kept = best[&a.cluster_id].2;
-        moved += u64::from(a.keep && kept != a.doc_id);
-        a.keep = kept == a.doc_id;
-        a.kept_doc_id = kept;
-    }
-    moved
+        .0
 }
 
 /// The documents a run removes, at their home worker: filled by
@@ -176,6 +284,119 @@ pub type RemovedAtHome = Rc<std::cell::RefCell<crate::records::DocBits>>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fxhash::FxHashSet as HashSet;
+
+    /// The simple version: sets `keep` on the smallest `(on a mirroring host, rank, doc_id)`
+    /// of each cluster; returns how many clusters' kept document changed.
+    fn rekeep(
+        assigned: &mut [Assignment],
+        ranks: &HashMap<u64, u64>,
+        mirroring: &HashSet<u64>,
+    ) -> u64 {
+        let order = |doc: u64| {
+            (
+                mirroring.contains(&doc),
+                ranks.get(&doc).copied().unwrap_or(u64::MAX),
+                doc,
+            )
+        };
+        let mut best: HashMap<u64, (bool, u64, u64)> = HashMap::default();
+        for a in assigned.iter() {
+            let candidate = order(a.doc_id);
+            best.entry(a.cluster_id)
+                .and_modify(|b| *b = (*b).min(candidate))
+                .or_insert(candidate);
+        }
+        let mut moved = 0;
+        for a in assigned.iter_mut() {
+            let kept = best[&a.cluster_id].2;
+            moved += u64::from(a.keep && kept != a.doc_id);
+            a.keep = kept == a.doc_id;
+            a.kept_doc_id = kept;
+        }
+        moved
+    }
+
+    /// What [`prefer_canonical_hosts`] does, its sorts made by sorting vectors: the walk by
+    /// document, then the walk by cluster. Each mirroring document is named twice, as the
+    /// mirror stage may.
+    fn by_sorted_walks(
+        assigned: &[Assignment],
+        ranks: &HashMap<u64, u64>,
+        mirroring: &HashSet<u64>,
+    ) -> (Vec<Assignment>, u64) {
+        let mut records: Vec<ByDocument> = mirroring
+            .iter()
+            .chain(mirroring.iter())
+            .map(|&doc| ByDocument {
+                doc,
+                tag: MIRRORING,
+                rank: 0,
+                assignment: None,
+            })
+            .chain(ranks.iter().map(|(&doc, &rank)| ByDocument {
+                doc,
+                tag: RANK,
+                rank,
+                assignment: None,
+            }))
+            .chain(assigned.iter().map(|&a| ByDocument {
+                doc: a.doc_id,
+                tag: ASSIGNED,
+                rank: 0,
+                assignment: Some(a),
+            }))
+            .collect();
+        records.sort();
+        let mut by_document = DocumentWalk::default();
+        let mut tagged: Vec<ByCluster> = records
+            .into_iter()
+            .filter_map(|r| by_document.step(r))
+            .collect();
+        tagged.sort();
+        let mut by_cluster = ClusterWalk::default();
+        let walked = tagged.into_iter().map(|r| by_cluster.step(r)).collect();
+        (walked, by_cluster.moved)
+    }
+
+    /// The sorted walks keep what the simple version keeps, and count the same moves, on
+    /// random clusters where some documents lack a rank, some mirror, and some mirroring
+    /// documents are in no cluster.
+    #[test]
+    fn sorted_walks_keep_what_the_simple_version_keeps() {
+        let mut state = 41u64;
+        let mut r = move || neardup_core::mix::splitmix64(&mut state);
+        for _ in 0..300 {
+            let docs = 1 + r() % 60;
+            let clusters = 1 + r() % 8;
+            let mut assigned: Vec<Assignment> = (0..docs)
+                .map(|d| assignment(d * 3 + r() % 3, r() % clusters, false))
+                .collect();
+            assigned.sort_by_key(|a| a.doc_id);
+            assigned.dedup_by_key(|a| a.doc_id);
+            // The inner policy's choice: the smallest document of each cluster.
+            let mut first: HashMap<u64, u64> = HashMap::default();
+            for a in &assigned {
+                first.entry(a.cluster_id).or_insert(a.doc_id);
+            }
+            for a in assigned.iter_mut() {
+                a.keep = first[&a.cluster_id] == a.doc_id;
+            }
+            let mut ranks: HashMap<u64, u64> = HashMap::default();
+            for a in &assigned {
+                if r() % 5 != 0 {
+                    ranks.insert(a.doc_id, r() % 4);
+                }
+            }
+            let mirroring: HashSet<u64> = (0..docs * 3 + 5).filter(|_| r() % 3 == 0).collect();
+            let mut simple = assigned.clone();
+            let moved = rekeep(&mut simple, &ranks, &mirroring);
+            let (mut walked, walked_moved) = by_sorted_walks(&assigned, &ranks, &mirroring);
+            walked.sort_by_key(|a| a.doc_id);
+            assert_eq!(walked, simple);
+            assert_eq!(walked_moved, moved);
+        }
+    }
 
     fn assignment(doc_id: u64, cluster_id: u64, keep: bool) -> Assignment {
         Assignment {

@@ -48,7 +48,7 @@ use crate::operators::collect::Give;
 use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::records::{Assignment, Edge, EdgeKind};
-use crate::stages::clusters::{KeepRanks, Tally};
+use crate::stages::clusters::Tally;
 use crate::worker::WorkerCtx;
 
 /// The component of an edge not labelled yet.
@@ -286,59 +286,60 @@ pub fn probe_components<'s>(
 
 /// Worker 0: the labelled edges and the unlinked pairs that passed verification, sorted
 /// by component, make each component's stars; each clustered document's assignment goes
-/// on (to its home) as its component is done.
+/// on (to its home) as its component is done. Under `--keep canonical-host` the second
+/// stream gives each clustered document's keep rank, `(doc_id, rank)`, for
+/// [`prefer_canonical_hosts`](crate::stages::clusters::prefer_canonical_hosts).
 pub fn make_stars<'s>(
     labelled: StreamVec<'s, u64, InComponent>,
     verified: StreamVec<'s, u64, Edge>,
     ctx: Rc<WorkerCtx>,
     components: Components,
-    keep_ranks: KeepRanks,
-) -> StreamVec<'s, u64, Assignment> {
+) -> (
+    StreamVec<'s, u64, Assignment>,
+    StreamVec<'s, u64, (u64, u64)>,
+) {
     use timely::dataflow::operators::Concat;
     let shape = match ctx.shared.config.cluster {
         ClusterMode::Star => Some(Centers::Rank),
         ClusterMode::Components => None,
         ClusterMode::Verified => Some(Centers::Coverage),
     };
-    let keep_ranks = ctx
-        .shared
-        .config
-        .keep
-        .prefers_canonical_hosts()
-        .then_some(keep_ranks);
+    let keep_ranks = ctx.shared.config.keep.prefers_canonical_hosts();
     let simhash = matches!(ctx.shared.config.scheme.method, Method::Simhash(_));
     let fail = ctx.clone();
     let done = ctx.clone();
-    let make =
-        move |records: Vec<InComponent>, tally: &mut Tally, out: &mut dyn FnMut(Assignment)| {
-            tally.probes_verified += records.iter().filter(|r| r.phase == 1).count() as u64;
-            let (ranks, links) = graph_of(&records);
-            drop(records);
-            // Connected components would remove every document of this one but one.
-            tally.components_would_remove += ranks.len() as u64 - 1;
-            let members = match shape {
-                Some(centers) => stars(&ranks, &links, centers),
-                None => whole_component(&ranks),
-            };
-            if let Some(keep_ranks) = &keep_ranks {
-                keep_ranks.borrow_mut().extend(ranks);
-            }
-            let mut assignments: Vec<Assignment> = members
-                .into_iter()
-                .map(|m| Assignment {
-                    doc_id: m.doc,
-                    cluster_id: m.cluster,
-                    cluster_size: 0,
-                    keep: m.kept == m.doc,
-                    kept_doc_id: m.kept,
-                    hamming: m.hamming.filter(|_| simhash),
-                    jaccard: m.jaccard,
-                })
-                .collect();
-            tally.add(&mut assignments);
-            assignments.into_iter().for_each(out);
+    let make = move |records: Vec<InComponent>,
+                     tally: &mut Tally,
+                     out: &mut dyn FnMut(Assignment),
+                     ranks_out: &mut dyn FnMut((u64, u64))| {
+        tally.probes_verified += records.iter().filter(|r| r.phase == 1).count() as u64;
+        let (ranks, links) = graph_of(&records);
+        drop(records);
+        // Connected components would remove every document of this one but one.
+        tally.components_would_remove += ranks.len() as u64 - 1;
+        let members = match shape {
+            Some(centers) => stars(&ranks, &links, centers),
+            None => whole_component(&ranks),
         };
-    let make_end = make.clone();
+        if keep_ranks {
+            ranks.into_iter().for_each(&mut *ranks_out);
+        }
+        let mut assignments: Vec<Assignment> = members
+            .into_iter()
+            .map(|m| Assignment {
+                doc_id: m.doc,
+                cluster_id: m.cluster,
+                cluster_size: 0,
+                keep: m.kept == m.doc,
+                kept_doc_id: m.kept,
+                hamming: m.hamming.filter(|_| simhash),
+                jaccard: m.jaccard,
+            })
+            .collect();
+        tally.add(&mut assignments);
+        assignments.into_iter().for_each(out);
+    };
+    let make_end = make;
     let (label, drop_union_find) = (components.clone(), components.clone());
     let drop_union_find_end = components;
     labelled
@@ -359,17 +360,19 @@ pub fn make_stars<'s>(
             move |(group, tally): &mut (Group, Tally),
                   r: InComponent,
                   out: &mut Give<'_, '_, u64, Assignment>,
-                  _: &mut Give<'_, '_, u64, ()>| {
+                  ranks: &mut Give<'_, '_, u64, (u64, u64)>| {
                 // Every edge is in: the union-find is no longer needed.
                 drop_union_find.borrow_mut().union_find = None;
                 if let Some(records) = group.add(r) {
-                    make(records, tally, &mut |a| out.give(a));
+                    make(records, tally, &mut |a| out.give(a), &mut |r| ranks.give(r));
                 }
             },
-            move |(mut group, mut tally), stats, out, _| {
+            move |(mut group, mut tally), stats, out, ranks| {
                 let records = group.take();
                 if !records.is_empty() {
-                    make_end(records, &mut tally, &mut |a| out.give(a));
+                    make_end(records, &mut tally, &mut |a| out.give(a), &mut |r| {
+                        ranks.give(r)
+                    });
                 }
                 let mut shared = drop_union_find_end.borrow_mut();
                 shared.union_find = None;
@@ -380,5 +383,4 @@ pub fn make_stars<'s>(
             },
             move |e| fail.sort_failed("by component", e),
         )
-        .0
 }
