@@ -53,6 +53,21 @@ pub struct Removal {
     pub unlinked_pairs_verified: u64,
 }
 
+impl Removal {
+    /// Adds another worker's: each worker makes the clusters of its own components.
+    fn merge(&mut self, other: Removal) {
+        self.components_would_remove += other.components_would_remove;
+        self.removed_unmeasured += other.removed_unmeasured;
+        self.unlinked_pairs_checked += other.unlinked_pairs_checked;
+        self.unlinked_pairs_verified += other.unlinked_pairs_verified;
+        self.lowest_jaccard = match (self.lowest_jaccard, other.lowest_jaccard) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.highest_hamming = self.highest_hamming.max(other.highest_hamming);
+    }
+}
+
 /// What a search for repeated passages found (summary.json's `substrings`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SubstringCounts {
@@ -225,7 +240,13 @@ impl WorkerReport {
             (mine @ None, theirs) => *mine = theirs,
             (Some(_), None) => {}
         }
-        self.removal = self.removal.take().or(other.removal);
+        self.removal = match (self.removal.take(), other.removal) {
+            (Some(mut mine), Some(theirs)) => {
+                mine.merge(theirs);
+                Some(mine)
+            }
+            (mine, theirs) => mine.or(theirs),
+        };
         for (stage, plan) in other.sorts {
             self.sorts.entry(stage).or_default().add(&plan);
         }

@@ -18,8 +18,10 @@
 //!    component's unlinked pairs worth verifying ([`neardup_core::star::unlinked_pairs`]) go
 //!    to verification; the edges pass through.
 //! 3. [`make_stars`]: the labelled edges and the pairs that passed verification (labelled by
-//!    the same union-find) sorted by component; each component's stars, then its documents'
-//!    assignments, go to their homes as the sort is walked.
+//!    the same union-find, at worker 0) go to their component's worker (a hash of the
+//!    component: every worker makes the stars of its share of the components) and are
+//!    sorted by component there; each component's stars, then its documents' assignments,
+//!    go to their homes as the sort is walked.
 //!
 //! `--cluster components` takes steps 1 and 3 too, with each component made one cluster
 //! ([`neardup_core::star::whole_component`]) instead of its stars.
@@ -34,12 +36,14 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use fxhash::FxHashMap as HashMap;
+use neardup_core::mix::mix64;
 use neardup_core::star::{stars, unlinked_pairs, whole_component, Centers, Link, LinkKind};
 use neardup_core::unionfind::SortedUnionFind;
 use neardup_core::Method;
 use neardup_io::spill::{ExternalSort, SpillRecord};
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 use timely::dataflow::StreamVec;
 
@@ -284,9 +288,9 @@ pub fn probe_components<'s>(
     )
 }
 
-/// Worker 0: the labelled edges and the unlinked pairs that passed verification, sorted
-/// by component, make each component's stars; each clustered document's assignment goes
-/// on (to its home) as its component is done. Under `--keep canonical-host` the second
+/// The labelled edges and the unlinked pairs that passed verification (labelled at worker
+/// 0), sorted by component at the component's worker, make each component's stars; each
+/// clustered document's assignment goes on (to its home) as its component is done. Under `--keep canonical-host` the second
 /// stream gives each clustered document's keep rank, `(doc_id, rank)`, for
 /// [`prefer_canonical_hosts`](crate::stages::clusters::prefer_canonical_hosts).
 pub fn make_stars<'s>(
@@ -342,45 +346,54 @@ pub fn make_stars<'s>(
     let make_end = make;
     let (label, drop_union_find) = (components.clone(), components.clone());
     let drop_union_find_end = components;
-    labelled
-        .concat(verified.map(|e| InComponent::unlabelled(e, 1)))
-        .sort_complete_split(
-            Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
-            "MakeStars",
-            ctx.sort("by component", STARS_SORT_SHARE),
-            (Group::default(), Tally::default()),
-            move |data, _| {
-                // The verified unlinked pairs join the component of their documents.
-                let mut shared = label.borrow_mut();
-                for r in data.iter_mut().filter(|r| r.component == UNLABELLED) {
-                    let uf = shared.union_find.as_mut().expect("dropped once all are in");
-                    r.component = uf.find(r.edge.a);
-                }
-            },
-            move |(group, tally): &mut (Group, Tally),
-                  r: InComponent,
-                  out: &mut Give<'_, '_, u64, Assignment>,
-                  ranks: &mut Give<'_, '_, u64, (u64, u64)>| {
-                // Every edge is in: the union-find is no longer needed.
-                drop_union_find.borrow_mut().union_find = None;
-                if let Some(records) = group.add(r) {
-                    make(records, tally, &mut |a| out.give(a), &mut |r| ranks.give(r));
-                }
-            },
-            move |(mut group, mut tally), stats, out, ranks| {
-                let records = group.take();
-                if !records.is_empty() {
-                    make_end(records, &mut tally, &mut |a| out.give(a), &mut |r| {
-                        ranks.give(r)
-                    });
-                }
-                let mut shared = drop_union_find_end.borrow_mut();
-                shared.union_find = None;
-                tally.probes_checked = shared.probed;
-                done.sorted("by component", stats);
-                tally.report(&done);
-                done.stage_done("cluster");
-            },
-            move |e| fail.sort_failed("by component", e),
-        )
+    // The verified unlinked pairs join the component of their documents, at worker 0, where
+    // the union-find is.
+    let verified = verified.map(|e| InComponent::unlabelled(e, 1)).unary(
+        Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
+        "LabelVerified",
+        move |_, _| {
+            move |input, output| {
+                input.for_each(|cap, data| {
+                    let mut shared = label.borrow_mut();
+                    for r in data.iter_mut() {
+                        let uf = shared.union_find.as_mut().expect("dropped once all are in");
+                        r.component = uf.find(r.edge.a);
+                    }
+                    output.session(&cap).give_container(data);
+                });
+            }
+        },
+    );
+    labelled.concat(verified).sort_complete_split(
+        Exchange::new(ctx.meter("clusters", |r: &InComponent| mix64(r.component))),
+        "MakeStars",
+        ctx.sort("by component", STARS_SORT_SHARE),
+        (Group::default(), Tally::default()),
+        |_, _| {},
+        move |(group, tally): &mut (Group, Tally),
+              r: InComponent,
+              out: &mut Give<'_, '_, u64, Assignment>,
+              ranks: &mut Give<'_, '_, u64, (u64, u64)>| {
+            // Every edge is in: the union-find (worker 0's) is no longer needed.
+            drop_union_find.borrow_mut().union_find = None;
+            if let Some(records) = group.add(r) {
+                make(records, tally, &mut |a| out.give(a), &mut |r| ranks.give(r));
+            }
+        },
+        move |(mut group, mut tally), stats, out, ranks| {
+            let records = group.take();
+            if !records.is_empty() {
+                make_end(records, &mut tally, &mut |a| out.give(a), &mut |r| {
+                    ranks.give(r)
+                });
+            }
+            let mut shared = drop_union_find_end.borrow_mut();
+            shared.union_find = None;
+            tally.probes_checked = shared.probed;
+            done.sorted("by component", stats);
+            tally.report(&done);
+            done.stage_done("cluster");
+        },
+        move |e| fail.sort_failed("by component", e),
+    )
 }
