@@ -346,24 +346,7 @@ pub fn make_stars<'s>(
     let make_end = make;
     let (label, drop_union_find) = (components.clone(), components.clone());
     let drop_union_find_end = components;
-    // The verified unlinked pairs join the component of their documents, at worker 0, where
-    // the union-find is.
-    let verified = verified.map(|e| InComponent::unlabelled(e, 1)).unary(
-        Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
-        "LabelVerified",
-        move |_, _| {
-            move |input, output| {
-                input.for_each(|cap, data| {
-                    let mut shared = label.borrow_mut();
-                    for r in data.iter_mut() {
-                        let uf = shared.union_find.as_mut().expect("dropped once all are in");
-                        r.component = uf.find(r.edge.a);
-                    }
-                    output.session(&cap).give_container(data);
-                });
-            }
-        },
-    );
+    let verified = label_verified(verified, &ctx, label);
     labelled.concat(verified).sort_complete_split(
         Exchange::new(ctx.meter("clusters", |r: &InComponent| mix64(r.component))),
         "MakeStars",
@@ -395,5 +378,30 @@ pub fn make_stars<'s>(
             done.stage_done("cluster");
         },
         move |e| fail.sort_failed("by component", e),
+    )
+}
+
+/// Worker 0: the unlinked pairs that passed verification join the component of their
+/// documents, where the union-find is.
+fn label_verified<'s>(
+    verified: StreamVec<'s, u64, Edge>,
+    ctx: &WorkerCtx,
+    label: Components,
+) -> StreamVec<'s, u64, InComponent> {
+    verified.map(|e| InComponent::unlabelled(e, 1)).unary(
+        Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
+        "LabelVerified",
+        move |_, _| {
+            move |input, output| {
+                input.for_each(|cap, data| {
+                    let mut shared = label.borrow_mut();
+                    for r in data.iter_mut() {
+                        let uf = shared.union_find.as_mut().expect("dropped once all are in");
+                        r.component = uf.find(r.edge.a);
+                    }
+                    output.session(&cap).give_container(data);
+                });
+            }
+        },
     )
 }
