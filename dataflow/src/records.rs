@@ -13,6 +13,15 @@ pub fn doc_id(file: u32, record: u64) -> u64 {
     ((file as u64) << RECORD_BITS) | record
 }
 
+/// A document number in its compact form: file and record, each a varint.
+fn put_doc(out: &mut Vec<u8>, doc: u64) {
+    wire::put_split(out, doc, RECORD_BITS);
+}
+
+fn get_doc(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<u64> {
+    wire::get_split(bytes, RECORD_BITS)
+}
+
 /// A document as a reader found it, on its way to the worker that fingerprints it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RawDoc {
@@ -97,7 +106,7 @@ impl wire::Compact for DocFp {
             | flag(self.host_hash.is_some(), has::HOST_HASH)
             | flag(self.page.is_some(), has::PAGE);
         out.push(flags);
-        wire::put_doc(out, self.doc_id);
+        put_doc(out, self.doc_id);
         wire::put_u64(out, self.simhash);
         if self.exact_key != 0 {
             wire::put_u128(out, self.exact_key);
@@ -128,7 +137,7 @@ impl wire::Compact for DocFp {
     fn decode(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<Self> {
         let flags = bytes()?;
         let on = |bit: u8| flags & bit != 0;
-        let doc_id = wire::get_doc(bytes)?;
+        let doc_id = get_doc(bytes)?;
         let simhash = wire::get_u64(bytes)?;
         let exact_key = if on(has::EXACT_KEY) {
             wire::get_u128(bytes)?
@@ -296,8 +305,8 @@ impl wire::Compact for Edge {
             EdgeKind::Url => 3,
         };
         out.push(kind | if self.jaccard.is_some() { 4 } else { 0 });
-        wire::put_doc(out, self.a);
-        wire::put_doc(out, self.b);
+        put_doc(out, self.a);
+        put_doc(out, self.b);
         out.push(self.hamming);
         wire::put_rank(out, self.rank_a);
         wire::put_rank(out, self.rank_b);
@@ -317,7 +326,7 @@ impl wire::Compact for Edge {
         if flags >> 3 != 0 {
             return None;
         }
-        let (a, b) = (wire::get_doc(bytes)?, wire::get_doc(bytes)?);
+        let (a, b) = (get_doc(bytes)?, get_doc(bytes)?);
         let hamming = bytes()?;
         let (rank_a, rank_b) = (wire::get_rank(bytes)?, wire::get_rank(bytes)?);
         let jaccard = if flags & 4 != 0 {
@@ -409,7 +418,7 @@ impl wire::Compact for TableRecord {
         wire::put_varint(out, self.base as u64);
         wire::put_varint(out, self.lanes);
         wire::put_u64(out, self.value);
-        wire::put_doc(out, self.doc_id);
+        put_doc(out, self.doc_id);
         wire::put_rank(out, self.rank);
     }
 
@@ -417,7 +426,7 @@ impl wire::Compact for TableRecord {
         let base = u32::try_from(wire::get_varint(bytes)?).ok()?;
         let lanes = wire::get_varint(bytes)?;
         let value = wire::get_u64(bytes)?;
-        let doc_id = wire::get_doc(bytes)?;
+        let doc_id = get_doc(bytes)?;
         Some(TableRecord {
             base,
             lanes,

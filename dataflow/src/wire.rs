@@ -23,8 +23,6 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde::ser::SerializeTuple;
 use serde::{Deserializer, Serializer};
 
-use crate::records::RECORD_BITS;
-
 /// The longest varint of a `u64`.
 const VARINT_MAX: usize = 10;
 
@@ -98,17 +96,18 @@ pub fn get_str(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<String> {
     String::from_utf8(s).ok()
 }
 
-/// A document number ([`crate::records::doc_id`]) as its file and its record within the
-/// file, each a varint: a few bytes where the number takes 8.
-pub fn put_doc(out: &mut Vec<u8>, doc: u64) {
-    put_varint(out, doc >> RECORD_BITS);
-    put_varint(out, doc & ((1 << RECORD_BITS) - 1));
+/// A number as its high and its low `low_bits` bits, each a varint: a few bytes for a
+/// document number ([`crate::records::doc_id`]: the file above, the record within it below)
+/// where the number takes 8.
+pub fn put_split(out: &mut Vec<u8>, v: u64, low_bits: u32) {
+    put_varint(out, v >> low_bits);
+    put_varint(out, v & ((1 << low_bits) - 1));
 }
 
-pub fn get_doc(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<u64> {
-    let (file, record) = (get_varint(bytes)?, get_varint(bytes)?);
-    (file >> (64 - RECORD_BITS) == 0 && record >> RECORD_BITS == 0)
-        .then_some(file << RECORD_BITS | record)
+/// Reads back what [`put_split`] wrote; `None` where a part is out of its range.
+pub fn get_split(bytes: &mut dyn FnMut() -> Option<u8>, low_bits: u32) -> Option<u64> {
+    let (high, low) = (get_varint(bytes)?, get_varint(bytes)?);
+    (high >> (64 - low_bits) == 0 && low >> low_bits == 0).then_some(high << low_bits | low)
 }
 
 /// A rank as a varint: ranks near 0 (`first`, `shortest`) and near `u64::MAX` (`longest`,
