@@ -193,17 +193,7 @@ impl wire::Compact for DocFp {
     }
 }
 
-impl Serialize for DocFp {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        wire::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for DocFp {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        wire::deserialize(d)
-    }
-}
+wire::serde_by_compact!(DocFp);
 
 /// Why two documents are paired.
 /// A set of document numbers as a bit per number, by input file: what a home keeps of
@@ -347,17 +337,7 @@ impl wire::Compact for Edge {
     }
 }
 
-impl Serialize for Edge {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        wire::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Edge {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        wire::deserialize(d)
-    }
-}
+wire::serde_by_compact!(Edge);
 
 impl Edge {
     /// The edge as the cluster stage sees it.
@@ -437,17 +417,7 @@ impl wire::Compact for TableRecord {
     }
 }
 
-impl Serialize for TableRecord {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        wire::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for TableRecord {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        wire::deserialize(d)
-    }
-}
+wire::serde_by_compact!(TableRecord);
 
 impl TableRecord {
     /// The lowest lane the record is entered in.

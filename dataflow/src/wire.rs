@@ -168,6 +168,25 @@ pub fn deserialize<'de, T: Compact, D: Deserializer<'de>>(d: D) -> Result<T, D::
     d.deserialize_tuple(usize::MAX, Bytes(PhantomData))
 }
 
+/// `Serialize` and `Deserialize` for records with a [`Compact`] form, through
+/// [`serialize`] and [`deserialize`].
+macro_rules! serde_by_compact {
+    ($($t:ty),*) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                $crate::wire::serialize(self, s)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                $crate::wire::deserialize(d)
+            }
+        }
+    )*};
+}
+pub(crate) use serde_by_compact;
+
 #[cfg(test)]
 mod tests {
     use super::*;

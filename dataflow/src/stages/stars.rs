@@ -290,8 +290,9 @@ pub fn probe_components<'s>(
 
 /// The labelled edges and the unlinked pairs that passed verification (labelled at worker
 /// 0), sorted by component at the component's worker, make each component's stars; each
-/// clustered document's assignment goes on (to its home) as its component is done. Under `--keep canonical-host` the second
-/// stream gives each clustered document's keep rank, `(doc_id, rank)`, for
+/// clustered document's assignment goes on (to its home) as its component is done. Under
+/// `--keep canonical-host` the second stream gives each clustered document's keep rank,
+/// `(doc_id, rank)`, for
 /// [`prefer_canonical_hosts`](crate::stages::clusters::prefer_canonical_hosts).
 pub fn make_stars<'s>(
     labelled: StreamVec<'s, u64, InComponent>,
