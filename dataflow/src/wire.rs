@@ -126,14 +126,27 @@ pub fn get_rank(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<u64> {
 }
 
 /// Serializes `record` through its [`Compact`] bytes (module docs).
+///
+/// Every record crosses here twice on its way to another process (once to be counted,
+/// once to be written), so the bytes go to a buffer of the thread's, not a new one each
+/// time (a fresh one only where a record serializes inside another's encoding).
 pub fn serialize<T: Compact, S: Serializer>(record: &T, s: S) -> Result<S::Ok, S::Error> {
-    let mut bytes = Vec::with_capacity(T::MAX_BYTES);
-    record.encode(&mut bytes);
-    let mut tuple = s.serialize_tuple(bytes.len())?;
-    for b in &bytes {
-        tuple.serialize_element(b)?;
+    thread_local! {
+        static BYTES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    tuple.end()
+    let write = |bytes: &mut Vec<u8>| {
+        bytes.clear();
+        record.encode(bytes);
+        let mut tuple = s.serialize_tuple(bytes.len())?;
+        for b in bytes.iter() {
+            tuple.serialize_element(b)?;
+        }
+        tuple.end()
+    };
+    BYTES.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut bytes) => write(&mut bytes),
+        Err(_) => write(&mut Vec::with_capacity(T::MAX_BYTES)),
+    })
 }
 
 /// Reads back what [`serialize`] wrote.
