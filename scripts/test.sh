@@ -28,6 +28,17 @@ fi
 # the package's dev build then reuses the dependencies the test build compiled.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
+# The object store tests (tests/store_cli.rs) read from a real S3-compatible server on
+# loopback: s3s-fs, a Rust S3 server over a directory, from crates.io (0.14.1: later
+# releases need a newer Rust than the machine's). Built once into the target directory.
+s3_server="$CARGO_TARGET_DIR/tools/bin/s3s-fs"
+if [ ! -x "$s3_server" ]; then
+  echo "installing s3s-fs, an S3 server for the object store tests (first run only)" >&2
+  cargo install --quiet --locked s3s-fs@0.14.1 --features binary --root "$CARGO_TARGET_DIR/tools" ||
+    echo "warning: s3s-fs could not be installed; the object store tests will skip (or fail under NEARDUP_REQUIRE_SHARED=1)" >&2
+fi
+export NEARDUP_S3_SERVER="$s3_server"
+
 cargo test --workspace --all-targets "$@"
 cargo test --workspace --doc
 

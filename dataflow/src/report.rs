@@ -254,6 +254,10 @@ impl WorkerReport {
             let peak = self.peak_rss.entry(process).or_default();
             *peak = (*peak).max(bytes);
         }
+        for (process, retries) in other.store_retries {
+            let most = self.store_retries.entry(process).or_default();
+            *most = (*most).max(retries);
+        }
         for warning in other.warnings {
             if !self.warnings.contains(&warning) {
                 self.warnings.push(warning);
@@ -335,6 +339,10 @@ pub struct JobSummary {
     /// older versions).
     #[serde(default)]
     pub memory: Option<MemoryReport>,
+    /// Reads of inputs in object stores asked again after a failure (a request refused or
+    /// cut), over every process (`neardup_io::store`).
+    #[serde(default)]
+    pub store_retries: u64,
     pub warnings: Vec<String>,
     pub errors: Vec<String>,
     pub parts: Vec<String>,
@@ -470,6 +478,8 @@ counts! {
         /// The peak resident memory of each process (by process index), as its workers last
         /// saw it.
         pub peak_rss: BTreeMap<usize, u64>,
+        /// Each process's retries of object store reads (by process index).
+        pub store_retries: BTreeMap<usize, u64>,
     }
     counts {
         documents: u64,
@@ -583,6 +593,7 @@ impl JobSummary {
                 peak_rss_bytes: report.peak_rss.values().copied().collect(),
                 sorts: report.sorts,
             }),
+            store_retries: report.store_retries.values().sum(),
             warnings: report.warnings,
             errors: report.errors,
             parts: report.parts,

@@ -31,6 +31,22 @@ pub enum IoError {
     #[error("invalid glob pattern {pattern:?}: {message}")]
     BadPattern { pattern: String, message: String },
 
+    /// An output named by URL: outputs are written to directories (local or shared) only.
+    #[error(
+        "{url}: the {what} cannot be in an object store: inputs can be read from one, outputs \
+         are written to a local or shared directory (docs/inputs.md, \"Object stores\")"
+    )]
+    OutputInStore { url: String, what: &'static str },
+
+    /// An object store (or web server) refused or failed a request for an input, through
+    /// its retries; `offset` is the first byte not read, where a read failed.
+    #[error("{url}: {}{cause}", remote_where(*offset))]
+    Remote {
+        url: String,
+        offset: Option<u64>,
+        cause: String,
+    },
+
     /// A file or directory could not be opened, listed or inspected.
     #[error("{}: cannot open: {cause}", shown(path))]
     Open {
@@ -486,4 +502,8 @@ fn no_inputs_message(patterns: &[String]) -> String {
     }
     let quoted: Vec<String> = patterns.iter().map(|p| format!("{p:?}")).collect();
     format!("no input files matched {}", quoted.join(", "))
+}
+
+fn remote_where(offset: Option<u64>) -> String {
+    offset.map_or_else(String::new, |at| format!("at byte {at}: "))
 }

@@ -270,6 +270,9 @@ fn expand_one(
         out.push(InputFile::stdin(plain));
         return Ok(());
     }
+    if crate::store::is_url(pattern) {
+        return expand_url(pattern, plain, out, scan);
+    }
     let path = Path::new(pattern);
     match fs::metadata(path) {
         Ok(meta) if meta.is_dir() => walk_dir(path, plain, &mut HashSet::new(), out, scan),
@@ -386,6 +389,140 @@ fn walk_dir(
         }
     }
     Ok(())
+}
+
+/// An input named by URL (see [`crate::store`]): an object, taken as a named file; a prefix
+/// (`s3://bucket/dir/`, or a name with no object of its own), scanned as a directory; or a
+/// glob over keys, whose matches are objects, or prefixes scanned as directories. The rules
+/// of names are those of local files: a scan takes only names a source kind claims, skips
+/// names starting with `.` or `_` and neardup outputs (a prefix holding the marker, or
+/// `_SUCCESS` beside `summary.json`); `*` does not cross a `/`.
+fn expand_url(
+    pattern: &str,
+    plain: bool,
+    out: &mut Vec<InputFile>,
+    scan: &mut Scan,
+) -> Result<(), IoError> {
+    let listable = !pattern.to_ascii_lowercase().starts_with("http");
+    // Where the name's path starts (after `scheme://authority`).
+    let path_start = pattern
+        .find("://")
+        .and_then(|s| pattern[s + 3..].find('/').map(|p| s + 3 + p))
+        .unwrap_or(pattern.len());
+    if listable && is_glob(&pattern[path_start..]) {
+        let first = path_start + pattern[path_start..].find(['*', '?', '[']).unwrap_or(0);
+        let dir = &pattern[..=pattern[..first].rfind('/').unwrap_or(path_start)];
+        let glob = glob::Pattern::new(pattern).map_err(|e| IoError::BadPattern {
+            pattern: pattern.to_owned(),
+            message: e.to_string(),
+        })?;
+        let options = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: true,
+        };
+        let mut dirs: Vec<String> = Vec::new();
+        for (url, _) in crate::store::list(dir)? {
+            // The shortest name made of the object's first components that the glob
+            // matches: the object itself, or a prefix above it (a directory).
+            let mut end = dir.len();
+            let matched = loop {
+                let next = url[end..].find('/').map_or(url.len(), |p| end + p);
+                if skipped_component(&url[end..next]) {
+                    break None;
+                }
+                if glob.matches_with(&url[..next], options) {
+                    break Some(next);
+                }
+                if next == url.len() {
+                    break None;
+                }
+                end = next + 1;
+            };
+            match matched {
+                Some(end) if end == url.len() => out.push(named_file(PathBuf::from(url), plain)),
+                Some(end) => dirs.push(url[..=end].to_owned()),
+                None => {}
+            }
+        }
+        dirs.dedup();
+        for dir in dirs {
+            scan_prefix(&dir, plain, out, scan)?;
+        }
+        return Ok(());
+    }
+    let object = crate::store::Object::at(pattern)?;
+    if !pattern.ends_with('/') && object.probe()?.is_some() {
+        out.push(named_file(PathBuf::from(pattern), plain));
+        return Ok(());
+    }
+    if !listable {
+        return Err(IoError::NotFound {
+            path: PathBuf::from(pattern),
+        });
+    }
+    let dir = match pattern.ends_with('/') {
+        true => pattern.to_owned(),
+        false => format!("{pattern}/"),
+    };
+    scan_prefix(&dir, plain, out, scan)
+}
+
+/// The objects under the prefix `dir` (ending in `/`), as a directory is scanned.
+fn scan_prefix(
+    dir: &str,
+    plain: bool,
+    out: &mut Vec<InputFile>,
+    scan: &mut Scan,
+) -> Result<(), IoError> {
+    let objects = crate::store::list(dir)?;
+    // The prefixes that are neardup outputs: their objects are skipped.
+    let names: HashSet<&str> = objects.iter().map(|(url, _)| url.as_str()).collect();
+    let mut outputs: Vec<String> = objects
+        .iter()
+        .filter_map(|(url, _)| {
+            let (parent, name) = url.rsplit_once('/')?;
+            let output = name == MARKER
+                || (name == SUCCESS && names.contains(format!("{parent}/{SUMMARY}").as_str()));
+            output.then(|| format!("{parent}/"))
+        })
+        .collect();
+    outputs.sort();
+    outputs.dedup();
+    for (url, _) in &objects {
+        let relative = &url[dir.len().min(url.len())..];
+        if relative.split('/').any(skipped_component) {
+            continue;
+        }
+        if outputs
+            .iter()
+            .any(|o| url.starts_with(o.as_str()) && o.len() > dir.len())
+        {
+            continue;
+        }
+        let path = PathBuf::from(url);
+        if plain {
+            out.push(named_file(path, true));
+        } else if let Some((format, compression)) = known_format(&path) {
+            out.push(InputFile {
+                path,
+                format,
+                compression,
+            });
+        }
+    }
+    scan.outputs.extend(
+        outputs
+            .into_iter()
+            .filter(|o| o.len() > dir.len())
+            .map(|o| PathBuf::from(o.trim_end_matches('/'))),
+    );
+    Ok(())
+}
+
+/// A name of a scanned prefix's key that is a marker, checksum or scratch space.
+fn skipped_component(name: &str) -> bool {
+    name.starts_with('.') || name.starts_with('_')
 }
 
 /// Names starting with `.` or `_` are markers, checksums or scratch space.

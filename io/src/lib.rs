@@ -92,6 +92,7 @@ pub mod run_dir;
 pub mod secret;
 pub mod source;
 pub mod spill;
+pub mod store;
 pub mod stream;
 pub mod wal;
 pub mod web;

@@ -40,26 +40,28 @@ use parquet::arrow::ProjectionMask;
 
 use crate::error::IoError;
 use crate::parquet_out::TableTag;
+use crate::store::ObjectBytes;
 
 /// One Parquet file opened for reading: its footer is read, its batches not yet.
 pub struct TableFile {
     path: PathBuf,
-    builder: ParquetRecordBatchReaderBuilder<File>,
+    builder: ParquetRecordBatchReaderBuilder<ObjectBytes>,
 }
 
 impl TableFile {
     /// Opens the Parquet file at `path` and reads its footer.
     pub fn open(path: &Path) -> Result<TableFile, IoError> {
-        let file = File::open(path).map_err(|cause| IoError::Open {
-            path: path.to_path_buf(),
-            cause,
-        })?;
-        TableFile::of_file(path, file)
+        TableFile::of_bytes(path, ObjectBytes::open(path)?)
     }
 
     /// Reads the footer of `file`, already open (a file checked on the way, as the index's
     /// are), which is the Parquet file at `path`.
     pub fn of_file(path: &Path, file: File) -> Result<TableFile, IoError> {
+        TableFile::of_bytes(path, ObjectBytes::Local(file))
+    }
+
+    /// Reads the footer of the table whose bytes `file` gives (a local file or an object).
+    fn of_bytes(path: &Path, file: ObjectBytes) -> Result<TableFile, IoError> {
         let builder =
             ParquetRecordBatchReaderBuilder::try_new(file).map_err(|cause| IoError::Parquet {
                 path: path.to_path_buf(),

@@ -20,6 +20,8 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 pub fn open_decompressed(file: &InputFile) -> Result<Box<dyn Read + Send>, IoError> {
     let raw: Box<dyn Read + Send> = if file.is_stdin() {
         Box::new(std::io::stdin())
+    } else if crate::store::is_remote(&file.path) {
+        Box::new(crate::store::open_range(&file.path, 0, u64::MAX)?)
     } else {
         let f = File::open(&file.path).map_err(|source| IoError::Open {
             path: file.path.clone(),
@@ -86,15 +88,17 @@ impl LineReader {
             path: file.path.clone(),
             cause,
         };
-        let mut raw = std::fs::File::open(&file.path).map_err(open_err)?;
-        raw.seek(SeekFrom::Start(start)).map_err(open_err)?;
+        let raw: Box<dyn Read + Send> = if crate::store::is_remote(&file.path) {
+            Box::new(crate::store::open_range(&file.path, start, end)?)
+        } else {
+            let mut raw = std::fs::File::open(&file.path).map_err(open_err)?;
+            raw.seek(SeekFrom::Start(start)).map_err(open_err)?;
+            Box::new(raw.take(end.saturating_sub(start)))
+        };
         Ok(LineReader {
             path: file.path.clone(),
             compression: file.compression,
-            reader: Box::new(BufReader::with_capacity(
-                READ_BUFFER_BYTES,
-                raw.take(end.saturating_sub(start)),
-            )),
+            reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, raw)),
             line: 0,
             offset: Some(start),
         })

@@ -63,7 +63,7 @@ pub struct ExtractArgs {
     /// No progress and no summary line
     #[arg(short = 'q', long)]
     pub quiet: bool,
-    /// Input files, directories or globs: WARC, ARC, JSONL, Parquet (or any file with --plain)
+    /// Input files, directories, globs or URLs: WARC, ARC, JSONL, Parquet (or any file with --plain)
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
 }

@@ -95,7 +95,7 @@ pub struct QueryArgs {
     /// No summary line on stderr
     #[arg(short, long)]
     pub quiet: bool,
-    /// Query documents: files, directories or globs; `-` reads stdin
+    /// Query documents: files, directories, globs or URLs; `-` reads stdin
     #[arg(value_name = "INPUT")]
     pub inputs: Vec<String>,
 }

@@ -33,6 +33,10 @@ Examples:
     neardup run -n 2 -p 0 -h hosts.txt --output out corpus/ &
     neardup run -n 2 -p 1 -h hosts.txt --output out corpus/
 
+  A crawl in an S3 bucket, read where it lies (credentials and endpoint from the AWS_*
+  environment variables; gs://, az:// and https:// too; docs/inputs.md):
+    neardup run -w 8 --html main --output out 's3://crawl/segments/*/warc/*.warc.gz'
+
   A web crawl (WARC or ARC, gzip or not), pages reduced to their main content, keeping
   the newest capture of each cluster:
     neardup run --html main --keep newest --output out crawl/*.warc.gz
@@ -230,8 +234,8 @@ pub struct RunArgs {
     pub mirror_min_share: f64,
     #[command(flatten)]
     pub passages: PassageArgs,
-    /// Input files, directories or globs: JSONL (.gz, .zst), Parquet, WARC (.warc, .warc.gz,
-    /// .warc.zst) or ARC (.arc, .arc.gz)
+    /// Input files, directories, globs or URLs (s3://, gs://, az://, https://): JSONL (.gz,
+    /// .zst), Parquet, WARC (.warc, .warc.gz, .warc.zst) or ARC (.arc, .arc.gz)
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
 }

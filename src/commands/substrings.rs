@@ -104,7 +104,7 @@ pub struct SubstringsArgs {
     /// Print help
     #[arg(long, action = clap::ArgAction::Help)]
     pub help: Option<bool>,
-    /// Input files, directories or globs: JSONL (.gz, .zst), Parquet, plain text, WARC or ARC
+    /// Input files, directories, globs or URLs: JSONL (.gz, .zst), Parquet, plain text, WARC or ARC
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
 }

@@ -10,7 +10,7 @@ use super::s;
 
 /// The environment variables neardup's flags read: a developer's environment must not change
 /// a test, so every command of the tests runs without them.
-pub const ENV_VARS: [&str; 8] = [
+pub const ENV_VARS: [&str; 9] = [
     "NEARDUP_WORKERS",
     "NEARDUP_PROCESSES",
     "NEARDUP_PROCESS",
@@ -19,6 +19,7 @@ pub const ENV_VARS: [&str; 8] = [
     "NEARDUP_PEER_TIMEOUT",
     "NEARDUP_JOB_ID",
     "NEARDUP_SECRET_FILE",
+    "NEARDUP_STORE_ATTEMPTS",
 ];
 
 /// The binary under test, without [`ENV_VARS`].

@@ -33,6 +33,9 @@ pub(crate) fn finish_worker(
     report
         .peak_rss
         .insert(process, crate::report::peak_rss().unwrap_or(0));
+    report
+        .store_retries
+        .insert(process, neardup_io::store::retries());
     let verdict = exchange_reports(worker, report, shared, finish);
     shared.progress.reach(Stage::Done);
     verdict

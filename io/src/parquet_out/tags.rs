@@ -2,7 +2,6 @@
 //! metadata" in the [module docs](super)), written from a [`TableMeta`] and read back as a
 //! [`TableTag`], and the checks that refuse a table of another kind or origin.
 
-use std::fs::File;
 use std::path::Path;
 
 use parquet::file::metadata::KeyValue;
@@ -140,10 +139,7 @@ impl TableTag {
 
     /// Reads the tag from the footer of the Parquet file at `path`.
     pub fn of_file(path: &Path) -> Result<Option<TableTag>, IoError> {
-        let file = File::open(path).map_err(|source| IoError::Open {
-            path: path.to_path_buf(),
-            cause: source,
-        })?;
+        let file = crate::store::ObjectBytes::open(path)?;
         let reader = parquet::file::serialized_reader::SerializedFileReader::new(file).map_err(
             |source| IoError::Parquet {
                 path: path.to_path_buf(),

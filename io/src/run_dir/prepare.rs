@@ -99,6 +99,12 @@ pub fn prepare(
 ///    complete), then neardup's other entries, the marker last (an interrupted clean-up is
 ///    still a neardup output); then create the tables and write the [`MARKER`].
 pub fn prepare_all(targets: &[Target], overwrite: bool) -> Result<Prepared, IoError> {
+    if let Some(target) = targets.iter().find(|t| crate::store::is_remote(t.dir)) {
+        return Err(IoError::OutputInStore {
+            url: target.dir.to_string_lossy().into_owned(),
+            what: target.what,
+        });
+    }
     for target in targets {
         check(target, overwrite, true)?;
     }

@@ -147,7 +147,7 @@ impl UnitSpec {
     pub fn whole_file(file: &InputFile) -> UnitSpec {
         UnitSpec {
             index: 0,
-            weight: std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0),
+            weight: jsonl::size_of(file).ok().flatten().unwrap_or(0),
             locator: Locator::Whole,
         }
     }

@@ -40,6 +40,7 @@ use crate::compress::Compression;
 use crate::error::IoError;
 use crate::file::InputFile;
 use crate::record::{parse_number, FieldSpec, Record, RecordError, NON_NUMERIC_STRING};
+use crate::store::ObjectBytes;
 
 /// The Parquet document source kind.
 pub struct Parquet;
@@ -377,11 +378,8 @@ fn time_values(array: &ArrayRef) -> Result<Times, arrow::error::ArrowError> {
 }
 
 /// Opens a Parquet file and reads its footer.
-pub(crate) fn open_parquet(path: &Path) -> Result<(File, ArrowReaderMetadata), IoError> {
-    let file = File::open(path).map_err(|source| IoError::Open {
-        path: path.to_path_buf(),
-        cause: source,
-    })?;
+pub(crate) fn open_parquet(path: &Path) -> Result<(ObjectBytes, ArrowReaderMetadata), IoError> {
+    let file = ObjectBytes::open(path)?;
     let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|source| {
         IoError::Parquet {
             path: path.to_path_buf(),
@@ -431,7 +429,7 @@ pub(crate) struct RowGroupBatches {
 impl RowGroupBatches {
     pub(crate) fn open(
         path: &Path,
-        file: File,
+        file: ObjectBytes,
         meta: ArrowReaderMetadata,
         unit: &RowGroupUnit,
         roots: &[usize],
@@ -717,10 +715,7 @@ fn write_parquet(
     strike: Option<(&Strikes, &FieldSpec)>,
     tmp: &Path,
 ) -> Result<Kept, IoError> {
-    let open = File::open(path).map_err(|source| IoError::Open {
-        path: path.to_path_buf(),
-        cause: source,
-    })?;
+    let open = ObjectBytes::open(path)?;
     let parquet_err = |source| IoError::Parquet {
         path: path.to_path_buf(),
         cause: source,

@@ -45,6 +45,7 @@ mod write;
 
 pub use parse::{parse_record, parse_record_into};
 use pieces::pieces;
+pub use pieces::size_of;
 pub use pieces::{numbered_by_offset, SPLIT_BYTES};
 use write::write_jsonl;
 
@@ -66,12 +67,7 @@ impl SourceKind for Jsonl {
 
     fn units(&self, file: &InputFile) -> Result<Vec<UnitSpec>, IoError> {
         if numbered_by_offset(file) {
-            let size = std::fs::metadata(&file.path)
-                .map_err(|cause| IoError::Open {
-                    path: file.path.clone(),
-                    cause,
-                })?
-                .len();
+            let size = pieces::size_of(file)?.unwrap_or(0);
             pieces(file, size, SPLIT_BYTES)
         } else {
             Ok(vec![UnitSpec::whole_file(file)])

@@ -20,8 +20,23 @@ pub const SPLIT_BYTES: u64 = 32 << 20;
 pub fn numbered_by_offset(file: &InputFile) -> bool {
     file.compression == Compression::None
         && !file.is_stdin()
-        && std::fs::metadata(&file.path).is_ok_and(|m| m.is_file() && m.len() > SPLIT_BYTES)
+        && size_of(file).is_ok_and(|size| size.is_some_and(|s| s > SPLIT_BYTES))
 }
+
+/// The size of a regular file or an object in a store; `None` for anything else.
+pub fn size_of(file: &InputFile) -> Result<Option<u64>, IoError> {
+    if crate::store::is_remote(&file.path) {
+        return crate::store::object_size(&file.path).map(Some);
+    }
+    let meta = std::fs::metadata(&file.path).map_err(|cause| IoError::Open {
+        path: file.path.clone(),
+        cause,
+    })?;
+    Ok(meta.is_file().then_some(meta.len()))
+}
+
+trait ReadSeek: std::io::Read + std::io::Seek {}
+impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
 
 /// The pieces of an uncompressed file of `size` bytes: each starts after the end of the line
 /// holding the byte `piece` bytes after the previous start (a line longer than a piece makes
@@ -33,7 +48,13 @@ pub(super) fn pieces(file: &InputFile, size: u64, piece: u64) -> Result<Vec<Unit
         cause,
     };
     let mut starts = vec![0u64];
-    let mut raw = BufReader::with_capacity(64 << 10, File::open(&file.path).map_err(open_err)?);
+    let raw: Box<dyn ReadSeek> = if crate::store::is_remote(&file.path) {
+        // A small block per cut: only the line that holds it is read.
+        Box::new(crate::store::open_range(&file.path, 0, size)?)
+    } else {
+        Box::new(File::open(&file.path).map_err(open_err)?)
+    };
+    let mut raw = BufReader::with_capacity(64 << 10, raw);
     let mut cut = piece;
     while cut < size {
         // The piece starts after the end of the line holding byte `cut - 1`.

@@ -1,0 +1,660 @@
+//! Inputs in object stores: `s3://`, `gs://`, `az://` (and `abfs://`, `abfss://`) and plain
+//! `http(s)://` URLs, read where local files are read.
+//!
+//! The idea: an input named by URL stays an [`crate::file::InputFile`] whose path is the
+//! URL, and the few places that open a file's bytes ask [`open_range`] (a byte stream),
+//! [`object_size`] (its length) or [`ObjectBytes`] (Parquet's random access) instead of the
+//! file system when [`is_url`] says so. Everything above them (formats, compression,
+//! splitting JSONL by byte ranges and Parquet by row groups, numbering) is the same code for
+//! both, so a run over a store gives the tables of a run over the same files on disk.
+//!
+//! The simple version would download each object whole before reading it. Instead a
+//! [`RangeReader`] asks for [`BLOCK_BYTES`] at a time with ranged GETs and keeps the next
+//! block in flight while the reader works on the current one, so the store's latency hides
+//! behind the parsing and hashing; a unit of a large JSONL object (a byte range) reads only
+//! its own bytes.
+//!
+//! Stores are made by the Apache Arrow project's `object_store` crate, from each cloud's
+//! usual environment variables (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, `AWS_REGION`,
+//! `AWS_SKIP_SIGNATURE`, `GOOGLE_SERVICE_ACCOUNT`, `AZURE_STORAGE_ACCOUNT_NAME`, ...; see
+//! docs/inputs.md). Requests run on one small Tokio runtime of the process; a worker thread
+//! waits on a channel for its answer, so the readers need no async code.
+//!
+//! Faults: `object_store` retries a failed request (5xx, throttling, a connection refused)
+//! with exponential backoff; a body cut in the middle, or a request that failed through its
+//! retries, is asked again here from the byte reached, up to [`ATTEMPTS`] times, and every
+//! such retry is counted ([`retries`], reported in `summary.json`). A failure that lasts is
+//! an error naming the object and the byte offset.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::path::Path as Key;
+use object_store::{ClientOptions, ObjectStore, ObjectStoreExt};
+
+use crate::error::IoError;
+
+/// Bytes asked for by one ranged GET of a [`RangeReader`]. 8 MiB: large enough that a
+/// request's latency (tens of milliseconds from a cloud store) is small beside the time to
+/// parse and fingerprint it (about 30 ms at 300 MB/s per core), small enough that two
+/// blocks per reading worker (the one read and the one in flight) are little memory.
+pub const BLOCK_BYTES: u64 = 8 << 20;
+
+/// How many times a request is made before it fails: the pauses between them double from
+/// 100 ms up to [`MAX_PAUSE`], about half a minute in all, long enough for a store's
+/// throttling to pass. The environment variable [`ATTEMPTS_VAR`] sets another number.
+pub const ATTEMPTS: u32 = 10;
+
+/// The environment variable that sets [`ATTEMPTS`] (at least 1).
+pub const ATTEMPTS_VAR: &str = "NEARDUP_STORE_ATTEMPTS";
+
+/// [`ATTEMPTS`], or what [`ATTEMPTS_VAR`] says.
+fn attempts() -> u32 {
+    static ATTEMPTS_SET: OnceLock<u32> = OnceLock::new();
+    *ATTEMPTS_SET.get_or_init(|| {
+        std::env::var(ATTEMPTS_VAR)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(ATTEMPTS, |n: u32| n.max(1))
+    })
+}
+
+/// The longest pause between two attempts of a request.
+pub const MAX_PAUSE: Duration = Duration::from_secs(10);
+
+/// The pause after the `attempt`th failure (from 1).
+fn pause(attempt: u32) -> Duration {
+    Duration::from_millis(100u64 << attempt.min(10)).min(MAX_PAUSE)
+}
+
+/// Whether a failed request may succeed if asked again: not when the object is missing or
+/// access is refused, which asking again cannot change.
+fn transient(error: &object_store::Error) -> bool {
+    !matches!(
+        error,
+        object_store::Error::NotFound { .. }
+            | object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+            | object_store::Error::InvalidPath { .. }
+            | object_store::Error::NotSupported { .. }
+            | object_store::Error::NotImplemented { .. }
+    )
+}
+
+/// Runs `request` (made again by `make` for each attempt) until it succeeds, fails in a way
+/// that lasts, or has failed [`ATTEMPTS`] times; counts each retry.
+async fn retried<T, F, Fut>(mut make: F) -> Result<T, object_store::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, object_store::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match make().await {
+            Ok(answer) => return Ok(answer),
+            Err(e) if !transient(&e) => return Err(e),
+            Err(e) => {
+                attempt += 1;
+                if attempt >= attempts() {
+                    return Err(e);
+                }
+                RETRIES.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(pause(attempt)).await;
+            }
+        }
+    }
+}
+
+/// The URL schemes read from object stores.
+const SCHEMES: [&str; 8] = [
+    "s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "http://", "https://",
+];
+
+/// Whether `name` is a URL of an object store or web server rather than a local path.
+pub fn is_url(name: &str) -> bool {
+    let lower = name.get(..8).unwrap_or(name).to_ascii_lowercase();
+    SCHEMES.iter().any(|s| lower.starts_with(s))
+}
+
+/// Whether the input at `path` is an object named by URL ([`is_url`]).
+pub fn is_remote(path: &Path) -> bool {
+    path.to_str().is_some_and(is_url)
+}
+
+/// Retries of blocks made by this process so far (reads cut in the middle, requests failed
+/// through `object_store`'s retries).
+pub fn retries() -> u64 {
+    RETRIES.load(Ordering::Relaxed)
+}
+
+static RETRIES: AtomicU64 = AtomicU64::new(0);
+
+/// The process's runtime for store requests: two threads, enough to keep every reading
+/// worker's next block in flight (the requests wait on the network, not the CPU).
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("neardup-store")
+            .enable_all()
+            .build()
+            .expect("a Tokio runtime for object store requests")
+    })
+}
+
+/// A request started on the runtime; [`Pending::wait`] blocks the calling thread (never a
+/// runtime thread) until it is answered.
+struct Pending<T>(mpsc::Receiver<T>);
+
+fn start<T: Send + 'static>(
+    request: impl std::future::Future<Output = T> + Send + 'static,
+) -> Pending<T> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    runtime().spawn(async move {
+        let _ = tx.send(request.await);
+    });
+    Pending(rx)
+}
+
+impl<T> Pending<T> {
+    fn wait(self) -> Option<T> {
+        self.0.recv().ok()
+    }
+}
+
+/// Runs `request` and waits for it.
+fn block_on<T: Send + 'static>(
+    request: impl std::future::Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    start(request).wait()
+}
+
+/// An object: the store that holds it and its key there.
+#[derive(Clone)]
+pub struct Object {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    key: Key,
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+fn remote_err(url: &str, offset: Option<u64>, cause: impl std::fmt::Display) -> IoError {
+    IoError::Remote {
+        url: url.to_owned(),
+        offset,
+        cause: cause.to_string(),
+    }
+}
+
+/// The clients' own retries are off: every request is retried here ([`retried`],
+/// [`start_fetch`]), where each retry is counted and a body cut in the middle is asked for
+/// again from the byte reached.
+fn no_retries() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        max_retries: 0,
+        ..Default::default()
+    }
+}
+
+/// The store of a URL's bucket (or host), made once per process from the environment.
+fn store_of(url: &url::Url) -> Result<Arc<dyn ObjectStore>, String> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
+    let root = format!("{}://{}", url.scheme(), url.authority());
+    let mut stores = STORES.get_or_init(Default::default).lock().expect("stores");
+    if let Some(store) = stores.get(&root) {
+        return Ok(store.clone());
+    }
+    let store: Arc<dyn ObjectStore> = match url.scheme() {
+        "s3" | "s3a" => Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_url(&root)
+                .with_retry(no_retries())
+                .build()
+                .map_err(|e| e.to_string())?,
+        ),
+        "gs" => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(&root)
+                .with_retry(no_retries())
+                .build()
+                .map_err(|e| e.to_string())?,
+        ),
+        "az" | "abfs" | "abfss" => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(&root)
+                .with_retry(no_retries())
+                .build()
+                .map_err(|e| e.to_string())?,
+        ),
+        "http" | "https" => Arc::new(
+            object_store::http::HttpBuilder::new()
+                .with_url(&root)
+                .with_retry(no_retries())
+                .with_client_options(ClientOptions::new().with_allow_http(true))
+                .build()
+                .map_err(|e| e.to_string())?,
+        ),
+        other => return Err(format!("no object store for URLs of scheme {other}")),
+    };
+    stores.insert(root, store.clone());
+    Ok(store)
+}
+
+impl Object {
+    /// The object named by `url` (nothing is asked of the store yet).
+    pub fn at(url: &str) -> Result<Object, IoError> {
+        let parsed = url::Url::parse(url).map_err(|e| remote_err(url, None, e))?;
+        let store = store_of(&parsed).map_err(|e| remote_err(url, None, e))?;
+        let key = Key::from_url_path(parsed.path()).map_err(|e| remote_err(url, None, e))?;
+        Ok(Object {
+            url: url.to_owned(),
+            store,
+            key,
+        })
+    }
+
+    /// The object's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The object's size in bytes (a HEAD request, remembered for the process: listings
+    /// fill the same memory, so a listed object is never asked again).
+    pub fn size(&self) -> Result<u64, IoError> {
+        self.probe()?
+            .ok_or_else(|| remote_err(&self.url, None, "no such object"))
+    }
+
+    /// The object's size, or `None` if the store has no object of that name.
+    pub fn probe(&self) -> Result<Option<u64>, IoError> {
+        if let Some(&size) = sizes().lock().expect("sizes").get(&self.url) {
+            return Ok(Some(size));
+        }
+        let (store, key) = (self.store.clone(), self.key.clone());
+        let head = block_on(async move { retried(|| store.head(&key)).await })
+            .ok_or_else(|| remote_err(&self.url, None, "the store's runtime stopped"))?;
+        match head {
+            Ok(head) => {
+                remember_size(&self.url, head.size);
+                Ok(Some(head.size))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(remote_err(&self.url, None, e)),
+        }
+    }
+
+    /// Bytes `range` of the object, asked again from where a cut stopped (see the module
+    /// docs); an error names the object and the first byte not read.
+    pub fn get_range(&self, range: Range<u64>) -> Result<Bytes, IoError> {
+        self.fetch(range).wait_bytes(self)
+    }
+
+    /// Starts reading bytes `range`, to be waited for by [`Fetch::wait_bytes`].
+    fn fetch(&self, range: Range<u64>) -> Fetch {
+        let (store, key) = (self.store.clone(), self.key.clone());
+        let start = range.start;
+        Fetch(start, start_fetch(store, key, range))
+    }
+}
+
+/// A block asked for: its first byte and the request.
+struct Fetch(u64, Pending<Result<Bytes, (u64, String)>>);
+
+impl Fetch {
+    fn wait_bytes(self, object: &Object) -> Result<Bytes, IoError> {
+        match self.1.wait() {
+            Some(Ok(bytes)) => Ok(bytes),
+            Some(Err((offset, cause))) => Err(remote_err(&object.url, Some(offset), cause)),
+            None => Err(remote_err(
+                &object.url,
+                Some(self.0),
+                "the store's runtime stopped",
+            )),
+        }
+    }
+}
+
+/// The request for `range`, asked again from the byte reached after a failure (a cut body
+/// or a request that failed through `object_store`'s retries), up to [`ATTEMPTS`] times
+/// with a growing pause.
+fn start_fetch(
+    store: Arc<dyn ObjectStore>,
+    key: Key,
+    range: Range<u64>,
+) -> Pending<Result<Bytes, (u64, String)>> {
+    start(async move {
+        let mut parts: Vec<Bytes> = Vec::new();
+        let mut at = range.start;
+        let mut attempt = 0;
+        while at < range.end {
+            match read_range(&*store, &key, at..range.end, &mut parts, &mut at).await {
+                Ok(()) => {}
+                Err((lasting, cause)) => {
+                    attempt += 1;
+                    if lasting || attempt >= attempts() {
+                        return Err((at, cause));
+                    }
+                    RETRIES.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(pause(attempt)).await;
+                }
+            }
+        }
+        Ok(match parts.len() {
+            1 => parts.pop().expect("one part"),
+            _ => Bytes::from(parts.concat()),
+        })
+    })
+}
+
+/// Streams bytes `range` of `key` into `parts`, moving `at` past each chunk received. A
+/// failure says whether it lasts (asking again cannot help) and what it was.
+async fn read_range(
+    store: &dyn ObjectStore,
+    key: &Key,
+    range: Range<u64>,
+    parts: &mut Vec<Bytes>,
+    at: &mut u64,
+) -> Result<(), (bool, String)> {
+    let failed = |e: object_store::Error| (!transient(&e), e.to_string());
+    use futures_util::StreamExt;
+    let options = object_store::GetOptions {
+        range: Some(range.clone().into()),
+        ..Default::default()
+    };
+    let result = store.get_opts(key, options).await.map_err(failed)?;
+    let mut stream = result.into_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(failed)?;
+        *at += chunk.len() as u64;
+        parts.push(chunk);
+    }
+    if *at < range.end {
+        return Err((
+            false,
+            format!(
+                "the store sent {} bytes of {}",
+                *at - range.start,
+                range.end - range.start
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn sizes() -> &'static Mutex<HashMap<String, u64>> {
+    static SIZES: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
+    SIZES.get_or_init(Default::default)
+}
+
+fn remember_size(url: &str, size: u64) {
+    sizes().lock().expect("sizes").insert(url.to_owned(), size);
+}
+
+/// The size of the object at `path` (a URL, [`is_remote`]).
+pub fn object_size(path: &Path) -> Result<u64, IoError> {
+    Object::at(&path.to_string_lossy())?.size()
+}
+
+/// Every object whose key starts with `url`'s path (the prefix, as a store lists it:
+/// `s3://bucket/dir/` lists `dir/` and everything below), as `(url, size)` sorted by key.
+pub fn list(url: &str) -> Result<Vec<(String, u64)>, IoError> {
+    use futures_util::TryStreamExt;
+    let parsed = url::Url::parse(url).map_err(|e| remote_err(url, None, e))?;
+    let store = store_of(&parsed).map_err(|e| remote_err(url, None, e))?;
+    let path = parsed.path().trim_matches('/');
+    let prefix = match path {
+        "" => None,
+        p => Some(Key::from_url_path(p).map_err(|e| remote_err(url, None, e))?),
+    };
+    let listed =
+        block_on(
+            async move { retried(|| store.list(prefix.as_ref()).try_collect::<Vec<_>>()).await },
+        )
+        .ok_or_else(|| remote_err(url, None, "the store's runtime stopped"))?
+        .map_err(|e| remote_err(url, None, e))?;
+    let root = format!("{}://{}", parsed.scheme(), parsed.authority());
+    let mut objects: Vec<(String, u64)> = listed
+        .into_iter()
+        .map(|meta| {
+            let url = format!("{root}/{}", meta.location);
+            remember_size(&url, meta.size);
+            (url, meta.size)
+        })
+        .collect();
+    objects.sort();
+    Ok(objects)
+}
+
+/// Reads bytes `start..end` of an object (clipped to its end) as a stream, a block ahead
+/// of the reader (see the module docs). It can also seek, which starts again there.
+pub struct RangeReader {
+    object: Object,
+    end: u64,
+    /// The next byte to be handed out.
+    at: u64,
+    /// The block being read, from `at`.
+    block: Bytes,
+    /// The block after it, asked for.
+    next: Option<Fetch>,
+}
+
+impl RangeReader {
+    /// A reader of bytes `start..end` of `object` (`end` may be past its end).
+    pub fn new(object: Object, start: u64, end: u64) -> Result<RangeReader, IoError> {
+        let end = end.min(object.size()?);
+        let mut reader = RangeReader {
+            object,
+            end,
+            at: start.min(end),
+            block: Bytes::new(),
+            next: None,
+        };
+        reader.next = reader.ask(reader.at);
+        Ok(reader)
+    }
+
+    /// The request for the block starting at `from`, if any is left.
+    fn ask(&self, from: u64) -> Option<Fetch> {
+        (from < self.end).then(|| self.object.fetch(from..(from + BLOCK_BYTES).min(self.end)))
+    }
+}
+
+fn io_error(e: IoError) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+impl Read for RangeReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.block.is_empty() {
+            let Some(fetch) = self.next.take() else {
+                return Ok(0);
+            };
+            self.block = fetch.wait_bytes(&self.object).map_err(io_error)?;
+            self.next = self.ask(self.at + self.block.len() as u64);
+        }
+        let n = buf.len().min(self.block.len());
+        buf[..n].copy_from_slice(&self.block[..n]);
+        let _ = self.block.split_to(n);
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for RangeReader {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        let to = match pos {
+            SeekFrom::Start(to) => Some(to),
+            SeekFrom::End(back) => self.end.checked_add_signed(back),
+            SeekFrom::Current(by) => self.at.checked_add_signed(by),
+        }
+        .ok_or_else(|| std::io::Error::other("seek before the start of the object"))?;
+        if to != self.at {
+            self.at = to.min(self.end);
+            self.block = Bytes::new();
+            self.next = self.ask(self.at);
+        }
+        Ok(self.at)
+    }
+}
+
+/// Opens bytes `start..end` of the object at `path` (a URL) for reading.
+pub fn open_range(path: &Path, start: u64, end: u64) -> Result<RangeReader, IoError> {
+    RangeReader::new(Object::at(&path.to_string_lossy())?, start, end)
+}
+
+/// A Parquet file's bytes for the Parquet reader: a local file, or an object read by
+/// ranged GETs.
+///
+/// The Parquet reader asks for small pieces (the footer's last 8 bytes, then each page's
+/// header and its data), one request each if passed on as they come. So the object's bytes
+/// are asked for by blocks of [`BLOCK_BYTES`] (the footer with the last [`TAIL_BYTES`]), the
+/// last two kept: the pages of the column chunks of a row group are read in order, from the
+/// few blocks that hold them.
+pub enum ObjectBytes {
+    Local(std::fs::File),
+    Remote(RemoteBytes),
+}
+
+/// How much of an object's end is read when its footer is asked for: 1 MiB, which holds
+/// the footer of any table of documents of a sane number of row groups and columns.
+pub const TAIL_BYTES: u64 = 1 << 20;
+
+/// An object read through a few cached blocks (see [`ObjectBytes`]).
+pub struct RemoteBytes {
+    object: Object,
+    size: u64,
+    /// The blocks read last, newest first: (their first byte, their bytes).
+    blocks: Mutex<Vec<(u64, Bytes)>>,
+}
+
+impl RemoteBytes {
+    /// Bytes `start..start + len` (clipped to the end), from a cached block or a new one.
+    fn bytes(&self, start: u64, len: u64) -> Result<Bytes, IoError> {
+        let start = start.min(self.size);
+        let end = (start + len).min(self.size);
+        let mut blocks = self.blocks.lock().expect("blocks");
+        if let Some((at, block)) = blocks
+            .iter()
+            .find(|(at, b)| *at <= start && end <= at + b.len() as u64)
+        {
+            return Ok(block.slice((start - at) as usize..(end - at) as usize));
+        }
+        let from = match start >= self.size.saturating_sub(TAIL_BYTES) {
+            true => self.size.saturating_sub(TAIL_BYTES),
+            false => start,
+        };
+        let to = (from + BLOCK_BYTES.max(end - from)).min(self.size);
+        let block = self.object.get_range(from..to)?;
+        let piece = block.slice((start - from) as usize..(end - from) as usize);
+        blocks.insert(0, (from, block));
+        blocks.truncate(2);
+        Ok(piece)
+    }
+}
+
+/// A reader from a cached block on, then from the object itself.
+struct ThenObject {
+    head: Bytes,
+    rest: Option<(Object, u64, u64)>,
+    reader: Option<RangeReader>,
+}
+
+impl Read for ThenObject {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if !self.head.is_empty() {
+            let n = buf.len().min(self.head.len());
+            buf[..n].copy_from_slice(&self.head[..n]);
+            let _ = self.head.split_to(n);
+            return Ok(n);
+        }
+        if let Some((object, start, end)) = self.rest.take() {
+            self.reader = Some(RangeReader::new(object, start, end).map_err(io_error)?);
+        }
+        match self.reader.as_mut() {
+            Some(reader) => reader.read(buf),
+            None => Ok(0),
+        }
+    }
+}
+
+impl ObjectBytes {
+    /// Opens the file or object at `path`.
+    pub fn open(path: &Path) -> Result<ObjectBytes, IoError> {
+        if is_remote(path) {
+            let object = Object::at(&path.to_string_lossy())?;
+            let size = object.size()?;
+            Ok(ObjectBytes::Remote(RemoteBytes {
+                object,
+                size,
+                blocks: Mutex::new(Vec::new()),
+            }))
+        } else {
+            std::fs::File::open(path)
+                .map(ObjectBytes::Local)
+                .map_err(|cause| IoError::Open {
+                    path: path.to_path_buf(),
+                    cause,
+                })
+        }
+    }
+}
+
+fn external(e: IoError) -> parquet::errors::ParquetError {
+    parquet::errors::ParquetError::External(Box::new(e))
+}
+
+impl parquet::file::reader::Length for ObjectBytes {
+    fn len(&self) -> u64 {
+        match self {
+            ObjectBytes::Local(file) => file.len(),
+            ObjectBytes::Remote(remote) => remote.size,
+        }
+    }
+}
+
+impl parquet::file::reader::ChunkReader for ObjectBytes {
+    type T = Box<dyn Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        match self {
+            ObjectBytes::Local(file) => Ok(Box::new(file.get_read(start)?)),
+            ObjectBytes::Remote(remote) if start >= remote.size => Ok(Box::new(std::io::empty())),
+            ObjectBytes::Remote(remote) => {
+                // What the cached block holds from `start`, then the object after it.
+                let head = remote.bytes(start, 1).map_err(external)?;
+                let blocks = remote.blocks.lock().expect("blocks");
+                let (at, block) = blocks
+                    .iter()
+                    .find(|(at, b)| *at <= start && start < at + b.len() as u64)
+                    .cloned()
+                    .unwrap_or((start, head));
+                let block_end = at + block.len() as u64;
+                Ok(Box::new(ThenObject {
+                    head: block.slice((start - at) as usize..),
+                    rest: (block_end < remote.size)
+                        .then(|| (remote.object.clone(), block_end, remote.size)),
+                    reader: None,
+                }))
+            }
+        }
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        match self {
+            ObjectBytes::Local(file) => file.get_bytes(start, length),
+            ObjectBytes::Remote(remote) => remote.bytes(start, length as u64).map_err(external),
+        }
+    }
+}
