@@ -9,10 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=.venv-test
-if ! "$venv/bin/python" -c 'import duckdb, pyarrow, polars, warcio, pytest, maturin' 2>/dev/null; then
-  echo "installing duckdb, pyarrow, polars, warcio, pytest and maturin into $venv (first run only)" >&2
+if ! "$venv/bin/python" -c 'import duckdb, pyarrow, polars, warcio, pytest, maturin, azure.storage.blob' 2>/dev/null; then
+  echo "installing duckdb, pyarrow, polars, warcio, pytest, maturin and azure-storage-blob into $venv (first run only)" >&2
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow polars warcio pytest maturin
+  "$venv/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow polars warcio pytest maturin azure-storage-blob
 fi
 export NEARDUP_PYTHON="$PWD/$venv/bin/python"
 
@@ -38,6 +38,15 @@ if [ ! -x "$s3_server" ]; then
     echo "warning: s3s-fs could not be installed; the object store tests will skip (or fail under NEARDUP_REQUIRE_SHARED=1)" >&2
 fi
 export NEARDUP_S3_SERVER="$s3_server"
+# ... and from Azure's emulator, Azurite (Microsoft's, from the npm registry), the blobs
+# uploaded by Microsoft's Python client (azure-storage-blob, installed above).
+azurite_dir="$CARGO_TARGET_DIR/tools/azurite"
+if [ ! -x "$azurite_dir/node_modules/.bin/azurite-blob" ]; then
+  echo "installing Azurite, Azure's storage emulator, for the object store tests (first run only)" >&2
+  npm install --silent --no-audit --no-fund --prefix "$azurite_dir" azurite@3.35.0 >/dev/null ||
+    echo "warning: Azurite could not be installed; its test will skip (or fail under NEARDUP_REQUIRE_SHARED=1)" >&2
+fi
+export NEARDUP_AZURITE="$azurite_dir/node_modules/.bin/azurite-blob"
 
 cargo test --workspace --all-targets "$@"
 cargo test --workspace --doc

@@ -609,3 +609,112 @@ fn web_urls_name_single_objects() {
     cmd.args(["run", "-o", s(&missing), &name]);
     assert_fails(&mut cmd, &missing, &[&name]);
 }
+
+// ---------------------------------------------------------------------------------------
+// Azure Blob Storage: Microsoft's emulator, Azurite
+
+/// Azurite's blob service (`NEARDUP_AZURITE`) and a Python with Microsoft's client
+/// (`NEARDUP_PYTHON`, with azure-storage-blob), or `None` with a notice (a panic under CI).
+fn azurite() -> Option<(PathBuf, PathBuf)> {
+    let found = |var: &str| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|p| p.is_file())
+    };
+    let python = found("NEARDUP_PYTHON").filter(|python| {
+        Process::new(python)
+            .args(["-c", "import azure.storage.blob"])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if let (Some(azurite), Some(python)) = (found("NEARDUP_AZURITE"), python) {
+        return Some((azurite, python));
+    }
+    let message = "Azurite or azure-storage-blob not found (scripts/test.sh installs both)";
+    if std::env::var(REQUIRE_SHARED).as_deref() == Ok("1") {
+        panic!("{message}, and {REQUIRE_SHARED}=1 requires the object store tests");
+    }
+    eprintln!("skipped: {message}");
+    None
+}
+
+/// Azurite's well-known development account.
+const AZURITE_CONNECTION: &str = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;\
+AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;\
+BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;";
+
+#[test]
+fn a_run_from_azure_equals_the_run_from_its_files() {
+    let Some((azurite, python)) = azurite() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = corpus(&dir.path().join("root"));
+    let port = free_ports(1)[0];
+    let location = dir.path().join("azurite");
+    std::fs::create_dir_all(&location).unwrap();
+    let mut server = Process::new(&azurite)
+        .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+        .args([
+            "--location",
+            s(&location),
+            "--silent",
+            "--skipApiVersionCheck",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("Azurite starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "Azurite never listened");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The corpus uploaded by Microsoft's own client, every file under its relative name.
+    let upload = r#"
+import os, sys
+from azure.storage.blob import BlobServiceClient
+service = BlobServiceClient.from_connection_string(sys.argv[1])
+container = service.create_container("corpus")
+root = sys.argv[2]
+for folder, _, names in os.walk(root):
+    for name in names:
+        path = os.path.join(folder, name)
+        with open(path, "rb") as f:
+            container.upload_blob("data/" + os.path.relpath(path, root), f)
+"#;
+    let uploaded = Process::new(&python)
+        .args(["-c", upload])
+        .arg(AZURITE_CONNECTION.replace("{port}", &port.to_string()))
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        uploaded.status.success(),
+        "upload: {}",
+        String::from_utf8_lossy(&uploaded.stderr)
+    );
+
+    let local = dir.path().join("local");
+    succeed(neardup().args(["run", "-o", s(&local), s(&data)]), &local);
+    let out = dir.path().join("azure");
+    let mut cmd = neardup();
+    cmd.env("AZURE_STORAGE_USE_EMULATOR", "true")
+        .env(
+            "AZURITE_BLOB_STORAGE_URL",
+            format!("http://127.0.0.1:{port}"),
+        )
+        .args(["run", "-w", "2", "-o", s(&out), "az://corpus/data/"]);
+    let result = cmd.output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        result.status.success() && out.join("_SUCCESS").is_file(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert_eq!(
+        tables(&out, str::to_owned),
+        as_urls(&local, &data, "az://corpus/data/")
+    );
+}

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Inputs in an object store (issue 33): `neardup run` over local files against the same
+files read from an S3 server on loopback, directly and through a proxy that delays every
+request, as a store across a network would.
+
+    python3 scripts/bench/store.py --neardup target/release/neardup --data DIR \
+        [--server target/tools/bin/s3s-fs] [--workers 2] [--runs 5] [--delay-ms 0,20,50] \
+        [--modes simhash,threshold] [--json results.json]
+
+DIR is a directory of input files (for example the scaling benchmark's corpus of dev-medium
+in 16 shards: `scripts/bench/scaling.py` writes it to WORK/corpus-1x16). The server is
+s3s-fs, which `scripts/test.sh` installs into the target directory; it serves DIR as the
+bucket `corpus` (through a symbolic link in a scratch directory).
+
+Each round runs, for each mode: the local run, then the run from `s3://corpus/` with each
+delay (0: straight to the server; D > 0: through a proxy that holds every request D ms
+before passing it on). It prints the medians: wall seconds, the ratio to the local run, and
+the server's CPU seconds (user + system, from /proc) over the run, which on a machine of few
+cores competes with neardup for them. Every run must report the local run's pairs.
+
+The question it answers: does reading from a store cost more than the bytes it moves? With
+ranged GETs of 8 MiB and the next block in flight (io/src/store.rs), a delay of D ms per
+request should add little to a run of many blocks per worker.
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODES = {
+    "simhash": [],
+    "threshold": ["--method", "minhash", "--threshold", "0.8", "--verify", "jaccard"],
+}
+ACCESS, SECRET = "bench", "bench-secret"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, seconds=20):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listens on port {port}")
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def delay_proxy(upstream, delay):
+    """A TCP proxy on loopback that holds each chunk from a client `delay` seconds before
+    passing it to `upstream` (a request head is one chunk: each request waits once)."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+
+    def pump(src, dst, wait):
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if wait:
+                    time.sleep(wait)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def accept():
+        while True:
+            client, _ = listener.accept()
+            up = socket.create_connection(("127.0.0.1", upstream))
+            for s in (client, up):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=pump, args=(client, up, delay), daemon=True).start()
+            threading.Thread(target=pump, args=(up, client, 0), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener.getsockname()[1]
+
+
+def run(opts, mode, inputs, out, env, server_pid):
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [opts.neardup, "run", "-q", "-w", str(opts.workers), "--output", out, *MODES[mode], inputs]
+    cpu0 = cpu_seconds(server_pid)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{done.stderr}")
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    return {
+        "wall": wall,
+        "server_cpu": cpu_seconds(server_pid) - cpu0,
+        "pairs": summary["counts"]["pairs"],
+        "retries": summary.get("store_retries", 0),
+        "text_bytes": summary["counts"]["bytes"],
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--neardup", default=os.path.join(ROOT, "target/release/neardup"))
+    p.add_argument("--data", required=True)
+    p.add_argument("--server", default=os.path.join(ROOT, "target/tools/bin/s3s-fs"))
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--delay-ms", default="0,20,50")
+    p.add_argument("--modes", default="simhash,threshold")
+    p.add_argument("--json")
+    opts = p.parse_args()
+    delays = [int(d) for d in opts.delay_ms.split(",")]
+    modes = opts.modes.split(",")
+
+    scratch = tempfile.mkdtemp(prefix="neardup-store-bench-")
+    bucket_root = os.path.join(scratch, "root")
+    os.makedirs(bucket_root)
+    os.symlink(os.path.abspath(opts.data), os.path.join(bucket_root, "corpus"))
+    port = free_port()
+    server = subprocess.Popen(
+        [opts.server, "--host", "127.0.0.1", "--port", str(port), "--access-key", ACCESS,
+         "--secret-key", SECRET, bucket_root],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port)
+        ports = {0: port, **{d: delay_proxy(port, d / 1000) for d in delays if d > 0}}
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        results = {}
+        for r in range(opts.runs):
+            for mode in modes:
+                configs = [("local", opts.data, base_env)] + [
+                    (f"s3, +{d} ms" if d else "s3", "s3://corpus/", {
+                        **base_env,
+                        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports[d]}",
+                        "AWS_ALLOW_HTTP": "true",
+                        "AWS_ACCESS_KEY_ID": ACCESS,
+                        "AWS_SECRET_ACCESS_KEY": SECRET,
+                        "AWS_REGION": "us-east-1",
+                    }) for d in delays]
+                for name, inputs, env in configs:
+                    got = run(opts, mode, inputs, os.path.join(scratch, "out"), env, server.pid)
+                    results.setdefault((mode, name), []).append(got)
+            report(results, r + 1, opts)
+    finally:
+        server.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def report(results, rounds, opts):
+    print(f"\nafter {rounds} round(s), {opts.workers} workers, medians:")
+    print(f"{'mode':10} {'inputs':14} {'wall s':>8} {'ratio':>7} {'GB/s':>6} {'server CPU s':>13} {'retries':>8}")
+    rows = []
+    for (mode, name), runs in results.items():
+        local = statistics.median(x["wall"] for x in results[(mode, "local")])
+        wall = statistics.median(x["wall"] for x in runs)
+        pairs = {x["pairs"] for x in runs} | {x["pairs"] for x in results[(mode, "local")]}
+        if len(pairs) != 1:
+            sys.exit(f"{mode} {name}: pairs differ from the local run's: {sorted(pairs)}")
+        row = {
+            "mode": mode, "inputs": name, "wall_s": wall, "ratio": wall / local,
+            "gb_per_s": runs[0]["text_bytes"] / wall / 1e9,
+            "server_cpu_s": statistics.median(x["server_cpu"] for x in runs),
+            "retries": max(x["retries"] for x in runs), "runs": len(runs),
+        }
+        rows.append(row)
+        print(f"{mode:10} {name:14} {wall:8.2f} {row['ratio']:6.2f}x {row['gb_per_s']:6.3f} "
+              f"{row['server_cpu_s']:13.2f} {row['retries']:8}")
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
