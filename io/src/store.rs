@@ -437,17 +437,29 @@ pub fn list(url: &str) -> Result<Vec<(String, u64)>, IoError> {
     Ok(objects)
 }
 
-/// Reads bytes `start..end` of an object (clipped to its end) as a stream, a block ahead
-/// of the reader (see the module docs). It can also seek, which starts again there.
+/// How many received pieces of an object a [`RangeReader`] holds ahead of its reader: the
+/// pieces are what the connection delivers (16 to 64 KiB), so a reader holds a few MiB at
+/// most, enough that the next request's latency passes while it parses.
+pub const PIECES_AHEAD: usize = 256;
+
+/// What a reader's stream sends: a piece of the object, or the failure that ended it (the
+/// first byte not read, and why).
+type Piece = Result<Bytes, (u64, String)>;
+
+/// Reads bytes `start..end` of an object (clipped to its end) as a stream: a task of the
+/// store's runtime asks for them by ranged GETs of [`BLOCK_BYTES`], one after another, and
+/// hands each piece to the reader as it arrives, up to [`PIECES_AHEAD`] ahead of it; a GET
+/// that fails is asked again from the byte reached (see the module docs). It can also seek,
+/// which starts a new stream there.
 pub struct RangeReader {
     object: Object,
     end: u64,
     /// The next byte to be handed out.
     at: u64,
-    /// The block being read, from `at`.
-    block: Bytes,
-    /// The block after it, asked for.
-    next: Option<Fetch>,
+    /// The piece being read, from `at`.
+    piece: Bytes,
+    /// The stream of the pieces after it.
+    stream: Option<tokio::sync::mpsc::Receiver<Piece>>,
 }
 
 impl RangeReader {
@@ -458,17 +470,91 @@ impl RangeReader {
             object,
             end,
             at: start.min(end),
-            block: Bytes::new(),
-            next: None,
+            piece: Bytes::new(),
+            stream: None,
         };
-        reader.next = reader.ask(reader.at);
+        reader.start_stream();
         Ok(reader)
     }
 
-    /// The request for the block starting at `from`, if any is left.
-    fn ask(&self, from: u64) -> Option<Fetch> {
-        (from < self.end).then(|| self.object.fetch(from..(from + BLOCK_BYTES).min(self.end)))
+    /// Starts streaming from `at` (nothing when at the end).
+    fn start_stream(&mut self) {
+        self.stream = (self.at < self.end).then(|| {
+            let (tx, rx) = tokio::sync::mpsc::channel(PIECES_AHEAD);
+            let (store, key) = (self.object.store.clone(), self.object.key.clone());
+            runtime().spawn(stream_range(store, key, self.at..self.end, tx));
+            rx
+        });
     }
+}
+
+/// Streams bytes `range` of `key` into `tx` by ranged GETs of at most [`BLOCK_BYTES`], each
+/// asked again from the byte reached after a failure, up to [`ATTEMPTS`] times with a growing
+/// pause; a failure that lasts is sent as the last message. Stops when the reader is gone.
+async fn stream_range(
+    store: Arc<dyn ObjectStore>,
+    key: Key,
+    range: Range<u64>,
+    tx: tokio::sync::mpsc::Sender<Piece>,
+) {
+    let mut at = range.start;
+    let mut attempt = 0;
+    while at < range.end {
+        let block = at..(at + BLOCK_BYTES).min(range.end);
+        match stream_block(&*store, &key, block, &tx, &mut at).await {
+            Ok(true) => attempt = 0,
+            Ok(false) => return,
+            Err((lasting, cause)) => {
+                attempt += 1;
+                if lasting || attempt >= attempts() {
+                    let _ = tx.send(Err((at, cause))).await;
+                    return;
+                }
+                RETRIES.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(pause(attempt)).await;
+            }
+        }
+    }
+}
+
+/// Streams bytes `range` of `key` into `tx`, moving `at` past each piece sent: `Ok(false)`
+/// when the reader is gone. A failure says whether it lasts (asking again cannot help).
+async fn stream_block(
+    store: &dyn ObjectStore,
+    key: &Key,
+    range: Range<u64>,
+    tx: &tokio::sync::mpsc::Sender<Piece>,
+    at: &mut u64,
+) -> Result<bool, (bool, String)> {
+    use futures_util::StreamExt;
+    let failed = |e: object_store::Error| (!transient(&e), e.to_string());
+    let options = object_store::GetOptions {
+        range: Some(range.clone().into()),
+        ..Default::default()
+    };
+    let mut stream = store
+        .get_opts(key, options)
+        .await
+        .map_err(failed)?
+        .into_stream();
+    while let Some(piece) = stream.next().await {
+        let piece = piece.map_err(failed)?;
+        *at += piece.len() as u64;
+        if tx.send(Ok(piece)).await.is_err() {
+            return Ok(false);
+        }
+    }
+    if *at < range.end {
+        return Err((
+            false,
+            format!(
+                "the store sent {} bytes of {}",
+                *at - range.start,
+                range.end - range.start
+            ),
+        ));
+    }
+    Ok(true)
 }
 
 fn io_error(e: IoError) -> std::io::Error {
@@ -477,16 +563,30 @@ fn io_error(e: IoError) -> std::io::Error {
 
 impl Read for RangeReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.block.is_empty() {
-            let Some(fetch) = self.next.take() else {
+        while self.piece.is_empty() {
+            let Some(stream) = self.stream.as_mut() else {
                 return Ok(0);
             };
-            self.block = fetch.wait_bytes(&self.object).map_err(io_error)?;
-            self.next = self.ask(self.at + self.block.len() as u64);
+            match stream.blocking_recv() {
+                Some(Ok(piece)) => self.piece = piece,
+                Some(Err((offset, cause))) => {
+                    self.stream = None;
+                    return Err(io_error(remote_err(&self.object.url, Some(offset), cause)));
+                }
+                None if self.at < self.end => {
+                    self.stream = None;
+                    return Err(io_error(remote_err(
+                        &self.object.url,
+                        Some(self.at),
+                        "the store's runtime stopped",
+                    )));
+                }
+                None => self.stream = None,
+            }
         }
-        let n = buf.len().min(self.block.len());
-        buf[..n].copy_from_slice(&self.block[..n]);
-        let _ = self.block.split_to(n);
+        let n = buf.len().min(self.piece.len());
+        buf[..n].copy_from_slice(&self.piece[..n]);
+        let _ = self.piece.split_to(n);
         self.at += n as u64;
         Ok(n)
     }
@@ -502,9 +602,56 @@ impl Seek for RangeReader {
         .ok_or_else(|| std::io::Error::other("seek before the start of the object"))?;
         if to != self.at {
             self.at = to.min(self.end);
-            self.block = Bytes::new();
-            self.next = self.ask(self.at);
+            self.piece = Bytes::new();
+            self.start_stream();
         }
+        Ok(self.at)
+    }
+}
+
+/// A reader of an object whose every read is one ranged GET of the bytes asked for: for
+/// reading a little here and there (the line starts of a large JSONL object's pieces), where
+/// a [`RangeReader`]'s stream would read ahead for nothing.
+pub struct ReadAt {
+    object: Object,
+    size: u64,
+    at: u64,
+}
+
+impl ReadAt {
+    /// A reader of the object at `path` (a URL), from its start.
+    pub fn open(path: &Path) -> Result<ReadAt, IoError> {
+        let object = Object::at(&path.to_string_lossy())?;
+        let size = object.size()?;
+        Ok(ReadAt {
+            object,
+            size,
+            at: 0,
+        })
+    }
+}
+
+impl Read for ReadAt {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let end = (self.at + buf.len() as u64).min(self.size);
+        if end <= self.at {
+            return Ok(0);
+        }
+        let bytes = self.object.get_range(self.at..end).map_err(io_error)?;
+        buf[..bytes.len()].copy_from_slice(&bytes);
+        self.at += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+}
+
+impl Seek for ReadAt {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        self.at = match pos {
+            SeekFrom::Start(to) => Some(to),
+            SeekFrom::End(back) => self.size.checked_add_signed(back),
+            SeekFrom::Current(by) => self.at.checked_add_signed(by),
+        }
+        .ok_or_else(|| std::io::Error::other("seek before the start of the object"))?;
         Ok(self.at)
     }
 }

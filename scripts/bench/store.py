@@ -10,13 +10,15 @@ request, as a store across a network would.
 DIR is a directory of input files (for example the scaling benchmark's corpus of dev-medium
 in 16 shards: `scripts/bench/scaling.py` writes it to WORK/corpus-1x16). The server is
 s3s-fs, which `scripts/test.sh` installs into the target directory; it serves DIR as the
-bucket `corpus` (through a symbolic link in a scratch directory).
+bucket `corpus`, uploaded with S3 PUTs (curl's SigV4 signing) into a scratch directory.
 
 Each round runs, for each mode: the local run, then the run from `s3://corpus/` with each
 delay (0: straight to the server; D > 0: through a proxy that holds every request D ms
 before passing it on). It prints the medians: wall seconds, the ratio to the local run, and
 the server's CPU seconds (user + system, from /proc) over the run, which on a machine of few
-cores competes with neardup for them. Every run must report the local run's pairs.
+cores competes with neardup for them. Every run must report the local run's pairs. It also
+measures the server's own ceiling: curl GETting every object, as many at a time as workers,
+with nothing done with the bytes.
 
 The question it answers: does reading from a store cost more than the bytes it moves? With
 ranged GETs of 8 MiB and the next block in flight (io/src/store.rs), a delay of D ms per
@@ -105,6 +107,51 @@ def delay_proxy(upstream, delay):
     return listener.getsockname()[1]
 
 
+def upload(data, port):
+    """Puts every file under `data` into the bucket `corpus` with S3 PUTs (curl's SigV4), as
+    a user's upload would: the server then keeps each object's ETag, where files copied into
+    its directory would have it computed again over the whole file at every ranged GET."""
+    def put(path, body=None):
+        cmd = ["curl", "-sf", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3",
+               "--user", f"{ACCESS}:{SECRET}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+               f"http://127.0.0.1:{port}/{path}"]
+        if body:
+            cmd[1:1] = ["-T", body]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    put("corpus")
+    for folder, _, names in os.walk(data):
+        for name in sorted(names):
+            full = os.path.join(folder, name)
+            put("corpus/" + os.path.relpath(full, data), full)
+
+
+def server_ceiling(data, port, streams):
+    """Seconds for curl to GET every object of the bucket, `streams` at a time: what the
+    server itself delivers, with no parsing or hashing at all."""
+    names = sorted(os.path.relpath(os.path.join(f, n), data)
+                   for f, _, ns in os.walk(data) for n in ns)
+    queue = list(names)
+    lock = threading.Lock()
+
+    def fetch():
+        while True:
+            with lock:
+                if not queue:
+                    return
+                name = queue.pop()
+            subprocess.run(["curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                            f"{ACCESS}:{SECRET}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                            "-o", "/dev/null", f"http://127.0.0.1:{port}/corpus/{name}"],
+                           check=True)
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=fetch) for _ in range(streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def run(opts, mode, inputs, out, env, server_pid):
     shutil.rmtree(out, ignore_errors=True)
     cmd = [opts.neardup, "run", "-q", "-w", str(opts.workers), "--output", out, *MODES[mode], inputs]
@@ -142,7 +189,6 @@ def main():
     scratch = tempfile.mkdtemp(prefix="neardup-store-bench-")
     bucket_root = os.path.join(scratch, "root")
     os.makedirs(bucket_root)
-    os.symlink(os.path.abspath(opts.data), os.path.join(bucket_root, "corpus"))
     port = free_port()
     server = subprocess.Popen(
         [opts.server, "--host", "127.0.0.1", "--port", str(port), "--access-key", ACCESS,
@@ -150,6 +196,7 @@ def main():
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port)
+        upload(opts.data, port)
         ports = {0: port, **{d: delay_proxy(port, d / 1000) for d in delays if d > 0}}
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         results = {}
@@ -167,6 +214,8 @@ def main():
                 for name, inputs, env in configs:
                     got = run(opts, mode, inputs, os.path.join(scratch, "out"), env, server.pid)
                     results.setdefault((mode, name), []).append(got)
+            results.setdefault(("server", "curl"), []).append(
+                {"wall": server_ceiling(opts.data, port, opts.workers)})
             report(results, r + 1, opts)
     finally:
         server.kill()
@@ -177,7 +226,12 @@ def report(results, rounds, opts):
     print(f"\nafter {rounds} round(s), {opts.workers} workers, medians:")
     print(f"{'mode':10} {'inputs':14} {'wall s':>8} {'ratio':>7} {'GB/s':>6} {'server CPU s':>13} {'retries':>8}")
     rows = []
+    ceiling = statistics.median(x["wall"] for x in results[("server", "curl")])
+    print(f"the server's ceiling: curl GETs every object, {opts.workers} at a time, in "
+          f"{ceiling:.2f} s")
     for (mode, name), runs in results.items():
+        if mode == "server":
+            continue
         local = statistics.median(x["wall"] for x in results[(mode, "local")])
         wall = statistics.median(x["wall"] for x in runs)
         pairs = {x["pairs"] for x in runs} | {x["pairs"] for x in results[(mode, "local")]}
@@ -189,6 +243,7 @@ def report(results, rounds, opts):
             "server_cpu_s": statistics.median(x["server_cpu"] for x in runs),
             "retries": max(x["retries"] for x in runs), "runs": len(runs),
         }
+        row["server_ceiling_s"] = ceiling
         rows.append(row)
         print(f"{mode:10} {name:14} {wall:8.2f} {row['ratio']:6.2f}x {row['gb_per_s']:6.3f} "
               f"{row['server_cpu_s']:13.2f} {row['retries']:8}")

@@ -49,8 +49,8 @@ pub(super) fn pieces(file: &InputFile, size: u64, piece: u64) -> Result<Vec<Unit
     };
     let mut starts = vec![0u64];
     let raw: Box<dyn ReadSeek> = if crate::store::is_remote(&file.path) {
-        // A small block per cut: only the line that holds it is read.
-        Box::new(crate::store::open_range(&file.path, 0, size)?)
+        // One ranged GET per fill of the buffer: only the line that holds each cut is read.
+        Box::new(crate::store::ReadAt::open(&file.path)?)
     } else {
         Box::new(File::open(&file.path).map_err(open_err)?)
     };
