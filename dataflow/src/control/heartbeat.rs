@@ -204,6 +204,12 @@ fn watch(
                     if relay {
                         break format!("process {i} ({addr}) failed: {reason}");
                     }
+                    // This process stops itself (a signal: `stop::interrupt` set `done`
+                    // before telling the others), and process 0 passes its own abort back:
+                    // the signal's handler ends the process, with the signal's exit code.
+                    if done.load(Ordering::SeqCst) {
+                        return None;
+                    }
                     return Some(format!("the job was stopped: {reason}"));
                 }
                 None => continue,
