@@ -718,3 +718,97 @@ for folder, _, names in os.walk(root):
         as_urls(&local, &data, "az://corpus/data/")
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// AWS profile files
+
+/// `neardup` with no AWS setting in its environment but `HOME`, `AWS_PROFILE` and
+/// `AWS_ALLOW_HTTP`: keys, region and endpoint come from the profile files.
+fn neardup_with_profile(home: &Path, profile: &str) -> Command {
+    let mut cmd = neardup();
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "AWS_SKIP_SIGNATURE",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("HOME", home)
+        .env("AWS_PROFILE", profile)
+        .env("AWS_ALLOW_HTTP", "true");
+    cmd
+}
+
+#[test]
+fn profile_files_give_keys_region_and_endpoint() {
+    let Some(bin) = server_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let data = corpus(&root);
+    let server = Server::start(&bin, &root);
+    let home = dir.path().join("home");
+    write(
+        &home.join(".aws/credentials"),
+        format!(
+            "[default]\naws_access_key_id = nobody\naws_secret_access_key = nothing\n\n\
+             [neardup]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n\n\
+             [wrong]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = not-the-secret\n"
+        )
+        .as_bytes(),
+    );
+    let endpoint = format!("http://127.0.0.1:{}", server.port);
+    write(
+        &home.join(".aws/config"),
+        format!(
+            "[profile neardup]\nregion = us-east-1\nendpoint_url = {endpoint}\n\n\
+             [profile wrong]\nregion = us-east-1\nendpoint_url = {endpoint}\n"
+        )
+        .as_bytes(),
+    );
+    let local = dir.path().join("local");
+    succeed(
+        neardup().args(["run", "-o", s(&local), s(&data.join("a.jsonl"))]),
+        &local,
+    );
+    let out = dir.path().join("profile");
+    succeed(
+        neardup_with_profile(&home, "neardup").args([
+            "run",
+            "-o",
+            s(&out),
+            "s3://corpus/data/a.jsonl",
+        ]),
+        &out,
+    );
+    assert_eq!(
+        tables(&out, str::to_owned),
+        as_urls(&local, &data, "s3://corpus/data/")
+    );
+
+    // A wrong key is refused (403) at once: asking again cannot help.
+    let refused = dir.path().join("refused");
+    let started = Instant::now();
+    let mut cmd = neardup_with_profile(&home, "wrong");
+    cmd.args(["run", "-o", s(&refused), "s3://corpus/data/"]);
+    assert_fails(&mut cmd, &refused, &["s3://corpus/data/", "403"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let missing = dir.path().join("missing");
+    let mut cmd = neardup_with_profile(&home, "nowhere");
+    cmd.args(["run", "-o", s(&missing), "s3://corpus/data/"]);
+    assert_fails(
+        &mut cmd,
+        &missing,
+        &["AWS_PROFILE names the profile nowhere"],
+    );
+}

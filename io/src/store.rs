@@ -76,7 +76,7 @@ fn pause(attempt: u32) -> Duration {
 /// Whether a failed request may succeed if asked again: not when the object is missing or
 /// access is refused, which asking again cannot change.
 fn transient(error: &object_store::Error) -> bool {
-    !matches!(
+    let lasting = matches!(
         error,
         object_store::Error::NotFound { .. }
             | object_store::Error::PermissionDenied { .. }
@@ -84,7 +84,21 @@ fn transient(error: &object_store::Error) -> bool {
             | object_store::Error::InvalidPath { .. }
             | object_store::Error::NotSupported { .. }
             | object_store::Error::NotImplemented { .. }
-    )
+    );
+    !lasting && !client_error(&error.to_string())
+}
+
+/// Whether an error's text holds an HTTP client error (4xx) other than a timeout (408) or
+/// throttling (429). A listing's failure comes as `object_store`'s `Generic` error, its
+/// status only in its text ("... status code: 403 Forbidden ..."): a wrong key would
+/// otherwise be asked again for half a minute.
+fn client_error(message: &str) -> bool {
+    message.match_indices("status code: ").any(|(at, found)| {
+        message[at + found.len()..]
+            .get(..3)
+            .and_then(|code| code.parse::<u16>().ok())
+            .is_some_and(|code| (400..500).contains(&code) && code != 408 && code != 429)
+    })
 }
 
 /// Runs `request` (made again by `make` for each attempt) until it succeeds, fails in a way
@@ -198,6 +212,76 @@ fn remote_err(url: &str, offset: Option<u64>, cause: impl std::fmt::Display) -> 
     }
 }
 
+/// The S3 settings of the AWS profile files that the environment does not set: the
+/// profile `AWS_PROFILE` (or `default`) of `AWS_SHARED_CREDENTIALS_FILE` (or
+/// `~/.aws/credentials`: `aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`)
+/// and of `AWS_CONFIG_FILE` (or `~/.aws/config`, section `[profile NAME]`, or `[default]`:
+/// the same keys, `region` and `endpoint_url`). Static keys only: a profile that names a
+/// role, SSO or a credential process is not followed (export its keys instead, docs/inputs.md).
+/// A profile named by `AWS_PROFILE` that neither file has is an error.
+fn aws_profile(
+    mut builder: object_store::aws::AmazonS3Builder,
+) -> Result<object_store::aws::AmazonS3Builder, String> {
+    use object_store::aws::AmazonS3ConfigKey as K;
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    if std::env::var("AWS_SKIP_SIGNATURE").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
+        return Ok(builder);
+    }
+    let named = std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty());
+    let profile = named.clone().unwrap_or_else(|| "default".into());
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let file = |var: &str, name: &str| {
+        std::env::var_os(var)
+            .map(std::path::PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
+    };
+    let config_section = match profile.as_str() {
+        "default" => "default".to_owned(),
+        name => format!("profile {name}"),
+    };
+    let mut found = false;
+    for (path, section) in [
+        (
+            file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+            profile.clone(),
+        ),
+        (file("AWS_CONFIG_FILE", "config"), config_section),
+    ] {
+        let Some(path) = path.filter(|p| p.is_file()) else {
+            continue;
+        };
+        let ini = ini::Ini::load_from_file(&path)
+            .map_err(|e| format!("{}: cannot read the AWS profile file: {e}", path.display()))?;
+        let Some(values) = ini.section(Some(section.as_str())) else {
+            continue;
+        };
+        found = true;
+        for (key, var, config) in [
+            ("aws_access_key_id", "AWS_ACCESS_KEY_ID", K::AccessKeyId),
+            (
+                "aws_secret_access_key",
+                "AWS_SECRET_ACCESS_KEY",
+                K::SecretAccessKey,
+            ),
+            ("aws_session_token", "AWS_SESSION_TOKEN", K::Token),
+            ("region", "AWS_REGION", K::Region),
+            ("endpoint_url", "AWS_ENDPOINT_URL", K::Endpoint),
+        ] {
+            let also_set = var == "AWS_REGION" && set("AWS_DEFAULT_REGION");
+            if let Some(value) = values.get(key).filter(|_| !set(var) && !also_set) {
+                builder = builder.with_config(config, value);
+            }
+        }
+    }
+    match (found, named) {
+        (false, Some(name)) => Err(format!(
+            "AWS_PROFILE names the profile {name}, which neither the credentials nor the \
+             config file has"
+        )),
+        _ => Ok(builder),
+    }
+}
+
 /// The clients' own retries are off: every request is retried here ([`retried`],
 /// [`start_fetch`]), where each retry is counted and a body cut in the middle is asked for
 /// again from the byte reached.
@@ -218,7 +302,7 @@ fn store_of(url: &url::Url) -> Result<Arc<dyn ObjectStore>, String> {
     }
     let store: Arc<dyn ObjectStore> = match url.scheme() {
         "s3" | "s3a" => Arc::new(
-            object_store::aws::AmazonS3Builder::from_env()
+            aws_profile(object_store::aws::AmazonS3Builder::from_env())?
                 .with_url(&root)
                 .with_retry(no_retries())
                 .build()
@@ -803,5 +887,55 @@ impl parquet::file::reader::ChunkReader for ObjectBytes {
             ObjectBytes::Local(file) => file.get_bytes(start, length),
             ObjectBytes::Remote(remote) => remote.bytes(start, length as u64).map_err(external),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        for url in [
+            "s3://b/k",
+            "S3://b/",
+            "gs://b/x.jsonl",
+            "az://c/p",
+            "abfss://c@a/p",
+        ] {
+            assert!(is_url(url), "{url}");
+        }
+        for url in ["http://host/x", "https://host/x.parquet", "s3a://b/k"] {
+            assert!(is_url(url), "{url}");
+        }
+        for path in ["data/s3://x", "s3:/b", "/tmp/a.jsonl", "-", "", "file.s3"] {
+            assert!(!is_url(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn client_errors_last_and_throttling_passes() {
+        let said = |code: &str| {
+            format!(
+                "Generic S3 error: Error performing list request: Error performing GET \
+                 http://127.0.0.1:9/b?list-type=2 in 1ms - Server returned non-2xx status \
+                 code: {code}: <Error/>"
+            )
+        };
+        assert!(client_error(&said("403 Forbidden")));
+        assert!(client_error(&said("400 Bad Request")));
+        assert!(!client_error(&said("429 Too Many Requests")));
+        assert!(!client_error(&said("408 Request Timeout")));
+        assert!(!client_error(&said("503 Service Unavailable")));
+        assert!(!client_error(&said("500 Internal Server Error")));
+        assert!(!client_error("error sending request: connection reset"));
+    }
+
+    #[test]
+    fn pauses_double_to_their_bound() {
+        assert_eq!(pause(1), Duration::from_millis(200));
+        assert_eq!(pause(2), Duration::from_millis(400));
+        assert_eq!(pause(9), MAX_PAUSE);
+        assert_eq!(pause(40), MAX_PAUSE);
     }
 }
