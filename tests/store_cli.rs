@@ -376,6 +376,9 @@ enum Faults {
     Transient,
     /// Every ranged read is cut half-way, every time.
     Lasting,
+    /// Every request is first left without an answer (the connection held open); then
+    /// answered.
+    Stall,
 }
 
 /// An HTTP proxy on loopback in front of `upstream`, one request per connection.
@@ -440,6 +443,10 @@ fn serve_one(
         .lock()
         .unwrap()
         .insert(format!("{first_line} {range_start:?}"));
+    if matches!(faults, Faults::Stall) && first_time {
+        std::thread::sleep(Duration::from_secs(20));
+        return Ok(());
+    }
     if matches!(faults, Faults::Transient) && first_time {
         client.write_all(
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
@@ -453,7 +460,7 @@ fn serve_one(
     let mut response = Vec::new();
     up.read_to_end(&mut response)?;
     let cut = match (faults, range_start) {
-        (_, None) => false,
+        (_, None) | (Faults::Stall, _) => false,
         (Faults::Lasting, Some(_)) => true,
         (Faults::Transient, Some(start)) => !resumed.lock().unwrap().contains(&start),
     };
@@ -494,8 +501,54 @@ fn transient_faults_are_retried_and_counted() {
         as_urls(&local, &data, "s3://corpus/data/")
     );
     let retries = summary(&out)["store_retries"].as_u64().unwrap();
-    // At least the listing, and a refusal and a cut for each of the four objects' reads.
+    // At least the listing, and a refusal and a cut for each of the three objects' reads.
     assert!(retries >= 9, "store_retries {retries}");
+}
+
+#[test]
+fn stalled_requests_are_left_after_the_timeout_and_asked_again() {
+    let Some(bin) = server_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let data = corpus(&root);
+    let server = Server::start(&bin, &root);
+    let port = proxy(server.port, Faults::Stall);
+
+    let local = dir.path().join("local");
+    succeed(neardup().args(["run", "-o", s(&local), s(&data)]), &local);
+    let out = dir.path().join("store");
+    let started = Instant::now();
+    succeed(
+        neardup_at(port).env("NEARDUP_STORE_TIMEOUT", "0.5").args([
+            "run",
+            "-w",
+            "2",
+            "-o",
+            s(&out),
+            "s3://corpus/data/",
+        ]),
+        &out,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(19),
+        "a stall was waited out"
+    );
+    assert_eq!(
+        tables(&out, str::to_owned),
+        as_urls(&local, &data, "s3://corpus/data/")
+    );
+    // The listing and the first read of each of the three objects stalled at least.
+    let retries = summary(&out)["store_retries"].as_u64().unwrap();
+    assert!(retries >= 4, "store_retries {retries}");
+
+    let mut cmd = neardup_at(port);
+    cmd.env("NEARDUP_STORE_TIMEOUT", "soon").args([
+        "run",
+        "-o",
+        s(&dir.path().join("bad")),
+        "s3://corpus/data/",
+    ]);
+    assert_refused(&mut cmd, &["NEARDUP_STORE_TIMEOUT=\"soon\"", "seconds"]);
 }
 
 #[test]

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use object_store::path::Path as Key;
-use object_store::{ClientOptions, ObjectStore, ObjectStoreExt};
+use object_store::{ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreExt};
 
 use crate::error::IoError;
 
@@ -282,6 +282,27 @@ fn aws_profile(
     }
 }
 
+/// The environment variable that sets how long one request may take, in seconds, before it
+/// fails and is asked again (from the byte reached): a stalled server is left after that
+/// long. Unset, the clients' own 30 s.
+pub const TIMEOUT_VAR: &str = "NEARDUP_STORE_TIMEOUT";
+
+/// [`TIMEOUT_VAR`] as the clients' setting (`"5s"`), or `None`; a value that is not a
+/// positive number of seconds is an error naming it.
+fn request_timeout() -> Result<Option<String>, String> {
+    let Ok(value) = std::env::var(TIMEOUT_VAR) else {
+        return Ok(None);
+    };
+    match value.trim().parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds.is_finite() => {
+            Ok(Some(format!("{}ms", (seconds * 1000.0).ceil() as u64)))
+        }
+        _ => Err(format!(
+            "{TIMEOUT_VAR}={value:?}: expected a positive number of seconds"
+        )),
+    }
+}
+
 /// The clients' own retries are off: every request is retried here ([`retried`],
 /// [`start_fetch`]), where each retry is counted and a body cut in the middle is asked for
 /// again from the byte reached.
@@ -300,36 +321,64 @@ fn store_of(url: &url::Url) -> Result<Arc<dyn ObjectStore>, String> {
     if let Some(store) = stores.get(&root) {
         return Ok(store.clone());
     }
+    let timeout = request_timeout()?;
     let store: Arc<dyn ObjectStore> = match url.scheme() {
-        "s3" | "s3a" => Arc::new(
-            aws_profile(object_store::aws::AmazonS3Builder::from_env())?
-                .with_url(&root)
-                .with_retry(no_retries())
-                .build()
-                .map_err(|e| e.to_string())?,
-        ),
-        "gs" => Arc::new(
-            object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                .with_url(&root)
-                .with_retry(no_retries())
-                .build()
-                .map_err(|e| e.to_string())?,
-        ),
-        "az" | "abfs" | "abfss" => Arc::new(
-            object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_url(&root)
-                .with_retry(no_retries())
-                .build()
-                .map_err(|e| e.to_string())?,
-        ),
-        "http" | "https" => Arc::new(
-            object_store::http::HttpBuilder::new()
-                .with_url(&root)
-                .with_retry(no_retries())
-                .with_client_options(ClientOptions::new().with_allow_http(true))
-                .build()
-                .map_err(|e| e.to_string())?,
-        ),
+        "s3" | "s3a" => {
+            use object_store::aws::AmazonS3ConfigKey as K;
+            let mut builder = aws_profile(object_store::aws::AmazonS3Builder::from_env())?;
+            if let Some(timeout) = &timeout {
+                builder = builder.with_config(K::Client(ClientConfigKey::Timeout), timeout);
+            }
+            Arc::new(
+                builder
+                    .with_url(&root)
+                    .with_retry(no_retries())
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        "gs" => {
+            use object_store::gcp::GoogleConfigKey as K;
+            let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env();
+            if let Some(timeout) = &timeout {
+                builder = builder.with_config(K::Client(ClientConfigKey::Timeout), timeout);
+            }
+            Arc::new(
+                builder
+                    .with_url(&root)
+                    .with_retry(no_retries())
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        "az" | "abfs" | "abfss" => {
+            use object_store::azure::AzureConfigKey as K;
+            let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env();
+            if let Some(timeout) = &timeout {
+                builder = builder.with_config(K::Client(ClientConfigKey::Timeout), timeout);
+            }
+            Arc::new(
+                builder
+                    .with_url(&root)
+                    .with_retry(no_retries())
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        "http" | "https" => {
+            let mut options = ClientOptions::new().with_allow_http(true);
+            if let Some(timeout) = &timeout {
+                options = options.with_config(ClientConfigKey::Timeout, timeout);
+            }
+            Arc::new(
+                object_store::http::HttpBuilder::new()
+                    .with_url(&root)
+                    .with_retry(no_retries())
+                    .with_client_options(options)
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            )
+        }
         other => return Err(format!("no object store for URLs of scheme {other}")),
     };
     stores.insert(root, store.clone());

@@ -10,7 +10,7 @@ use super::s;
 
 /// The environment variables neardup's flags read: a developer's environment must not change
 /// a test, so every command of the tests runs without them.
-pub const ENV_VARS: [&str; 9] = [
+pub const ENV_VARS: [&str; 10] = [
     "NEARDUP_WORKERS",
     "NEARDUP_PROCESSES",
     "NEARDUP_PROCESS",
@@ -20,6 +20,7 @@ pub const ENV_VARS: [&str; 9] = [
     "NEARDUP_JOB_ID",
     "NEARDUP_SECRET_FILE",
     "NEARDUP_STORE_ATTEMPTS",
+    "NEARDUP_STORE_TIMEOUT",
 ];
 
 /// The binary under test, without [`ENV_VARS`].
