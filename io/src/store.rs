@@ -9,10 +9,10 @@
 //! both, so a run over a store gives the tables of a run over the same files on disk.
 //!
 //! The simple version would download each object whole before reading it. Instead a
-//! [`RangeReader`] asks for [`BLOCK_BYTES`] at a time with ranged GETs and keeps the next
-//! block in flight while the reader works on the current one, so the store's latency hides
-//! behind the parsing and hashing; a unit of a large JSONL object (a byte range) reads only
-//! its own bytes.
+//! [`RangeReader`] streams: a task asks for [`BLOCK_BYTES`] at a time with ranged GETs, one
+//! after another, and hands each piece to the reader as it arrives, up to [`PIECES_AHEAD`]
+//! ahead, so the store's latency hides behind the parsing and hashing; a unit of a large
+//! JSONL object (a byte range) reads only its own bytes.
 //!
 //! Stores are made by the Apache Arrow project's `object_store` crate, from each cloud's
 //! usual environment variables (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, `AWS_REGION`,
@@ -163,31 +163,16 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// A request started on the runtime; [`Pending::wait`] blocks the calling thread (never a
-/// runtime thread) until it is answered.
-struct Pending<T>(mpsc::Receiver<T>);
-
-fn start<T: Send + 'static>(
+/// Runs `request` on the runtime and waits for its answer on the calling thread (never a
+/// runtime thread); `None` if the runtime stopped.
+fn block_on<T: Send + 'static>(
     request: impl std::future::Future<Output = T> + Send + 'static,
-) -> Pending<T> {
+) -> Option<T> {
     let (tx, rx) = mpsc::sync_channel(1);
     runtime().spawn(async move {
         let _ = tx.send(request.await);
     });
-    Pending(rx)
-}
-
-impl<T> Pending<T> {
-    fn wait(self) -> Option<T> {
-        self.0.recv().ok()
-    }
-}
-
-/// Runs `request` and waits for it.
-fn block_on<T: Send + 'static>(
-    request: impl std::future::Future<Output = T> + Send + 'static,
-) -> Option<T> {
-    start(request).wait()
+    rx.recv().ok()
 }
 
 /// An object: the store that holds it and its key there.
@@ -304,7 +289,7 @@ fn request_timeout() -> Result<Option<String>, String> {
 }
 
 /// The clients' own retries are off: every request is retried here ([`retried`],
-/// [`start_fetch`]), where each retry is counted and a body cut in the middle is asked for
+/// [`stream_range`]), where each retry is counted and a body cut in the middle is asked for
 /// again from the byte reached.
 fn no_retries() -> object_store::RetryConfig {
     object_store::RetryConfig {
@@ -322,49 +307,30 @@ fn store_of(url: &url::Url) -> Result<Arc<dyn ObjectStore>, String> {
         return Ok(store.clone());
     }
     let timeout = request_timeout()?;
+    // A cloud's builder with the timeout, the URL's bucket and no retries of its own.
+    macro_rules! cloud {
+        ($builder:expr, $key:path) => {{
+            let mut builder = $builder;
+            if let Some(timeout) = &timeout {
+                builder = builder.with_config($key(ClientConfigKey::Timeout), timeout);
+            }
+            let built = builder.with_url(&root).with_retry(no_retries()).build();
+            Arc::new(built.map_err(|e| e.to_string())?) as Arc<dyn ObjectStore>
+        }};
+    }
     let store: Arc<dyn ObjectStore> = match url.scheme() {
-        "s3" | "s3a" => {
-            use object_store::aws::AmazonS3ConfigKey as K;
-            let mut builder = aws_profile(object_store::aws::AmazonS3Builder::from_env())?;
-            if let Some(timeout) = &timeout {
-                builder = builder.with_config(K::Client(ClientConfigKey::Timeout), timeout);
-            }
-            Arc::new(
-                builder
-                    .with_url(&root)
-                    .with_retry(no_retries())
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            )
-        }
-        "gs" => {
-            use object_store::gcp::GoogleConfigKey as K;
-            let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env();
-            if let Some(timeout) = &timeout {
-                builder = builder.with_config(K::Client(ClientConfigKey::Timeout), timeout);
-            }
-            Arc::new(
-                builder
-                    .with_url(&root)
-                    .with_retry(no_retries())
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            )
-        }
-        "az" | "abfs" | "abfss" => {
-            use object_store::azure::AzureConfigKey as K;
-            let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env();
-            if let Some(timeout) = &timeout {
-                builder = builder.with_config(K::Client(ClientConfigKey::Timeout), timeout);
-            }
-            Arc::new(
-                builder
-                    .with_url(&root)
-                    .with_retry(no_retries())
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            )
-        }
+        "s3" | "s3a" => cloud!(
+            aws_profile(object_store::aws::AmazonS3Builder::from_env())?,
+            object_store::aws::AmazonS3ConfigKey::Client
+        ),
+        "gs" => cloud!(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env(),
+            object_store::gcp::GoogleConfigKey::Client
+        ),
+        "az" | "abfs" | "abfss" => cloud!(
+            object_store::azure::MicrosoftAzureBuilder::from_env(),
+            object_store::azure::AzureConfigKey::Client
+        ),
         "http" | "https" => {
             let mut options = ClientOptions::new().with_allow_http(true);
             if let Some(timeout) = &timeout {
@@ -428,102 +394,33 @@ impl Object {
         }
     }
 
-    /// Bytes `range` of the object, asked again from where a cut stopped (see the module
-    /// docs); an error names the object and the first byte not read.
+    /// Bytes `range` of the object (clipped to its end), read as a [`RangeReader`] reads
+    /// them (`stream_range`); an error names the object and the first byte not read.
     pub fn get_range(&self, range: Range<u64>) -> Result<Bytes, IoError> {
-        self.fetch(range).wait_bytes(self)
-    }
-
-    /// Starts reading bytes `range`, to be waited for by [`Fetch::wait_bytes`].
-    fn fetch(&self, range: Range<u64>) -> Fetch {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(PIECES_AHEAD);
         let (store, key) = (self.store.clone(), self.key.clone());
-        let start = range.start;
-        Fetch(start, start_fetch(store, key, range))
-    }
-}
-
-/// A block asked for: its first byte and the request.
-struct Fetch(u64, Pending<Result<Bytes, (u64, String)>>);
-
-impl Fetch {
-    fn wait_bytes(self, object: &Object) -> Result<Bytes, IoError> {
-        match self.1.wait() {
-            Some(Ok(bytes)) => Ok(bytes),
-            Some(Err((offset, cause))) => Err(remote_err(&object.url, Some(offset), cause)),
-            None => Err(remote_err(
-                &object.url,
-                Some(self.0),
-                "the store's runtime stopped",
-            )),
-        }
-    }
-}
-
-/// The request for `range`, asked again from the byte reached after a failure (a cut body
-/// or a request that failed through `object_store`'s retries), up to [`ATTEMPTS`] times
-/// with a growing pause.
-fn start_fetch(
-    store: Arc<dyn ObjectStore>,
-    key: Key,
-    range: Range<u64>,
-) -> Pending<Result<Bytes, (u64, String)>> {
-    start(async move {
+        runtime().spawn(stream_range(store, key, range.clone(), tx));
         let mut parts: Vec<Bytes> = Vec::new();
-        let mut at = range.start;
-        let mut attempt = 0;
-        while at < range.end {
-            match read_range(&*store, &key, at..range.end, &mut parts, &mut at).await {
-                Ok(()) => {}
-                Err((lasting, cause)) => {
-                    attempt += 1;
-                    if lasting || attempt >= attempts() {
-                        return Err((at, cause));
-                    }
-                    RETRIES.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(pause(attempt)).await;
-                }
+        while let Some(piece) = rx.blocking_recv() {
+            match piece {
+                Ok(bytes) => parts.push(bytes),
+                Err((offset, cause)) => return Err(remote_err(&self.url, Some(offset), cause)),
             }
+        }
+        let read: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        if read < range.end.saturating_sub(range.start) {
+            let at = range.start + read;
+            return Err(remote_err(
+                &self.url,
+                Some(at),
+                "the store's runtime stopped",
+            ));
         }
         Ok(match parts.len() {
             1 => parts.pop().expect("one part"),
             _ => Bytes::from(parts.concat()),
         })
-    })
-}
-
-/// Streams bytes `range` of `key` into `parts`, moving `at` past each chunk received. A
-/// failure says whether it lasts (asking again cannot help) and what it was.
-async fn read_range(
-    store: &dyn ObjectStore,
-    key: &Key,
-    range: Range<u64>,
-    parts: &mut Vec<Bytes>,
-    at: &mut u64,
-) -> Result<(), (bool, String)> {
-    let failed = |e: object_store::Error| (!transient(&e), e.to_string());
-    use futures_util::StreamExt;
-    let options = object_store::GetOptions {
-        range: Some(range.clone().into()),
-        ..Default::default()
-    };
-    let result = store.get_opts(key, options).await.map_err(failed)?;
-    let mut stream = result.into_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(failed)?;
-        *at += chunk.len() as u64;
-        parts.push(chunk);
     }
-    if *at < range.end {
-        return Err((
-            false,
-            format!(
-                "the store sent {} bytes of {}",
-                *at - range.start,
-                range.end - range.start
-            ),
-        ));
-    }
-    Ok(())
 }
 
 fn sizes() -> &'static Mutex<HashMap<String, u64>> {
