@@ -176,6 +176,15 @@ fn corpus(root: &Path) -> PathBuf {
     data
 }
 
+/// [`corpus`] under `dir/root`, served by the S3 server: (the root, the corpus's `data/`
+/// directory, the server).
+fn served_corpus(bin: &Path, dir: &Path) -> (PathBuf, PathBuf, Server) {
+    let root = dir.join("root");
+    let data = corpus(&root);
+    let server = Server::start(bin, &root);
+    (root, data, server)
+}
+
 /// A run's tables, with each fingerprint's source as `source` maps it.
 type Tables = (Vec<FpRow>, BTreeSet<(u64, u64)>, Vec<ClusterRow>);
 
@@ -200,9 +209,7 @@ fn as_urls(out: &Path, local: &Path, url: &str) -> Tables {
 fn a_run_from_a_store_equals_the_run_from_its_files() {
     let Some(bin) = server_binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let data = corpus(&root);
-    let server = Server::start(&bin, &root);
+    let (_, data, server) = served_corpus(&bin, dir.path());
 
     let local = dir.path().join("local");
     succeed(
@@ -264,9 +271,7 @@ fn a_run_from_a_store_equals_the_run_from_its_files() {
 fn globs_name_objects_and_a_missing_object_is_named() {
     let Some(bin) = server_binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let data = corpus(&root);
-    let server = Server::start(&bin, &root);
+    let (root, data, server) = served_corpus(&bin, dir.path());
 
     // `*` does not cross a `/`, and takes no hidden name: a.jsonl alone.
     let (local, out) = (dir.path().join("local"), dir.path().join("glob"));
@@ -484,9 +489,7 @@ fn serve_one(
 fn transient_faults_are_retried_and_counted() {
     let Some(bin) = server_binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let data = corpus(&root);
-    let server = Server::start(&bin, &root);
+    let (_, data, server) = served_corpus(&bin, dir.path());
     let port = proxy(server.port, Faults::Transient);
 
     let local = dir.path().join("local");
@@ -509,9 +512,7 @@ fn transient_faults_are_retried_and_counted() {
 fn stalled_requests_are_left_after_the_timeout_and_asked_again() {
     let Some(bin) = server_binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let data = corpus(&root);
-    let server = Server::start(&bin, &root);
+    let (_, data, server) = served_corpus(&bin, dir.path());
     let port = proxy(server.port, Faults::Stall);
 
     let local = dir.path().join("local");
@@ -555,9 +556,7 @@ fn stalled_requests_are_left_after_the_timeout_and_asked_again() {
 fn a_lasting_fault_names_the_object_and_byte_and_leaves_no_success() {
     let Some(bin) = server_binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    corpus(&root);
-    let server = Server::start(&bin, &root);
+    let (_, _, server) = served_corpus(&bin, dir.path());
     let port = proxy(server.port, Faults::Lasting);
     let out = dir.path().join("store");
     let mut cmd = neardup_at(port);
@@ -802,9 +801,7 @@ fn neardup_with_profile(home: &Path, profile: &str) -> Command {
 fn profile_files_give_keys_region_and_endpoint() {
     let Some(bin) = server_binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    let data = corpus(&root);
-    let server = Server::start(&bin, &root);
+    let (_, data, server) = served_corpus(&bin, dir.path());
     let home = dir.path().join("home");
     write(
         &home.join(".aws/credentials"),
