@@ -321,13 +321,35 @@ fn globs_name_objects_and_a_missing_object_is_named() {
     );
     assert_eq!(tables(&out, str::to_owned).0.len(), 400);
 
-    // Outputs are not written to a store: refused, and no local directory named `s3:`.
+    // What must be local is refused (an index, extract's documents), and no local
+    // directory named `s3:` appears.
     let mut cmd = neardup_at(server.port);
-    cmd.current_dir(dir.path())
-        .args(["run", "-o", "s3://corpus/out", s(&data.join("a.jsonl"))]);
+    cmd.current_dir(dir.path()).args([
+        "run",
+        "-o",
+        "run",
+        "--index",
+        "s3://corpus/idx",
+        s(&data.join("a.jsonl")),
+    ]);
     assert_refused(
         &mut cmd,
-        &["s3://corpus/out", "cannot be in an object store"],
+        &["s3://corpus/idx", "the index cannot be in an object store"],
+    );
+    let mut cmd = neardup_at(server.port);
+    cmd.current_dir(dir.path()).args([
+        "extract",
+        "-o",
+        "s3://corpus/out",
+        s(&data.join("a.jsonl")),
+    ]);
+    assert_refused(
+        &mut cmd,
+        &[
+            "s3://corpus/out",
+            "cannot be in an object store",
+            "--write-dedup",
+        ],
     );
     assert!(!dir.path().join("s3:").exists());
 
@@ -355,19 +377,252 @@ fn a_large_object_is_read_in_byte_ranges_alike() {
     let big = write(&root.join("corpus/big/big.jsonl"), &bytes);
     let server = Server::start(&bin, &root);
     let local = dir.path().join("local");
+    let local_dedup = dir.path().join("local-dedup");
     succeed(
-        neardup().args(["run", "-w", "2", "-o", s(&local), s(&big)]),
+        neardup()
+            .args(["run", "-w", "2", "-o", s(&local), s(&big)])
+            .args(["--write-dedup", s(&local_dedup)]),
         &local,
     );
     let out = dir.path().join("store");
     succeed(
-        neardup_at(server.port).args(["run", "-w", "2", "-o", s(&out), "s3://corpus/big/"]),
+        neardup_at(server.port)
+            .args(["run", "-w", "2", "-o", s(&out), "s3://corpus/big/"])
+            .args(["--write-dedup", "s3://corpus/dedup/"]),
         &out,
     );
     let expected = as_urls(&local, big.parent().unwrap(), "s3://corpus/big/");
     assert_eq!(tables(&out, str::to_owned), expected);
     // Numbered by byte offset: the second worker's pieces start mid-object.
     assert!(expected.0.iter().any(|f| f.record > (32 << 20)));
+    // The deduplicated corpus written to the store: the kept copy (above 16 MiB, so sent
+    // as a multipart upload) byte for byte as on disk, and `_SUCCESS`.
+    let kept = std::fs::read(root.join("corpus/dedup/big.jsonl")).unwrap();
+    assert!(kept.len() > (16 << 20), "{} bytes", kept.len());
+    assert!(kept == std::fs::read(local_dedup.join("big.jsonl")).unwrap());
+    assert!(root.join("corpus/dedup/_SUCCESS").is_file());
+    assert!(root.join("corpus/dedup/removed.parquet").is_file());
+}
+
+// ---------------------------------------------------------------------------------------
+// Outputs in the store: the server's directory is the oracle's view of what it holds
+
+/// The objects below `dir` of the server's directory, as names relative to it.
+fn objects(dir: &Path) -> BTreeSet<String> {
+    fn walk(dir: &Path, base: &Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else {
+                let name = path.strip_prefix(base).unwrap().to_string_lossy();
+                out.insert(name.into_owned());
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// A fresh directory to be a process's `TMPDIR` (where it stages a store output).
+fn tmpdir(dir: &Path, name: &str) -> PathBuf {
+    let tmp = dir.join(name);
+    std::fs::create_dir_all(&tmp).unwrap();
+    tmp
+}
+
+/// What a complete run left in the store: `_SUCCESS` and the summary; no lock, nothing of
+/// `_resume/` or `_spill/`; and nothing staged left behind in `tmp`.
+fn assert_published(out: &Path, tmp: &Path) {
+    let held = objects(out);
+    assert!(
+        held.contains("_SUCCESS") && held.contains("summary.json"),
+        "{held:?}"
+    );
+    assert!(
+        held.iter().all(|o| !o.starts_with("_resume/")
+            && !o.starts_with("_spill/")
+            && o != ".neardup.lock"),
+        "{held:?}"
+    );
+    let staged: Vec<_> = std::fs::read_dir(tmp).unwrap().flatten().collect();
+    assert!(staged.is_empty(), "staging left behind: {staged:?}");
+}
+
+#[test]
+fn a_run_into_a_store_equals_the_run_on_disk() {
+    let Some(bin) = server_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (root, data, server) = served_corpus(&bin, dir.path());
+    let local = dir.path().join("local");
+    succeed(
+        neardup().args(["run", "-w", "1", "-o", s(&local), s(&data)]),
+        &local,
+    );
+    let expected = tables(&local, str::to_owned);
+
+    for workers in ["1", "2"] {
+        let out = root.join(format!("corpus/runs/w{workers}"));
+        let tmp = tmpdir(dir.path(), &format!("tmp-w{workers}"));
+        let url = format!("s3://corpus/runs/w{workers}/");
+        succeed(
+            neardup_at(server.port).env("TMPDIR", &tmp).args([
+                "run",
+                "-w",
+                workers,
+                "-o",
+                &url,
+                s(&data),
+            ]),
+            &out,
+        );
+        assert_eq!(tables(&out, str::to_owned), expected, "{workers} workers");
+        assert_published(&out, &tmp);
+    }
+
+    // Two processes with nothing shared but the store: each stages in its own TMPDIR and
+    // writes its own parts; process 0 commits.
+    let out = root.join("corpus/runs/p2");
+    let hostfile = write_hostfile(&dir.path().join("hosts.txt"), &loopback(&free_ports(2)));
+    let tmps: Vec<PathBuf> = (0..2)
+        .map(|p| tmpdir(dir.path(), &format!("tmp-p{p}")))
+        .collect();
+    let children: Vec<Child> = (0..2)
+        .map(|p| {
+            Process::new(BIN)
+                .envs(store_env(server.port))
+                .env("TMPDIR", &tmps[p])
+                .args(["run", "-n", "2", "-p", &p.to_string(), "-h", s(&hostfile)])
+                .args(["-w", "1", "-o", "s3://corpus/runs/p2/", s(&data)])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(tables(&out, str::to_owned), expected, "2 processes");
+    for tmp in &tmps {
+        assert_published(&out, tmp);
+    }
+    assert!(objects(&out).contains("fingerprints/part-00001.parquet"));
+
+    // The store's run reads back from the store: `neardup search` over its fingerprints.
+    let searched = dir.path().join("searched");
+    succeed(
+        neardup_at(server.port).args([
+            "search",
+            "-o",
+            s(&searched),
+            "s3://corpus/runs/p2/fingerprints/",
+        ]),
+        &searched,
+    );
+    assert_eq!(pair_set(&pairs(&searched)), expected.1);
+}
+
+#[test]
+fn overwrite_in_a_store_deletes_only_neardups_objects() {
+    let Some(bin) = server_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (root, data, server) = served_corpus(&bin, dir.path());
+    let local = dir.path().join("local");
+    succeed(neardup().args(["run", "-o", s(&local), s(&data)]), &local);
+    let (url, out) = ("s3://corpus/runs/again/", root.join("corpus/runs/again"));
+    let run = |args: &[&str]| {
+        let mut cmd = neardup_at(server.port);
+        cmd.arg("run").args(args).args(["-o", url, s(&data)]);
+        cmd
+    };
+    succeed(&mut run(&["-w", "2"]), &out);
+    assert!(objects(&out).contains("pairs/part-00001.parquet"));
+
+    assert_refused(&mut run(&[]), &[url, "is not empty", "--overwrite"]);
+    // Replaced by a run of one worker: the second worker's parts go with the rest.
+    succeed(&mut run(&["-w", "1", "--overwrite"]), &out);
+    assert!(!objects(&out).iter().any(|o| o.contains("part-00001")));
+    assert_eq!(tables(&out, str::to_owned), tables(&local, str::to_owned));
+
+    // An object neardup did not write: refused, naming it, nothing deleted.
+    write(&out.join("notes/mine.txt"), b"the user's");
+    let before = objects(&out);
+    assert_refused(
+        &mut run(&["--overwrite"]),
+        &["notes/mine.txt", "nothing was deleted"],
+    );
+    assert_eq!(objects(&out), before);
+
+    // A prefix neardup did not write, one holding an input, a web server's URL.
+    let mut cmd = neardup_at(server.port);
+    cmd.args(["run", "--overwrite", "-o", "s3://corpus/data/"])
+        .arg(s(&data.join("a.jsonl")));
+    assert_refused(&mut cmd, &["s3://corpus/data/", "not a neardup output"]);
+    let mut cmd = neardup_at(server.port);
+    cmd.args(["run", "--overwrite", "-o", "s3://corpus/"])
+        .arg("s3://corpus/data/a.jsonl");
+    assert_refused(&mut cmd, &["it holds the input s3://corpus/data/a.jsonl"]);
+    let mut cmd = neardup_at(server.port);
+    cmd.args(["run", "-o", "http://127.0.0.1:9/run/", s(&data)]);
+    assert_refused(&mut cmd, &["a web server's URL cannot be written"]);
+    assert!(root.join("corpus/data/a.jsonl").is_file());
+}
+
+#[test]
+fn one_run_at_a_time_holds_a_store_directory() {
+    let Some(bin) = server_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (root, data, server) = served_corpus(&bin, dir.path());
+    let (url, out) = ("s3://corpus/runs/locked/", root.join("corpus/runs/locked"));
+    let lock = out.join(".neardup.lock");
+    let run = || {
+        let mut cmd = neardup_at(server.port);
+        cmd.args(["run", "--overwrite", "-o", url, s(&data)]);
+        cmd
+    };
+    // Held by a run elsewhere, written just now: refused, naming it.
+    write(
+        &lock,
+        b"pid 4242\nhost elsewhere\nstarted 2026-11-27 10:00:00 UTC\n",
+    );
+    assert_refused(
+        &mut run(),
+        &[
+            url,
+            "in use by another neardup run",
+            "pid 4242 on elsewhere",
+        ],
+    );
+    assert_eq!(objects(&out), BTreeSet::from([".neardup.lock".to_string()]));
+
+    // Not written again for longer than the lease: stale, taken over, released at the end.
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    succeed(&mut run(), &out);
+    assert!(!lock.exists());
+
+    // Held by a process of this machine that is gone: stale at once.
+    let mut gone = Process::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    write(
+        &lock,
+        format!("pid {}\nhost {}\n", gone.id(), host.trim()).as_bytes(),
+    );
+    succeed(&mut run(), &out);
+    assert!(!lock.exists());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -384,6 +639,8 @@ enum Faults {
     /// Every request is first left without an answer (the connection held open); then
     /// answered.
     Stall,
+    /// Every upload of a part of `pairs/` fails (500), every time.
+    FailPairs,
 }
 
 /// An HTTP proxy on loopback in front of `upstream`, one request per connection.
@@ -452,6 +709,13 @@ fn serve_one(
         std::thread::sleep(Duration::from_secs(20));
         return Ok(());
     }
+    let fails = first_line.starts_with("PUT ") && first_line.contains("/pairs/");
+    if matches!(faults, Faults::FailPairs) && fails {
+        client.write_all(
+            b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        )?;
+        return Ok(());
+    }
     if matches!(faults, Faults::Transient) && first_time {
         client.write_all(
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
@@ -465,7 +729,7 @@ fn serve_one(
     let mut response = Vec::new();
     up.read_to_end(&mut response)?;
     let cut = match (faults, range_start) {
-        (_, None) | (Faults::Stall, _) => false,
+        (_, None) | (Faults::Stall | Faults::FailPairs, _) => false,
         (Faults::Lasting, Some(_)) => true,
         (Faults::Transient, Some(start)) => !resumed.lock().unwrap().contains(&start),
     };
@@ -489,7 +753,7 @@ fn serve_one(
 fn transient_faults_are_retried_and_counted() {
     let Some(bin) = server_binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (_, data, server) = served_corpus(&bin, dir.path());
+    let (root, data, server) = served_corpus(&bin, dir.path());
     let port = proxy(server.port, Faults::Transient);
 
     let local = dir.path().join("local");
@@ -506,6 +770,20 @@ fn transient_faults_are_retried_and_counted() {
     let retries = summary(&out)["store_retries"].as_u64().unwrap();
     // At least the listing, and a refusal and a cut for each of the three objects' reads.
     assert!(retries >= 9, "store_retries {retries}");
+
+    // Written to the store through the same proxy: every upload refused once, then taken.
+    let stored = root.join("corpus/runs/faults");
+    succeed(
+        neardup_at(port).args(["run", "-w", "2", "-o", "s3://corpus/runs/faults/", s(&data)]),
+        &stored,
+    );
+    assert_eq!(
+        tables(&stored, str::to_owned),
+        tables(&local, str::to_owned)
+    );
+    let retries = summary(&stored)["store_retries"].as_u64().unwrap();
+    // The lock, the marker, six parts, the summary and `_SUCCESS` at least.
+    assert!(retries >= 10, "store_retries {retries}");
 }
 
 #[test]
@@ -556,7 +834,7 @@ fn stalled_requests_are_left_after_the_timeout_and_asked_again() {
 fn a_lasting_fault_names_the_object_and_byte_and_leaves_no_success() {
     let Some(bin) = server_binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (_, _, server) = served_corpus(&bin, dir.path());
+    let (root, data, server) = served_corpus(&bin, dir.path());
     let port = proxy(server.port, Faults::Lasting);
     let out = dir.path().join("store");
     let mut cmd = neardup_at(port);
@@ -564,6 +842,29 @@ fn a_lasting_fault_names_the_object_and_byte_and_leaves_no_success() {
         .args(["run", "-o", s(&out), "s3://corpus/data/a.jsonl"]);
     let stderr = assert_fails(&mut cmd, &out, &["s3://corpus/data/a.jsonl", "at byte "]);
     assert!(!out.join("_SUCCESS").exists(), "{stderr}");
+
+    // An upload that keeps failing: named, and the run is left without `_SUCCESS`; its
+    // summary says why.
+    let port = proxy(server.port, Faults::FailPairs);
+    let stored = root.join("corpus/runs/failed");
+    let mut cmd = neardup_at(port);
+    cmd.env("NEARDUP_STORE_ATTEMPTS", "2").args([
+        "run",
+        "-o",
+        "s3://corpus/runs/failed/",
+        s(&data),
+    ]);
+    assert_fails(
+        &mut cmd,
+        &stored,
+        &[
+            "s3://corpus/runs/failed/pairs/part-00000.parquet",
+            "cannot upload",
+        ],
+    );
+    let errors = summary(&stored)["errors"].to_string();
+    assert!(errors.contains("pairs/part-00000.parquet"), "{errors}");
+    assert!(!objects(&stored).contains(".neardup.lock"));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ pub fn run_job_with(
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, JobError> {
     crate::config::validate(&config)?;
+    // Outputs in a store: written through staging directories (see output::in_store).
+    output::in_store::stage(&mut config)?;
     if config.resume == Resume::Asked {
         // What the directory holds decides how the job starts (see crate::config::resume).
         config.resume = match crate::config::resume::examine(&config)? {
@@ -76,7 +78,9 @@ pub fn run_job_with(
         || prepare(&config, &mut held).and_then(|()| lock_spill(&config, &mut held)),
     )?;
     if !lead {
-        if let Err(e) = lock_spill(&config, &mut held) {
+        let prepared =
+            prepare_staging(&config, &mut held).and_then(|()| lock_spill(&config, &mut held));
+        if let Err(e) = prepared {
             control.abort(&format!("process {}: {e}", config.parallelism.process));
             return Err(e);
         }
@@ -108,6 +112,10 @@ pub fn run_job_with(
 /// directory, and `--write-dedup`'s with it, before the work, not after it; then records
 /// the job for `--resume`.
 fn prepare(config: &JobConfig, held: &mut Held) -> Result<(), JobError> {
+    // Store directories first: their locks before anything is changed anywhere.
+    let store_locks = output::in_store::prepare(config, |staged| {
+        protected(config, staged.staging != config.output)
+    })?;
     let run_protect = protected(config, false);
     let run_tables = output_tables(config);
     let dedup_protect = protected(config, true);
@@ -143,6 +151,33 @@ fn prepare(config: &JobConfig, held: &mut Held) -> Result<(), JobError> {
     if !matches!(config.resume, Resume::From(_)) {
         crate::config::resume::write_record(config)?;
     }
+    held.publishing = Some(output::in_store::Publishing::start(config, store_locks));
+    Ok(())
+}
+
+/// Prepares this process's staging directories of store outputs (a process other than 0:
+/// process 0 prepares its own with the store's, in [`prepare`]).
+fn prepare_staging(config: &JobConfig, held: &mut Held) -> Result<(), JobError> {
+    if config.staged.is_empty() {
+        return Ok(());
+    }
+    let tables = output_tables(config);
+    let targets: Vec<output::Target> = config
+        .staged
+        .iter()
+        .map(|staged| output::Target {
+            dir: &staged.staging,
+            tables: if staged.staging == config.output {
+                &tables
+            } else {
+                &[]
+            },
+            protect: &[],
+            what: staged.what,
+        })
+        .collect();
+    held.outputs = Some(output::prepare(&targets, false)?);
+    held.publishing = Some(output::in_store::Publishing::start(config, Vec::new()));
     Ok(())
 }
 
@@ -151,6 +186,8 @@ fn prepare(config: &JobConfig, held: &mut Held) -> Result<(), JobError> {
 #[derive(Default)]
 struct Held {
     outputs: Option<output::Prepared>,
+    /// Outputs in a store: the staging directories published, the store locks.
+    publishing: Option<output::in_store::Publishing>,
     spill: Option<neardup_io::lock::DirLock>,
 }
 
@@ -178,6 +215,7 @@ impl Held {
             let _ = std::fs::remove_dir(config.spill_root());
         }
         drop(self.outputs);
+        drop(self.publishing);
     }
 }
 

@@ -44,7 +44,8 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     }
     result?;
     sync_parent(path);
-    Ok(())
+    // A file of a staging directory goes to its store now (see `store::publish`).
+    crate::store::publish::published(path)
 }
 
 fn write_and_sync(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -77,6 +77,7 @@ fn write_atomically(
                 path: out.to_path_buf(),
                 cause: source,
             })?;
+            crate::store::publish::published(out)?;
             Ok(kept)
         }
         Err(e) => {

@@ -33,8 +33,9 @@ pub enum IoError {
 
     /// An output named by URL: outputs are written to directories (local or shared) only.
     #[error(
-        "{url}: the {what} cannot be in an object store: inputs can be read from one, outputs \
-         are written to a local or shared directory (docs/inputs.md, \"Object stores\")"
+        "{url}: the {what} cannot be in an object store (the outputs of `run`, `search` and \
+         `substrings` can: --output, --write-dedup); write it to a local or shared directory \
+         (docs/outputs.md, \"Outputs in an object store\")"
     )]
     OutputInStore { url: String, what: &'static str },
 

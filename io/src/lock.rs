@@ -71,7 +71,7 @@ impl std::fmt::Display for Holder {
 
 impl Holder {
     /// This process, now.
-    fn this_process() -> Self {
+    pub(crate) fn this_process() -> Self {
         Holder {
             pid: Some(std::process::id()),
             host: Some(host_name()),
@@ -79,7 +79,7 @@ impl Holder {
         }
     }
 
-    fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut text = String::new();
         if let Some(pid) = self.pid {
             text.push_str(&format!("pid {pid}\n"));
@@ -93,7 +93,7 @@ impl Holder {
         text
     }
 
-    fn parse(text: &str) -> Self {
+    pub(crate) fn parse(text: &str) -> Self {
         let mut holder = Holder::default();
         for line in text.lines() {
             match line.split_once(' ') {

@@ -101,6 +101,10 @@ pub struct QueryArgs {
 }
 
 pub fn run(args: &QueryArgs) -> Result<()> {
+    neardup_io::store::local_only(&args.index, "index")?;
+    if let Some(out) = &args.output {
+        neardup_io::store::local_only(out, "--output file")?;
+    }
     if args.inputs.is_empty() && args.texts.is_empty() && args.fingerprints.is_empty() {
         bail!("nothing to query: give INPUT files, --text or --fingerprint");
     }

@@ -37,6 +37,9 @@ Examples:
   environment variables; gs://, az:// and https:// too; docs/inputs.md):
     neardup run -w 8 --html main --output out 's3://crawl/segments/*/warc/*.warc.gz'
 
+  The output in a bucket too (each object whole, _SUCCESS last; docs/outputs.md):
+    neardup run -w 8 --output s3://bucket/runs/2026-11/ 's3://crawl/segments/*/*.jsonl.zst'
+
   A web crawl (WARC or ARC, gzip or not), pages reduced to their main content, keeping
   the newest capture of each cluster:
     neardup run --html main --keep newest --output out crawl/*.warc.gz
@@ -113,7 +116,9 @@ pub struct JobArgs {
     /// (archive inputs, --time-field), else first]
     #[arg(long, value_name = "POLICY")]
     pub keep: Option<String>,
-    /// Output directory (refused if it exists and is not empty, unless --overwrite)
+    /// Output directory, or a prefix of an object store (s3://, gs://, az://; staged under
+    /// TMPDIR, each object uploaded whole, _SUCCESS last); refused if it exists and is not
+    /// empty, unless --overwrite
     #[arg(short = 'o', long, value_name = "DIR")]
     pub output: PathBuf,
     /// Replace a previous neardup output (only what neardup wrote; a directory holding
@@ -427,6 +432,11 @@ impl JobArgs {
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
+    for (dir, what) in [(&args.index, "index"), (&args.against, "--against index")] {
+        if let Some(dir) = dir {
+            neardup_io::store::local_only(dir, what)?;
+        }
+    }
     let files = inputs(&args.inputs, &args.job)?;
     let mut fields = args.fields.spec();
     args.documents.apply(&mut fields)?;
@@ -580,6 +590,9 @@ fn resume_notice(config: &JobConfig, format: LogFormat) {
 }
 
 pub fn search(args: &SearchArgs) -> Result<()> {
+    if let Some(dir) = &args.index {
+        neardup_io::store::local_only(dir, "index")?;
+    }
     let files = inputs(&args.inputs, &args.job)?;
     if let Some(other) = files.iter().find(|f| f.format != Format::Parquet) {
         bail!("{} is not a Parquet fingerprint table (neardup search reads doc_id and simhash columns)", other.path.display());

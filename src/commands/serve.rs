@@ -149,6 +149,7 @@ struct App {
 type Shared = Arc<App>;
 
 pub fn run(args: &ServeArgs) -> Result<()> {
+    neardup_io::store::local_only(&args.index, "index")?;
     check_args(args)?;
     let token = match &args.token_file {
         Some(path) => Some(read_token(path)?),

@@ -54,6 +54,8 @@ pub enum VerifyMode {
 /// A configuration that cannot run, with the message a user of the command line sees.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error("--resume cannot continue a run whose output is in an object store ({url}): the parts it would resume from stayed on the local disk of the failed run; run it again with --overwrite")]
+    ResumeInStore { url: String },
     #[error("--min-bytes must be at least 1")]
     SubstringsMinBytes,
     #[error("repeated passages are searched in documents, not in fingerprint tables")]

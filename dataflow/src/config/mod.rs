@@ -177,6 +177,17 @@ pub enum JobInput {
 
 /// A path made absolute (without touching the file system), so that processes started in
 /// different working directories compare equal only when they mean the same file.
+/// An output directory in a store and the local directory that stands for it.
+/// (See [`crate::output::in_store`].)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Staged {
+    /// As the user named it.
+    pub url: String,
+    pub staging: std::path::PathBuf,
+    /// "output directory", "--write-dedup directory".
+    pub what: &'static str,
+}
+
 fn absolute(path: &std::path::Path) -> String {
     std::path::absolute(path)
         .unwrap_or_else(|_| path.to_path_buf())
@@ -262,6 +273,10 @@ pub struct JobConfig {
     /// Also write the deduplicated corpus here (kept documents in the input's own format,
     /// and removed.parquet).
     pub write_dedup: Option<PathBuf>,
+    /// Output directories in an object store, written through local staging directories:
+    /// `output` and `write_dedup` name the staging directories then (see
+    /// [`crate::output::in_store`]). Empty for local outputs; filled by the job itself.
+    pub staged: Vec<Staged>,
     pub parallelism: Parallelism,
     /// Start-up and heartbeat settings of a multi-process job (unused with one process).
     /// An empty job id is derived from the output directory.
@@ -342,6 +357,7 @@ impl JobConfig {
             output,
             overwrite: false,
             write_dedup: None,
+            staged: Vec::new(),
             parallelism: Parallelism::local(1),
             control: crate::control::ControlConfig::default(),
             table_rounds: None,
@@ -501,7 +517,7 @@ impl JobConfig {
             ("table_rounds", json!(self.table_rounds)),
             ("substrings", json!(self.substrings)),
             ("skip_invalid", json!(self.skip_invalid)),
-            ("output", json!(absolute(&self.output))),
+            ("output", json!(self.output_name())),
             ("workers", json!(self.parallelism.workers)),
             ("hostfile", json!(self.parallelism.addresses)),
             ("peer_timeout", json!(self.control.peer_timeout.as_secs())),
@@ -536,10 +552,19 @@ impl JobConfig {
         }
     }
 
+    /// The output directory as the user named it: its URL when it is in a store, else its
+    /// absolute path.
+    pub fn output_name(&self) -> String {
+        match self.staged.iter().find(|s| s.staging == self.output) {
+            Some(staged) => staged.url.clone(),
+            None => absolute(&self.output),
+        }
+    }
+
     /// The job id: given, or derived from the output directory.
     pub fn job_id(&self) -> String {
         if self.control.job_id.is_empty() {
-            format!("output:{}", absolute(&self.output))
+            format!("output:{}", self.output_name())
         } else {
             self.control.job_id.clone()
         }

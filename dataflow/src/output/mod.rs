@@ -10,6 +10,7 @@
 //! ([`neardup_io::parquet_out`], "Table metadata"); [`fingerprints_meta`] and [`search_meta`]
 //! say what they are for a job.
 
+pub mod in_store;
 pub mod stop;
 
 use std::path::Path;

@@ -165,6 +165,7 @@ impl<R: OutputRow> PartWriter<R> {
         fs::rename(&self.tmp_path, &self.final_path).map_err(write_err(&self.final_path))?;
         self.committed = true;
         sync_parent(&self.final_path);
+        crate::store::publish::published(&self.final_path)?;
         Ok(self.final_path.clone())
     }
 

@@ -42,6 +42,7 @@
 //! [`committed_parts`]), `prepare` (preparing and overwrite safety, temporaries, resuming)
 //! and `read` (reading a run back).
 
+pub mod in_store;
 mod layout;
 mod prepare;
 mod read;

@@ -25,6 +25,9 @@
 //! retries, is asked again here from the byte reached, up to [`ATTEMPTS`] times, and every
 //! such retry is counted ([`retries`], reported in `summary.json`). A failure that lasts is
 //! an error naming the object and the byte offset.
+//!
+//! Outputs are written through the same stores by `write` ([`Object::put_file`],
+//! [`Object::create`], ...; see [`crate::run_dir::in_store`] for the protocol).
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -39,6 +42,11 @@ use object_store::path::Path as Key;
 use object_store::{ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreExt};
 
 use crate::error::IoError;
+
+pub mod publish;
+mod write;
+
+pub use write::{Stamp, PARTS_IN_FLIGHT, PUT_PART_BYTES};
 
 /// Bytes asked for by one ranged GET of a [`RangeReader`]. 8 MiB: large enough that a
 /// request's latency (tens of milliseconds from a cloud store) is small beside the time to
@@ -84,6 +92,10 @@ fn transient(error: &object_store::Error) -> bool {
             | object_store::Error::InvalidPath { .. }
             | object_store::Error::NotSupported { .. }
             | object_store::Error::NotImplemented { .. }
+            | object_store::Error::Generic {
+                store: write::LOCAL_FILE,
+                ..
+            }
     );
     !lasting && !client_error(&error.to_string())
 }
@@ -139,6 +151,18 @@ pub fn is_url(name: &str) -> bool {
 /// Whether the input at `path` is an object named by URL ([`is_url`]).
 pub fn is_remote(path: &Path) -> bool {
     path.to_str().is_some_and(is_url)
+}
+
+/// Refuses a URL where only a local path will do (an index, `extract`'s output, ...):
+/// [`IoError::OutputInStore`] naming `what` ("index", "output directory").
+pub fn local_only(path: &Path, what: &'static str) -> Result<(), IoError> {
+    match is_remote(path) {
+        true => Err(IoError::OutputInStore {
+            url: path.to_string_lossy().into_owned(),
+            what,
+        }),
+        false => Ok(()),
+    }
 }
 
 /// Retries of blocks made by this process so far (reads cut in the middle, requests failed
