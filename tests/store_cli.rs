@@ -1051,14 +1051,45 @@ for folder, _, names in os.walk(root):
     let local = dir.path().join("local");
     succeed(neardup().args(["run", "-o", s(&local), s(&data)]), &local);
     let out = dir.path().join("azure");
-    let mut cmd = neardup();
-    cmd.env("AZURE_STORAGE_USE_EMULATOR", "true")
-        .env(
+    let at_azure = || {
+        let mut cmd = neardup();
+        cmd.env("AZURE_STORAGE_USE_EMULATOR", "true").env(
             "AZURITE_BLOB_STORAGE_URL",
             format!("http://127.0.0.1:{port}"),
-        )
-        .args(["run", "-w", "2", "-o", s(&out), "az://corpus/data/"]);
+        );
+        cmd
+    };
+    let mut cmd = at_azure();
+    cmd.args(["run", "-w", "2", "-o", s(&out), "az://corpus/data/"]);
     let result = cmd.output().unwrap();
+    // Written to Azure: a run's output read back from there by `neardup search`, and the
+    // blobs as Microsoft's client lists them.
+    let searched = dir.path().join("searched");
+    let mut written = at_azure();
+    written.args(["run", "-w", "2", "-o", "az://corpus/runs/one/", s(&data)]);
+    let wrote = written.output().unwrap();
+    let mut search = at_azure();
+    let search = search
+        .args([
+            "search",
+            "-o",
+            s(&searched),
+            "az://corpus/runs/one/fingerprints/",
+        ])
+        .output()
+        .unwrap();
+    let list = r#"
+import sys
+from azure.storage.blob import BlobServiceClient
+service = BlobServiceClient.from_connection_string(sys.argv[1])
+for blob in service.get_container_client("corpus").list_blobs(name_starts_with="runs/one/"):
+    print(blob.name)
+"#;
+    let listed = Process::new(&python)
+        .args(["-c", list])
+        .arg(AZURITE_CONNECTION.replace("{port}", &port.to_string()))
+        .output()
+        .unwrap();
     let _ = server.kill();
     let _ = server.wait();
     assert!(
@@ -1070,6 +1101,23 @@ for folder, _, names in os.walk(root):
         tables(&out, str::to_owned),
         as_urls(&local, &data, "az://corpus/data/")
     );
+    for done in [&wrote, &search] {
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    }
+    assert_eq!(pair_set(&pairs(&searched)), pair_set(&pairs(&local)));
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    for blob in [
+        "_SUCCESS",
+        "summary.json",
+        "fingerprints/part-00001.parquet",
+    ] {
+        assert!(listed.contains(&format!("runs/one/{blob}\n")), "{listed}");
+    }
+    assert!(!listed.contains(".neardup.lock"), "{listed}");
 }
 
 // ---------------------------------------------------------------------------------------
