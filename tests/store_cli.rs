@@ -1162,11 +1162,28 @@ fn profile_files_give_keys_region_and_endpoint() {
         .as_bytes(),
     );
     let endpoint = format!("http://127.0.0.1:{}", server.port);
+    // A credential process as the AWS documentation specifies it, counting its runs.
+    let runs = home.join("process-runs");
+    let script = write(
+        &home.join("credentials.sh"),
+        format!(
+            "echo run >> {}\nprintf '{{\"Version\": 1, \"AccessKeyId\": \"{ACCESS_KEY}\", \
+             \"SecretAccessKey\": \"{SECRET_KEY}\", \"Expiration\": \"2999-01-01T00:00:00Z\"}}'\n",
+            runs.display()
+        )
+        .as_bytes(),
+    );
     write(
         &home.join(".aws/config"),
         format!(
             "[profile neardup]\nregion = us-east-1\nendpoint_url = {endpoint}\n\n\
-             [profile wrong]\nregion = us-east-1\nendpoint_url = {endpoint}\n"
+             [profile wrong]\nregion = us-east-1\nendpoint_url = {endpoint}\n\n\
+             [profile process]\nregion = us-east-1\nendpoint_url = {endpoint}\n\
+             credential_process = sh {}\n\n\
+             [profile broken]\nregion = us-east-1\nendpoint_url = {endpoint}\n\
+             credential_process = sh -c 'echo access denied >&2; exit 3'\n\n\
+             [profile sso]\nregion = us-east-1\nsso_session = corp\nsso_account_id = 1\n",
+            script.display()
         )
         .as_bytes(),
     );
@@ -1200,6 +1217,49 @@ fn profile_files_give_keys_region_and_endpoint() {
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
         started.elapsed()
+    );
+
+    // Keys from the profile's credential process, run once for all the requests.
+    let out = dir.path().join("process");
+    succeed(
+        neardup_with_profile(&home, "process").args([
+            "run",
+            "-w",
+            "2",
+            "-o",
+            s(&out),
+            "s3://corpus/data/a.jsonl",
+        ]),
+        &out,
+    );
+    assert_eq!(
+        tables(&out, str::to_owned),
+        as_urls(&local, &data, "s3://corpus/data/")
+    );
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\n");
+    // A process that fails is named with what it said, at once.
+    let broken = dir.path().join("broken");
+    let started = Instant::now();
+    let mut cmd = neardup_with_profile(&home, "broken");
+    cmd.args(["run", "-o", s(&broken), "s3://corpus/data/"]);
+    assert_fails(
+        &mut cmd,
+        &broken,
+        &[
+            "credential_process `sh -c 'echo access denied",
+            "access denied",
+        ],
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // SSO without a credential process: refused, saying how to give it one.
+    let mut cmd = neardup_with_profile(&home, "sso");
+    cmd.args(["run", "-o", s(&broken), "s3://corpus/data/"]);
+    assert_refused(
+        &mut cmd,
+        &[
+            "the AWS profile sso gets its keys through sso_session",
+            "credential_process = aws configure export-credentials --profile sso --format process",
+        ],
     );
 
     let missing = dir.path().join("missing");

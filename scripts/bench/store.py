@@ -12,7 +12,9 @@ in 16 shards: `scripts/bench/scaling.py` writes it to WORK/corpus-1x16). The ser
 s3s-fs, which `scripts/test.sh` installs into the target directory; it serves DIR as the
 bucket `corpus`, uploaded with S3 PUTs (curl's SigV4 signing) into a scratch directory.
 
-Each round runs, for each mode: the local run, then the run from `s3://corpus/` with each
+Each round runs, for each mode: the local run, the run of the local files with its output
+written to the store (`--output s3://out/run/`, uploaded as each file is committed; docs/
+outputs.md, "Outputs in an object store"), then the run from `s3://corpus/` with each
 delay (0: straight to the server; D > 0: through a proxy that holds every request D ms
 before passing it on). It prints the medians: wall seconds, the ratio to the local run, and
 the server's CPU seconds (user + system, from /proc) over the run, which on a machine of few
@@ -152,9 +154,12 @@ def server_ceiling(data, port, streams):
     return time.perf_counter() - t0
 
 
-def run(opts, mode, inputs, out, env, server_pid):
+def run(opts, mode, inputs, out, env, server_pid, out_url=None):
+    """One run; `out_url`: its output goes to that store URL, which the server keeps in
+    the local directory `out`."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [opts.neardup, "run", "-q", "-w", str(opts.workers), "--output", out, *MODES[mode], inputs]
+    cmd = [opts.neardup, "run", "-q", "-w", str(opts.workers), "--output", out_url or out,
+           *MODES[mode], inputs]
     cpu0 = cpu_seconds(server_pid)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -188,7 +193,7 @@ def main():
 
     scratch = tempfile.mkdtemp(prefix="neardup-store-bench-")
     bucket_root = os.path.join(scratch, "root")
-    os.makedirs(bucket_root)
+    os.makedirs(os.path.join(bucket_root, "out"))
     port = free_port()
     server = subprocess.Popen(
         [opts.server, "--host", "127.0.0.1", "--port", str(port), "--access-key", ACCESS,
@@ -199,20 +204,25 @@ def main():
         upload(opts.data, port)
         ports = {0: port, **{d: delay_proxy(port, d / 1000) for d in delays if d > 0}}
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        store_env = lambda d: {
+            **base_env,
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports[d]}",
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": ACCESS,
+            "AWS_SECRET_ACCESS_KEY": SECRET,
+            "AWS_REGION": "us-east-1",
+        }
+        local_out = os.path.join(scratch, "out")
+        store_out = os.path.join(bucket_root, "out", "run")
         results = {}
         for r in range(opts.runs):
             for mode in modes:
-                configs = [("local", opts.data, base_env)] + [
-                    (f"s3, +{d} ms" if d else "s3", "s3://corpus/", {
-                        **base_env,
-                        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports[d]}",
-                        "AWS_ALLOW_HTTP": "true",
-                        "AWS_ACCESS_KEY_ID": ACCESS,
-                        "AWS_SECRET_ACCESS_KEY": SECRET,
-                        "AWS_REGION": "us-east-1",
-                    }) for d in delays]
-                for name, inputs, env in configs:
-                    got = run(opts, mode, inputs, os.path.join(scratch, "out"), env, server.pid)
+                configs = [("local", opts.data, base_env, local_out, None),
+                           ("output to s3", opts.data, store_env(0), store_out, "s3://out/run/")]
+                configs += [(f"s3, +{d} ms" if d else "s3", "s3://corpus/", store_env(d),
+                             local_out, None) for d in delays]
+                for name, inputs, env, out, url in configs:
+                    got = run(opts, mode, inputs, out, env, server.pid, url)
                     results.setdefault((mode, name), []).append(got)
             results.setdefault(("server", "curl"), []).append(
                 {"wall": server_ceiling(opts.data, port, opts.workers)})

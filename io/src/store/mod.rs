@@ -43,6 +43,7 @@ use object_store::{ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreExt};
 
 use crate::error::IoError;
 
+mod credential_process;
 pub mod publish;
 mod write;
 
@@ -225,9 +226,10 @@ fn remote_err(url: &str, offset: Option<u64>, cause: impl std::fmt::Display) -> 
 /// profile `AWS_PROFILE` (or `default`) of `AWS_SHARED_CREDENTIALS_FILE` (or
 /// `~/.aws/credentials`: `aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`)
 /// and of `AWS_CONFIG_FILE` (or `~/.aws/config`, section `[profile NAME]`, or `[default]`:
-/// the same keys, `region` and `endpoint_url`). Static keys only: a profile that names a
-/// role, SSO or a credential process is not followed (export its keys instead, docs/inputs.md).
-/// A profile named by `AWS_PROFILE` that neither file has is an error.
+/// the same keys, `region` and `endpoint_url`), and its `credential_process` when it has
+/// no keys (`credential_process`). A profile that reaches its keys through a role or SSO
+/// without a `credential_process` is refused, saying how to give it one; a profile named by
+/// `AWS_PROFILE` that neither file has is an error.
 fn aws_profile(
     mut builder: object_store::aws::AmazonS3Builder,
 ) -> Result<object_store::aws::AmazonS3Builder, String> {
@@ -249,6 +251,9 @@ fn aws_profile(
         name => format!("profile {name}"),
     };
     let mut found = false;
+    // What the profile says beyond keys: a command that prints them, or a way to them that
+    // neardup does not follow (roles, SSO).
+    let (mut process, mut follows, mut keys) = (None, None, set("AWS_ACCESS_KEY_ID"));
     for (path, section) in [
         (
             file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
@@ -265,6 +270,12 @@ fn aws_profile(
             continue;
         };
         found = true;
+        keys |= values.contains_key("aws_access_key_id");
+        process = process.or(values.get("credential_process").map(str::to_string));
+        follows = follows.or(FOLLOWS
+            .iter()
+            .find(|key| values.contains_key(**key))
+            .copied());
         for (key, var, config) in [
             ("aws_access_key_id", "AWS_ACCESS_KEY_ID", K::AccessKeyId),
             (
@@ -282,14 +293,37 @@ fn aws_profile(
             }
         }
     }
-    match (found, named) {
-        (false, Some(name)) => Err(format!(
+    if let (Some(command), false) = (&process, keys) {
+        builder = builder.with_credentials(Arc::new(credential_process::ProcessCredentials::new(
+            command,
+        )));
+    }
+    let elsewhere = [
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ]
+    .iter()
+    .chain(&["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"])
+    .any(|var| set(var));
+    match (found, named, follows) {
+        (false, Some(name), _) => Err(format!(
             "AWS_PROFILE names the profile {name}, which neither the credentials nor the \
              config file has"
+        )),
+        (true, _, Some(key)) if process.is_none() && !keys && !elsewhere => Err(format!(
+            "the AWS profile {profile} gets its keys through {key}, which neardup does not \
+             follow: add `credential_process = aws configure export-credentials --profile \
+             {profile} --format process` to it, or export its keys (docs/inputs.md, \
+             \"Object stores\")"
         )),
         _ => Ok(builder),
     }
 }
+
+/// Profile keys that lead to credentials by a way neardup does not follow (an assumed role,
+/// SSO): a profile with one of them and no keys or `credential_process` is refused, saying
+/// how to follow it.
+const FOLLOWS: [&str; 4] = ["role_arn", "sso_session", "sso_start_url", "source_profile"];
 
 /// The environment variable that sets how long one request may take, in seconds, before it
 /// fails and is asked again (from the byte reached): a stalled server is left after that
