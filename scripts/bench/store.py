@@ -5,7 +5,7 @@ request, as a store across a network would.
 
     python3 scripts/bench/store.py --neardup target/release/neardup --data DIR \
         [--server target/tools/bin/s3s-fs] [--workers 2] [--runs 5] [--delay-ms 0,20,50] \
-        [--modes simhash,threshold] [--json results.json]
+        [--modes simhash,threshold] [--write-dedup] [--json results.json]
 
 DIR is a directory of input files (for example the scaling benchmark's corpus of dev-medium
 in 16 shards: `scripts/bench/scaling.py` writes it to WORK/corpus-1x16). The server is
@@ -21,6 +21,10 @@ the server's CPU seconds (user + system, from /proc) over the run, which on a ma
 cores competes with neardup for them. Every run must report the local run's pairs. It also
 measures the server's own ceiling: curl GETting every object, as many at a time as workers,
 with nothing done with the bytes.
+
+With `--write-dedup`, every run also writes the deduplicated corpus (about the size of the
+input): beside its output on disk, and to `s3://out/dedup/` for the run whose output goes
+to the store, so that the uploads weigh as much as the reads.
 
 The question it answers: does reading from a store cost more than the bytes it moves? With
 ranged GETs of 8 MiB and the next block in flight (io/src/store.rs), a delay of D ms per
@@ -160,6 +164,10 @@ def run(opts, mode, inputs, out, env, server_pid, out_url=None):
     shutil.rmtree(out, ignore_errors=True)
     cmd = [opts.neardup, "run", "-q", "-w", str(opts.workers), "--output", out_url or out,
            *MODES[mode], inputs]
+    if opts.write_dedup:
+        dedup = out + "-dedup"
+        shutil.rmtree(dedup, ignore_errors=True)
+        cmd += ["--write-dedup", out_url.rstrip("/") + "-dedup/" if out_url else dedup]
     cpu0 = cpu_seconds(server_pid)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -186,6 +194,7 @@ def main():
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--delay-ms", default="0,20,50")
     p.add_argument("--modes", default="simhash,threshold")
+    p.add_argument("--write-dedup", action="store_true")
     p.add_argument("--json")
     opts = p.parse_args()
     delays = [int(d) for d in opts.delay_ms.split(",")]
