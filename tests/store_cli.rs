@@ -404,6 +404,58 @@ fn a_large_object_is_read_in_byte_ranges_alike() {
     assert!(root.join("corpus/dedup/removed.parquet").is_file());
 }
 
+/// The web archive samples (ARC, WARC, WARC.gz) of the shared corpora, served from the
+/// store: the same documents, pairs and clusters as from disk, and the deduplicated archives
+/// written to the store byte for byte as on disk.
+#[test]
+fn archives_in_a_store_read_and_deduplicate_alike() {
+    let Some(bin) = server_binary() else { return };
+    let Some(samples) = shared_corpus("web-archive-samples") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let web = root.join("crawl/web");
+    std::fs::create_dir_all(&web).unwrap();
+    let archives: Vec<std::ffi::OsString> = std::fs::read_dir(&samples)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().contains(".arc") || n.to_string_lossy().contains(".warc"))
+        .collect();
+    assert!(archives.len() >= 4, "{archives:?}");
+    for name in &archives {
+        std::fs::copy(samples.join(name), web.join(name)).unwrap();
+    }
+    let server = Server::start(&bin, &root);
+    let (local, local_dedup) = (dir.path().join("local"), dir.path().join("local-dedup"));
+    succeed(
+        neardup()
+            .args(["run", "--html", "main", "-o", s(&local), "--write-dedup"])
+            .args([s(&local_dedup), s(&web)]),
+        &local,
+    );
+    let out = dir.path().join("store");
+    succeed(
+        neardup_at(server.port)
+            .args(["run", "-w", "2", "--html", "main", "-o", s(&out)])
+            .args(["--write-dedup", "s3://crawl/dedup/", "s3://crawl/web/"]),
+        &out,
+    );
+    let expected = as_urls(&local, &web, "s3://crawl/web/");
+    assert!(expected.0.len() > 400 && !expected.1.is_empty());
+    assert_eq!(tables(&out, str::to_owned), expected);
+    let dedup = root.join("crawl/dedup");
+    assert!(dedup.join("_SUCCESS").is_file());
+    for name in &archives {
+        assert!(
+            std::fs::read(dedup.join(name)).unwrap()
+                == std::fs::read(local_dedup.join(name)).unwrap(),
+            "{name:?} differs"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Outputs in the store: the server's directory is the oracle's view of what it holds
 

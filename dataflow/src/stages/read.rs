@@ -288,6 +288,15 @@ impl UnitReader {
         let input = &plan.files[unit.file as usize];
         let reader = input.format.kind().open(input, &unit.spec, &self.fields)?;
         self.current = Some((unit.file, reader));
+        // The next unit's first blocks, asked for now when it lies in a store: they arrive
+        // while this one is read.
+        if let Some(&next) = self.units.front() {
+            let next = &plan.units[next];
+            let file = &plan.files[next.file as usize];
+            if let Some((start, end)) = next.spec.streamed_bytes(file) {
+                neardup_io::store::prefetch(&file.path, start, end);
+            }
+        }
         Ok(())
     }
 }

@@ -143,6 +143,18 @@ pub struct UnitSpec {
 }
 
 impl UnitSpec {
+    /// The bytes of `file` that reading this unit streams from its start to its end (an
+    /// object of a store is then read by one [`crate::store::open_range`]), or `None` for a
+    /// unit read by random access (a Parquet row group) or from stdin.
+    pub fn streamed_bytes(&self, file: &InputFile) -> Option<(u64, u64)> {
+        match self.locator {
+            _ if file.is_stdin() => None,
+            Locator::Whole if file.format != crate::file::Format::Parquet => Some((0, u64::MAX)),
+            Locator::Bytes { start, end } => Some((start, end)),
+            Locator::Whole | Locator::RowGroup(_) => None,
+        }
+    }
+
     /// The unit of a whole file, weighed by its size in bytes (0 if unknown, as for stdin).
     pub fn whole_file(file: &InputFile) -> UnitSpec {
         UnitSpec {

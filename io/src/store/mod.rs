@@ -9,10 +9,12 @@
 //! both, so a run over a store gives the tables of a run over the same files on disk.
 //!
 //! The simple version would download each object whole before reading it. Instead a
-//! [`RangeReader`] streams: a task asks for [`BLOCK_BYTES`] at a time with ranged GETs, one
-//! after another, and hands each piece to the reader as it arrives, up to [`PIECES_AHEAD`]
-//! ahead, so the store's latency hides behind the parsing and hashing; a unit of a large
-//! JSONL object (a byte range) reads only its own bytes.
+//! [`RangeReader`] streams: a task asks for [`STREAM_BLOCK_BYTES`] at a time with ranged
+//! GETs, [`BLOCKS_IN_FLIGHT`] at once, and hands each piece to the reader in order as it
+//! arrives, up to [`PIECES_AHEAD`] ahead, so the store's latency hides behind the parsing
+//! and hashing and a store that serves each connection at a bounded rate sends on several;
+//! a unit of a large JSONL object (a byte range) reads only its own bytes, and a worker that
+//! starts a unit has the next one's stream started too ([`prefetch`]).
 //!
 //! Stores are made by the Apache Arrow project's `object_store` crate, from each cloud's
 //! usual environment variables (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, `AWS_REGION`,
@@ -49,10 +51,10 @@ mod write;
 
 pub use write::{Stamp, PARTS_IN_FLIGHT, PUT_PART_BYTES};
 
-/// Bytes asked for by one ranged GET of a [`RangeReader`]. 8 MiB: large enough that a
-/// request's latency (tens of milliseconds from a cloud store) is small beside the time to
-/// parse and fingerprint it (about 30 ms at 300 MB/s per core), small enough that two
-/// blocks per reading worker (the one read and the one in flight) are little memory.
+/// Bytes of a Parquet object ([`ObjectBytes`]) asked for by one ranged GET and cached. 8
+/// MiB: large enough that a request's latency (tens of milliseconds from a cloud store) is
+/// small beside the time to decode it, small enough that two cached blocks per reading
+/// worker are little memory.
 pub const BLOCK_BYTES: u64 = 8 << 20;
 
 /// How many times a request is made before it fails: the pauses between them double from
@@ -535,8 +537,9 @@ pub const PIECES_AHEAD: usize = 256;
 type Piece = Result<Bytes, (u64, String)>;
 
 /// Reads bytes `start..end` of an object (clipped to its end) as a stream: a task of the
-/// store's runtime asks for them by ranged GETs of [`BLOCK_BYTES`], one after another, and
-/// hands each piece to the reader as it arrives, up to [`PIECES_AHEAD`] ahead of it; a GET
+/// store's runtime asks for them by ranged GETs of [`STREAM_BLOCK_BYTES`],
+/// [`BLOCKS_IN_FLIGHT`] at once, and hands each piece to the reader in order as it
+/// arrives, up to [`PIECES_AHEAD`] ahead of it; a GET
 /// that fails is asked again from the byte reached (see the module docs). It can also seek,
 /// which starts a new stream there.
 pub struct RangeReader {
@@ -576,20 +579,64 @@ impl RangeReader {
     }
 }
 
-/// Streams bytes `range` of `key` into `tx` by ranged GETs of at most [`BLOCK_BYTES`], each
-/// asked again from the byte reached after a failure, up to [`ATTEMPTS`] times with a growing
-/// pause; a failure that lasts is sent as the last message. Stops when the reader is gone.
+/// Blocks of one stream asked for at once: the reader drains the first while the others
+/// arrive, so that a store that serves each request at a bounded rate (a few tens of MB/s
+/// per connection is common) sends several at a time.
+pub const BLOCKS_IN_FLIGHT: usize = 4;
+
+/// Streams bytes `range` of `key` into `tx` by ranged GETs of at most [`STREAM_BLOCK_BYTES`],
+/// [`BLOCKS_IN_FLIGHT`] at a time: each block is fetched by a task of its own into a channel
+/// of its own, and the blocks' pieces are handed on in order, the first block's as they
+/// arrive. A failure that lasts ends the stream as its last message. Stops when the reader
+/// is gone (the fetches stop when their channels are dropped).
 async fn stream_range(
     store: Arc<dyn ObjectStore>,
     key: Key,
     range: Range<u64>,
     tx: tokio::sync::mpsc::Sender<Piece>,
 ) {
-    let mut at = range.start;
+    let mut next = range.start;
+    let mut pending: std::collections::VecDeque<tokio::sync::mpsc::Receiver<Piece>> =
+        Default::default();
+    loop {
+        while pending.len() < BLOCKS_IN_FLIGHT && next < range.end {
+            let block = next..(next + STREAM_BLOCK_BYTES).min(range.end);
+            next = block.end;
+            let (block_tx, block_rx) = tokio::sync::mpsc::channel(PIECES_AHEAD);
+            tokio::spawn(fetch_block(store.clone(), key.clone(), block, block_tx));
+            pending.push_back(block_rx);
+        }
+        let Some(mut block) = pending.pop_front() else {
+            return;
+        };
+        while let Some(piece) = block.recv().await {
+            let failed = piece.is_err();
+            if tx.send(piece).await.is_err() || failed {
+                return;
+            }
+        }
+    }
+}
+
+/// Bytes asked for by one ranged GET of a stream. 4 MiB with [`BLOCKS_IN_FLIGHT`] = 4: of
+/// 8, 4 and 2 MiB (8 MiB one at a time before), the fastest reading of dev-medium's 16
+/// shards of 9 MB from the loopback S3 server (docs/performance.md); at most 16 MiB in
+/// flight per stream.
+pub const STREAM_BLOCK_BYTES: u64 = 4 << 20;
+
+/// Streams bytes `block` of `key` into `tx`, asked again from the byte reached after a
+/// failure, up to [`ATTEMPTS`] times with a growing pause; a failure that lasts is sent as
+/// the last message.
+async fn fetch_block(
+    store: Arc<dyn ObjectStore>,
+    key: Key,
+    block: Range<u64>,
+    tx: tokio::sync::mpsc::Sender<Piece>,
+) {
+    let mut at = block.start;
     let mut attempt = 0;
-    while at < range.end {
-        let block = at..(at + BLOCK_BYTES).min(range.end);
-        match stream_block(&*store, &key, block, &tx, &mut at).await {
+    while at < block.end {
+        match stream_block(&*store, &key, at..block.end, &tx, &mut at).await {
             Ok(true) => attempt = 0,
             Ok(false) => return,
             Err((lasting, cause)) => {
@@ -746,7 +793,47 @@ impl Seek for ReadAt {
 
 /// Opens bytes `start..end` of the object at `path` (a URL) for reading.
 pub fn open_range(path: &Path, start: u64, end: u64) -> Result<RangeReader, IoError> {
-    RangeReader::new(Object::at(&path.to_string_lossy())?, start, end)
+    let url = path.to_string_lossy();
+    let key = (url.to_string(), start, end);
+    let mut started = prefetched().lock().expect("prefetched");
+    if let Some(at) = started.iter().position(|(k, _)| *k == key) {
+        let (_, reader) = started.remove(at).expect("found");
+        return Ok(reader);
+    }
+    drop(started);
+    RangeReader::new(Object::at(&url)?, start, end)
+}
+
+/// Streams started ahead of their readers, by what they read (URL, start, end).
+type Prefetched = std::collections::VecDeque<((String, u64, u64), RangeReader)>;
+
+fn prefetched() -> &'static Mutex<Prefetched> {
+    static PREFETCHED: OnceLock<Mutex<Prefetched>> = OnceLock::new();
+    PREFETCHED.get_or_init(Default::default)
+}
+
+/// Streams started ahead at most, over the process: the oldest is dropped (its requests
+/// stopped) to make room. One per reading worker is what [`prefetch`]'s callers start.
+pub const PREFETCHED_AT_MOST: usize = 32;
+
+/// Starts streaming bytes `start..end` of the object at `path` (a URL; nothing for a local
+/// path) for an [`open_range`] of the same bytes soon: a worker that starts a unit asks for
+/// its next one, so that the next object's first blocks arrive while this one is read (a
+/// store serves each request at a bounded rate, and a unit of a few MiB is one or two
+/// requests). Failures are left for the `open_range` to meet.
+pub fn prefetch(path: &Path, start: u64, end: u64) {
+    if !is_remote(path) {
+        return;
+    }
+    let url = path.to_string_lossy();
+    let Ok(reader) = Object::at(&url).and_then(|o| RangeReader::new(o, start, end)) else {
+        return;
+    };
+    let mut started = prefetched().lock().expect("prefetched");
+    if started.len() >= PREFETCHED_AT_MOST {
+        started.pop_front();
+    }
+    started.push_back(((url.to_string(), start, end), reader));
 }
 
 /// A Parquet file's bytes for the Parquet reader: a local file, or an object read by

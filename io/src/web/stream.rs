@@ -54,17 +54,22 @@ impl<R: BufRead> BufRead for Counted<R> {
     }
 }
 
-type Compressed = Counted<BufReader<File>>;
+/// An archive's bytes as stored: a local file, or an object of a store streamed by ranged
+/// GETs ([`crate::store::RangeReader`], which seeks by starting a new stream).
+trait ArchiveFile: Read + Seek + Send {}
+impl<T: Read + Seek + Send> ArchiveFile for T {}
+
+type Compressed = Counted<BufReader<Box<dyn ArchiveFile>>>;
 
 /// The decompressed bytes, by compression.
 enum Source {
     /// Uncompressed: decompressed positions are file offsets.
-    Plain(File),
+    Plain(Box<dyn ArchiveFile>),
     /// Gzip, one member at a time: `Member` while inside one, `Between` after its end.
     Member(Box<flate2::bufread::GzDecoder<Compressed>>),
     Between(Compressed),
     /// Zstd (one stream or several frames): no record has a place in the file.
-    Zstd(Box<zstd::stream::read::Decoder<'static, BufReader<File>>>),
+    Zstd(Box<zstd::stream::read::Decoder<'static, BufReader<Box<dyn ArchiveFile>>>>),
     /// After an error nothing more is read.
     Gone,
 }
@@ -129,10 +134,14 @@ impl ArchiveStream {
     /// Opens an archive file. Archives are never read from stdin: a record's place needs a
     /// file.
     pub fn open(file: &InputFile) -> Result<ArchiveStream, IoError> {
-        let f = File::open(&file.path).map_err(|cause| IoError::Open {
-            path: file.path.clone(),
-            cause,
-        })?;
+        let f: Box<dyn ArchiveFile> = if crate::store::is_remote(&file.path) {
+            Box::new(crate::store::open_range(&file.path, 0, u64::MAX)?)
+        } else {
+            Box::new(File::open(&file.path).map_err(|cause| IoError::Open {
+                path: file.path.clone(),
+                cause,
+            })?)
+        };
         let source = match file.compression {
             Compression::None => Source::Plain(f),
             Compression::Gzip => Source::Between(Counted {
