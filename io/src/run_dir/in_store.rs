@@ -381,10 +381,20 @@ impl Drop for StoreLock {
 
 /// A fresh, empty local directory to stage a store output in, under the system's temporary
 /// directory (`TMPDIR`): it needs room for the output (and the default spill directory).
+/// Named `neardup-staging-HOST-PID-N`; the staging directories that processes of this
+/// machine which no longer exist left there (a process killed outright) are removed first.
 pub fn staging_dir() -> Result<PathBuf, IoError> {
-    let base = std::env::temp_dir();
+    staging_dir_in(&std::env::temp_dir())
+}
+
+fn staging_dir_in(base: &Path) -> Result<PathBuf, IoError> {
+    let prefix = format!(
+        "neardup-staging-{}-",
+        crate::lock::host_name().replace('/', "_")
+    );
+    sweep_staging(base, &prefix);
     for n in 0u32.. {
-        let dir = base.join(format!("neardup-staging-{}-{n}", std::process::id()));
+        let dir = base.join(format!("{prefix}{}-{n}", std::process::id()));
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -398,6 +408,30 @@ pub fn staging_dir() -> Result<PathBuf, IoError> {
         }
     }
     unreachable!("u32 names run out")
+}
+
+/// Removes the staging directories in `base` named `{prefix}PID-N` (this machine's) whose
+/// process is gone and whose lock nobody holds. Best effort: what cannot be removed stays.
+fn sweep_staging(base: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+            continue;
+        };
+        let Some((pid, n)) = rest.split_once('-') else {
+            continue;
+        };
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        let gone = digits(pid) && digits(n) && !Path::new("/proc").join(pid).exists();
+        // A run holds its staging directory's lock while it runs: a process of another pid
+        // namespace sharing this directory is not in /proc, but its lock still shows.
+        if gone && crate::lock::DirLock::holder(&entry.path(), LOCK).is_none() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// While held, every file committed under `staging` is uploaded to the same name under
@@ -441,6 +475,47 @@ mod tests {
         assert!(stale(&here, now()));
         here.pid = None;
         assert!(!stale(&here, now()), "no pid: only the lease tells");
+    }
+
+    #[test]
+    fn staging_left_by_a_dead_process_of_this_machine_is_swept() {
+        let base = tempfile::tempdir().unwrap();
+        let host = crate::lock::host_name().replace('/', "_");
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let mine = std::process::id();
+        let names = [
+            format!("neardup-staging-{host}-{}-0", gone.id()),
+            format!("neardup-staging-{host}-{mine}-7"),
+            format!("neardup-staging-elsewhere-{}-0", gone.id()),
+            format!("neardup-staging-{host}-{}-x", gone.id()),
+            "unrelated".to_string(),
+            // Its process not in this /proc, but its lock held (another pid namespace).
+            format!("neardup-staging-{host}-{}-1", gone.id()),
+        ];
+        for name in &names {
+            std::fs::create_dir_all(base.path().join(name).join("pairs")).unwrap();
+        }
+        let _held =
+            crate::lock::DirLock::acquire(&base.path().join(&names[5]), LOCK, "output directory")
+                .unwrap();
+        let fresh = staging_dir_in(base.path()).unwrap();
+        assert_eq!(
+            fresh.file_name().unwrap().to_string_lossy(),
+            format!("neardup-staging-{host}-{mine}-0")
+        );
+        let mut left: Vec<String> = std::fs::read_dir(base.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut expected: Vec<String> = names[1..].to_vec();
+        expected.push(format!("neardup-staging-{host}-{mine}-0"));
+        expected.sort();
+        assert_eq!(
+            left, expected,
+            "only the dead process's directory of this host goes"
+        );
     }
 
     #[test]
