@@ -205,6 +205,36 @@ fn as_urls(out: &Path, local: &Path, url: &str) -> Tables {
     tables(out, |s| s.replacen(&local, url, 1))
 }
 
+/// `neardup run -w 1 ARGS` as two processes on loopback with the store's environment
+/// (process `p` with `tmpdirs[p]` as its `TMPDIR`, when given); both must succeed.
+fn two_processes(dir: &Path, port: u16, tmpdirs: &[PathBuf], args: &[&str]) {
+    let hostfile = write_hostfile(&dir.join("hosts.txt"), &loopback(&free_ports(2)));
+    let children: Vec<Child> = (0..2)
+        .map(|p| {
+            let mut cmd = Process::new(BIN);
+            cmd.envs(store_env(port));
+            if let Some(tmp) = tmpdirs.get(p) {
+                cmd.env("TMPDIR", tmp);
+            }
+            cmd.args(["run", "-n", "2", "-p", &p.to_string(), "-h", s(&hostfile)])
+                .args(["-w", "1"])
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
 #[test]
 fn a_run_from_a_store_equals_the_run_from_its_files() {
     let Some(bin) = server_binary() else { return };
@@ -243,27 +273,12 @@ fn a_run_from_a_store_equals_the_run_from_its_files() {
 
     // Two processes, each reading its share from the store.
     let out = dir.path().join("store-2p");
-    let hostfile = write_hostfile(&dir.path().join("hosts.txt"), &loopback(&free_ports(2)));
-    let children: Vec<Child> = (0..2)
-        .map(|p| {
-            Process::new(BIN)
-                .envs(store_env(server.port))
-                .args(["run", "-n", "2", "-p", &p.to_string(), "-h", s(&hostfile)])
-                .args(["-w", "1", "-o", s(&out), "s3://corpus/data/"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for child in children {
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    two_processes(
+        dir.path(),
+        server.port,
+        &[],
+        &["-o", s(&out), "s3://corpus/data/"],
+    );
     assert_eq!(tables(&out, str::to_owned), expected, "2 processes");
 }
 
@@ -536,31 +551,15 @@ fn a_run_into_a_store_equals_the_run_on_disk() {
     // Two processes with nothing shared but the store: each stages in its own TMPDIR and
     // writes its own parts; process 0 commits.
     let out = root.join("corpus/runs/p2");
-    let hostfile = write_hostfile(&dir.path().join("hosts.txt"), &loopback(&free_ports(2)));
     let tmps: Vec<PathBuf> = (0..2)
         .map(|p| tmpdir(dir.path(), &format!("tmp-p{p}")))
         .collect();
-    let children: Vec<Child> = (0..2)
-        .map(|p| {
-            Process::new(BIN)
-                .envs(store_env(server.port))
-                .env("TMPDIR", &tmps[p])
-                .args(["run", "-n", "2", "-p", &p.to_string(), "-h", s(&hostfile)])
-                .args(["-w", "1", "-o", "s3://corpus/runs/p2/", s(&data)])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for child in children {
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    two_processes(
+        dir.path(),
+        server.port,
+        &tmps,
+        &["-o", "s3://corpus/runs/p2/", s(&data)],
+    );
     assert_eq!(tables(&out, str::to_owned), expected, "2 processes");
     for tmp in &tmps {
         assert_published(&out, tmp);
