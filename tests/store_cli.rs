@@ -596,7 +596,13 @@ fn overwrite_in_a_store_deletes_only_neardups_objects() {
     succeed(&mut run(&["-w", "2"]), &out);
     assert!(objects(&out).contains("pairs/part-00001.parquet"));
 
-    assert_refused(&mut run(&[]), &[url, "is not empty", "--overwrite"]);
+    // Refused before the work: the staging directory it made goes too.
+    let tmp = tmpdir(dir.path(), "tmp-refused");
+    assert_refused(
+        run(&[]).env("TMPDIR", &tmp),
+        &[url, "is not empty", "--overwrite"],
+    );
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
     // Replaced by a run of one worker: the second worker's parts go with the rest.
     succeed(&mut run(&["-w", "1", "--overwrite"]), &out);
     assert!(!objects(&out).iter().any(|o| o.contains("part-00001")));

@@ -42,8 +42,9 @@ pub fn run_job_with(
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, JobError> {
     crate::config::validate(&config)?;
-    // Outputs in a store: written through staging directories (see output::in_store).
-    output::in_store::stage(&mut config)?;
+    // Outputs in a store: written through staging directories (see output::in_store),
+    // removed when `_staging` goes, at the end of this function whatever its result.
+    let _staging = output::in_store::stage(&mut config)?;
     if config.resume == Resume::Asked {
         // What the directory holds decides how the job starts (see crate::config::resume).
         config.resume = match crate::config::resume::examine(&config)? {

@@ -12,7 +12,9 @@
 //! 3. publishes each staging directory while the job runs ([`Publishing`]): parts as each
 //!    worker commits them, `summary.json` and `_SUCCESS` as process 0 commits them, after
 //!    every process reported its parts committed;
-//! 4. at the end, releases the store locks and removes the staging directories.
+//! 4. at the end, releases the store locks; the staging directories go when the
+//!    [`Staging`] that [`stage`] returned is dropped, however the job ended (a refusal
+//!    before the work included).
 
 use std::path::{Path, PathBuf};
 
@@ -25,10 +27,24 @@ use crate::config::{ConfigError, JobConfig, Resume, Staged};
 use crate::output::Protected;
 use crate::JobError;
 
-/// Replaces each output URL of `config` by a fresh staging directory (step 1). A store
-/// output cannot be resumed (its resume parts would be on the failed run's local disk).
-pub fn stage(config: &mut JobConfig) -> Result<(), JobError> {
+/// The staging directories of a job, removed when this is dropped.
+#[derive(Debug, Default)]
+pub struct Staging(Vec<PathBuf>);
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Replaces each output URL of `config` by a fresh staging directory (step 1), removed when
+/// the returned [`Staging`] is dropped. A store output cannot be resumed (its resume parts
+/// would be on the failed run's local disk).
+pub fn stage(config: &mut JobConfig) -> Result<Staging, JobError> {
     let remote = neardup_io::store::is_remote;
+    let mut staging = Staging::default();
     if remote(&config.output) {
         if config.resume != Resume::Off {
             return Err(ConfigError::ResumeInStore {
@@ -37,15 +53,17 @@ pub fn stage(config: &mut JobConfig) -> Result<(), JobError> {
             .into());
         }
         let staged = staged(&config.output, "output directory")?;
+        staging.0.push(staged.staging.clone());
         config.output = staged.staging.clone();
         config.staged.push(staged);
     }
     if let Some(dir) = config.write_dedup.clone().filter(|d| remote(d)) {
         let staged = staged(&dir, "--write-dedup directory")?;
+        staging.0.push(staged.staging.clone());
         config.write_dedup = Some(staged.staging.clone());
         config.staged.push(staged);
     }
-    Ok(())
+    Ok(staging)
 }
 
 fn staged(url: &Path, what: &'static str) -> Result<Staged, JobError> {
@@ -78,13 +96,11 @@ pub fn prepare(
 }
 
 /// Steps 3 and 4: while held, what is committed in the staging directories goes to the
-/// store; dropped, it releases the store locks (process 0's) and removes the staging
-/// directories.
+/// store; dropped, it stops that and releases the store locks (process 0's).
 #[derive(Debug, Default)]
 pub struct Publishing {
     published: Vec<Published>,
     locks: Vec<StoreLock>,
-    staging: Vec<PathBuf>,
 }
 
 impl Publishing {
@@ -97,20 +113,14 @@ impl Publishing {
             .enumerate()
             .map(|(i, s)| publish(&s.staging, &s.url, locks.get(i)))
             .collect();
-        Publishing {
-            published,
-            locks,
-            staging: config.staged.iter().map(|s| s.staging.clone()).collect(),
-        }
+        Publishing { published, locks }
     }
 }
 
 impl Drop for Publishing {
     fn drop(&mut self) {
+        // Uploads stop before the locks go.
         self.published.clear();
         self.locks.clear();
-        for dir in &self.staging {
-            let _ = std::fs::remove_dir_all(dir);
-        }
     }
 }
