@@ -262,7 +262,9 @@ fn spilled_sorts_give_the_outputs_of_memory() {
 /// A crawl of the families above as one WARC file: each text a capture on one of five
 /// hosts, every two texts under one URL (captures of one page, paired by URL), the near
 /// and exact copies spread over hosts (pairs that cross hosts), and a revisit record for
-/// every seventh capture's payload digest (and one for a digest not in the crawl).
+/// every seventh capture's payload digest (and one for a digest not in the crawl). Host
+/// `h0` is mirrored whole under `/mirror/` on `m.example`, and 12 of its pages at their
+/// own paths on `part.example` (a partial mirror).
 fn crawl(dir: &Path) -> PathBuf {
     use neardup_io::web::testing::{http, warc_with};
     let lines = std::fs::read_to_string(corpus(dir)).unwrap();
@@ -283,6 +285,15 @@ fn crawl(dir: &Path) -> PathBuf {
             &page,
             &digest_field,
         ));
+        if i / 2 % 5 == 0 && i % 2 == 0 {
+            let copies = [
+                Some(format!("http://m.example/mirror/p{}", i / 2)),
+                (i < 120).then(|| format!("http://part.example/p{}", i / 2)),
+            ];
+            for copy in copies.into_iter().flatten() {
+                records.push(warc_with("response", Some(&copy), msgtype, &page, &[]));
+            }
+        }
         if i % 7 == 0 {
             let fields = [
                 ("WARC-Payload-Digest", digest.as_str()),
@@ -344,6 +355,8 @@ fn web_stages_spilled(keep: Option<&str>) {
     assert_eq!(counts.url_pairs, captures / 2, "two captures of each URL");
     assert_eq!(counts.revisits_linked, captures.div_ceil(7));
     assert!(counts.cross_host_pairs > 0 && counts.exact_duplicates > 0);
+    // m.example mirrors h0; part.example is a partial mirror of both.
+    assert_eq!((counts.mirrors, counts.partial_mirrors), (1, 2));
     for workers in [1, 3] {
         let out = tmp.path().join(format!("spilled-{workers}"));
         let mut config = config(&out, workers);
@@ -352,8 +365,28 @@ fn web_stages_spilled(keep: Option<&str>) {
             .unwrap()
             .summary;
         let sorts = &spilled.memory.as_ref().unwrap().sorts;
-        let canonical = ["canonical hosts by document", "canonical hosts by cluster"];
-        let stages = ["urls", "revisits", "hosts at a", "hosts at b"];
+        // The host rows spill where each clustered page's document comes to its host's
+        // worker; the three mirror candidates fit in 1 KiB.
+        let canonical = [
+            "canonical hosts by document",
+            "canonical hosts by cluster",
+            "mirror host rows",
+        ];
+        assert_eq!(
+            sorts["mirror candidates"].records,
+            3 * 3,
+            "a candidate, two answers"
+        );
+        let stages = [
+            "urls",
+            "revisits",
+            "hosts at a",
+            "hosts at b",
+            "mirror pages",
+            "mirror clusters",
+            "mirror links",
+            "mirror hosts",
+        ];
         for stage in stages
             .iter()
             .chain(keep.map_or(&[][..], |_| &canonical[..]))
@@ -372,7 +405,8 @@ fn web_stages_spilled(keep: Option<&str>) {
             ),
             "{workers} workers"
         );
-        for table in TABLES {
+        assert_eq!((c.mirrors, c.partial_mirrors), (1, 2));
+        for table in TABLES.iter().chain(&["mirrors", "hosts"]) {
             assert_eq!(
                 common::table_rows(&out.join(table)),
                 common::table_rows(&memory.join(table)),

@@ -11,9 +11,9 @@
 //!    the host pair's worker
 //!    (`mix2(xxh3(host_a), xxh3(host_b))`);
 //! 3. per host pair: shared and identical paths per `(host_a, prefix_a, host_b, prefix_b)`
-//!    ([`count_links`]); the keys with at least `min_paths` shared paths ask each host's
-//!    worker how many paths it has under the prefix;
-//! 4. per host: the sorted path list answers ([`paths_under`]);
+//!    (what [`count_links`] counts); the keys with at least `min_paths` shared paths ask
+//!    each host's worker how many paths it has under the prefix;
+//! 4. per host: its sorted paths answer (what [`paths_under`] counts);
 //! 5. per host pair again: candidate and answers meet, [`verdict`] decides, `mirrors/` rows
 //!    are written, and `mirror` rows go to worker 0;
 //! 6. worker 0: mirror groups ([`mirror_groups`]) of the hosts in them, sent to each host's
@@ -24,26 +24,41 @@
 //!    (`stages/clusters.rs`) chooses the kept documents again. The stage returns that
 //!    stream (empty under other policies).
 //!
+//! **Memory.** The simple version of each step collects what it receives in maps (every
+//! page at its home with a map from document to cluster, every host's path list, every
+//! link) and decides once they are complete. Here each step that groups by a key is an
+//! external sort ([`SortComplete`], within [`WEB_SORT_SHARE`] of the worker's part of
+//! `--memory-limit` each, sorted runs on local disk beyond it), and its walk holds only the
+//! group it is at: one document's cluster, one cluster's pages (as the clusters stage holds
+//! one component), one link key's count, one host's open prefixes and the requests about
+//! it, one candidate's answers, one host's mirror group. What stays in memory whatever the
+//! corpus is worker 0's list of `mirror` verdicts (step 6), one per mirrored host pair.
+//!
 //! Every route is a stable hash (xxh3 of the host name, splitmix of the cluster id), every
 //! grouping sorts, and each row is decided from all its inputs: the tables are the same at
-//! any number of workers and processes.
+//! any number of workers and processes, and whatever the sorts spilled.
 
-use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use neardup_core::mirrors::{
-    cluster_links, count_links, mirror_groups, paths_under, verdict, Link, LinkCount, Mirror,
-    MirrorKey, MirrorParams, Page, Verdict,
+    cluster_links, mirror_groups, verdict, Link, LinkCount, Mirror, MirrorKey, Page, Verdict,
 };
+#[cfg(doc)]
+use neardup_core::mirrors::{count_links, paths_under};
 use neardup_core::mix::{mix2, mix64};
 use neardup_io::parquet_out::{HostRow, OutputRow, PartWriter};
+use neardup_io::spill::SpillRecord;
 use serde::{Deserialize, Serialize};
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::vec::{Map, Partition};
+use timely::dataflow::operators::Concat;
 use timely::dataflow::StreamVec;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::operators::CollectComplete;
+use crate::config::WEB_SORT_SHARE;
+use crate::operators::collect::Give;
+use crate::operators::sort::ordered_by;
+use crate::operators::{CollectComplete, SortComplete};
 use crate::output::{OutputDirs, Table};
 use crate::records::{Assignment, DocFp};
 use crate::worker::WorkerCtx;
@@ -56,58 +71,198 @@ fn pair_route(key: &MirrorKey) -> u64 {
     mix2(host_route(&key.host_a), host_route(&key.host_b))
 }
 
-/// What a home worker sends on.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-enum HomeMsg {
-    /// A page in a cluster, to its cluster's worker.
-    Clustered(Page),
-    /// A page, to its host's worker; with its doc_id when it is clustered and the kept
-    /// documents prefer canonical hosts (step 7).
-    Hosted {
-        host: String,
-        path: String,
-        doc: Option<u64>,
-    },
+/// Heap bytes of a key's four strings.
+fn key_bytes(key: &MirrorKey) -> usize {
+    key.host_a.capacity()
+        + key.prefix_a.capacity()
+        + key.host_b.capacity()
+        + key.prefix_b.capacity()
 }
 
-/// What a host's worker learns in step 1: a page, and its doc_id for step 7.
-type HostedPage = (String, String, Option<u64>);
-
 /// Which side of a key a request or answer is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 enum Side {
     A,
     B,
 }
 
-/// What the host-pair workers and the host workers exchange.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-enum PairMsg {
-    /// A key with enough shared paths, to be judged.
-    Candidate(MirrorKey, LinkCount),
-    /// How many paths does this side's host have under its prefix?
-    Request(MirrorKey, Side),
-    /// The answer: paths under the prefix, and the host's documents.
-    Answer(MirrorKey, Side, u64, u64),
-}
-
-impl PairMsg {
-    /// Requests go to the host asked about; candidates and answers to the host pair.
-    fn route(&self) -> u64 {
-        match self {
-            PairMsg::Request(key, Side::A) => host_route(&key.host_a),
-            PairMsg::Request(key, Side::B) => host_route(&key.host_b),
-            PairMsg::Candidate(key, _) | PairMsg::Answer(key, _, _, _) => pair_route(key),
+impl Side {
+    fn of(key: &MirrorKey, side: Side) -> (&str, &str) {
+        match side {
+            Side::A => (&key.host_a, &key.prefix_a),
+            Side::B => (&key.host_b, &key.prefix_b),
         }
     }
 }
 
-/// A page at its home: `(doc_id, exact key, (host, path))`.
-type HomePage = (u64, u128, Box<(String, String)>);
+/// Step 1's sort at each home: a document's cluster before its page, by document.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum AtHome {
+    Cluster { doc: u64, cluster: u64 },
+    Page(u64, u128, Box<(String, String)>),
+}
 
-/// A host's documents and distinct paths, kept by its worker for `hosts/`, and the doc_ids
-/// of its clustered pages (step 7 only).
-type HostInfo = (String, u64, u64, Vec<u64>);
+impl AtHome {
+    fn key(&self) -> (u64, u8) {
+        match self {
+            AtHome::Cluster { doc, .. } => (*doc, 0),
+            AtHome::Page(doc, _, _) => (*doc, 1),
+        }
+    }
+}
+
+ordered_by!(AtHome, |r| r.key());
+impl SpillRecord for AtHome {
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match self {
+                AtHome::Page(_, _, page) => 48 + page.0.capacity() + page.1.capacity(),
+                AtHome::Cluster { .. } => 0,
+            }
+    }
+}
+
+/// What step 1 sends to a host's worker: a page's path (step 4), or the doc_id of a
+/// clustered page for step 7.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum ToHost {
+    Path(String, String),
+    Doc(String, u64),
+}
+
+/// Step 2's sort: a cluster's pages together, in the pages' own order.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct InCluster(Page);
+
+ordered_by!(
+    InCluster,
+    cmp | a,
+    b | a.0.cluster.cmp(&b.0.cluster).then_with(|| a.0.cmp(&b.0))
+);
+impl SpillRecord for InCluster {
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.0.host.capacity() + self.0.path.capacity()
+    }
+}
+
+/// Step 3's sort: the links by key, then shared path.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ByKey(Link);
+
+ordered_by!(ByKey, cmp | a, b | a.0.cmp(&b.0));
+impl SpillRecord for ByKey {
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + key_bytes(&self.0.key) + self.0.rel.capacity()
+    }
+}
+
+/// Step 4's sort at a host's worker: by host, then by path or prefix, a request before a
+/// path equal to its prefix; so the paths under a prefix follow its request at once.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum AtHost {
+    Request(MirrorKey, Side),
+    Path(String, String),
+}
+
+impl AtHost {
+    /// (host, path or prefix, 0 for a request and 1 for a path).
+    fn key(&self) -> (&str, &str, u8) {
+        match self {
+            AtHost::Request(key, side) => {
+                let (host, prefix) = Side::of(key, *side);
+                (host, prefix, 0)
+            }
+            AtHost::Path(host, path) => (host, path, 1),
+        }
+    }
+
+    fn host(&self) -> &str {
+        self.key().0
+    }
+}
+
+ordered_by!(
+    AtHost,
+    cmp | a,
+    b | a.key().cmp(&b.key()).then_with(|| match (a, b) {
+        (AtHost::Request(ka, sa), AtHost::Request(kb, sb)) => (ka, sa).cmp(&(kb, sb)),
+        _ => std::cmp::Ordering::Equal,
+    })
+);
+impl SpillRecord for AtHost {
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match self {
+                AtHost::Request(key, _) => key_bytes(key),
+                AtHost::Path(host, path) => host.capacity() + path.capacity(),
+            }
+    }
+}
+
+/// Step 5's sort at a host pair's worker: a candidate, then its two answers (paths under
+/// the side's prefix, the side's host's documents).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum Judged {
+    Candidate(MirrorKey, LinkCount),
+    Answer(MirrorKey, Side, u64, u64),
+}
+
+impl Judged {
+    fn key(&self) -> &MirrorKey {
+        match self {
+            Judged::Candidate(key, _) | Judged::Answer(key, _, _, _) => key,
+        }
+    }
+
+    fn tag(&self) -> u8 {
+        match self {
+            Judged::Candidate(..) => 0,
+            Judged::Answer(_, Side::A, _, _) => 1,
+            Judged::Answer(_, Side::B, _, _) => 2,
+        }
+    }
+}
+
+ordered_by!(
+    Judged,
+    cmp | a,
+    b | (a.key(), a.tag()).cmp(&(b.key(), b.tag()))
+);
+impl SpillRecord for Judged {
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + key_bytes(self.key())
+    }
+}
+
+/// Step 6's sort at a host's worker: its mirror group (from worker 0), its documents and
+/// distinct paths (from step 4), then its clustered doc_ids (step 7).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum HostPart {
+    Group(String, String, u64),
+    Counts(String, u64, u64),
+    Doc(String, u64),
+}
+
+impl HostPart {
+    fn key(&self) -> (&str, u8, u64) {
+        match self {
+            HostPart::Group(host, _, _) => (host, 0, 0),
+            HostPart::Counts(host, _, _) => (host, 1, 0),
+            HostPart::Doc(host, doc) => (host, 2, *doc),
+        }
+    }
+}
+
+ordered_by!(HostPart, cmp | a, b | a.key().cmp(&b.key()));
+impl SpillRecord for HostPart {
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match self {
+                HostPart::Group(host, canonical, _) => host.capacity() + canonical.capacity(),
+                HostPart::Counts(host, _, _) | HostPart::Doc(host, _) => host.capacity(),
+            }
+    }
+}
 
 /// Builds the stage (see the module docs) on the documents at their homes and the cluster
 /// assignments. Returns the doc_ids of the clustered pages on mirroring hosts, at worker 0,
@@ -117,315 +272,424 @@ pub fn detect_mirrors<'s>(
     assignments: StreamVec<'s, u64, Assignment>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, u64> {
-    let (hosted, clustered) = pages_from_homes(docs, assignments, &ctx);
+    let (to_hosts, clustered) = pages_from_homes(docs, assignments, &ctx);
+    let mut parts = to_hosts.partition(2, |m| match m {
+        ToHost::Path(..) => (0, m),
+        ToHost::Doc(..) => (1, m),
+    });
+    let docs = parts.pop().expect("two parts").flat_map(|m| match m {
+        ToHost::Doc(host, doc) => Some(HostPart::Doc(host, doc)),
+        ToHost::Path(..) => None,
+    });
+    let paths = parts.pop().expect("two parts").flat_map(|m| match m {
+        ToHost::Path(host, path) => Some(AtHost::Path(host, path)),
+        ToHost::Doc(..) => None,
+    });
     let links = links_per_cluster(clustered, &ctx);
     let (requests, candidates) = count_per_host_pair(links, &ctx);
-    let (answers, host_infos) = answer_from_hosts(hosted, requests, &ctx);
-    let mirrors = judge_candidates(candidates, answers, &ctx);
+    let (answers, counts) = answer_from_hosts(paths.concat(requests), &ctx);
+    let mirrors = judge_candidates(candidates.concat(answers), &ctx);
     let groups = groups_at_worker_0(mirrors, &ctx);
-    write_hosts(host_infos, groups, &ctx)
+    write_hosts(groups.concat(counts).concat(docs), &ctx)
 }
 
 /// Step 1: the pages at their homes, once their clusters are known: every page to its
-/// host's worker, every clustered page to its cluster's worker.
+/// host's worker, every clustered page to its cluster's worker. Returns what goes to the
+/// hosts and the clustered pages.
+///
+/// The simple version keeps the home's pages and a map from document to cluster until
+/// both are complete; here the two are sorted together by document, each cluster before
+/// its page.
 fn pages_from_homes<'s>(
     docs: StreamVec<'s, u64, DocFp>,
     assignments: StreamVec<'s, u64, Assignment>,
     ctx: &Rc<WorkerCtx>,
-) -> (StreamVec<'s, u64, HostedPage>, StreamVec<'s, u64, Page>) {
+) -> (StreamVec<'s, u64, ToHost>, StreamVec<'s, u64, Page>) {
     let canonical_keep = ctx.shared.config.keep.prefers_canonical_hosts();
     let home = ctx.home.clone();
-    // (doc_id, exact key, host and path) of the pages at this home, and their clusters.
-    let state: (Vec<HomePage>, HashMap<u64, u64>) = Default::default();
-    let home_msgs = docs.collect_complete_with(
-        assignments,
-        Pipeline,
-        Exchange::new(ctx.meter("mirrors", move |a: &Assignment| home.route(a.doc_id))),
-        "HomePages",
-        state,
-        |(pages, _), data| pages.extend(data.drain(..).filter_map(home_page)),
-        |(_, clusters), data| clusters.extend(data.drain(..).map(|a| (a.doc_id, a.cluster_id))),
-        move |(pages, clusters), give| {
-            give.give_iterator(
-                pages
-                    .into_iter()
-                    .flat_map(|p| home_msgs(p, &clusters, canonical_keep)),
-            );
-        },
-    );
-    let mut parts = home_msgs.partition(2, |m| match m {
-        HomeMsg::Clustered(_) => (0, m),
-        HomeMsg::Hosted { .. } => (1, m),
+    let pages = docs.flat_map(home_page);
+    let clusters = assignments.map(|a| AtHome::Cluster {
+        doc: a.doc_id,
+        cluster: a.cluster_id,
     });
-    let hosted = parts.pop().expect("two parts").flat_map(|m| match m {
-        HomeMsg::Hosted { host, path, doc } => Some((host, path, doc)),
-        HomeMsg::Clustered(_) => None,
-    });
-    let clustered = parts.pop().expect("two parts").flat_map(|m| match m {
-        HomeMsg::Clustered(page) => Some(page),
-        HomeMsg::Hosted { .. } => None,
-    });
-    (hosted, clustered)
+    let (done, fail) = (ctx.clone(), ctx.clone());
+    let (to_hosts, clustered) = pages
+        .concat(clusters)
+        .sort_complete_split::<AtHome, ToHost, Page, _, _>(
+            Exchange::new(ctx.meter("mirrors", move |r: &AtHome| home.route(r.key().0))),
+            "MirrorPages",
+            ctx.sort("mirror pages", WEB_SORT_SHARE),
+            None::<(u64, u64)>,
+            |_, _| {},
+            move |cluster_of, r, hosts, clustered| match r {
+                AtHome::Cluster { doc, cluster } => *cluster_of = Some((doc, cluster)),
+                AtHome::Page(doc, exact, page) => {
+                    let (host, path) = *page;
+                    let cluster = cluster_of.filter(|(d, _)| *d == doc).map(|(_, c)| c);
+                    if let Some(cluster) = cluster {
+                        clustered.give(Page {
+                            host: host.clone(),
+                            path: path.clone(),
+                            cluster,
+                            exact,
+                        });
+                        if canonical_keep {
+                            hosts.give(ToHost::Doc(host.clone(), doc));
+                        }
+                    }
+                    hosts.give(ToHost::Path(host, path));
+                }
+            },
+            move |_, stats, _, _| done.sorted("mirror pages", stats),
+            move |e| fail.sort_failed("mirror pages", e),
+        );
+    (to_hosts, clustered)
 }
 
 /// A document with a URL as its home keeps it. Without exact keys (--no-exact), the
 /// simhash stands in for "identical content", marked so the two never meet.
-fn home_page(d: DocFp) -> Option<HomePage> {
+fn home_page(d: DocFp) -> Option<AtHome> {
     let exact = match d.exact_key {
         0 => (1 << 127) | d.simhash as u128,
         key => key,
     };
-    d.page.map(|p| (d.doc_id, exact, p))
+    d.page.map(|p| AtHome::Page(d.doc_id, exact, p))
 }
 
-/// What a home sends of one page: to its cluster's worker if it is clustered, and to its
-/// host's worker (with its doc_id when the kept documents prefer canonical hosts).
-fn home_msgs(
-    (doc, exact, page): HomePage,
-    clusters: &HashMap<u64, u64>,
-    canonical_keep: bool,
-) -> impl Iterator<Item = HomeMsg> {
-    let (host, path) = *page;
-    let cluster = clusters.get(&doc).copied();
-    let clustered = cluster.map(|cluster| {
-        HomeMsg::Clustered(Page {
-            host: host.clone(),
-            path: path.clone(),
-            cluster,
-            exact,
-        })
-    });
-    let doc = (canonical_keep && cluster.is_some()).then_some(doc);
-    clustered
-        .into_iter()
-        .chain(std::iter::once(HomeMsg::Hosted { host, path, doc }))
-}
-
-/// Step 2: the links of each cluster's pages, at the cluster's worker.
+/// Step 2: the links of each cluster's pages, at the cluster's worker, one cluster at a
+/// time as the sort by cluster is walked.
 fn links_per_cluster<'s>(
     clustered: StreamVec<'s, u64, Page>,
     ctx: &Rc<WorkerCtx>,
-) -> StreamVec<'s, u64, Link> {
+) -> StreamVec<'s, u64, ByKey> {
     let max_hosts = ctx.shared.config.mirrors.max_cluster_hosts;
-    let link_ctx = ctx.clone();
-    clustered.collect_complete(
-        Exchange::new(ctx.meter("mirrors", |p: &Page| mix64(p.cluster))),
-        "ClusterLinks",
-        Vec::new(),
-        |pages, data| pages.append(data),
-        move |mut pages, give| {
-            // By cluster, then the page's own order: the links are sorted anyway, so any
-            // order within a cluster gives the same.
-            pages.sort_unstable_by(|a, b| a.cluster.cmp(&b.cluster).then(a.cmp(b)));
-            let mut links: Vec<Link> = Vec::new();
-            let mut stars = 0u64;
-            for cluster in pages.chunk_by(|a, b| a.cluster == b.cluster) {
-                let made = cluster_links(cluster, max_hosts);
-                stars += u64::from(made.star);
-                links.extend(made.links);
-            }
-            link_ctx.report.borrow_mut().mirror_star_clusters += stars;
-            give.give_iterator(links.into_iter());
-        },
-    )
-}
-
-/// Step 3: shared paths per key at the host pair's worker; the keys with enough ask both
-/// hosts for their paths under the prefixes. Returns the requests and the candidates.
-fn count_per_host_pair<'s>(
-    links: StreamVec<'s, u64, Link>,
-    ctx: &Rc<WorkerCtx>,
-) -> (StreamVec<'s, u64, PairMsg>, StreamVec<'s, u64, PairMsg>) {
-    let min_paths = ctx.shared.config.mirrors.min_paths;
-    links.collect_complete_split(
-        Exchange::new(ctx.meter("mirrors", |l: &Link| pair_route(&l.key))),
-        "CountLinks",
-        Vec::new(),
-        |links, data, _| links.append(data),
-        move |links, requests, candidates| {
-            for (key, count) in count_links(links) {
-                if count.shared_paths < min_paths {
-                    continue;
+    let (done, fail) = (ctx.clone(), ctx.clone());
+    clustered
+        .map(InCluster)
+        .sort_complete_split::<InCluster, ByKey, (), _, _>(
+            Exchange::new(ctx.meter("mirrors", |p: &InCluster| mix64(p.0.cluster))),
+            "MirrorClusters",
+            ctx.sort("mirror clusters", WEB_SORT_SHARE),
+            (Vec::<Page>::new(), 0u64),
+            |_, _| {},
+            move |(pages, stars), InCluster(page), links, _| {
+                if pages.first().is_some_and(|p| p.cluster != page.cluster) {
+                    links.give_iterator(flush(pages, max_hosts, stars).into_iter().map(ByKey));
                 }
-                requests.give(PairMsg::Request(key.clone(), Side::A));
-                requests.give(PairMsg::Request(key.clone(), Side::B));
-                candidates.give(PairMsg::Candidate(key, count));
-            }
-        },
-    )
+                pages.push(page);
+            },
+            move |(mut pages, mut stars), stats, links, _| {
+                links.give_iterator(
+                    flush(&mut pages, max_hosts, &mut stars)
+                        .into_iter()
+                        .map(ByKey),
+                );
+                done.report.borrow_mut().mirror_star_clusters += stars;
+                done.sorted("mirror clusters", stats);
+            },
+            move |e| fail.sort_failed("mirror clusters", e),
+        )
+        .0
 }
 
-/// The paths of each host of one worker, as they come, and its clustered doc_ids.
-type HostPaths = HashMap<String, (Vec<String>, Vec<u64>)>;
-
-/// (distinct sorted paths, documents, clustered doc_ids) of the hosts of one worker.
-type HostLists = BTreeMap<String, (Vec<String>, u64, Vec<u64>)>;
-
-/// Step 4: at each host's worker, its sorted path list answers the requests; its own row
-/// waits for the groups. Returns the answers and the hosts' infos.
-fn answer_from_hosts<'s>(
-    hosted: StreamVec<'s, u64, HostedPage>,
-    requests: StreamVec<'s, u64, PairMsg>,
-    ctx: &Rc<WorkerCtx>,
-) -> (StreamVec<'s, u64, PairMsg>, StreamVec<'s, u64, HostInfo>) {
-    // Each host's paths and clustered doc_ids, and the requests about them.
-    let state: (HostPaths, Vec<(MirrorKey, Side)>) = Default::default();
-    let host_out = hosted.collect_complete_with(
-        requests,
-        Exchange::new(ctx.meter("mirrors", |(host, _, _): &HostedPage| host_route(host))),
-        Exchange::new(ctx.meter("mirrors", PairMsg::route)),
-        "HostPaths",
-        state,
-        |(paths, _), data| {
-            for (host, path, doc) in data.drain(..) {
-                let (list, docs) = paths.entry(host).or_default();
-                list.push(path);
-                docs.extend(doc);
-            }
-        },
-        |(_, requests), data| {
-            requests.extend(data.drain(..).filter_map(|m| match m {
-                PairMsg::Request(key, side) => Some((key, side)),
-                _ => None,
-            }))
-        },
-        |(paths, requests), give| {
-            let hosts = host_lists(paths);
-            for (key, side) in requests {
-                give.give(Ok(answer(&hosts, key, side)));
-            }
-            for (host, (list, documents, docs)) in hosts {
-                give.give(Err((host, documents, list.len() as u64, docs)));
-            }
-        },
-    );
-    let mut parts = host_out.partition(2, |m| match m {
-        Ok(_) => (0, m),
-        Err(_) => (1, m),
-    });
-    let host_infos = parts.pop().expect("two parts").flat_map(|m| m.err());
-    let answers = parts.pop().expect("two parts").flat_map(|m| m.ok());
-    (answers, host_infos)
+/// The links of one cluster's pages (emptied), counting a star cluster.
+fn flush(pages: &mut Vec<Page>, max_hosts: usize, stars: &mut u64) -> Vec<Link> {
+    let made = cluster_links(pages, max_hosts);
+    *stars += u64::from(made.star);
+    pages.clear();
+    made.links
 }
 
-/// Each host's paths sorted and deduplicated, with its number of documents.
-fn host_lists(paths: HostPaths) -> HostLists {
-    paths
-        .into_iter()
-        .map(|(host, (mut list, docs))| {
-            let documents = list.len() as u64;
-            list.sort_unstable();
-            list.dedup();
-            (host, (list, documents, docs))
-        })
-        .collect()
+/// Step 3's walk: the key and the shared path it is at.
+#[derive(Default)]
+struct LinkWalk {
+    key: Option<MirrorKey>,
+    count: LinkCount,
+    rel: Option<String>,
+    identical: bool,
 }
 
-/// The answer to a request: the side's paths under its prefix, and its host's documents.
-fn answer(hosts: &HostLists, key: MirrorKey, side: Side) -> PairMsg {
-    let (host, prefix) = match side {
-        Side::A => (&key.host_a, &key.prefix_a),
-        Side::B => (&key.host_b, &key.prefix_b),
-    };
-    let (under, documents) = hosts
-        .get(host)
-        .map_or((0, 0), |(list, docs, _)| (paths_under(list, prefix), *docs));
-    PairMsg::Answer(key, side, under, documents)
-}
+impl LinkWalk {
+    /// Takes the next link in order; returns a key whose links are all counted.
+    fn step(&mut self, link: Link) -> Option<(MirrorKey, LinkCount)> {
+        if self.key.as_ref() == Some(&link.key) && self.rel.as_ref() == Some(&link.rel) {
+            self.identical |= link.identical;
+            return None;
+        }
+        self.close_path();
+        let done = (self.key.as_ref() != Some(&link.key))
+            .then(|| self.close_key())
+            .flatten();
+        if self.key.is_none() {
+            self.key = Some(link.key);
+        }
+        self.rel = Some(link.rel);
+        self.identical = link.identical;
+        done
+    }
 
-/// Step 5: each candidate meets its two answers at the host pair's worker, which judges it
-/// and writes `mirrors/`; the `mirror` verdicts go on with both hosts' documents.
-fn judge_candidates<'s>(
-    candidates: StreamVec<'s, u64, PairMsg>,
-    answers: StreamVec<'s, u64, PairMsg>,
-    ctx: &Rc<WorkerCtx>,
-) -> StreamVec<'s, u64, (Mirror, u64, u64)> {
-    let params = ctx.shared.config.mirrors;
-    let judge_ctx = ctx.clone();
-    let state: (BTreeMap<MirrorKey, LinkCount>, Answered) = Default::default();
-    candidates.collect_complete_with(
-        answers,
-        Exchange::new(ctx.meter("mirrors", PairMsg::route)),
-        Exchange::new(ctx.meter("mirrors", PairMsg::route)),
-        "JudgeMirrors",
-        state,
-        |(counts, _), data| {
-            for m in data.drain(..) {
-                if let PairMsg::Candidate(key, count) = m {
-                    counts.insert(key, count);
-                }
-            }
-        },
-        |(_, answered), data| {
-            for m in data.drain(..) {
-                if let PairMsg::Answer(key, side, under, docs) = m {
-                    answered.insert((key, side == Side::A), (under, docs));
-                }
-            }
-        },
-        move |(counts, answered), give| {
-            let (rows, groups) = judge(counts, &answered, &params);
-            {
-                let mut report = judge_ctx.report.borrow_mut();
-                report.mirrors +=
-                    rows.iter().filter(|r| r.verdict == Verdict::Mirror).count() as u64;
-                report.partial_mirrors += rows
-                    .iter()
-                    .filter(|r| r.verdict == Verdict::Partial)
-                    .count() as u64;
-            }
-            write_part(&judge_ctx, Table::Mirrors, rows);
-            give.give_iterator(groups.into_iter());
-        },
-    )
-}
-
-/// The answers at a host pair's worker: `(key, side is a)` to (paths under the prefix,
-/// the host's documents).
-type Answered = HashMap<(MirrorKey, bool), (u64, u64)>;
-
-/// The `mirrors/` rows of the candidates, and the `mirror` verdicts with both hosts'
-/// documents.
-fn judge(
-    counts: BTreeMap<MirrorKey, LinkCount>,
-    answered: &Answered,
-    params: &MirrorParams,
-) -> (Vec<Mirror>, Vec<(Mirror, u64, u64)>) {
-    let mut rows = Vec::new();
-    let mut groups = Vec::new();
-    for (key, count) in counts {
-        let a = answered
-            .get(&(key.clone(), true))
-            .copied()
-            .unwrap_or_default();
-        let b = answered
-            .get(&(key.clone(), false))
-            .copied()
-            .unwrap_or_default();
-        let Some(m) = verdict(key, count, a.0, b.0, params) else {
-            continue;
-        };
-        rows.push(m.clone());
-        if m.verdict == Verdict::Mirror {
-            groups.push((m, a.1, b.1));
+    fn close_path(&mut self) {
+        if self.rel.take().is_some() {
+            self.count.shared_paths += 1;
+            self.count.identical_paths += u64::from(self.identical);
         }
     }
-    (rows, groups)
+
+    fn close_key(&mut self) -> Option<(MirrorKey, LinkCount)> {
+        self.close_path();
+        let key = self.key.take()?;
+        Some((key, std::mem::take(&mut self.count)))
+    }
 }
 
-/// Step 6, at worker 0: the mirror groups of the hosts in `mirror` verdicts, as `(host,
-/// canonical host, group size)`.
+/// Step 3: shared paths per key at the host pair's worker, as the links sorted by key are
+/// walked; the keys with enough ask both hosts for their paths under the prefixes.
+/// Returns the requests and the candidates.
+fn count_per_host_pair<'s>(
+    links: StreamVec<'s, u64, ByKey>,
+    ctx: &Rc<WorkerCtx>,
+) -> (StreamVec<'s, u64, AtHost>, StreamVec<'s, u64, Judged>) {
+    let min_paths = ctx.shared.config.mirrors.min_paths;
+    let (done, fail) = (ctx.clone(), ctx.clone());
+    links.sort_complete_split::<ByKey, AtHost, Judged, _, _>(
+        Exchange::new(ctx.meter("mirrors", |l: &ByKey| pair_route(&l.0.key))),
+        "MirrorLinks",
+        ctx.sort("mirror links", WEB_SORT_SHARE),
+        LinkWalk::default(),
+        |_, _| {},
+        move |walk, ByKey(link), requests, candidates| {
+            if let Some(counted) = walk.step(link) {
+                ask(counted, min_paths, requests, candidates);
+            }
+        },
+        move |mut walk, stats, requests, candidates| {
+            if let Some(counted) = walk.close_key() {
+                ask(counted, min_paths, requests, candidates);
+            }
+            done.sorted("mirror links", stats);
+        },
+        move |e| fail.sort_failed("mirror links", e),
+    )
+}
+
+/// A key with at least `min_paths` shared paths asks both its hosts, and waits for their
+/// answers as a candidate.
+fn ask(
+    (key, count): (MirrorKey, LinkCount),
+    min_paths: u64,
+    requests: &mut Give<'_, '_, u64, AtHost>,
+    candidates: &mut Give<'_, '_, u64, Judged>,
+) {
+    if count.shared_paths >= min_paths {
+        requests.give(AtHost::Request(key.clone(), Side::A));
+        requests.give(AtHost::Request(key.clone(), Side::B));
+        candidates.give(Judged::Candidate(key, count));
+    }
+}
+
+/// A prefix asked about at a host, its distinct paths so far, and who asked.
+type OpenPrefix = (String, u64, Vec<(MirrorKey, Side)>);
+
+/// Step 4's walk: the host it is at, its documents and distinct paths so far, the prefixes
+/// whose paths are being counted (each a prefix of the next), and the answers waiting for
+/// the host's number of documents.
+#[derive(Default)]
+struct HostWalk {
+    host: Option<String>,
+    documents: u64,
+    paths: u64,
+    last_path: Option<String>,
+    open: Vec<OpenPrefix>,
+    answered: Vec<(MirrorKey, Side, u64)>,
+}
+
+impl HostWalk {
+    /// Takes the next record in order; returns what a finished host gives.
+    fn step(&mut self, r: AtHost) -> Option<(Vec<Judged>, Option<HostPart>)> {
+        let done = (self.host.as_deref() != Some(r.host()))
+            .then(|| self.finish())
+            .flatten();
+        if self.host.is_none() {
+            self.host = Some(r.host().to_owned());
+        }
+        match r {
+            AtHost::Request(key, side) => {
+                let prefix = Side::of(&key, side).1.to_owned();
+                self.close_outside(Some(&prefix));
+                match self.open.last_mut() {
+                    Some((open, _, asked)) if *open == prefix => asked.push((key, side)),
+                    _ => self.open.push((prefix, 0, vec![(key, side)])),
+                }
+            }
+            AtHost::Path(_, path) => {
+                self.documents += 1;
+                if self.last_path.as_ref() != Some(&path) {
+                    self.paths += 1;
+                    self.close_outside(Some(&path));
+                    // Nested: a path under the innermost prefix is under all of them.
+                    for (_, under, _) in &mut self.open {
+                        *under += 1;
+                    }
+                    self.last_path = Some(path);
+                }
+            }
+        }
+        done
+    }
+
+    /// Closes the open prefixes that `next` (a path or prefix, in sorted order) is not
+    /// under: nothing after it in the sort is. `None`: the host's end closes them all.
+    fn close_outside(&mut self, next: Option<&str>) {
+        while let Some((prefix, under, asked)) = self.open.pop() {
+            if next.is_some_and(|next| next.starts_with(&prefix)) {
+                self.open.push((prefix, under, asked));
+                break;
+            }
+            self.answered
+                .extend(asked.into_iter().map(|(key, side)| (key, side, under)));
+        }
+    }
+
+    /// The host's answers and its counts, and a fresh walk.
+    fn finish(&mut self) -> Option<(Vec<Judged>, Option<HostPart>)> {
+        self.close_outside(None);
+        let done = std::mem::take(self);
+        let host = done.host?;
+        let answers = done
+            .answered
+            .into_iter()
+            .map(|(key, side, under)| Judged::Answer(key, side, under, done.documents))
+            .collect();
+        let counts =
+            (done.documents > 0).then_some(HostPart::Counts(host, done.documents, done.paths));
+        Some((answers, counts))
+    }
+}
+
+/// Gives what a finished host gives: its answers, and its counts.
+fn give_host(
+    finished: Option<(Vec<Judged>, Option<HostPart>)>,
+    answers: &mut Give<'_, '_, u64, Judged>,
+    counts: &mut Give<'_, '_, u64, HostPart>,
+) {
+    if let Some((answered, host)) = finished {
+        answers.give_iterator(answered.into_iter());
+        counts.give_iterator(host.into_iter());
+    }
+}
+
+/// Step 4: at each host's worker, the requests and the host's paths sorted together, so
+/// that each prefix's distinct paths are counted as they pass. Returns the answers and the
+/// hosts' counts.
+///
+/// The simple version keeps every host's path list, sorted and deduplicated, and counts
+/// the paths under each prefix by binary search ([`paths_under`]).
+fn answer_from_hosts<'s>(
+    at_hosts: StreamVec<'s, u64, AtHost>,
+    ctx: &Rc<WorkerCtx>,
+) -> (StreamVec<'s, u64, Judged>, StreamVec<'s, u64, HostPart>) {
+    let (done, fail) = (ctx.clone(), ctx.clone());
+    at_hosts.sort_complete_split::<AtHost, Judged, HostPart, _, _>(
+        Exchange::new(ctx.meter("mirrors", |r: &AtHost| host_route(r.host()))),
+        "MirrorHosts",
+        ctx.sort("mirror hosts", WEB_SORT_SHARE),
+        HostWalk::default(),
+        |_, _| {},
+        move |walk, r, answers, counts| give_host(walk.step(r), answers, counts),
+        move |mut walk, stats, answers, counts| {
+            give_host(walk.finish(), answers, counts);
+            done.sorted("mirror hosts", stats);
+        },
+        move |e| fail.sort_failed("mirror hosts", e),
+    )
+}
+
+/// Step 5's walk: the candidate it is at and its answers (paths under the prefix, the
+/// host's documents), and this worker's part of `mirrors/`.
+struct JudgeWalk {
+    key: Option<MirrorKey>,
+    count: Option<LinkCount>,
+    a: (u64, u64),
+    b: (u64, u64),
+    part: Part<Mirror>,
+}
+
+impl JudgeWalk {
+    /// The verdict of the candidate walked (written to the part), and its `mirror` row
+    /// with both hosts' documents for the groups.
+    fn judge(&mut self, ctx: &WorkerCtx) -> Option<(Mirror, u64, u64)> {
+        let (key, count) = (self.key.take(), self.count.take());
+        let (a, b) = (std::mem::take(&mut self.a), std::mem::take(&mut self.b));
+        let m = verdict(key?, count?, a.0, b.0, &ctx.shared.config.mirrors)?;
+        {
+            let mut report = ctx.report.borrow_mut();
+            match m.verdict {
+                Verdict::Mirror => report.mirrors += 1,
+                Verdict::Partial => report.partial_mirrors += 1,
+            }
+        }
+        let group = (m.verdict == Verdict::Mirror).then(|| (m.clone(), a.1, b.1));
+        self.part.push(ctx, m);
+        group
+    }
+}
+
+/// Step 5: each candidate meets its two answers at the host pair's worker (sorted
+/// together by key), which judges it and writes `mirrors/` in key order; the `mirror`
+/// verdicts go on with both hosts' documents.
+fn judge_candidates<'s>(
+    judged: StreamVec<'s, u64, Judged>,
+    ctx: &Rc<WorkerCtx>,
+) -> StreamVec<'s, u64, (Mirror, u64, u64)> {
+    let (each, done, fail) = (ctx.clone(), ctx.clone(), ctx.clone());
+    let walk = JudgeWalk {
+        key: None,
+        count: None,
+        a: (0, 0),
+        b: (0, 0),
+        part: Part::create(ctx, Table::Mirrors),
+    };
+    judged
+        .sort_complete_split::<Judged, (Mirror, u64, u64), (), _, _>(
+            Exchange::new(ctx.meter("mirrors", |r: &Judged| pair_route(r.key()))),
+            "JudgeMirrors",
+            ctx.sort("mirror candidates", WEB_SORT_SHARE),
+            walk,
+            |_, _| {},
+            move |walk, r, groups, _| {
+                if walk.key.as_ref() != Some(r.key()) {
+                    groups.give_iterator(walk.judge(&each).into_iter());
+                    walk.key = Some(r.key().clone());
+                }
+                match r {
+                    Judged::Candidate(_, count) => walk.count = Some(count),
+                    Judged::Answer(_, Side::A, under, docs) => walk.a = (under, docs),
+                    Judged::Answer(_, Side::B, under, docs) => walk.b = (under, docs),
+                }
+            },
+            move |mut walk, stats, groups, _| {
+                groups.give_iterator(walk.judge(&done).into_iter());
+                walk.part.commit(&done);
+                done.sorted("mirror candidates", stats);
+            },
+            move |e| fail.sort_failed("mirror candidates", e),
+        )
+        .0
+}
+
+/// Step 6, at worker 0: the mirror groups of the hosts in `mirror` verdicts, as their
+/// hosts' [`HostPart::Group`].
 fn groups_at_worker_0<'s>(
     mirrors: StreamVec<'s, u64, (Mirror, u64, u64)>,
     ctx: &Rc<WorkerCtx>,
-) -> StreamVec<'s, u64, (String, String, u64)> {
+) -> StreamVec<'s, u64, HostPart> {
     mirrors.collect_complete(
         Exchange::new(ctx.meter("mirrors", |_: &(Mirror, u64, u64)| 0)),
         "MirrorGroups",
         Vec::new(),
         |mirrors, data| mirrors.append(data),
         |mirrors, give| {
-            let hosts: BTreeMap<String, u64> = mirrors
+            let hosts: std::collections::BTreeMap<String, u64> = mirrors
                 .iter()
                 .flat_map(|(m, a, b)| [(m.host_a.clone(), *a), (m.host_b.clone(), *b)])
                 .collect();
@@ -434,88 +698,246 @@ fn groups_at_worker_0<'s>(
             let rows = mirror_groups(&hosts, &only);
             give.give_iterator(
                 rows.into_iter()
-                    .map(|g| (g.host, g.canonical_host, g.group_size)),
+                    .map(|g| HostPart::Group(g.host, g.canonical_host, g.group_size)),
             );
         },
     )
 }
 
-/// Step 6 at each host's worker: `hosts/`, one row per host; and step 7, the doc_ids of the
-/// clustered pages on mirroring hosts (collected only under `--keep canonical-host`).
+/// Step 6's walk at a host's worker: the host whose group was given last, and this
+/// worker's part of `hosts/`.
+struct RowWalk {
+    group: Option<(String, String, u64)>,
+    part: Part<HostRow>,
+}
+
+/// Step 6 at each host's worker: `hosts/`, one row per host, in host order; and step 7,
+/// the doc_ids of the clustered pages on mirroring hosts (collected only under `--keep
+/// canonical-host`), to worker 0.
 fn write_hosts<'s>(
-    host_infos: StreamVec<'s, u64, HostInfo>,
-    groups: StreamVec<'s, u64, (String, String, u64)>,
+    parts: StreamVec<'s, u64, HostPart>,
     ctx: &Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, u64> {
-    let write_ctx = ctx.clone();
-    let state: (Vec<HostInfo>, HashMap<String, (String, u64)>) = Default::default();
-    host_infos.collect_complete_with(
-        groups,
-        Pipeline,
-        Exchange::new(
-            ctx.meter("mirrors", |(host, _, _): &(String, String, u64)| {
-                host_route(host)
-            }),
-        ),
-        "WriteHosts",
-        state,
-        |(infos, _), data| infos.append(data),
-        |(_, groups), data| groups.extend(data.drain(..).map(|(h, c, n)| (h, (c, n)))),
-        move |(infos, groups), give| {
-            let (rows, mirroring) = host_rows(infos, &groups);
-            write_ctx.report.borrow_mut().hosts += rows.len() as u64;
-            write_part(&write_ctx, Table::Hosts, rows);
-            give.give_iterator(mirroring.into_iter());
-            write_ctx.stage_done("mirrors");
-        },
-    )
+    let (each, done, fail) = (ctx.clone(), ctx.clone(), ctx.clone());
+    let walk = RowWalk {
+        group: None,
+        part: Part::create(ctx, Table::Hosts),
+    };
+    parts
+        .sort_complete_split::<HostPart, u64, (), _, _>(
+            Exchange::new(ctx.meter("mirrors", |r: &HostPart| host_route(r.key().0))),
+            "WriteHosts",
+            ctx.sort("mirror host rows", WEB_SORT_SHARE),
+            walk,
+            |_, _| {},
+            move |walk, r, mirroring, _| {
+                let group_of = |host: &str, walk: &RowWalk| {
+                    walk.group
+                        .as_ref()
+                        .filter(|(h, _, _)| h == host)
+                        .map(|(_, canonical, size)| (canonical.clone(), *size))
+                };
+                match r {
+                    HostPart::Group(host, canonical, size) => {
+                        walk.group = Some((host, canonical, size))
+                    }
+                    HostPart::Counts(host, documents, paths) => {
+                        let (canonical_host, group_size) =
+                            group_of(&host, walk).unwrap_or_else(|| (host.clone(), 1));
+                        each.report.borrow_mut().hosts += 1;
+                        walk.part.push(
+                            &each,
+                            HostRow {
+                                host,
+                                documents,
+                                paths,
+                                canonical_host,
+                                group_size,
+                            },
+                        );
+                    }
+                    HostPart::Doc(host, doc) => {
+                        if group_of(&host, walk).is_some_and(|(canonical, _)| canonical != host) {
+                            mirroring.give(doc);
+                        }
+                    }
+                }
+            },
+            move |walk, stats, _, _| {
+                walk.part.commit(&done);
+                done.sorted("mirror host rows", stats);
+                done.stage_done("mirrors");
+            },
+            move |e| fail.sort_failed("mirror host rows", e),
+        )
+        .0
 }
 
-/// The `hosts/` rows of one worker's hosts, sorted, and the doc_ids of their clustered
-/// pages on mirroring hosts (in a group, not its canonical host).
-fn host_rows(
-    mut infos: Vec<HostInfo>,
-    groups: &HashMap<String, (String, u64)>,
-) -> (Vec<HostRow>, Vec<u64>) {
-    infos.sort_unstable();
-    let mut mirroring: Vec<u64> = Vec::new();
-    let rows = infos
-        .into_iter()
-        .map(|(host, documents, paths, docs)| {
-            let (canonical_host, group_size) = groups
-                .get(&host)
-                .cloned()
-                .unwrap_or_else(|| (host.clone(), 1));
-            if canonical_host != host {
-                mirroring.extend(docs);
+/// This worker's part of a table, written row by row as a walk gives them (possibly
+/// empty, like every table's parts); `None` once a write failed (the run fails).
+struct Part<R: OutputRow>(Option<PartWriter<R>>);
+
+impl<R: OutputRow> Part<R> {
+    fn create(ctx: &WorkerCtx, table: Table) -> Self {
+        let config = &ctx.shared.config;
+        let dir = OutputDirs::new(&config.output).table(table);
+        let meta = crate::output::search_meta(config);
+        match PartWriter::<R>::create(&dir, ctx.part(), &meta) {
+            Ok(w) => Part(Some(w)),
+            Err(e) => {
+                ctx.fail(e.to_string());
+                Part(None)
             }
-            HostRow {
-                host,
-                documents,
-                paths,
-                canonical_host,
-                group_size,
+        }
+    }
+
+    fn push(&mut self, ctx: &WorkerCtx, row: R) {
+        if let Some(w) = self.0.as_mut() {
+            if let Err(e) = w.push(row) {
+                ctx.fail(e.to_string());
+                self.0 = None;
             }
-        })
-        .collect();
-    (rows, mirroring)
+        }
+    }
+
+    fn commit(self, ctx: &WorkerCtx) {
+        if let Some(w) = self.0 {
+            match w.commit() {
+                Ok(path) => ctx
+                    .report
+                    .borrow_mut()
+                    .parts
+                    .push(path.display().to_string()),
+                Err(e) => ctx.fail(e.to_string()),
+            }
+        }
+    }
 }
 
-/// Writes this worker's part of `table` (possibly empty, like every table's parts).
-fn write_part<R: OutputRow>(ctx: &WorkerCtx, table: Table, rows: Vec<R>) {
-    let config = &ctx.shared.config;
-    let dir = OutputDirs::new(&config.output).table(table);
-    let meta = crate::output::search_meta(config);
-    let written = PartWriter::<R>::create(&dir, ctx.part(), &meta).and_then(|mut w| {
-        rows.into_iter().try_for_each(|r| w.push(r))?;
-        w.commit()
-    });
-    match written {
-        Ok(path) => ctx
-            .report
-            .borrow_mut()
-            .parts
-            .push(path.display().to_string()),
-        Err(e) => ctx.fail(e.to_string()),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neardup_core::mirrors::{count_links, paths_under};
+    use neardup_core::mix::splitmix64;
+    use std::collections::BTreeMap;
+
+    fn key(host_a: &str, prefix_a: &str, host_b: &str, prefix_b: &str) -> MirrorKey {
+        MirrorKey {
+            host_a: host_a.into(),
+            prefix_a: prefix_a.into(),
+            host_b: host_b.into(),
+            prefix_b: prefix_b.into(),
+        }
+    }
+
+    /// Random paths of a few levels over a small alphabet, so that prefixes nest and repeat.
+    fn path(state: &mut u64) -> String {
+        let depth = 1 + splitmix64(state) % 4;
+        let mut p = String::new();
+        for _ in 0..depth {
+            p.push('/');
+            p.push_str(["a", "b", "ab", "a.html", ""][(splitmix64(state) % 5) as usize]);
+        }
+        p
+    }
+
+    /// The sorted walk answers every request as the simple version does: the host's
+    /// distinct paths under the prefix by binary search in its sorted list
+    /// ([`paths_under`]), with the host's documents; and counts each host.
+    #[test]
+    fn host_walk_counts_the_paths_under_each_prefix_as_paths_under() {
+        let mut state = 3;
+        for round in 0..50 {
+            let mut records = Vec::new();
+            let mut lists: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for _ in 0..(splitmix64(&mut state) % 60) {
+                let host = format!("h{}", splitmix64(&mut state) % 3);
+                let p = path(&mut state);
+                lists.entry(host.clone()).or_default().push(p.clone());
+                records.push(AtHost::Path(host, p));
+            }
+            for _ in 0..(splitmix64(&mut state) % 20) {
+                let host = format!("h{}", splitmix64(&mut state) % 4);
+                let mut prefix = path(&mut state);
+                prefix.truncate(prefix.rfind('/').unwrap() + 1);
+                let other = format!("o{}", splitmix64(&mut state) % 2);
+                let (k, side) = match splitmix64(&mut state) % 2 {
+                    0 => (key(&host, &prefix, &other, "/"), Side::A),
+                    _ => (key(&other, "/", &host, &prefix), Side::B),
+                };
+                records.push(AtHost::Request(k, side));
+            }
+            let mut simple: Vec<Judged> = Vec::new();
+            let mut counted = Vec::new();
+            for r in &records {
+                if let AtHost::Request(k, side) = r {
+                    let (host, prefix) = Side::of(k, *side);
+                    let documents = lists.get(host).map_or(0, |l| l.len() as u64);
+                    let mut list = lists.get(host).cloned().unwrap_or_default();
+                    list.sort();
+                    list.dedup();
+                    let under = paths_under(&list, prefix);
+                    simple.push(Judged::Answer(k.clone(), *side, under, documents));
+                }
+            }
+            for (host, list) in &lists {
+                let mut distinct = list.clone();
+                distinct.sort();
+                distinct.dedup();
+                counted.push((host.clone(), list.len() as u64, distinct.len() as u64));
+            }
+            records.sort();
+            let mut walk = HostWalk::default();
+            let (mut answers, mut hosts) = (Vec::new(), Vec::new());
+            let mut take = |done: Option<(Vec<Judged>, Option<HostPart>)>| {
+                if let Some((a, h)) = done {
+                    answers.extend(a);
+                    hosts.extend(h.map(|h| match h {
+                        HostPart::Counts(host, documents, paths) => (host, documents, paths),
+                        _ => unreachable!("only counts"),
+                    }));
+                }
+            };
+            for r in records {
+                take(walk.step(r));
+            }
+            take(walk.finish());
+            let show = |v: &mut Vec<Judged>| {
+                let mut s: Vec<String> = v.iter().map(|j| format!("{j:?}")).collect();
+                s.sort();
+                s
+            };
+            assert_eq!(show(&mut answers), show(&mut simple), "round {round}");
+            assert_eq!(hosts, counted, "round {round}");
+        }
+    }
+
+    /// The walk over sorted links counts each key as [`count_links`] does.
+    #[test]
+    fn link_walk_counts_as_count_links() {
+        let mut state = 11;
+        for round in 0..50 {
+            let links: Vec<Link> = (0..(splitmix64(&mut state) % 80))
+                .map(|_| Link {
+                    key: key(
+                        &format!("a{}", splitmix64(&mut state) % 2),
+                        "/",
+                        &format!("b{}", splitmix64(&mut state) % 3),
+                        "/m/",
+                    ),
+                    rel: format!("p{}", splitmix64(&mut state) % 5),
+                    identical: splitmix64(&mut state).is_multiple_of(3),
+                })
+                .collect();
+            let simple: Vec<(MirrorKey, LinkCount)> =
+                count_links(links.clone()).into_iter().collect();
+            let mut sorted = links;
+            sorted.sort();
+            let mut walk = LinkWalk::default();
+            let mut got: Vec<(MirrorKey, LinkCount)> =
+                sorted.into_iter().filter_map(|l| walk.step(l)).collect();
+            got.extend(walk.close_key());
+            assert_eq!(got, simple, "round {round}");
+        }
     }
 }
