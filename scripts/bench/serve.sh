@@ -25,7 +25,8 @@ if [ "$PROFILE" = release ]; then
 else
   (cd "$ROOT" && cargo build -q --bin neardup --example serve_bench)
 fi
-NEARDUP=$TARGET/$PROFILE/neardup
+# NEARDUP: another build of the service to measure (its figures beside this one's).
+NEARDUP=${NEARDUP:-$TARGET/$PROFILE/neardup}
 BENCH=$TARGET/$PROFILE/examples/serve_bench
 mkdir -p "$WORK"
 echo "profile: $PROFILE; machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"

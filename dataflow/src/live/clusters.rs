@@ -8,12 +8,18 @@
 //! split it again.
 //!
 //! Differential dataflow maintains the same labels under additions *and* retractions: the
-//! documents enter as `(doc, doc)` labels, the edges in both directions, and
+//! linked documents enter as `(doc, doc)` labels, the edges in both directions, and
 //! `propagate` (minimum-label propagation to a fixed point) keeps, for every document, the
 //! smallest document number it is connected to. Each [`LiveClusters::commit`] advances the
 //! input by one step and runs until that step is done; differential then does work in
 //! proportion to what changed, and reports only the labels that changed, which are applied
 //! to a plain map that queries read ([`LiveClusters::cluster_of`]).
+//!
+//! **Only linked documents are held.** A document without an edge is a cluster of its own,
+//! and most documents of a crawl's index are: it costs nothing here. A document enters the
+//! dataflow with its first edge and leaves it with its last, so memory and the work of a
+//! start-up grow with the clustered documents, not with the index. The caller knows which
+//! documents are present and links only those.
 //!
 //! The structure runs one timely worker on the calling thread (it is not `Send`): the
 //! service owns it on a thread of its own and sends it the changes.
@@ -22,17 +28,14 @@
 //! use neardup_dataflow::live::clusters::LiveClusters;
 //!
 //! let mut live = LiveClusters::new();
-//! for doc in [1, 2, 3] {
-//!     live.add_document(doc);
-//! }
 //! live.add_edge(1, 2);
 //! live.add_edge(2, 3);
 //! live.commit();
 //! assert_eq!(live.cluster_of(3), Some(1));
-//! // Document 2 was the bridge: without it, 3 is alone again.
+//! // Document 2 was the bridge: without it, 1 and 3 are alone again.
 //! live.remove_document(2);
 //! live.commit();
-//! assert_eq!((live.cluster_of(1), live.cluster_of(3)), (Some(1), Some(3)));
+//! assert_eq!((live.cluster_of(1), live.cluster_of(3)), (None, None));
 //! ```
 
 use std::cell::RefCell;
@@ -49,7 +52,8 @@ use timely::worker::Worker;
 /// What the dataflow reported since the last commit: `((doc, label), diff)`.
 type Reported = Rc<RefCell<Vec<((u64, u64), isize)>>>;
 
-/// A label change: the document, its cluster label before and after (`None`: not present).
+/// A label change: the document, its cluster label before and after (`None`: in no cluster
+/// of two or more, or not present).
 pub type LabelChange = (u64, Option<u64>, Option<u64>);
 
 /// Clusters of the documents present, maintained incrementally (see the module docs).
@@ -60,11 +64,12 @@ pub struct LiveClusters {
     probe: ProbeHandle<u64>,
     /// What the dataflow reported since the last commit: `((doc, label), diff)`.
     reported: Reported,
-    /// Each present document's label: the smallest document number of its cluster.
+    /// Each linked document's label: the smallest document number of its cluster.
     labels: HashMap<u64, u64>,
     /// The members of each label's cluster.
     members: HashMap<u64, BTreeSet<u64>>,
-    /// The documents present, and their neighbours (the edges, both ways).
+    /// The linked documents and their neighbours (the edges, both ways): never an empty
+    /// set.
     adjacent: HashMap<u64, HashSet<u64>>,
 }
 
@@ -111,50 +116,58 @@ impl LiveClusters {
         }
     }
 
-    /// Adds a document without neighbours (nothing if it is present).
-    pub fn add_document(&mut self, doc: u64) {
-        if let std::collections::hash_map::Entry::Vacant(e) = self.adjacent.entry(doc) {
-            e.insert(HashSet::new());
-            self.nodes.insert((doc, doc));
-        }
-    }
-
-    /// Removes a document and all its edges (nothing if it is absent).
+    /// Removes a document and all its edges (nothing if it has none).
     pub fn remove_document(&mut self, doc: u64) {
         let Some(neighbours) = self.adjacent.remove(&doc) else {
             return;
         };
         for other in neighbours {
-            if let Some(theirs) = self.adjacent.get_mut(&other) {
-                theirs.remove(&doc);
-            }
+            self.unlink_one_way(other, doc);
             self.edges.remove((doc, other));
             self.edges.remove((other, doc));
         }
         self.nodes.remove((doc, doc));
     }
 
-    /// Links two present documents (nothing if either is absent, or they are linked).
+    /// Links two present documents (nothing if they are linked): each enters the
+    /// dataflow with its first edge.
     pub fn add_edge(&mut self, a: u64, b: u64) {
-        if a == b || !self.adjacent.contains_key(&a) || !self.adjacent.contains_key(&b) {
+        if a == b || self.adjacent.get(&a).is_some_and(|n| n.contains(&b)) {
             return;
         }
-        if self.adjacent.get_mut(&a).expect("present").insert(b) {
-            self.adjacent.get_mut(&b).expect("present").insert(a);
-            self.edges.insert((a, b));
-            self.edges.insert((b, a));
+        for (x, y) in [(a, b), (b, a)] {
+            self.adjacent
+                .entry(x)
+                .or_insert_with(|| {
+                    self.nodes.insert((x, x));
+                    HashSet::new()
+                })
+                .insert(y);
         }
+        self.edges.insert((a, b));
+        self.edges.insert((b, a));
     }
 
-    /// Unlinks two documents (nothing if they are not linked).
+    /// Unlinks two documents (nothing if they are not linked): each leaves the dataflow
+    /// with its last edge.
     pub fn remove_edge(&mut self, a: u64, b: u64) {
-        if self.adjacent.get_mut(&a).is_some_and(|n| n.remove(&b)) {
-            self.adjacent
-                .get_mut(&b)
-                .expect("edges are kept both ways")
-                .remove(&a);
-            self.edges.remove((a, b));
-            self.edges.remove((b, a));
+        if !self.adjacent.get(&a).is_some_and(|n| n.contains(&b)) {
+            return;
+        }
+        self.unlink_one_way(a, b);
+        self.unlink_one_way(b, a);
+        self.edges.remove((a, b));
+        self.edges.remove((b, a));
+    }
+
+    /// Removes `b` from `a`'s neighbours, and `a` from the dataflow if that was its last.
+    fn unlink_one_way(&mut self, a: u64, b: u64) {
+        if let Some(theirs) = self.adjacent.get_mut(&a) {
+            theirs.remove(&b);
+            if theirs.is_empty() {
+                self.adjacent.remove(&a);
+                self.nodes.remove((a, a));
+            }
         }
     }
 
@@ -200,8 +213,8 @@ impl LiveClusters {
         changes
     }
 
-    /// The label of a present document's cluster (the smallest document number in it), as
-    /// of the last commit.
+    /// The label of a linked document's cluster (the smallest document number in it), as
+    /// of the last commit; `None` for a document alone (or absent).
     pub fn cluster_of(&self, doc: u64) -> Option<u64> {
         self.labels.get(&doc).copied()
     }
@@ -211,12 +224,12 @@ impl LiveClusters {
         self.members.get(&label).into_iter().flatten().copied()
     }
 
-    /// The number of documents present.
-    pub fn documents(&self) -> usize {
+    /// The number of linked documents (in clusters of two or more), as of now.
+    pub fn linked(&self) -> usize {
         self.adjacent.len()
     }
 
-    /// The neighbours of a present document.
+    /// The neighbours of a document.
     pub fn neighbours(&self, doc: u64) -> impl Iterator<Item = u64> + '_ {
         self.adjacent.get(&doc).into_iter().flatten().copied()
     }
@@ -229,25 +242,32 @@ mod tests {
     use proptest::prelude::*;
 
     /// The simple version: union-find over the documents present and their edges, from
-    /// scratch, each labelled with the smallest document of its component.
-    fn from_scratch(adjacent: &HashMap<u64, HashSet<u64>>) -> HashMap<u64, u64> {
+    /// scratch, each labelled with the smallest document of its component; a document
+    /// alone has no label.
+    fn from_scratch(present: &BTreeSet<u64>, edges: &BTreeSet<(u64, u64)>) -> HashMap<u64, u64> {
         let mut uf = UnionFind::new();
-        for (&a, ns) in adjacent {
-            uf.find(a);
-            for &b in ns {
-                uf.union(a, b);
-            }
+        for &d in present {
+            uf.find(d);
+        }
+        for &(a, b) in edges {
+            uf.union(a, b);
         }
         let mut smallest: HashMap<u64, u64> = HashMap::new();
-        for &d in adjacent.keys() {
+        let mut size: HashMap<u64, usize> = HashMap::new();
+        for &d in present {
             let root = uf.find(d);
             let s = smallest.entry(root).or_insert(d);
             *s = (*s).min(d);
+            *size.entry(root).or_default() += 1;
         }
-        adjacent
-            .keys()
-            .map(|&d| (d, smallest[&uf.find(d)]))
-            .collect()
+        let mut labels = HashMap::new();
+        for &d in present {
+            let root = uf.find(d);
+            if size[&root] >= 2 {
+                labels.insert(d, smallest[&root]);
+            }
+        }
+        labels
     }
 
     #[derive(Clone, Debug)]
@@ -272,26 +292,47 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
-        /// After any sequence of inserts, deletes, links and unlinks, the labels, members and
-        /// reported changes equal a from-scratch computation.
+        /// After any sequence of inserts, deletes, links and unlinks (links of present
+        /// documents only, as the service makes them), the labels, members and reported
+        /// changes equal a from-scratch computation, and only linked documents are held.
         #[test]
         fn labels_equal_a_from_scratch_run_after_every_commit(ops in prop::collection::vec(op(), 1..80)) {
             let mut live = LiveClusters::new();
+            let mut present: BTreeSet<u64> = BTreeSet::new();
+            let mut edges: BTreeSet<(u64, u64)> = BTreeSet::new();
             let mut seen: HashMap<u64, u64> = HashMap::new();
             for op in ops.into_iter().chain([Op::Commit]) {
                 match op {
-                    Op::Add(d) => live.add_document(d),
-                    Op::Remove(d) => live.remove_document(d),
-                    Op::Link(a, b) => live.add_edge(a, b),
-                    Op::Unlink(a, b) => live.remove_edge(a, b),
+                    Op::Add(d) => {
+                        present.insert(d);
+                    }
+                    Op::Remove(d) => {
+                        present.remove(&d);
+                        edges.retain(|&(a, b)| a != d && b != d);
+                        live.remove_document(d);
+                    }
+                    Op::Link(a, b) => {
+                        if a != b && present.contains(&a) && present.contains(&b) {
+                            edges.insert((a.min(b), a.max(b)));
+                            live.add_edge(a, b);
+                        }
+                    }
+                    Op::Unlink(a, b) => {
+                        edges.remove(&(a.min(b), a.max(b)));
+                        live.remove_edge(a, b);
+                    }
                     Op::Commit => {
                         let changes = live.commit();
-                        let want = from_scratch(&live.adjacent);
-                        for (&doc, &label) in &want {
-                            prop_assert_eq!(live.cluster_of(doc), Some(label), "doc {}", doc);
-                            prop_assert!(live.members(label).any(|m| m == doc));
+                        let want = from_scratch(&present, &edges);
+                        for d in 0..12 {
+                            let label = want.get(&d).copied();
+                            prop_assert_eq!(live.cluster_of(d), label, "doc {}", d);
+                            if let Some(label) = label {
+                                prop_assert!(live.members(label).any(|m| m == d));
+                            }
                         }
                         prop_assert_eq!(live.labels.len(), want.len());
+                        prop_assert_eq!(live.linked(), want.len());
                         let total: usize = live.members.values().map(|m| m.len()).sum();
                         prop_assert_eq!(total, want.len());
                         // The changes are exactly the difference from the last commit.
@@ -313,9 +354,6 @@ mod tests {
     #[test]
     fn a_removed_bridge_splits_its_cluster_and_a_new_one_joins_two() {
         let mut live = LiveClusters::new();
-        for d in 10..16 {
-            live.add_document(d);
-        }
         for (a, b) in [(10, 11), (11, 12), (13, 14), (14, 15)] {
             live.add_edge(a, b);
         }
@@ -333,8 +371,12 @@ mod tests {
         );
         live.remove_document(11);
         let changes = live.commit();
-        assert_eq!(live.members(10).collect::<Vec<_>>(), [10]);
+        // 10 is alone now: no cluster, and nothing held for it.
+        assert_eq!(live.members(10).count(), 0);
+        assert_eq!(live.cluster_of(10), None);
         assert_eq!(live.members(12).collect::<Vec<_>>(), [12, 13, 14, 15]);
         assert!(changes.contains(&(11, Some(10), None)));
+        assert!(changes.contains(&(10, Some(10), None)));
+        assert_eq!(live.linked(), 4);
     }
 }

@@ -55,6 +55,12 @@ pub const MAX_BATCH: usize = 4096;
 /// Records replayed between two clusters commits on start-up.
 const REPLAY_BATCH: usize = 8192;
 
+/// Indexed documents asked for their neighbours at once on start-up: each table is walked
+/// once per batch, so a batch should be large; it holds 24 bytes a document (its number
+/// and fingerprint, and the fingerprint again for the query), 25 MB at this size (5 in the
+/// unit tests, so that their indexes take several batches).
+const BASE_BATCH: usize = if cfg!(test) { 5 } else { 1 << 20 };
+
 /// The `source` a checkpoint records for the documents the service wrote.
 pub const SERVE_SOURCE: &str = "neardup serve";
 
@@ -749,26 +755,36 @@ impl Writer {
     }
 }
 
-/// Adds the index's documents and the edges between them to `live`, and labels the
-/// store's documents with the clusters they make.
+/// Adds the edges between the index's documents to `live` (only the linked documents
+/// enter it), and labels the store's clustered documents.
+///
+/// The simple version queries the index once per document (`Index::query`: a binary search
+/// in each table, 12 µs a document at 1M, 83% of a start-up). Here the documents are asked
+/// in batches of [`BASE_BATCH`] (`Index::query_batch`: each table walked once, in order, per
+/// batch); the edges are the same.
 fn cluster_base(store: &mut Store, live: &mut LiveClusters) {
     let k = store.k();
     let base = store.base();
+    let mut batch: Vec<(u64, u64)> = Vec::with_capacity(BASE_BATCH);
+    let mut ask = |batch: &mut Vec<(u64, u64)>| {
+        let fps: Vec<u64> = batch.iter().map(|&(_, fp)| fp).collect();
+        base.query_batch(&fps, k, |i, m| {
+            let (doc, other) = (batch[i].0, base.doc(m.generation, m.row).doc_id);
+            if other > doc {
+                live.add_edge(doc, other);
+            }
+        });
+        batch.clear();
+    };
     for view in base.docs() {
         if !view.empty {
-            live.add_document(view.doc_id);
+            batch.push((view.doc_id, view.simhash));
+            if batch.len() == BASE_BATCH {
+                ask(&mut batch);
+            }
         }
     }
-    for view in base.docs() {
-        if !view.empty {
-            base.query(view.simhash, k, |m| {
-                let other = base.doc(m.generation, m.row).doc_id;
-                if other > view.doc_id {
-                    live.add_edge(view.doc_id, other);
-                }
-            });
-        }
-    }
+    ask(&mut batch);
     let changes = live.commit();
     store.relabel(&changes);
 }
@@ -853,7 +869,6 @@ fn apply(store: &mut Store, live: &mut LiveClusters, record: Record) -> Answer {
                 Status::Near
             };
             if !empty {
-                live.add_document(doc);
                 for m in &matches {
                     live.add_edge(doc, m.doc_id);
                 }

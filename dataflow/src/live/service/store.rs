@@ -54,8 +54,9 @@ pub struct Store {
     digest_of: FxHashMap<u64, u128>,
     /// id -> document, for every present document with an id.
     ids: FxHashMap<Box<str>, u64>,
-    /// Cluster label of every present non-empty document (LiveClusters' labels: the
-    /// smallest doc number of its cluster, itself when alone).
+    /// Cluster label of every present document in a cluster of two or more
+    /// (LiveClusters' labels: the smallest doc number of its cluster); a document alone
+    /// has none.
     labels: FxHashMap<u64, u64>,
     /// Members per label.
     sizes: FxHashMap<u64, u64>,
