@@ -32,6 +32,9 @@ mkdir -p "$WORK"
 echo "profile: $PROFILE; machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+# The heap's part (anonymous pages) and the mapped files' (the index, in the page cache).
+anon_kib() { awk '/RssAnon/ {print $2}' "/proc/$1/status"; }
+file_kib() { awk '/RssFile/ {print $2}' "/proc/$1/status"; }
 
 # Starts the service on a free port; sets PID and ADDR, prints the start-up seconds.
 start() {
@@ -54,6 +57,7 @@ rm -rf "$WORK/empty"
 "$BENCH" make-index "$WORK/empty" 0
 start "$WORK/empty"
 EMPTY_RSS=$(rss_kib "$PID")
+EMPTY_ANON=$(anon_kib "$PID")
 kill -TERM "$PID"; wait "$PID" || true
 
 rm -rf "$WORK/index"
@@ -61,6 +65,8 @@ rm -rf "$WORK/index"
 start "$WORK/index"
 RSS=$(rss_kib "$PID")
 echo "memory: $RSS KiB resident with $N documents, $EMPTY_RSS KiB empty: $(( (RSS - EMPTY_RSS) * 1024 / N )) bytes per document"
+ANON=$(anon_kib "$PID")
+echo "of which heap: $(( (ANON - EMPTY_ANON) * 1024 / N )) bytes per document; mapped index files in the page cache: $(file_kib "$PID") KiB"
 
 for round in $(seq "$ROUNDS"); do
   "$BENCH" query "$ADDR" "$CLIENTS" "$SECS" "$N"

@@ -48,12 +48,18 @@ pub struct Store {
     written: FxHashMap<u64, Written>,
     /// One map per table: key -> `(doc, fingerprint)` of the written, non-empty documents.
     tables: Vec<FxHashMap<u64, Vec<(u64, u64)>>>,
-    /// Content digest -> the present non-empty documents with that digest.
-    digests: FxHashMap<u128, Vec<u64>>,
-    /// Each known document's digest (those written, and the index's where it has them).
+    /// The digests the index's `docs.bin` does not hold: those of the documents written
+    /// since it was opened, and of its documents in a format-1 index where the service
+    /// wrote them (`serve-digests.bin`). The rest are read from `docs.bin` when asked.
     digest_of: FxHashMap<u64, u128>,
-    /// id -> document, for every present document with an id.
+    /// id -> document, for the documents written since the index was opened (or last
+    /// checkpointed).
     ids: FxHashMap<Box<str>, u64>,
+    /// `(hash of the id, document)` of the index's documents with an id, sorted: 16 bytes
+    /// a document where a map of the ids took about 50. An id names the index's largest
+    /// document number that has it (the later of two with one id), unless that one was
+    /// replaced or deleted since (see [`Store::doc_of`]).
+    base_ids: Vec<(u64, u64)>,
     /// Cluster label of every present document in a cluster of two or more
     /// (LiveClusters' labels: the smallest doc number of its cluster); a document alone
     /// has none.
@@ -92,9 +98,9 @@ impl Store {
             removed: FxHashSet::default(),
             written: FxHashMap::default(),
             tables,
-            digests: FxHashMap::default(),
             digest_of: FxHashMap::default(),
             ids: FxHashMap::default(),
+            base_ids: Vec::new(),
             labels: FxHashMap::default(),
             sizes: FxHashMap::default(),
             clusters: 0,
@@ -111,21 +117,19 @@ impl Store {
         for view in self.base.docs() {
             self.documents += 1;
             if let Some(id) = view.id {
-                // An id given twice in an indexed run names the later document.
-                self.ids.insert(id.into(), view.doc_id);
+                self.base_ids.push((id_hash(id), view.doc_id));
             }
             if !view.empty {
                 self.indexed += 1;
-                let digest = indexed_digest(&view).or_else(|| digests.get(&view.doc_id).copied());
-                if let Some(d) = digest {
-                    known.push((view.doc_id, d));
+                if indexed_digest(&view).is_none() {
+                    if let Some(&d) = digests.get(&view.doc_id) {
+                        known.push((view.doc_id, d));
+                    }
                 }
             }
         }
-        for (doc, digest) in known {
-            self.digest_of.insert(doc, digest);
-            self.digests.entry(digest).or_default().push(doc);
-        }
+        self.digest_of.extend(known);
+        self.base_ids.sort_unstable();
     }
 
     /// Replaces the index by `base`, which holds exactly the documents present (a
@@ -135,6 +139,14 @@ impl Store {
         self.base = base;
         self.removed = FxHashSet::default();
         self.written = FxHashMap::default();
+        // Every present document is in the new index, which names each id's latest.
+        self.ids = FxHashMap::default();
+        self.base_ids = self
+            .base
+            .docs()
+            .filter_map(|view| Some((id_hash(view.id?), view.doc_id)))
+            .collect();
+        self.base_ids.sort_unstable();
         for table in &mut self.tables {
             *table = FxHashMap::default();
         }
@@ -167,16 +179,34 @@ impl Store {
         (self.clusters, self.clustered)
     }
 
-    /// The present document with this id.
+    /// The present document with this id: a written one, else the index's largest
+    /// document number with it, unless that one was replaced or deleted (the simple
+    /// version: a map of every present document's id, where a replaced or deleted
+    /// document's id is removed).
     pub fn doc_of(&self, id: &str) -> Option<u64> {
-        self.ids.get(id).copied()
+        if let Some(&doc) = self.ids.get(id) {
+            return Some(doc);
+        }
+        let h = id_hash(id);
+        let from = self.base_ids.partition_point(|&(x, _)| x < h);
+        let to = self.base_ids.partition_point(|&(x, _)| x <= h);
+        let doc = self.base_ids[from..to].iter().rev().find_map(|&(_, doc)| {
+            let (g, row) = self.find_base_any(doc)?;
+            (self.base.doc(g, row).id == Some(id)).then_some(doc)
+        })?;
+        (!self.removed.contains(&doc)).then_some(doc)
     }
 
-    /// Where a document of the index is: its generation and row.
+    /// Where a present document of the index is: its generation and row.
     fn find_base(&self, doc: u64) -> Option<(usize, u32)> {
         if self.removed.contains(&doc) {
             return None;
         }
+        self.find_base_any(doc)
+    }
+
+    /// Where a document of the index is, present or not.
+    fn find_base_any(&self, doc: u64) -> Option<(usize, u32)> {
         (0..self.base.generations()).find_map(|g| {
             let n = self.base.generation_documents(g);
             let row = partition(n, |r| self.base.doc(g, r as u32).doc_id < doc);
@@ -202,8 +232,13 @@ impl Store {
         }
     }
 
+    /// A present document's content digest, where known.
     pub fn digest(&self, doc: u64) -> Option<u128> {
-        self.digest_of.get(&doc).copied()
+        self.digest_of.get(&doc).copied().or_else(|| {
+            let (g, row) = self.find_base(doc)?;
+            let view = self.base.doc(g, row);
+            indexed_digest(&view).filter(|_| !view.empty)
+        })
     }
 
     /// A document's cluster (`None` when alone) and its size (1 when alone).
@@ -262,11 +297,6 @@ impl Store {
         }
     }
 
-    /// The present documents with this digest.
-    pub fn with_digest(&self, digest: u128) -> &[u64] {
-        self.digests.get(&digest).map_or(&[], Vec::as_slice)
-    }
-
     /// Adds a written document (its number is new).
     pub(crate) fn insert(&mut self, doc: u64, written: Written, digest: u128) {
         if let Some(old) = self.ids.insert(written.id.clone(), doc) {
@@ -282,7 +312,6 @@ impl Store {
                     .push((doc, written.simhash));
             }
             self.digest_of.insert(doc, digest);
-            self.digests.entry(digest).or_default().push(doc);
         }
         self.written.insert(doc, written);
     }
@@ -316,14 +345,7 @@ impl Store {
         } else {
             self.removed.insert(doc);
         }
-        if let Some(digest) = self.digest_of.remove(&doc) {
-            if let Some(docs) = self.digests.get_mut(&digest) {
-                docs.retain(|&d| d != doc);
-                if docs.is_empty() {
-                    self.digests.remove(&digest);
-                }
-            }
-        }
+        self.digest_of.remove(&doc);
         true
     }
 
@@ -403,8 +425,20 @@ impl Store {
 
     /// Every known digest of a present document.
     pub(crate) fn known_digests(&self) -> impl Iterator<Item = (u64, u128)> + '_ {
-        self.digest_of.iter().map(|(&d, &h)| (d, h))
+        let indexed = self.base.docs().filter_map(|view| {
+            let known =
+                self.removed.contains(&view.doc_id) || self.digest_of.contains_key(&view.doc_id);
+            indexed_digest(&view)
+                .filter(|_| !known && !view.empty)
+                .map(|d| (view.doc_id, d))
+        });
+        self.digest_of.iter().map(|(&d, &h)| (d, h)).chain(indexed)
     }
+}
+
+/// The hash of an id in [`Store::base_ids`].
+fn id_hash(id: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(id.as_bytes())
 }
 
 /// The first `i` in `0..n` for which `less(i)` is false (`less` true then false).
