@@ -11,7 +11,10 @@
 //! say what they are for a job.
 
 pub mod in_store;
+mod part;
 pub mod stop;
+
+pub use part::Part;
 
 use std::path::Path;
 

@@ -46,7 +46,7 @@ use neardup_core::mirrors::{
 #[cfg(doc)]
 use neardup_core::mirrors::{count_links, paths_under};
 use neardup_core::mix::{mix2, mix64};
-use neardup_io::parquet_out::{HostRow, OutputRow, PartWriter};
+use neardup_io::parquet_out::HostRow;
 use neardup_io::spill::SpillRecord;
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Exchange;
@@ -59,7 +59,7 @@ use crate::config::WEB_SORT_SHARE;
 use crate::operators::collect::Give;
 use crate::operators::sort::ordered_by;
 use crate::operators::{CollectComplete, SortComplete};
-use crate::output::{OutputDirs, Table};
+use crate::output::{Part, Table};
 use crate::records::{Assignment, DocFp};
 use crate::worker::WorkerCtx;
 
@@ -771,47 +771,6 @@ fn write_hosts<'s>(
             move |e| fail.sort_failed("mirror host rows", e),
         )
         .0
-}
-
-/// This worker's part of a table, written row by row as a walk gives them (possibly
-/// empty, like every table's parts); `None` once a write failed (the run fails).
-struct Part<R: OutputRow>(Option<PartWriter<R>>);
-
-impl<R: OutputRow> Part<R> {
-    fn create(ctx: &WorkerCtx, table: Table) -> Self {
-        let config = &ctx.shared.config;
-        let dir = OutputDirs::new(&config.output).table(table);
-        let meta = crate::output::search_meta(config);
-        match PartWriter::<R>::create(&dir, ctx.part(), &meta) {
-            Ok(w) => Part(Some(w)),
-            Err(e) => {
-                ctx.fail(e.to_string());
-                Part(None)
-            }
-        }
-    }
-
-    fn push(&mut self, ctx: &WorkerCtx, row: R) {
-        if let Some(w) = self.0.as_mut() {
-            if let Err(e) = w.push(row) {
-                ctx.fail(e.to_string());
-                self.0 = None;
-            }
-        }
-    }
-
-    fn commit(self, ctx: &WorkerCtx) {
-        if let Some(w) = self.0 {
-            match w.commit() {
-                Ok(path) => ctx
-                    .report
-                    .borrow_mut()
-                    .parts
-                    .push(path.display().to_string()),
-                Err(e) => ctx.fail(e.to_string()),
-            }
-        }
-    }
 }
 
 #[cfg(test)]

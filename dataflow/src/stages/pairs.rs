@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use neardup_io::parquet_out::{PairKind, PairRow, PartWriter};
+use neardup_io::parquet_out::{PairKind, PairRow};
 use neardup_io::spill::SpillRecord;
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Pipeline;
@@ -12,7 +12,7 @@ use timely::dataflow::StreamVec;
 use crate::config::PAIRS_SORT_SHARE;
 use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
-use crate::output::{OutputDirs, Table};
+use crate::output::{Part, Table};
 use crate::records::{Edge, EdgeKind};
 use crate::worker::WorkerCtx;
 
@@ -26,48 +26,24 @@ pub fn write_pairs<'s>(
     edges: StreamVec<'s, u64, Edge>,
     ctx: Rc<WorkerCtx>,
 ) -> StreamVec<'s, u64, Edge> {
-    let dir = OutputDirs::new(&ctx.shared.config.output).table(Table::Pairs);
-    let meta = crate::output::search_meta(&ctx.shared.config);
-    let writer = match PartWriter::<PairRow>::create(&dir, ctx.part(), &meta) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            ctx.fail(e.to_string());
-            None
-        }
-    };
+    let part = Part::<PairRow>::create(&ctx, Table::Pairs);
     let (count_ctx, each_ctx, end_ctx, fail_ctx) =
         (ctx.clone(), ctx.clone(), ctx.clone(), ctx.clone());
     let (edges, _) = edges.sort_complete_split::<ByPair, Edge, (), _, _>(
         Pipeline,
         "WritePairs",
         ctx.sort::<ByPair>("pairs", PAIRS_SORT_SHARE),
-        writer,
+        part,
         move |data, out| {
             let mut report = count_ctx.report.borrow_mut();
             report.exact_pairs += data.iter().filter(|e| e.kind == EdgeKind::Exact).count() as u64;
             report.url_pairs += data.iter().filter(|e| e.kind == EdgeKind::Url).count() as u64;
             out.give_iterator(data.iter().copied());
         },
-        move |writer, ByPair(row), _, _| {
-            if let Some(w) = writer.as_mut() {
-                if let Err(e) = w.push(row) {
-                    each_ctx.fail(e.to_string());
-                    *writer = None;
-                }
-            }
-        },
-        move |writer, stats, _, _| {
+        move |part, ByPair(row), _, _| part.push(&each_ctx, row),
+        move |part, stats, _, _| {
             end_ctx.sorted("pairs", stats);
-            if let Some(w) = writer {
-                match w.commit() {
-                    Ok(path) => end_ctx
-                        .report
-                        .borrow_mut()
-                        .parts
-                        .push(path.display().to_string()),
-                    Err(e) => end_ctx.fail(e.to_string()),
-                }
-            }
+            part.commit(&end_ctx);
         },
         move |e| fail_ctx.sort_failed("pairs", e),
     );
