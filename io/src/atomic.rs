@@ -11,6 +11,16 @@ use crate::error::IoError;
 /// complete new one: write a hidden temporary file in the same directory,
 /// sync it, rename it over `path`. Creates the directory if needed.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    write_atomically_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_atomically`] for a file too large to hold in memory: `write` streams its bytes
+/// into the temporary file (buffered), which is then synced and renamed over `path`. Where
+/// `write` fails, nothing is renamed and the temporary file is removed.
+pub fn write_atomically_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), IoError> {
     let write_err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| IoError::Write {
@@ -36,7 +46,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
         name.to_string_lossy(),
         std::process::id()
     ));
-    let result = write_and_sync(&tmp, bytes)
+    let result = write_and_sync(&tmp, write)
         .map_err(write_err(&tmp))
         .and_then(|()| fs::rename(&tmp, path).map_err(write_err(path)));
     if result.is_err() {
@@ -48,10 +58,13 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     crate::store::publish::published(path)
 }
 
-fn write_and_sync(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = File::create(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
+fn write_and_sync(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut file = std::io::BufWriter::with_capacity(1 << 20, File::create(path)?);
+    write(&mut file)?;
+    file.into_inner().map_err(|e| e.into_error())?.sync_all()
 }
 
 /// Makes a rename durable by syncing the directory. Best effort: some

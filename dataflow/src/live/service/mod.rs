@@ -29,6 +29,7 @@
 //! counts that file, so the next log's numbers never meet them.
 
 mod log;
+mod saved;
 mod store;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use fxhash::FxHashSet;
 use neardup_io::index::{Index, IndexWriter, Verify, FILE_SHIFT};
 use neardup_io::wal::{Wal, WalError};
 use serde::Serialize;
@@ -46,6 +48,8 @@ use thiserror::Error;
 
 use crate::live::clusters::LiveClusters;
 pub use log::{Record, DIGESTS_FILE, LOG_FILE, NEXT_LOG_FILE};
+pub use saved::STATE_FILE;
+use saved::{Saved, Unused};
 use store::Written;
 pub use store::{Neighbour, Store};
 
@@ -55,11 +59,17 @@ pub const MAX_BATCH: usize = 4096;
 /// Records replayed between two clusters commits on start-up.
 const REPLAY_BATCH: usize = 8192;
 
-/// Indexed documents asked for their neighbours at once on start-up: each table is walked
-/// once per batch, so a batch should be large; it holds 24 bytes a document (its number
-/// and fingerprint, and the fingerprint again for the query), 25 MB at this size (5 in the
-/// unit tests, so that their indexes take several batches).
+/// Indexed documents asked for their neighbours at once where the saved state is computed
+/// again ([`saved::compute`]): each table is walked once per batch, so a batch should be
+/// large; it holds 20 bytes a document (its position and fingerprint, and the fingerprint
+/// again for the query), 21 MB at this size (5 in the unit tests, so that their indexes
+/// take several batches).
 const BASE_BATCH: usize = if cfg!(test) { 5 } else { 1 << 20 };
+
+/// The most documents of a saved cluster that a write brings into the live clusters one
+/// query at a time (a binary search in each table, about 12 µs a document at 1M); a larger
+/// cluster's are asked as one batch ([`Index::query_batch`]: each table walked once).
+const TOUCH_ONE_BY_ONE: usize = 4096;
 
 /// The `source` a checkpoint records for the documents the service wrote.
 pub const SERVE_SOURCE: &str = "neardup serve";
@@ -83,6 +93,8 @@ pub enum ServiceError {
     },
     #[error("{}: {reason}", path.display())]
     BadDigests { path: PathBuf, reason: String },
+    #[error("{}: the state just written cannot be read back: {reason}", path.display())]
+    BadState { path: PathBuf, reason: String },
     #[error(
         "{}: the log holds {records} writes made over generation {stamp} of the index, but the index has changed since (its next generation is {next}); restore the index as it was, or move the log away to start without those writes",
         path.display()
@@ -426,6 +438,8 @@ struct Writer {
     index: IndexWriter,
     wal: Wal,
     live: LiveClusters,
+    /// The saved clusters brought into `live` since its last commit ([`touch`]).
+    touched: FxHashSet<u64>,
     store: Arc<RwLock<Store>>,
     stats: Arc<Mutex<Stats>>,
     /// The file number of this log's documents, and the next document number.
@@ -450,8 +464,9 @@ impl Writer {
         // Every byte checked once: a damaged index would answer wrongly, and be carried
         // into the next checkpoint with valid checksums.
         let base = Index::open(&dir, Verify::Checksums)?;
+        let saved = open_state(&dir, &base);
         let digests = log::read_digests(&dir)?;
-        let mut store = Store::new(base, &digests);
+        let mut store = Store::new(base, saved, &digests);
         drop(digests);
         let manifest = index.manifest().clone();
         let next = u64::from(manifest.next_generation);
@@ -490,13 +505,9 @@ impl Writer {
         let file = manifest.files;
         let mut live = LiveClusters::new();
         let k = store.k();
-        cluster_base(&mut store, &mut live);
         // Whether the index holds other clusters than those of its documents' edges (a run
         // and the service may link differently): then a checkpoint has something to write.
-        let reclustered = store
-            .base()
-            .docs()
-            .any(|v| v.cluster_id != store.cluster(v.doc_id).0.map(|c| c as i64));
+        let reclustered = store.reclustered();
         let next_doc = replay(&mut store, &mut live, &records, &log_path, file)?;
         let stats = Stats {
             k,
@@ -517,6 +528,7 @@ impl Writer {
             index,
             wal,
             live,
+            touched: FxHashSet::default(),
             store: store.clone(),
             stats: stats.clone(),
             file,
@@ -661,7 +673,7 @@ impl Writer {
             let mut store = self.store.write().expect("store lock");
             for (record, (write, _)) in records.into_iter().zip(&batch) {
                 answers.push(match record {
-                    Some(record) => apply(&mut store, &mut self.live, record),
+                    Some(record) => apply(&mut store, &mut self.live, &mut self.touched, record),
                     None => match write {
                         Write::Delete(_) => Answer::Delete(None),
                         Write::Put(_) => unreachable!("every put is logged"),
@@ -671,7 +683,7 @@ impl Writer {
         }
         let changes = self.live.commit();
         let mut store = self.store.write().expect("store lock");
-        store.relabel(&changes);
+        store.relabel(&changes, self.touched.drain());
         for answer in &mut answers {
             if let Answer::Put(put) = answer {
                 (put.cluster_id, put.cluster_size) = store.cluster(put.doc_id);
@@ -715,9 +727,18 @@ impl Writer {
         let (docs, documents) = {
             let store = self.store.read().expect("store lock");
             store.base().verify()?;
-            log::write_digests(&self.dir, store.known_digests())?;
             (store.entries(SERVE_SOURCE), store.documents())
         };
+        // The new generation's state, from what it holds: every present document's id, and
+        // the clusters as they are now (which the generation's cluster column records too).
+        let ids: Vec<(u64, u64)> = docs
+            .iter()
+            .filter_map(|d| Some((saved::id_hash(d.id.as_deref()?), d.doc_id)))
+            .collect();
+        let labels: Vec<(u64, u64)> = docs
+            .iter()
+            .filter_map(|d| Some((d.doc_id, d.cluster_id? as u64)))
+            .collect();
         let log_path = self.dir.join(LOG_FILE);
         let next_path = self.dir.join(NEXT_LOG_FILE);
         let number = u64::from(self.index.manifest().next_generation);
@@ -737,7 +758,16 @@ impl Writer {
         neardup_io::atomic::sync_parent(&log_path);
         self.wal = Wal::open(&log_path)?.0;
         let base = Index::open(&self.dir, Verify::Sizes)?;
-        self.store.write().expect("store lock").rebase(base);
+        // The new generation holds every digest in its `docs.bin` (the file beside the
+        // index was for format-1 generations, now rewritten); a stale one is harmless (the
+        // index's digests come first), only slower to start from.
+        if let Err(e) = log::write_digests(&self.dir, std::iter::empty()) {
+            eprintln!("neardup serve: {e}");
+        }
+        let saved = save_state(&self.dir, &base, ids, labels, false);
+        self.store.write().expect("store lock").rebase(base, saved);
+        // Every cluster is as saved again: the live clusters start empty.
+        self.live = LiveClusters::new();
         self.file = self.index.manifest().files;
         self.next_doc = self.file << FILE_SHIFT;
         self.last_checkpoint = Instant::now();
@@ -755,38 +785,93 @@ impl Writer {
     }
 }
 
-/// Adds the edges between the index's documents to `live` (only the linked documents
-/// enter it), and labels the store's clustered documents.
-///
-/// The simple version queries the index once per document (`Index::query`: a binary search
-/// in each table, 12 µs a document at 1M, 83% of a start-up). Here the documents are asked
-/// in batches of [`BASE_BATCH`] (`Index::query_batch`: each table walked once, in order, per
-/// batch); the edges are the same.
-fn cluster_base(store: &mut Store, live: &mut LiveClusters) {
-    let k = store.k();
-    let base = store.base();
-    let mut batch: Vec<(u64, u64)> = Vec::with_capacity(BASE_BATCH);
-    let mut ask = |batch: &mut Vec<(u64, u64)>| {
-        let fps: Vec<u64> = batch.iter().map(|&(_, fp)| fp).collect();
-        base.query_batch(&fps, k, |i, m| {
-            let (doc, other) = (batch[i].0, base.doc(m.generation, m.row).doc_id);
-            if other > doc {
-                live.add_edge(doc, other);
-            }
-        });
-        batch.clear();
-    };
-    for view in base.docs() {
-        if !view.empty {
-            batch.push((view.doc_id, view.simhash));
-            if batch.len() == BASE_BATCH {
-                ask(&mut batch);
-            }
-        }
+/// The saved state of the index `base` at `dir` ([`Saved`]): the one beside it, or, where
+/// that is absent, stale or damaged, one computed from the index and written there.
+fn open_state(dir: &Path, base: &Index) -> Saved {
+    let stamp = saved::stamp(base.manifest());
+    let k = base.manifest().k;
+    match Saved::open(dir, stamp, k) {
+        Ok(saved) => return saved,
+        Err(Unused::Damaged(reason)) => eprintln!(
+            "neardup serve: {}: {reason}; computing it again from the index",
+            dir.join(STATE_FILE).display()
+        ),
+        Err(Unused::Absent | Unused::Stale) => {}
     }
-    ask(&mut batch);
-    let changes = live.commit();
-    store.relabel(&changes);
+    let computed = saved::compute(base, k, BASE_BATCH);
+    save_state(
+        dir,
+        base,
+        computed.ids,
+        computed.labels,
+        computed.reclustered,
+    )
+}
+
+/// Writes the state of the index `base` at `dir` and maps it; where it cannot be written
+/// or read back, says so and keeps it in memory (a later start-up computes it again).
+fn save_state(
+    dir: &Path,
+    base: &Index,
+    mut ids: Vec<(u64, u64)>,
+    mut labels: Vec<(u64, u64)>,
+    reclustered: bool,
+) -> Saved {
+    let (stamp, k) = (saved::stamp(base.manifest()), base.manifest().k);
+    let written = Saved::write(dir, stamp, k, &mut ids, &mut labels, reclustered).and_then(|()| {
+        Saved::open(dir, stamp, k).map_err(|why| ServiceError::BadState {
+            path: dir.join(STATE_FILE),
+            reason: format!("{why:?}"),
+        })
+    });
+    written.unwrap_or_else(|e| {
+        eprintln!("neardup serve: {e}; keeping the index's state in memory (a start-up will compute it again)");
+        Saved::in_memory(stamp, k, &mut ids, &mut labels, reclustered)
+    })
+}
+
+/// Brings the saved cluster of `doc` (a document of the index) into `live` before a write
+/// changes it: its documents and the edges between them, as the index holds them
+/// (nothing when `doc` was alone, is not the index's, or its cluster is in `live`
+/// already). `touched` collects the clusters brought in until the next commit
+/// ([`Store::relabel`]).
+///
+/// The simple version puts every clustered document of the index into `live` at start-up
+/// (a query for each: 2 s a million documents, and 136 bytes of heap each at 1M). A
+/// cluster no write has touched is the same as when it was saved, so only the touched ones
+/// need the dataflow: a saved cluster is whole (no written document links to it, none of
+/// its documents was removed), and all the edges of its documents stay within it.
+fn touch(store: &Store, live: &mut LiveClusters, touched: &mut FxHashSet<u64>, doc: u64) {
+    let Some(label) = store.untouched_cluster(doc) else {
+        return;
+    };
+    if !touched.insert(label) {
+        return;
+    }
+    let (base, k) = (store.base(), store.k());
+    let members: Vec<(u64, u64)> = store
+        .saved_members(label)
+        .map(|m| {
+            let fp = store
+                .base_simhash(m)
+                .expect("a saved cluster's documents are the index's");
+            (m, fp)
+        })
+        .collect();
+    let mut link = |member: u64, generation: usize, row: u32| {
+        let other = base.doc(generation, row).doc_id;
+        if other > member && !store.is_removed(other) {
+            live.add_edge(member, other);
+        }
+    };
+    if members.len() <= TOUCH_ONE_BY_ONE {
+        for &(member, fp) in &members {
+            base.query(fp, k, |m| link(member, m.generation, m.row));
+        }
+    } else {
+        let fps: Vec<u64> = members.iter().map(|&(_, fp)| fp).collect();
+        base.query_batch(&fps, k, |i, m| link(members[i].0, m.generation, m.row));
+    }
 }
 
 /// Replays the log's `records` over the store and the clusters; returns the next document
@@ -803,6 +888,7 @@ fn replay(
 ) -> Result<u64, ServiceError> {
     let first = file << FILE_SHIFT;
     let mut next_doc = first;
+    let mut touched = FxHashSet::default();
     let mut offset = neardup_io::wal::WAL_HEADER_BYTES;
     for (n, chunk) in records.chunks(REPLAY_BATCH).enumerate() {
         for (i, bytes) in chunk.iter().enumerate() {
@@ -827,18 +913,23 @@ fn replay(
                 }
                 next_doc = doc + 1;
             }
-            apply(store, live, record);
+            apply(store, live, &mut touched, record);
             offset += neardup_io::wal::RECORD_HEADER_BYTES + bytes.len() as u64;
         }
         let changes = live.commit();
-        store.relabel(&changes);
+        store.relabel(&changes, touched.drain());
     }
     Ok(next_doc)
 }
 
 /// Applies one logged write to the store and the clusters (not yet committed), returning
 /// its answer (clusters filled in after the commit).
-fn apply(store: &mut Store, live: &mut LiveClusters, record: Record) -> Answer {
+fn apply(
+    store: &mut Store,
+    live: &mut LiveClusters,
+    touched: &mut FxHashSet<u64>,
+    record: Record,
+) -> Answer {
     match record {
         Record::Put {
             doc,
@@ -851,6 +942,7 @@ fn apply(store: &mut Store, live: &mut LiveClusters, record: Record) -> Answer {
         } => {
             let replaced = store.doc_of(&id);
             if let Some(old) = replaced {
+                touch(store, live, touched, old);
                 store.remove(old);
                 live.remove_document(old);
             }
@@ -870,6 +962,7 @@ fn apply(store: &mut Store, live: &mut LiveClusters, record: Record) -> Answer {
             };
             if !empty {
                 for m in &matches {
+                    touch(store, live, touched, m.doc_id);
                     live.add_edge(doc, m.doc_id);
                 }
             }
@@ -898,6 +991,7 @@ fn apply(store: &mut Store, live: &mut LiveClusters, record: Record) -> Answer {
             let Some(doc) = store.doc_of(&id) else {
                 return Answer::Delete(None);
             };
+            touch(store, live, touched, doc);
             store.remove(doc);
             live.remove_document(doc);
             Answer::Delete(Some(DeleteAnswer { id, doc_id: doc }))

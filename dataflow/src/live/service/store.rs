@@ -15,6 +15,8 @@ use neardup_core::{hamming, TableDesign};
 use neardup_io::index::{DocEntry, DocView, Index};
 use serde::Serialize;
 
+use super::saved::{id_hash, partition, Saved};
+
 /// A document written to the service since the index was last written.
 #[derive(Clone, Debug)]
 pub(crate) struct Written {
@@ -56,16 +58,18 @@ pub struct Store {
     /// id -> document, for the documents written since the index was opened (or last
     /// checkpointed).
     ids: FxHashMap<Box<str>, u64>,
-    /// `(hash of the id, document)` of the index's documents with an id, sorted: 16 bytes
-    /// a document where a map of the ids took about 50. An id names the index's largest
-    /// document number that has it (the later of two with one id), unless that one was
-    /// replaced or deleted since (see [`Store::doc_of`]).
-    base_ids: Vec<(u64, u64)>,
-    /// Cluster label of every present document in a cluster of two or more
-    /// (LiveClusters' labels: the smallest doc number of its cluster); a document alone
-    /// has none.
+    /// The index's saved state, mapped: its ids by hash (an id names the index's largest
+    /// document number that has it, unless that one was replaced or deleted since: see
+    /// [`Store::doc_of`]), and its clusters as they were when it was written.
+    saved: Saved,
+    /// The saved clusters that writes have touched since: their documents are in the live
+    /// clusters' dataflow, and [`Store::labels`] says where they are now.
+    loaded: FxHashSet<u64>,
+    /// Cluster label of every document of the live clusters in a cluster of two or more
+    /// (LiveClusters' labels: the smallest doc number of its cluster). The rest are as
+    /// saved (a cluster not [`Store::loaded`]), or alone.
     labels: FxHashMap<u64, u64>,
-    /// Members per label.
+    /// Members per label of [`Store::labels`].
     sizes: FxHashMap<u64, u64>,
     /// Clusters of two or more documents, and the documents in them.
     clusters: u64,
@@ -86,8 +90,9 @@ fn indexed_digest(view: &DocView<'_>) -> Option<u128> {
 }
 
 impl Store {
-    /// The documents of `base`, and `digests` (doc -> digest) for those of them it knows.
-    pub(crate) fn new(base: Index, digests: &FxHashMap<u64, u128>) -> Store {
+    /// The documents of `base` with its `saved` state, and `digests` (doc -> digest) for
+    /// those of them it knows.
+    pub(crate) fn new(base: Index, saved: Saved, digests: &FxHashMap<u64, u128>) -> Store {
         let design = base
             .design()
             .expect("the service refuses MinHash indexes before it opens them (Writer::open)")
@@ -101,7 +106,8 @@ impl Store {
             tables,
             digest_of: FxHashMap::default(),
             ids: FxHashMap::default(),
-            base_ids: Vec::new(),
+            saved,
+            loaded: FxHashSet::default(),
             labels: FxHashMap::default(),
             sizes: FxHashMap::default(),
             clusters: 0,
@@ -114,40 +120,36 @@ impl Store {
     }
 
     fn take_base(&mut self, digests: &FxHashMap<u64, u128>) {
-        let mut known = Vec::new();
-        for view in self.base.docs() {
-            self.documents += 1;
-            if let Some(id) = view.id {
-                self.base_ids.push((id_hash(id), view.doc_id));
-            }
-            if !view.empty {
-                self.indexed += 1;
-                if indexed_digest(&view).is_none() {
-                    if let Some(&d) = digests.get(&view.doc_id) {
-                        known.push((view.doc_id, d));
-                    }
-                }
-            }
+        let manifest = self.base.manifest();
+        (self.documents, self.indexed) = (manifest.documents, manifest.indexed);
+        (self.clusters, self.clustered) = self.saved.counts();
+        if digests.is_empty() {
+            return;
         }
+        let known: Vec<(u64, u128)> = self
+            .base
+            .docs()
+            .filter(|view| !view.empty && indexed_digest(view).is_none())
+            .filter_map(|view| Some((view.doc_id, *digests.get(&view.doc_id)?)))
+            .collect();
         self.digest_of.extend(known);
-        self.base_ids.sort_unstable();
     }
 
     /// Replaces the index by `base`, which holds exactly the documents present (a
-    /// checkpoint): the written documents' tables are emptied, the rest stays.
-    pub(crate) fn rebase(&mut self, base: Index) {
+    /// checkpoint), with its `saved` state: the written documents' tables are emptied, and
+    /// the clusters are the saved ones again (the caller starts its live clusters afresh).
+    pub(crate) fn rebase(&mut self, base: Index, saved: Saved) {
         debug_assert_eq!(base.manifest().documents, self.documents);
         self.base = base;
+        self.saved = saved;
         self.removed = FxHashSet::default();
         self.written = FxHashMap::default();
         // Every present document is in the new index, which names each id's latest.
         self.ids = FxHashMap::default();
-        self.base_ids = self
-            .base
-            .docs()
-            .filter_map(|view| Some((id_hash(view.id?), view.doc_id)))
-            .collect();
-        self.base_ids.sort_unstable();
+        self.loaded = FxHashSet::default();
+        self.labels = FxHashMap::default();
+        self.sizes = FxHashMap::default();
+        (self.clusters, self.clustered) = self.saved.counts();
         for table in &mut self.tables {
             *table = FxHashMap::default();
         }
@@ -188,12 +190,9 @@ impl Store {
         if let Some(&doc) = self.ids.get(id) {
             return Some(doc);
         }
-        let h = id_hash(id);
-        let from = self.base_ids.partition_point(|&(x, _)| x < h);
-        let to = self.base_ids.partition_point(|&(x, _)| x <= h);
-        let doc = self.base_ids[from..to].iter().rev().find_map(|&(_, doc)| {
-            let (g, row) = self.find_base_any(doc)?;
-            (self.base.doc(g, row).id == Some(id)).then_some(doc)
+        let doc = self.saved.ids(id_hash(id)).rev().find(|&doc| {
+            self.find_base_any(doc)
+                .is_some_and(|(g, row)| self.base.doc(g, row).id == Some(id))
         })?;
         (!self.removed.contains(&doc)).then_some(doc)
     }
@@ -242,15 +241,49 @@ impl Store {
         })
     }
 
-    /// A document's cluster (`None` when alone) and its size (1 when alone).
+    /// A present document's cluster (`None` when alone) and its size (1 when alone): as
+    /// the live clusters say, else as saved where no write has touched its saved cluster.
     pub fn cluster(&self, doc: u64) -> (Option<u64>, u64) {
-        match self.labels.get(&doc) {
-            Some(&label) => match self.sizes.get(&label).copied().unwrap_or(1) {
+        if let Some(&label) = self.labels.get(&doc) {
+            return match self.sizes.get(&label).copied().unwrap_or(1) {
                 1 => (None, 1),
                 n => (Some(label), n),
-            },
+            };
+        }
+        match self.untouched_cluster(doc) {
+            Some(label) => (Some(label), self.saved.size(label)),
             None => (None, 1),
         }
+    }
+
+    /// The saved cluster of a document of the index, where no write has touched it (its
+    /// documents are not in the live clusters).
+    pub(crate) fn untouched_cluster(&self, doc: u64) -> Option<u64> {
+        self.saved
+            .label(doc)
+            .filter(|label| !self.loaded.contains(label))
+    }
+
+    /// The documents of a saved cluster.
+    pub(crate) fn saved_members(&self, label: u64) -> impl Iterator<Item = u64> + '_ {
+        self.saved.members(label)
+    }
+
+    /// The fingerprint of a document of the index, present or not.
+    pub(crate) fn base_simhash(&self, doc: u64) -> Option<u64> {
+        let (g, row) = self.find_base_any(doc)?;
+        Some(self.base.doc(g, row).simhash)
+    }
+
+    /// Whether a document of the index was removed since it was opened.
+    pub(crate) fn is_removed(&self, doc: u64) -> bool {
+        self.removed.contains(&doc)
+    }
+
+    /// Whether the index's own cluster column differs from the service's clusters as
+    /// saved.
+    pub(crate) fn reclustered(&self) -> bool {
+        self.saved.reclustered()
     }
 
     /// The present, non-empty documents within `k` bits of `fp` (`k` at most the index's),
@@ -350,8 +383,21 @@ impl Store {
         true
     }
 
-    /// Applies cluster label changes `(doc, before, after)` from `LiveClusters::commit`.
-    pub(crate) fn relabel(&mut self, changes: &[crate::live::clusters::LabelChange]) {
+    /// Applies cluster label changes `(doc, before, after)` from `LiveClusters::commit`,
+    /// which includes the documents of the saved clusters `loaded` into it since the last
+    /// commit (their documents were taken out of the saved counts then, and come back
+    /// here).
+    pub(crate) fn relabel(
+        &mut self,
+        changes: &[crate::live::clusters::LabelChange],
+        loaded: impl IntoIterator<Item = u64>,
+    ) {
+        for label in loaded {
+            if self.loaded.insert(label) {
+                self.clusters -= 1;
+                self.clustered -= self.saved.size(label);
+            }
+        }
         for &(doc, before, after) in changes {
             if let Some(old) = before {
                 self.labels.remove(&doc);
@@ -423,18 +469,6 @@ impl Store {
         }
         out
     }
-
-    /// Every known digest of a present document.
-    pub(crate) fn known_digests(&self) -> impl Iterator<Item = (u64, u128)> + '_ {
-        let indexed = self.base.docs().filter_map(|view| {
-            let known =
-                self.removed.contains(&view.doc_id) || self.digest_of.contains_key(&view.doc_id);
-            indexed_digest(&view)
-                .filter(|_| !known && !view.empty)
-                .map(|d| (view.doc_id, d))
-        });
-        self.digest_of.iter().map(|(&d, &h)| (d, h)).chain(indexed)
-    }
 }
 
 /// What a table key is stored under in [`Store::tables`]: the key mixed (a bijection, so
@@ -446,23 +480,4 @@ impl Store {
 /// loop).
 fn slot(key: u64) -> u64 {
     neardup_core::mix::mix64(key)
-}
-
-/// The hash of an id in [`Store::base_ids`].
-fn id_hash(id: &str) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(id.as_bytes())
-}
-
-/// The first `i` in `0..n` for which `less(i)` is false (`less` true then false).
-fn partition(n: usize, less: impl Fn(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, n);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if less(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }

@@ -66,7 +66,8 @@ enum Op {
     Delete(usize),
     Query(usize),
     Checkpoint,
-    Restart,
+    /// A restart; `true`: with the saved state removed first (computed again on start).
+    Restart(bool),
 }
 
 /// Ids 0..6 are written by the test, ids 6..9 are the index's.
@@ -84,7 +85,7 @@ fn op(contents: usize) -> impl Strategy<Value = Op> {
         2 => (0usize..9).prop_map(Op::Delete),
         2 => (0..contents).prop_map(Op::Query),
         1 => Just(Op::Checkpoint),
-        1 => Just(Op::Restart),
+        1 => any::<bool>().prop_map(Op::Restart),
     ]
 }
 
@@ -412,9 +413,12 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 service.checkpoint().unwrap();
                 check_index(&dir, &model)?;
             }
-            Op::Restart => {
+            Op::Restart(fresh) => {
                 service.shutdown().unwrap();
                 drop(service);
+                if fresh {
+                    std::fs::remove_file(dir.join(STATE_FILE)).unwrap();
+                }
                 service = open(&dir);
             }
         }
@@ -453,14 +457,25 @@ fn a_replaced_bridge_splits_its_cluster_and_survives_a_restart() {
         Op::Put(0, a),
         Op::Put(1, b),
         Op::Put(2, c),
-        Op::Restart,
+        Op::Restart(false),
         Op::Put(1, far),
         Op::Checkpoint,
         Op::Put(1, b),
-        Op::Restart,
+        Op::Restart(true),
         Op::Delete(1),
         Op::Checkpoint,
-        Op::Restart,
+        Op::Restart(false),
+        // The bridge a document of the index: its saved cluster is split by a write.
+        Op::Put(1, b),
+        Op::Checkpoint,
+        Op::Restart(false),
+        Op::Put(1, far),
+        Op::Restart(false),
+        Op::Put(3, b),
+        Op::Delete(0),
+        Op::Checkpoint,
+        Op::Delete(3),
+        Op::Restart(true),
     ];
     run_ops(ops).unwrap();
 }

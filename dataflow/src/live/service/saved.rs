@@ -1,0 +1,602 @@
+//! What the service keeps beside the index so that a start-up reads it instead of
+//! recomputing it (`INDEX/serve-state.bin`): the ids of the index's documents by hash, and
+//! the clusters of its documents, by document and by cluster.
+//!
+//! The simple version recomputes all of it at every start: every document's id into a
+//! sorted list, every document's neighbours found in the index and the clusters built from
+//! them. That is work in proportion to the index (about 2 s a million documents, and the
+//! clusters' state in memory), before the first answer. Here the start-up of an index whose
+//! state is saved maps the file (the page cache holds it, not the heap) and checks its
+//! checksum; the clusters enter the live dataflow only when a write touches them
+//! (`Writer::touch`).
+//!
+//! The state is made for one state of the index: its stamp is a hash of the manifest's
+//! generations (their numbers, directories and checksums), so any change to the index (a
+//! checkpoint, a run adding a batch, a compaction) leaves it stale, and a start-up that finds
+//! it stale, damaged or absent computes it again ([`compute`]) and writes it. Each checkpoint
+//! writes the state of the generation it commits.
+//!
+//! Layout (little-endian 64-bit words after an 8-byte magic): a header of
+//! [`HEADER_WORDS`] (version, stamp, k, ids, clustered documents, clusters, whether the
+//! index's own cluster column differs, 0), then `(hash of the id, doc)` for every document
+//! with an id, sorted; `(doc, label)` for every document in a cluster of two or more, sorted
+//! (the label is the smallest document of its cluster); the same pairs as `(label, doc)`,
+//! sorted; then the xxh3-64 of all that precedes.
+
+use std::io::Write;
+use std::ops::Range;
+use std::path::Path;
+
+use memmap2::Mmap;
+use neardup_io::index::{Index, Manifest};
+
+use super::ServiceError;
+
+/// The state's file name inside the index directory.
+pub const STATE_FILE: &str = "serve-state.bin";
+
+const MAGIC: [u8; 8] = *b"NDSTATE\0";
+const VERSION: u64 = 1;
+/// Words of the header after the magic.
+const HEADER_WORDS: usize = 8;
+const HEADER_BYTES: usize = 8 + 8 * HEADER_WORDS;
+
+/// The stamp of an index's state: a hash of its manifest's generations.
+pub fn stamp(manifest: &Manifest) -> u64 {
+    let json = serde_json::to_vec(&manifest.generations).expect("generations serialize");
+    xxhash_rust::xxh3::xxh3_64(&json)
+}
+
+/// The saved state of one state of the index, mapped (see the module docs).
+pub struct Saved {
+    map: Bytes,
+    ids: usize,
+    clustered: usize,
+    clusters: u64,
+    reclustered: bool,
+}
+
+/// A state's bytes: the file mapped, or (where it could not be written) in memory.
+enum Bytes {
+    Mapped(Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// Why a state file is not used (a start-up then computes it again).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unused {
+    Absent,
+    Stale,
+    Damaged(String),
+}
+
+impl Saved {
+    /// Maps the state of the index at `dir` whose stamp is `stamp` and whose design's k is
+    /// `k`, checking its checksum.
+    pub fn open(dir: &Path, stamp: u64, k: u32) -> Result<Saved, Unused> {
+        let path = dir.join(STATE_FILE);
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unused::Absent),
+            Err(e) => return Err(Unused::Damaged(e.to_string())),
+        };
+        // SAFETY: the file is the service's own, replaced only by renaming a new one over
+        // it (never written in place), so the mapped bytes do not change under us.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| Unused::Damaged(e.to_string()))?;
+        Saved::parse(Bytes::Mapped(map), stamp, k)
+    }
+
+    /// A state of the layout in the module docs, checked.
+    fn parse(map: Bytes, stamp: u64, k: u32) -> Result<Saved, Unused> {
+        let damaged = |what: &str| Unused::Damaged(what.to_string());
+        if map.len() < HEADER_BYTES + 8 || map[..8] != MAGIC {
+            return Err(damaged("not a state file of neardup serve"));
+        }
+        let word = |i: usize| u64::from_le_bytes(map[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+        if word(0) != VERSION || word(1) != stamp || word(2) != u64::from(k) {
+            return Err(Unused::Stale);
+        }
+        let (ids, clustered) = (word(3) as usize, word(4) as usize);
+        let body = HEADER_BYTES + 16 * ids + 32 * clustered;
+        if map.len() != body + 8 {
+            return Err(damaged("its length does not match its header"));
+        }
+        let sum = u64::from_le_bytes(map[body..].try_into().unwrap());
+        if xxhash_rust::xxh3::xxh3_64(&map[..body]) != sum {
+            return Err(damaged("checksum mismatch"));
+        }
+        Ok(Saved {
+            clusters: word(5),
+            reclustered: word(6) != 0,
+            ids,
+            clustered,
+            map,
+        })
+    }
+
+    /// Writes a state for the index at `dir` (atomically): `ids` as `(hash of the id,
+    /// doc)`, `labels` as `(doc, label)` of every clustered document; both are sorted here.
+    pub fn write(
+        dir: &Path,
+        stamp: u64,
+        k: u32,
+        ids: &mut [(u64, u64)],
+        labels: &mut [(u64, u64)],
+        reclustered: bool,
+    ) -> Result<(), ServiceError> {
+        neardup_io::atomic::write_atomically_with(&dir.join(STATE_FILE), |out| {
+            encode(out, stamp, k, ids, labels, reclustered)
+        })?;
+        Ok(())
+    }
+
+    /// [`Saved::write`]'s state kept in memory instead, where it could not be written (the
+    /// next start-up computes it again).
+    pub fn in_memory(
+        stamp: u64,
+        k: u32,
+        ids: &mut [(u64, u64)],
+        labels: &mut [(u64, u64)],
+        reclustered: bool,
+    ) -> Saved {
+        let mut bytes = Vec::new();
+        encode(&mut bytes, stamp, k, ids, labels, reclustered).expect("writes to memory");
+        Saved::parse(Bytes::Owned(bytes), stamp, k).expect("a state just encoded reads back")
+    }
+
+    /// The `i`th pair of the array starting at byte `from`.
+    fn pair(&self, from: usize, i: usize) -> (u64, u64) {
+        let map = &self.map;
+        let at = from + 16 * i;
+        (
+            u64::from_le_bytes(map[at..at + 8].try_into().unwrap()),
+            u64::from_le_bytes(map[at + 8..at + 16].try_into().unwrap()),
+        )
+    }
+
+    /// The rows `0..n` of the array at `from` whose first word is `key`.
+    fn equal(&self, from: usize, n: usize, key: u64) -> Range<usize> {
+        let lo = partition(n, |i| self.pair(from, i).0 < key);
+        let hi = lo + partition(n - lo, |i| self.pair(from, lo + i).0 <= key);
+        lo..hi
+    }
+
+    fn ids_at(&self) -> usize {
+        HEADER_BYTES
+    }
+
+    fn by_doc_at(&self) -> usize {
+        HEADER_BYTES + 16 * self.ids
+    }
+
+    fn by_label_at(&self) -> usize {
+        self.by_doc_at() + 16 * self.clustered
+    }
+
+    /// The documents whose id hashes to `hash`, in document order.
+    pub fn ids(&self, hash: u64) -> impl DoubleEndedIterator<Item = u64> + '_ {
+        let rows = if self.ids == 0 {
+            0..0
+        } else {
+            self.equal(self.ids_at(), self.ids, hash)
+        };
+        rows.map(move |i| self.pair(self.ids_at(), i).1)
+    }
+
+    /// A document's cluster as saved: its label, `None` when it was alone.
+    pub fn label(&self, doc: u64) -> Option<u64> {
+        if self.clustered == 0 {
+            return None;
+        }
+        let rows = self.equal(self.by_doc_at(), self.clustered, doc);
+        (!rows.is_empty()).then(|| self.pair(self.by_doc_at(), rows.start).1)
+    }
+
+    /// The documents of the saved cluster `label`, in order.
+    pub fn members(&self, label: u64) -> impl Iterator<Item = u64> + '_ {
+        let rows = if self.clustered == 0 {
+            0..0
+        } else {
+            self.equal(self.by_label_at(), self.clustered, label)
+        };
+        rows.map(move |i| self.pair(self.by_label_at(), i).1)
+    }
+
+    /// The size of the saved cluster `label` (0: no such cluster).
+    pub fn size(&self, label: u64) -> u64 {
+        if self.clustered == 0 {
+            return 0;
+        }
+        self.equal(self.by_label_at(), self.clustered, label).len() as u64
+    }
+
+    /// Clusters of two or more, and the documents in them.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.clusters, self.clustered as u64)
+    }
+
+    /// Whether the index's own cluster column differs from these clusters (a run may
+    /// cluster otherwise than the service): then a checkpoint has something to write.
+    pub fn reclustered(&self) -> bool {
+        self.reclustered
+    }
+}
+
+/// Writes a state (see the module docs), sorting `ids` and `labels` first.
+fn encode(
+    out: &mut dyn Write,
+    stamp: u64,
+    k: u32,
+    ids: &mut [(u64, u64)],
+    labels: &mut [(u64, u64)],
+    reclustered: bool,
+) -> std::io::Result<()> {
+    ids.sort_unstable();
+    labels.sort_unstable();
+    let mut by_label: Vec<(u64, u64)> = labels.iter().map(|&(d, l)| (l, d)).collect();
+    by_label.sort_unstable();
+    let mut clusters = 0u64;
+    for (i, &(label, _)) in by_label.iter().enumerate() {
+        if i == 0 || by_label[i - 1].0 != label {
+            clusters += 1;
+        }
+    }
+    let header = [
+        VERSION,
+        stamp,
+        u64::from(k),
+        ids.len() as u64,
+        labels.len() as u64,
+        clusters,
+        u64::from(reclustered),
+        0,
+    ];
+    let mut out = Summed {
+        out,
+        hash: xxhash_rust::xxh3::Xxh3::new(),
+    };
+    out.write_all(&MAGIC)?;
+    for w in header {
+        out.write_all(&w.to_le_bytes())?;
+    }
+    for pairs in [&*ids, &*labels, &by_label] {
+        for &(a, b) in pairs {
+            out.write_all(&a.to_le_bytes())?;
+            out.write_all(&b.to_le_bytes())?;
+        }
+    }
+    let sum = out.hash.digest();
+    out.out.write_all(&sum.to_le_bytes())
+}
+
+/// Hashes what passes through to the file.
+struct Summed<'a> {
+    out: &'a mut dyn Write,
+    hash: xxhash_rust::xxh3::Xxh3,
+}
+
+impl Write for Summed<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// A state computed from an index, for [`Saved::write`].
+pub struct Computed {
+    /// `(hash of the id, doc)` of every document with an id.
+    pub ids: Vec<(u64, u64)>,
+    /// `(doc, label)` of every document in a cluster of two or more.
+    pub labels: Vec<(u64, u64)>,
+    /// Whether the index's own cluster column differs from these clusters.
+    pub reclustered: bool,
+}
+
+/// Computes the state of `index` from scratch: the service's clusters are the connected components of the graph
+/// whose edges join two non-empty documents within `k` bits, each labelled with its
+/// smallest document.
+///
+/// The simple version adds every edge to the live clusters' dataflow (what a start-up did
+/// before the state was saved: 136 bytes of heap a document at 1M). Here union-find over the
+/// documents' positions (4 bytes a document, for the computation only) finds the same
+/// components, and every document's neighbours are asked in batches of `batch`
+/// ([`Index::query_batch`]: each table walked once a batch).
+pub fn compute(index: &Index, k: u32, batch: usize) -> Computed {
+    let starts: Vec<usize> = (0..index.generations())
+        .scan(0, |at, g| {
+            let start = *at;
+            *at += index.generation_documents(g);
+            Some(start)
+        })
+        .collect();
+    let n = starts
+        .last()
+        .map_or(0, |&s| s + index.generation_documents(starts.len() - 1));
+    let mut parent: Vec<u32> = (0..n as u32).collect();
+    fn root(parent: &mut [u32], mut x: u32) -> u32 {
+        while parent[x as usize] != x {
+            let up = parent[parent[x as usize] as usize];
+            parent[x as usize] = up;
+            x = up;
+        }
+        x
+    }
+    let mut ids = Vec::new();
+    let mut asked: Vec<(u32, u64)> = Vec::with_capacity(batch);
+    let ask = |asked: &mut Vec<(u32, u64)>, parent: &mut Vec<u32>| {
+        let fps: Vec<u64> = asked.iter().map(|&(_, fp)| fp).collect();
+        index.query_batch(&fps, k, |i, m| {
+            let other = (starts[m.generation] + m.row as usize) as u32;
+            let (a, b) = (root(parent, asked[i].0), root(parent, other));
+            if a != b {
+                // The larger position under the smaller: any rule gives the same sets.
+                let (lo, hi) = (a.min(b), a.max(b));
+                parent[hi as usize] = lo;
+            }
+        });
+        asked.clear();
+    };
+    for (position, view) in index.docs().enumerate() {
+        if let Some(id) = view.id {
+            ids.push((id_hash(id), view.doc_id));
+        }
+        if !view.empty {
+            asked.push((position as u32, view.simhash));
+            if asked.len() == batch {
+                ask(&mut asked, &mut parent);
+            }
+        }
+    }
+    ask(&mut asked, &mut parent);
+    // Each component's smallest document and size, at its root.
+    let mut smallest: Vec<u64> = vec![u64::MAX; n];
+    let mut size: Vec<u32> = vec![0; n];
+    for (position, view) in index.docs().enumerate() {
+        let r = root(&mut parent, position as u32) as usize;
+        smallest[r] = smallest[r].min(view.doc_id);
+        size[r] += 1;
+    }
+    let mut labels = Vec::new();
+    let mut reclustered = false;
+    for (position, view) in index.docs().enumerate() {
+        let r = root(&mut parent, position as u32) as usize;
+        let label = (size[r] >= 2).then_some(smallest[r]);
+        if let Some(l) = label {
+            labels.push((view.doc_id, l));
+        }
+        reclustered |= view.cluster_id != label.map(|l| l as i64);
+    }
+    Computed {
+        ids,
+        labels,
+        reclustered,
+    }
+}
+
+/// The hash of an id in the state (and in the store's lookups).
+pub fn id_hash(id: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(id.as_bytes())
+}
+
+/// The first `i` in `0..n` for which `less(i)` is false (`less` true then false).
+pub fn partition(n: usize, less: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if less(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neardup_core::unionfind::UnionFind;
+    use neardup_core::{hamming, TableDesign};
+    use neardup_io::index::{DocEntry, IndexSpec, IndexWriter, NewGeneration, Verify, FILE_SHIFT};
+    use serde_json::json;
+    use std::collections::HashMap;
+
+    const K: u32 = 3;
+
+    /// An index of two generations: centres with near copies (some chains: a copy near
+    /// the previous copy, not the centre), far documents, empty ones, some without ids,
+    /// some ids given twice; the cluster column as a run might have it (every fourth
+    /// document's differs from the service's).
+    fn index(dir: &Path, seed: u64) -> Vec<(u64, Option<String>, u64, bool)> {
+        let spec = IndexSpec {
+            scheme: "simhash-doc".into(),
+            fingerprint: json!({"test": true}),
+            design: TableDesign::for_k(K).unwrap(),
+            minhash: None,
+        };
+        let mut writer = IndexWriter::create(dir, &spec).unwrap();
+        let mut rng = neardup_core::testing::SeededRng::new(seed);
+        let mut all = Vec::new();
+        let mut centres: Vec<u64> = Vec::new();
+        for file in 0..2u64 {
+            let mut docs = Vec::new();
+            for i in 0..60u64 {
+                let doc = (file << FILE_SHIFT) + i * 2;
+                let r = rng.next_u64();
+                let simhash = if centres.is_empty() || r.is_multiple_of(3) {
+                    let c = rng.next_u64();
+                    centres.push(c);
+                    c
+                } else {
+                    // Near the last centre, which then moves: chains of copies.
+                    let c = centres.last_mut().unwrap();
+                    *c ^= 1 << (r % 64);
+                    if r.is_multiple_of(5) {
+                        *c ^= 1 << ((r >> 8) % 64);
+                    }
+                    *c
+                };
+                let empty = r.is_multiple_of(17);
+                let id = (!r.is_multiple_of(7)).then(|| format!("d{}", (r >> 20) % 90));
+                all.push((doc, id.clone(), simhash, empty));
+                docs.push(DocEntry {
+                    doc_id: doc,
+                    id,
+                    source: "t.jsonl".into(),
+                    simhash,
+                    empty,
+                    cluster_id: (i % 4 == 0).then_some(i as i64),
+                    ..Default::default()
+                });
+            }
+            writer
+                .add(NewGeneration {
+                    files: 1,
+                    docs,
+                    cluster_changes: Vec::new(),
+                    keep: None,
+                    decisions: None,
+                })
+                .unwrap();
+        }
+        all
+    }
+
+    /// The simple version: union-find over every pair of non-empty documents within k.
+    fn brute_force(all: &[(u64, Option<String>, u64, bool)]) -> Vec<(u64, u64)> {
+        let mut uf = UnionFind::new();
+        let live: Vec<_> = all.iter().filter(|d| !d.3).collect();
+        for a in &live {
+            uf.find(a.0);
+            for b in &live {
+                if hamming(a.2, b.2) <= K {
+                    uf.union(a.0, b.0);
+                }
+            }
+        }
+        let mut members: HashMap<u64, Vec<u64>> = HashMap::new();
+        for d in &live {
+            members.entry(uf.find(d.0)).or_default().push(d.0);
+        }
+        let mut out = Vec::new();
+        for m in members.values().filter(|m| m.len() >= 2) {
+            let label = *m.iter().min().unwrap();
+            out.extend(m.iter().map(|&d| (d, label)));
+        }
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn computed_clusters_and_ids_equal_brute_force() {
+        for seed in 1..6 {
+            let tmp = tempfile::tempdir().unwrap();
+            let all = index(tmp.path(), seed);
+            let base = Index::open(tmp.path(), Verify::Checksums).unwrap();
+            for batch in [1, 7, 1000] {
+                let Computed {
+                    mut ids,
+                    mut labels,
+                    reclustered,
+                } = compute(&base, K, batch);
+                labels.sort_unstable();
+                ids.sort_unstable();
+                let want = brute_force(&all);
+                assert!(want.len() > 10, "seed {seed}: too few clustered to test");
+                assert_eq!(labels, want, "seed {seed}, batch {batch}");
+                let mut want_ids: Vec<(u64, u64)> = all
+                    .iter()
+                    .filter_map(|d| Some((id_hash(d.1.as_deref()?), d.0)))
+                    .collect();
+                want_ids.sort_unstable();
+                assert_eq!(ids, want_ids);
+                assert!(reclustered, "the cluster column differs from the service's");
+            }
+        }
+    }
+
+    #[test]
+    fn a_state_reads_back_and_a_stale_or_damaged_one_is_not_used() {
+        let tmp = tempfile::tempdir().unwrap();
+        let all = index(tmp.path(), 3);
+        let base = Index::open(tmp.path(), Verify::Checksums).unwrap();
+        let stamp = stamp(base.manifest());
+        let Computed {
+            mut ids,
+            mut labels,
+            ..
+        } = compute(&base, K, 64);
+        let dir = tmp.path();
+        assert_eq!(Saved::open(dir, stamp, K).err(), Some(Unused::Absent));
+        Saved::write(dir, stamp, K, &mut ids, &mut labels, true).unwrap();
+        let in_memory = Saved::in_memory(stamp, K, &mut ids, &mut labels, true);
+        let saved = Saved::open(dir, stamp, K).unwrap();
+        let want = brute_force(&all);
+        for state in [&saved, &in_memory] {
+            assert!(state.reclustered());
+            let mut sizes: HashMap<u64, u64> = HashMap::new();
+            for &(_, l) in &want {
+                *sizes.entry(l).or_default() += 1;
+            }
+            assert_eq!(state.counts(), (sizes.len() as u64, want.len() as u64));
+            for &(doc, ..) in &all {
+                let label = want.iter().find(|w| w.0 == doc).map(|w| w.1);
+                assert_eq!(state.label(doc), label, "doc {doc}");
+                if let Some(l) = label {
+                    assert_eq!(state.size(l), sizes[&l]);
+                    let members: Vec<u64> = state.members(l).collect();
+                    let expected: Vec<u64> =
+                        want.iter().filter(|w| w.1 == l).map(|w| w.0).collect();
+                    assert_eq!(members, expected);
+                }
+            }
+            for (doc, id, ..) in &all {
+                if let Some(id) = id {
+                    assert!(state.ids(id_hash(id)).any(|d| d == *doc), "{id}");
+                }
+            }
+            assert_eq!(state.ids(id_hash("no such id")).count(), 0);
+        }
+        // Another state of the index, another k: stale.
+        assert_eq!(Saved::open(dir, stamp ^ 1, K).err(), Some(Unused::Stale));
+        assert_eq!(Saved::open(dir, stamp, K + 1).err(), Some(Unused::Stale));
+        // One byte changed, or the file cut short: damaged.
+        let path = dir.join(STATE_FILE);
+        let bytes = std::fs::read(&path).unwrap();
+        for at in [HEADER_BYTES + 5, bytes.len() - 20, bytes.len() - 1] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x10;
+            std::fs::write(&path, &bad).unwrap();
+            assert!(
+                matches!(Saved::open(dir, stamp, K), Err(Unused::Damaged(_))),
+                "byte {at}"
+            );
+        }
+        std::fs::write(&path, &bytes[..bytes.len() - 8]).unwrap();
+        assert!(matches!(
+            Saved::open(dir, stamp, K),
+            Err(Unused::Damaged(_))
+        ));
+        std::fs::write(&path, b"NDSTATE").unwrap();
+        assert!(matches!(
+            Saved::open(dir, stamp, K),
+            Err(Unused::Damaged(_))
+        ));
+    }
+}
