@@ -33,6 +33,7 @@ mod saved;
 mod store;
 #[cfg(test)]
 mod tests;
+mod written;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -50,8 +51,8 @@ use crate::live::clusters::LiveClusters;
 pub use log::{Record, DIGESTS_FILE, LOG_FILE, NEXT_LOG_FILE};
 pub use saved::STATE_FILE;
 use saved::{Saved, Unused};
-use store::Written;
 pub use store::{Neighbour, Store};
+use written::Written;
 
 /// The most writes the writer takes as one batch (one log sync, one clusters commit).
 pub const MAX_BATCH: usize = 4096;

@@ -2,30 +2,21 @@
 //! `neardup query` reads it) less the documents removed from it since, plus the documents
 //! written since, kept in memory in tables of the same design.
 //!
-//! The written documents' tables are hash maps from a table's key (the fingerprint's bits
-//! under the table's mask) to the documents with that key: a query looks its key up in
-//! every table, and reports a document only from the first table in which the two share a
-//! key ([`TableDesign::first_shared_table`]), exactly the rule of the saved tables, so the
-//! two halves together answer as one index over the documents present would.
+//! The written documents' tables ([`WrittenDocs`]) are keyed by a table's key (the
+//! fingerprint's bits under the table's mask): a query looks its key up in every table,
+//! and reports a document only from the first table in which the two share a key
+//! ([`TableDesign::first_shared_table`]), exactly the rule of the saved tables, so the two
+//! halves together answer as one index over the documents present would.
 //!
 //! Only the writer thread changes a store (under the service's write lock); queries share it.
 
 use fxhash::{FxHashMap, FxHashSet};
-use neardup_core::{hamming, TableDesign};
+use neardup_core::TableDesign;
 use neardup_io::index::{DocEntry, DocView, Index};
 use serde::Serialize;
 
 use super::saved::{id_hash, partition, Saved};
-
-/// A document written to the service since the index was last written.
-#[derive(Clone, Debug)]
-pub(crate) struct Written {
-    pub id: Box<str>,
-    pub simhash: u64,
-    pub empty: bool,
-    pub url: Option<Box<str>>,
-    pub time: Option<Box<str>>,
-}
+use super::written::{Written, WrittenDocs};
 
 /// One document within `k` of a query or of a document.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -47,17 +38,13 @@ pub struct Store {
     design: TableDesign,
     /// Documents of the index replaced or deleted since it was opened.
     removed: FxHashSet<u64>,
-    written: FxHashMap<u64, Written>,
-    /// One map per table: key -> `(doc, fingerprint)` of the written, non-empty documents,
-    /// each key as its [`slot`].
-    tables: Vec<FxHashMap<u64, Vec<(u64, u64)>>>,
-    /// The digests the index's `docs.bin` does not hold: those of the documents written
-    /// since it was opened, and of its documents in a format-1 index where the service
-    /// wrote them (`serve-digests.bin`). The rest are read from `docs.bin` when asked.
+    /// The documents written since the index was opened (or last checkpointed), with
+    /// their digests and tables.
+    written: WrittenDocs,
+    /// The digests of the index's documents that its `docs.bin` does not hold: those of a
+    /// format-1 index where the service wrote them (`serve-digests.bin`). The rest are read
+    /// from `docs.bin` when asked.
     digest_of: FxHashMap<u64, u128>,
-    /// id -> document, for the documents written since the index was opened (or last
-    /// checkpointed).
-    ids: FxHashMap<Box<str>, u64>,
     /// The index's saved state, mapped: its ids by hash (an id names the index's largest
     /// document number that has it, unless that one was replaced or deleted since: see
     /// [`Store::doc_of`]), and its clusters as they were when it was written.
@@ -97,15 +84,12 @@ impl Store {
             .design()
             .expect("the service refuses MinHash indexes before it opens them (Writer::open)")
             .clone();
-        let tables = (0..design.tables()).map(|_| FxHashMap::default()).collect();
         let mut store = Store {
             base,
-            design,
             removed: FxHashSet::default(),
-            written: FxHashMap::default(),
-            tables,
+            written: WrittenDocs::new(design.tables()),
+            design,
             digest_of: FxHashMap::default(),
-            ids: FxHashMap::default(),
             saved,
             loaded: FxHashSet::default(),
             labels: FxHashMap::default(),
@@ -143,16 +127,12 @@ impl Store {
         self.base = base;
         self.saved = saved;
         self.removed = FxHashSet::default();
-        self.written = FxHashMap::default();
         // Every present document is in the new index, which names each id's latest.
-        self.ids = FxHashMap::default();
+        self.written = WrittenDocs::new(self.design.tables());
         self.loaded = FxHashSet::default();
         self.labels = FxHashMap::default();
         self.sizes = FxHashMap::default();
         (self.clusters, self.clustered) = self.saved.counts();
-        for table in &mut self.tables {
-            *table = FxHashMap::default();
-        }
     }
 
     pub fn base(&self) -> &Index {
@@ -187,7 +167,7 @@ impl Store {
     /// version: a map of every present document's id, where a replaced or deleted
     /// document's id is removed).
     pub fn doc_of(&self, id: &str) -> Option<u64> {
-        if let Some(&doc) = self.ids.get(id) {
+        if let Some(doc) = self.written.doc_of(id) {
             return Some(doc);
         }
         let doc = self.saved.ids(id_hash(id)).rev().find(|&doc| {
@@ -216,7 +196,7 @@ impl Store {
 
     /// A present document's id, fingerprint, and whether it is empty.
     pub fn doc(&self, doc: u64) -> Option<(Option<&str>, u64, bool)> {
-        if let Some(w) = self.written.get(&doc) {
+        if let Some((w, _)) = self.written.get(doc) {
             return Some((Some(&w.id), w.simhash, w.empty));
         }
         let (g, row) = self.find_base(doc)?;
@@ -226,14 +206,17 @@ impl Store {
 
     /// The url and fetch time of a document written since the last checkpoint.
     pub fn origin(&self, doc: u64) -> (Option<&str>, Option<&str>) {
-        match self.written.get(&doc) {
-            Some(w) => (w.url.as_deref(), w.time.as_deref()),
+        match self.written.get(doc) {
+            Some((w, _)) => (w.url.as_deref(), w.time.as_deref()),
             None => (None, None),
         }
     }
 
     /// A present document's content digest, where known.
     pub fn digest(&self, doc: u64) -> Option<u128> {
+        if let Some((w, digest)) = self.written.get(doc) {
+            return (!w.empty).then_some(digest);
+        }
         self.digest_of.get(&doc).copied().or_else(|| {
             let (g, row) = self.find_base(doc)?;
             let view = self.base.doc(g, row);
@@ -297,17 +280,8 @@ impl Store {
                 out.push((doc, m.hamming));
             }
         });
-        for (t, table) in self.tables.iter().enumerate() {
-            let Some(bucket) = table.get(&slot(self.design.key(t, fp))) else {
-                continue;
-            };
-            for &(doc, other) in bucket {
-                let d = hamming(fp, other);
-                if d <= k && self.design.first_shared_table(fp, other) == Some(t) {
-                    out.push((doc, d));
-                }
-            }
-        }
+        self.written
+            .within(&self.design, fp, k, |doc, d| out.push((doc, d)));
         out.sort_unstable();
         out
     }
@@ -331,55 +305,32 @@ impl Store {
         }
     }
 
-    /// Adds a written document (its number is new).
+    /// Adds a written document (its number is new; its id is no present document's).
     pub(crate) fn insert(&mut self, doc: u64, written: Written, digest: u128) {
-        if let Some(old) = self.ids.insert(written.id.clone(), doc) {
-            debug_assert!(false, "{old} was not removed before {doc} took its id");
-        }
         self.documents += 1;
         if !written.empty {
             self.indexed += 1;
-            for (t, key) in self.design.keys(written.simhash) {
-                self.tables[t]
-                    .entry(slot(key))
-                    .or_default()
-                    .push((doc, written.simhash));
-            }
-            self.digest_of.insert(doc, digest);
         }
-        self.written.insert(doc, written);
+        self.written.insert(&self.design, doc, written, digest);
     }
 
     /// Removes a present document; returns whether it was present.
     pub(crate) fn remove(&mut self, doc: u64) -> bool {
-        let (id, simhash, empty) = match self.doc(doc) {
-            Some((id, fp, empty)) => (id.map(Box::<str>::from), fp, empty),
-            None => return false,
+        let empty = match self.written.remove(&self.design, doc) {
+            Some(w) => w.empty,
+            None => match self.doc(doc) {
+                Some((_, _, empty)) => {
+                    self.removed.insert(doc);
+                    self.digest_of.remove(&doc);
+                    empty
+                }
+                None => return false,
+            },
         };
-        if let Some(id) = id {
-            if self.ids.get(&id) == Some(&doc) {
-                self.ids.remove(&id);
-            }
-        }
         self.documents -= 1;
         if !empty {
             self.indexed -= 1;
         }
-        if self.written.remove(&doc).is_some() {
-            if !empty {
-                for (t, key) in self.design.keys(simhash) {
-                    if let Some(bucket) = self.tables[t].get_mut(&slot(key)) {
-                        bucket.retain(|e| e.0 != doc);
-                        if bucket.is_empty() {
-                            self.tables[t].remove(&slot(key));
-                        }
-                    }
-                }
-            }
-        } else {
-            self.removed.insert(doc);
-        }
-        self.digest_of.remove(&doc);
         true
     }
 
@@ -453,7 +404,7 @@ impl Store {
                 ..Default::default()
             });
         }
-        for (&doc, w) in &self.written {
+        for (doc, w, digest) in self.written.iter() {
             out.push(DocEntry {
                 doc_id: doc,
                 id: Some(w.id.to_string()),
@@ -462,22 +413,11 @@ impl Store {
                 simhash: w.simhash,
                 empty: w.empty,
                 cluster_id: self.cluster(doc).0.map(|c| c as i64),
-                digest: self.digest_of.get(&doc).copied(),
+                digest: (!w.empty).then_some(digest),
                 // Written documents carry no keep rank, size or parsed capture time yet.
                 ..Default::default()
             });
         }
         out
     }
-}
-
-/// What a table key is stored under in [`Store::tables`]: the key mixed (a bijection, so
-/// keys stay distinct). A key is the fingerprint's bits under the table's mask, so many
-/// keys end in a run of zero bits, and FxHash (one multiplication) leaves those zero in the
-/// hash, whose low bits choose the bucket: every key of such a table probed from the same
-/// place, a lookup slower with every document written (queries at 10M indexed documents
-/// fell from 16,951 to 9,471 a second after 15,887 writes, 42% of `within` in the probe
-/// loop).
-fn slot(key: u64) -> u64 {
-    neardup_core::mix::mix64(key)
 }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `neardup serve` under many writes (docs/performance.md, "Serving a crawl"): over an index
+# of N documents (`examples/serve_bench.rs make-index`, as scripts/bench/serve.sh makes it),
+# queries with 4 and 16 clients, then PUT_SECS of 5 KB page puts with 16 clients, the heap
+# each written document costs, queries again, a checkpoint's time and the heap after it,
+# then puts, kill -9 and the time to recover.
+#
+# usage: scripts/bench/serve_writes.sh [N] [WORK_DIR]
+#   PUT_SECS (default 140: about a million puts on a 2-core machine) seconds of puts;
+#   RECOVER_SECS (default 15: about 100,000) seconds of puts before the kill -9; SECS
+#   (default 5) seconds per query load;
+#   NEARDUP another build of the service to measure. Release build.
+set -euo pipefail
+N=${1:-1000000}
+WORK=${2:-$(mktemp -d)}
+PUT_SECS=${PUT_SECS:-140}
+RECOVER_SECS=${RECOVER_SECS:-15}
+SECS=${SECS:-5}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$HERE/../..
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+# BUILD=0: use the binaries already built.
+[ "${BUILD:-1}" = 0 ] || (cd "$ROOT" && cargo build -q --release --bin neardup --example serve_bench)
+NEARDUP=${NEARDUP:-$TARGET/release/neardup}
+BENCH=$TARGET/release/examples/serve_bench
+mkdir -p "$WORK"
+echo "machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
+
+anon_kib() { awk '/RssAnon/ {print $2}' "/proc/$1/status"; }
+file_kib() { awk '/RssFile/ {print $2}' "/proc/$1/status"; }
+stat_field() { curl -s "http://$ADDR/v1/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+
+start() {
+  local log=$WORK/serve.log
+  : > "$log"
+  local t0; t0=$(date +%s.%N)
+  "$NEARDUP" serve --index "$1" --listen 127.0.0.1:0 --checkpoint-interval 0 2>"$log" &
+  PID=$!
+  until grep -q 'listening on' "$log"; do
+    kill -0 "$PID" 2>/dev/null || { cat "$log"; exit 1; }
+    sleep 0.02
+  done
+  local t1; t1=$(date +%s.%N)
+  ADDR=$(sed -n 's/.*listening on http:\/\/\([^ ]*\).*/\1/p' "$log" | head -1)
+  echo "start-up: $(echo "$t1 - $t0" | bc) s ($(grep -o 'listening on.*' "$log"))"
+}
+
+rm -rf "$WORK/index"
+"$BENCH" make-index "$WORK/index" "$N"
+# The first start saves the service's state beside the index; measure from the second.
+start "$WORK/index"; kill -TERM "$PID"; wait "$PID" || true
+start "$WORK/index"
+for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
+HEAP0=$(anon_kib "$PID")
+"$BENCH" put "$ADDR" 16 "$PUT_SECS"
+WRITTEN=$(stat_field written_since_checkpoint)
+HEAP1=$(anon_kib "$PID")
+echo "after $WRITTEN writes: heap $HEAP1 KiB (was $HEAP0): $(( (HEAP1 - HEAP0) * 1024 / WRITTEN )) bytes a written document; mapped $(file_kib "$PID") KiB"
+for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
+t0=$(date +%s.%N)
+curl -s -X POST "http://$ADDR/v1/checkpoint"; echo
+echo "checkpoint: $(echo "$(date +%s.%N) - $t0" | bc) s; heap after it $(anon_kib "$PID") KiB"
+for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
+# Writes since the checkpoint, then kill -9 and the recovery.
+"$BENCH" put "$ADDR" 16 "$((RECOVER_SECS + 5))" > /dev/null 2>&1 &
+LOADER=$!
+sleep "$RECOVER_SECS"
+kill -9 "$PID"
+wait "$PID" 2>/dev/null || true
+wait "$LOADER" 2>/dev/null || true
+ls -l "$WORK/index/serve.wal"
+start "$WORK/index"
+echo "recovered: $(stat_field replayed_records) log records replayed; heap $(anon_kib "$PID") KiB"
+kill -TERM "$PID"; wait "$PID" || true
