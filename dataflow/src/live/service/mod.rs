@@ -674,7 +674,9 @@ impl Writer {
             let mut store = self.store.write().expect("store lock");
             for (record, (write, _)) in records.into_iter().zip(&batch) {
                 answers.push(match record {
-                    Some(record) => apply(&mut store, &mut self.live, &mut self.touched, record),
+                    Some(record) => {
+                        apply(&mut store, &mut self.live, &mut self.touched, record, None)
+                    }
                     None => match write {
                         Write::Delete(_) => Answer::Delete(None),
                         Write::Put(_) => unreachable!("every put is logged"),
@@ -892,6 +894,7 @@ fn replay(
     let mut touched = FxHashSet::default();
     let mut offset = neardup_io::wal::WAL_HEADER_BYTES;
     for (n, chunk) in records.chunks(REPLAY_BATCH).enumerate() {
+        let mut decoded = Vec::with_capacity(chunk.len());
         for (i, bytes) in chunk.iter().enumerate() {
             let number = n * REPLAY_BATCH + i + 1;
             let bad = |reason: String| ServiceError::BadRecord {
@@ -914,8 +917,12 @@ fn replay(
                 }
                 next_doc = doc + 1;
             }
-            apply(store, live, &mut touched, record);
+            decoded.push(record);
             offset += neardup_io::wal::RECORD_HEADER_BYTES + bytes.len() as u64;
+        }
+        let bases = base_neighbours(store, &decoded);
+        for (record, base) in decoded.into_iter().zip(bases) {
+            apply(store, live, &mut touched, record, Some(base));
         }
         let changes = live.commit();
         store.relabel(&changes, touched.drain());
@@ -923,13 +930,41 @@ fn replay(
     Ok(next_doc)
 }
 
+/// The index's documents within k of each put of `records`, removed ones included, as
+/// `(doc, hamming)` (nothing for the other records): asked as one batch
+/// ([`Index::query_batch`]: each table walked once, in order), where one query a record
+/// lands at random places in every table (16 binary searches; with an index larger than
+/// the page cache, 16 reads from disk a record).
+fn base_neighbours(store: &Store, records: &[Record]) -> Vec<Vec<(u64, u32)>> {
+    let mut out = vec![Vec::new(); records.len()];
+    let (mut fps, mut whose) = (Vec::new(), Vec::new());
+    for (i, record) in records.iter().enumerate() {
+        if let Record::Put {
+            simhash,
+            empty: false,
+            ..
+        } = record
+        {
+            fps.push(*simhash);
+            whose.push(i);
+        }
+    }
+    let base = store.base();
+    base.query_batch(&fps, store.k(), |q, m| {
+        out[whose[q]].push((base.doc(m.generation, m.row).doc_id, m.hamming));
+    });
+    out
+}
+
 /// Applies one logged write to the store and the clusters (not yet committed), returning
-/// its answer (clusters filled in after the commit).
+/// its answer (clusters filled in after the commit). `base`: a put's neighbours among the
+/// index's documents where they were asked beforehand ([`base_neighbours`]).
 fn apply(
     store: &mut Store,
     live: &mut LiveClusters,
     touched: &mut FxHashSet<u64>,
     record: Record,
+    base: Option<Vec<(u64, u32)>>,
 ) -> Answer {
     match record {
         Record::Put {
@@ -947,10 +982,10 @@ fn apply(
                 store.remove(old);
                 live.remove_document(old);
             }
-            let matches = if empty {
-                Vec::new()
-            } else {
-                store.neighbours(simhash, store.k(), Some(digest))
+            let matches = match (empty, base) {
+                (true, _) => Vec::new(),
+                (false, Some(base)) => store.neighbours_from(simhash, base, Some(digest)),
+                (false, None) => store.neighbours(simhash, store.k(), Some(digest)),
             };
             let status = if empty {
                 Status::Empty

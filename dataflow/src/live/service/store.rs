@@ -286,6 +286,29 @@ impl Store {
         out
     }
 
+    /// [`Store::neighbours`] at the index's k where the index's part was asked beforehand:
+    /// `base`, the index's documents within k of `fp` as `(doc, hamming)`, removed ones
+    /// included (a replay asks a whole chunk of the log's puts at once).
+    pub(crate) fn neighbours_from(
+        &self,
+        fp: u64,
+        base: Vec<(u64, u32)>,
+        digest: Option<u128>,
+    ) -> Vec<Neighbour> {
+        let mut out: Vec<(u64, u32)> = base
+            .into_iter()
+            .filter(|(doc, _)| !self.removed.contains(doc))
+            .collect();
+        self.written
+            .within(&self.design, fp, self.design.k(), |doc, d| {
+                out.push((doc, d))
+            });
+        out.sort_unstable();
+        out.into_iter()
+            .map(|(doc, hamming)| self.neighbour(doc, hamming, digest))
+            .collect()
+    }
+
     /// [`Store::within`] with each document's id, cluster, and (given the query's digest)
     /// whether it is an exact duplicate.
     pub fn neighbours(&self, fp: u64, k: u32, digest: Option<u128>) -> Vec<Neighbour> {
