@@ -242,7 +242,10 @@ pub fn query_batch(
                 .enumerate()
                 .map(|(i, &fp)| (permutation.permute(fp), i as u32)),
         );
-        order.sort_unstable();
+        // By key, the batch's order among equal keys (stable): the order of sorting the
+        // pairs. A radix sort: asking 10M documents in batches of a million (a service's
+        // first start-up, before `self_join`), 15.1-17.0 s with `sort_unstable`, 13.7-13.9.
+        radsort::sort_by_key(&mut order, |&(permuted, _)| permuted);
         let mut cursor = 0usize;
         for &(permuted, i) in &order {
             let fp = fps[i as usize];
@@ -268,6 +271,94 @@ pub fn query_batch(
                         hamming: distance,
                     });
                 }
+            }
+        }
+    }
+}
+
+/// A pair of stored fingerprints within `k` of each other ([`self_join`]): each as its
+/// generation (which of the tables' sets) and position in that set's table `table`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PairMatch {
+    pub table: usize,
+    pub a: (usize, usize),
+    pub b: (usize, usize),
+    pub hamming: u32,
+}
+
+/// Every pair of stored fingerprints within `k` bits of each other, once, where the stored
+/// fingerprints are several sets of tables (`sets[g][t]`: set `g`'s table `t`, sorted).
+///
+/// The simple version asks each stored fingerprint as a query ([`query_batch`]), which
+/// sorts the whole batch by each table's permutation: but each table *is* the stored
+/// fingerprints sorted by that permutation. Here each table is walked once, the sets'
+/// tables merged in order, and the entries sharing a key compared with each other: a pair
+/// is reported from the first table in which the two share a key
+/// ([`TableDesign::first_shared_table`]), as a query reports a match.
+pub fn self_join(
+    design: &TableDesign,
+    permutations: &[Permutation],
+    sets: &[Vec<&[u64]>],
+    k: u32,
+    mut found: impl FnMut(PairMatch),
+) {
+    debug_assert!(k <= design.k());
+    // One key's entries: (permuted, set, position).
+    let mut group: Vec<(u64, usize, usize)> = Vec::new();
+    let mut cursors: Vec<usize> = vec![0; sets.len()];
+    for (t, permutation) in permutations.iter().enumerate() {
+        cursors.iter_mut().for_each(|c| *c = 0);
+        group.clear();
+        let mut group_hi = 0u64;
+        loop {
+            // The next entry in order over every set.
+            let next = (0..sets.len())
+                .filter(|&g| cursors[g] < sets[g][t].len())
+                .min_by_key(|&g| sets[g][t][cursors[g]]);
+            let entry = next.map(|g| {
+                let position = cursors[g];
+                cursors[g] += 1;
+                (sets[g][t][position], g, position)
+            });
+            if entry.is_none_or(|e| group.is_empty() || e.0 > group_hi) {
+                pairs_of(design, permutation, t, &group, k, &mut found);
+                group.clear();
+            }
+            let Some(entry) = entry else { break };
+            if group.is_empty() {
+                group_hi = permutation.key_range_of_permuted(entry.0).1;
+            }
+            group.push(entry);
+        }
+    }
+}
+
+/// The pairs within `k` among one key's entries of table `t` (see [`self_join`]).
+fn pairs_of(
+    design: &TableDesign,
+    permutation: &Permutation,
+    t: usize,
+    group: &[(u64, usize, usize)],
+    k: u32,
+    found: &mut impl FnMut(PairMatch),
+) {
+    for (i, &(x, gx, px)) in group.iter().enumerate() {
+        for &(y, gy, py) in &group[i + 1..] {
+            let distance = hamming(x, y);
+            if distance > k {
+                continue;
+            }
+            let (fx, fy) = (
+                unpermute_difference(permutation, x),
+                unpermute_difference(permutation, y),
+            );
+            if design.first_shared_table(fx, fy) == Some(t) {
+                found(PairMatch {
+                    table: t,
+                    a: (gx, px),
+                    b: (gy, py),
+                    hamming: distance,
+                });
             }
         }
     }
@@ -501,5 +592,61 @@ mod tests {
     fn probing_an_empty_table_finds_nothing() {
         let p = Permutation::new(TableDesign::manku16().masks()[0]);
         assert_eq!(probe(&p, &[], 42), 0..0);
+    }
+
+    #[test]
+    fn a_self_join_finds_every_pair_that_queries_find_once() {
+        let mut rng = SeededRng::new(41);
+        for design in [
+            TableDesign::for_k(3).unwrap(),
+            TableDesign::for_k(2).unwrap(),
+        ] {
+            let perms = permutations(&design);
+            // Two sets of tables (two generations), each of near copies.
+            let stored: Vec<Vec<u64>> = vec![corpus(&mut rng, 700, 4), corpus(&mut rng, 300, 4)];
+            let built: Vec<Vec<Vec<u64>>> = stored
+                .iter()
+                .map(|fps| {
+                    perms
+                        .iter()
+                        .map(|p| {
+                            let mut t: Vec<u64> = fps.iter().map(|&f| p.permute(f)).collect();
+                            t.sort_unstable();
+                            t
+                        })
+                        .collect()
+                })
+                .collect();
+            let sets: Vec<Vec<&[u64]>> = built
+                .iter()
+                .map(|set| set.iter().map(|t| t.as_slice()).collect())
+                .collect();
+            for k in [0, 1, design.k()] {
+                let mut got: Vec<(u64, u64, u32)> = Vec::new();
+                self_join(&design, &perms, &sets, k, |m| {
+                    let fp = |(g, p): (usize, usize)| {
+                        unpermute_difference(&perms[m.table], built[g][m.table][p])
+                    };
+                    let (a, b) = (fp(m.a), fp(m.b));
+                    got.push((a.min(b), a.max(b), m.hamming));
+                });
+                got.sort_unstable();
+                // The oracle: every pair of the stored fingerprints by brute force
+                // (duplicates of one fingerprint are pairs too).
+                let all: Vec<u64> = stored.iter().flatten().copied().collect();
+                let mut want = Vec::new();
+                for i in 0..all.len() {
+                    for j in i + 1..all.len() {
+                        let d = hamming(all[i], all[j]);
+                        if d <= k {
+                            want.push((all[i].min(all[j]), all[i].max(all[j]), d));
+                        }
+                    }
+                }
+                want.sort_unstable();
+                assert!(want.len() > 100, "too few pairs to test");
+                assert_eq!(got, want, "{design} k {k}");
+            }
+        }
     }
 }

@@ -299,6 +299,42 @@ impl Index {
         }
     }
 
+    /// Calls `found(a, b, hamming)` once for every pair of indexed documents within `k`
+    /// bits of each other (`k` at most [`Index::k`]), in no particular order: each table
+    /// walked once, every generation's merged in order ([`query::self_join`]), where
+    /// asking every document as a query sorts the whole index once a table. A MinHash
+    /// index finds nothing.
+    pub fn self_pairs(&self, k: u32, mut found: impl FnMut(Match, Match, u32)) {
+        let Some(design) = &self.design else { return };
+        let k = k.min(design.k());
+        let sets: Vec<Vec<&[u64]>> = self
+            .generations
+            .iter()
+            .map(|g| {
+                g.tables
+                    .iter()
+                    .map(|m| words(m, HEADER_BYTES, g.indexed))
+                    .collect()
+            })
+            .collect();
+        query::self_join(design, &self.permutations, &sets, k, |m| {
+            let at = |(g, position): (usize, usize)| {
+                let generation = &self.generations[g];
+                let n = generation.indexed;
+                let row = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n)[position];
+                // A row past the documents (a table damaged and not verified) names none.
+                ((row as usize) < generation.count).then_some(Match {
+                    generation: g,
+                    row,
+                    hamming: m.hamming,
+                })
+            };
+            if let (Some(a), Some(b)) = (at(m.a), at(m.b)) {
+                found(a, b, m.hamming);
+            }
+        });
+    }
+
     /// Calls `found` once for every indexed document of a MinHash index that shares a band
     /// key with `signature` and whose similarity to the query reaches `threshold`: the exact
     /// Jaccard of `shingles` (the query's shingle set, sorted and without repeats) and the

@@ -60,13 +60,6 @@ pub const MAX_BATCH: usize = 4096;
 /// Records replayed between two clusters commits on start-up.
 const REPLAY_BATCH: usize = 8192;
 
-/// Indexed documents asked for their neighbours at once where the saved state is computed
-/// again ([`saved::compute`]): each table is walked once per batch, so a batch should be
-/// large; it holds 20 bytes a document (its position and fingerprint, and the fingerprint
-/// again for the query), 21 MB at this size (5 in the unit tests, so that their indexes
-/// take several batches).
-const BASE_BATCH: usize = if cfg!(test) { 5 } else { 1 << 20 };
-
 /// The most documents of a saved cluster that a write brings into the live clusters one
 /// query at a time (a binary search in each table, about 12 µs a document at 1M); a larger
 /// cluster's are asked as one batch ([`Index::query_batch`]: each table walked once).
@@ -801,7 +794,7 @@ fn open_state(dir: &Path, base: &Index) -> Saved {
         ),
         Err(Unused::Absent | Unused::Stale) => {}
     }
-    let computed = saved::compute(base, k, BASE_BATCH);
+    let computed = saved::compute(base, k);
     save_state(
         dir,
         base,

@@ -242,10 +242,11 @@ fn encode(
     labels: &mut [(u64, u64)],
     reclustered: bool,
 ) -> std::io::Result<()> {
-    ids.sort_unstable();
-    labels.sort_unstable();
+    // Radix sorts: a state holds a pair a document (and two a clustered one).
+    radsort::sort_by_key(ids, |&pair| pair);
+    radsort::sort_by_key(labels, |&pair| pair);
     let mut by_label: Vec<(u64, u64)> = labels.iter().map(|&(d, l)| (l, d)).collect();
-    by_label.sort_unstable();
+    radsort::sort_by_key(&mut by_label, |&pair| pair);
     let mut clusters = 0u64;
     for (i, &(label, _)) in by_label.iter().enumerate() {
         if i == 0 || by_label[i - 1].0 != label {
@@ -315,9 +316,9 @@ pub struct Computed {
 /// The simple version adds every edge to the live clusters' dataflow (what a start-up did
 /// before the state was saved: 136 bytes of heap a document at 1M). Here union-find over the
 /// documents' positions (4 bytes a document, for the computation only) finds the same
-/// components, and every document's neighbours are asked in batches of `batch`
-/// ([`Index::query_batch`]: each table walked once a batch).
-pub fn compute(index: &Index, k: u32, batch: usize) -> Computed {
+/// components, from the index's pairs within `k` ([`Index::self_pairs`]: each table walked
+/// once, where asking every document as a query sorted the whole index once a table).
+pub fn compute(index: &Index, k: u32) -> Computed {
     let starts: Vec<usize> = (0..index.generations())
         .scan(0, |at, g| {
             let start = *at;
@@ -337,33 +338,20 @@ pub fn compute(index: &Index, k: u32, batch: usize) -> Computed {
         }
         x
     }
+    index.self_pairs(k, |a, b, _| {
+        let a = root(&mut parent, (starts[a.generation] + a.row as usize) as u32);
+        let b = root(&mut parent, (starts[b.generation] + b.row as usize) as u32);
+        if a != b {
+            // The larger position under the smaller: any rule gives the same sets.
+            parent[a.max(b) as usize] = a.min(b);
+        }
+    });
     let mut ids = Vec::new();
-    let mut asked: Vec<(u32, u64)> = Vec::with_capacity(batch);
-    let ask = |asked: &mut Vec<(u32, u64)>, parent: &mut Vec<u32>| {
-        let fps: Vec<u64> = asked.iter().map(|&(_, fp)| fp).collect();
-        index.query_batch(&fps, k, |i, m| {
-            let other = (starts[m.generation] + m.row as usize) as u32;
-            let (a, b) = (root(parent, asked[i].0), root(parent, other));
-            if a != b {
-                // The larger position under the smaller: any rule gives the same sets.
-                let (lo, hi) = (a.min(b), a.max(b));
-                parent[hi as usize] = lo;
-            }
-        });
-        asked.clear();
-    };
-    for (position, view) in index.docs().enumerate() {
+    for view in index.docs() {
         if let Some(id) = view.id {
             ids.push((id_hash(id), view.doc_id));
         }
-        if !view.empty {
-            asked.push((position as u32, view.simhash));
-            if asked.len() == batch {
-                ask(&mut asked, &mut parent);
-            }
-        }
     }
-    ask(&mut asked, &mut parent);
     // Each component's smallest document and size, at its root.
     let mut smallest: Vec<u64> = vec![u64::MAX; n];
     let mut size: Vec<u32> = vec![0; n];
@@ -509,17 +497,17 @@ mod tests {
             let tmp = tempfile::tempdir().unwrap();
             let all = index(tmp.path(), seed);
             let base = Index::open(tmp.path(), Verify::Checksums).unwrap();
-            for batch in [1, 7, 1000] {
+            {
                 let Computed {
                     mut ids,
                     mut labels,
                     reclustered,
-                } = compute(&base, K, batch);
+                } = compute(&base, K);
                 labels.sort_unstable();
                 ids.sort_unstable();
                 let want = brute_force(&all);
                 assert!(want.len() > 10, "seed {seed}: too few clustered to test");
-                assert_eq!(labels, want, "seed {seed}, batch {batch}");
+                assert_eq!(labels, want, "seed {seed}");
                 let mut want_ids: Vec<(u64, u64)> = all
                     .iter()
                     .filter_map(|d| Some((id_hash(d.1.as_deref()?), d.0)))
@@ -541,7 +529,7 @@ mod tests {
             mut ids,
             mut labels,
             ..
-        } = compute(&base, K, 64);
+        } = compute(&base, K);
         let dir = tmp.path();
         assert_eq!(Saved::open(dir, stamp, K).err(), Some(Unused::Absent));
         Saved::write(dir, stamp, K, &mut ids, &mut labels, true).unwrap();
