@@ -20,7 +20,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$HERE/../..
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 PROFILE=${PROFILE:-release}
-if [ "$PROFILE" = release ]; then
+if [ "${BUILD:-1}" = 0 ]; then
+  : # BUILD=0: use the binaries already built.
+elif [ "$PROFILE" = release ]; then
   (cd "$ROOT" && cargo build -q --release --bin neardup --example serve_bench)
 else
   (cd "$ROOT" && cargo build -q --bin neardup --example serve_bench)
@@ -31,27 +33,8 @@ BENCH=$TARGET/$PROFILE/examples/serve_bench
 mkdir -p "$WORK"
 echo "profile: $PROFILE; machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 
-rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
-# The heap's part (anonymous pages) and the mapped files' (the index, in the page cache).
-anon_kib() { awk '/RssAnon/ {print $2}' "/proc/$1/status"; }
-file_kib() { awk '/RssFile/ {print $2}' "/proc/$1/status"; }
-
-# Starts the service on a free port; sets PID and ADDR, prints the start-up seconds.
-start() {
-  local log=$WORK/serve.log
-  : > "$log"
-  local t0; t0=$(date +%s.%N)
-  "$NEARDUP" serve --index "$1" --listen 127.0.0.1:0 --checkpoint-interval 0 2>"$log" &
-  PID=$!
-  until grep -q 'listening on' "$log"; do
-    kill -0 "$PID" 2>/dev/null || { cat "$log"; exit 1; }
-    sleep 0.02
-  done
-  local t1; t1=$(date +%s.%N)
-  ADDR=$(sed -n 's/.*listening on http:\/\/\([^ ]*\).*/\1/p' "$log" | head -1)
-  echo "start-up: $(echo "$t1 - $t0" | bc) s ($(grep -o 'listening on.*' "$log"))"
-}
-
+# shellcheck source=serve_common.sh
+. "$HERE/serve_common.sh"
 # The same service over an empty index: the memory baseline.
 rm -rf "$WORK/empty"
 "$BENCH" make-index "$WORK/empty" 0

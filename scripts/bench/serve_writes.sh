@@ -26,24 +26,9 @@ BENCH=$TARGET/release/examples/serve_bench
 mkdir -p "$WORK"
 echo "machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 
-anon_kib() { awk '/RssAnon/ {print $2}' "/proc/$1/status"; }
-file_kib() { awk '/RssFile/ {print $2}' "/proc/$1/status"; }
+# shellcheck source=serve_common.sh
+. "$HERE/serve_common.sh"
 stat_field() { curl -s "http://$ADDR/v1/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-
-start() {
-  local log=$WORK/serve.log
-  : > "$log"
-  local t0; t0=$(date +%s.%N)
-  "$NEARDUP" serve --index "$1" --listen 127.0.0.1:0 --checkpoint-interval 0 2>"$log" &
-  PID=$!
-  until grep -q 'listening on' "$log"; do
-    kill -0 "$PID" 2>/dev/null || { cat "$log"; exit 1; }
-    sleep 0.02
-  done
-  local t1; t1=$(date +%s.%N)
-  ADDR=$(sed -n 's/.*listening on http:\/\/\([^ ]*\).*/\1/p' "$log" | head -1)
-  echo "start-up: $(echo "$t1 - $t0" | bc) s ($(grep -o 'listening on.*' "$log"))"
-}
 
 rm -rf "$WORK/index"
 "$BENCH" make-index "$WORK/index" "$N"
