@@ -8,7 +8,7 @@
 //! clusters' state in memory), before the first answer. Here the start-up of an index whose
 //! state is saved maps the file (the page cache holds it, not the heap) and checks its
 //! checksum; the clusters enter the live dataflow only when a write touches them
-//! (`Writer::touch`).
+//! (`touch` in the service module).
 //!
 //! The state is made for one state of the index: its stamp is a hash of the manifest's
 //! generations (their numbers, directories and checksums), so any change to the index (a
