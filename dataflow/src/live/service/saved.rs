@@ -346,16 +346,14 @@ pub fn compute(index: &Index, k: u32) -> Computed {
             parent[a.max(b) as usize] = a.min(b);
         }
     });
+    // Each component's smallest document and size, at its root; and the ids.
     let mut ids = Vec::new();
-    for view in index.docs() {
-        if let Some(id) = view.id {
-            ids.push((id_hash(id), view.doc_id));
-        }
-    }
-    // Each component's smallest document and size, at its root.
     let mut smallest: Vec<u64> = vec![u64::MAX; n];
     let mut size: Vec<u32> = vec![0; n];
     for (position, view) in index.docs().enumerate() {
+        if let Some(id) = view.id {
+            ids.push((id_hash(id), view.doc_id));
+        }
         let r = root(&mut parent, position as u32) as usize;
         smallest[r] = smallest[r].min(view.doc_id);
         size[r] += 1;
