@@ -67,6 +67,7 @@ pub mod operators;
 pub mod output;
 pub mod pipeline;
 pub mod plan;
+pub mod profile;
 pub mod progress;
 pub mod records;
 pub mod report;

@@ -41,6 +41,7 @@ pub(crate) fn run_worker(
     shared: Arc<Shared>,
     finish: Arc<Finish>,
 ) -> Option<(JobSummary, Option<Finished>)> {
+    let profile = crate::profile::OperatorProfile::start(worker, shared.start);
     let ctx = Rc::new(WorkerCtx {
         shared: shared.clone(),
         index: worker.index(),
@@ -76,7 +77,11 @@ pub(crate) fn run_worker(
         }
     }
     run_to_completion(worker);
-    crate::finish::exchange::finish_worker(worker, &ctx, &shared, &finish)
+    let summary = crate::finish::exchange::finish_worker(worker, &ctx, &shared, &finish);
+    if let Some(profile) = profile {
+        profile.finish(worker);
+    }
+    summary
 }
 
 /// The templates stage ([`crate::stages::templates`]) when the job wants it: its result

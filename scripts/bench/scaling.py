@@ -28,9 +28,14 @@ no new round after S seconds, so that a run on a lent machine ends in time.
 process, against P independent processes at once, process `i` hashing shards `i, i + P, ...`
 (the same bytes in all): the ceiling at P is the first wall time over the second.
 
+**The profile.** With `--profile FOLDER`, every run sets `NEARDUP_OPERATOR_PROFILE`
+(dataflow/src/profile.rs): each worker writes the seconds each operator ran and the seconds it
+was parked, and `operator_profile.py FOLDER/MODE-Ww-Pp/p` puts a configuration's workers
+together (the last round's run of it), to see which operator on which worker holds a stage up.
+
 usage: scaling.py [--neardup PATH] [--runs N] [--processes] [--modes simhash,threshold]
                   [--copies N] [--shards S] [--source PATH] [--configs 4x4,..]
-                  [--budget SECONDS] [--json PATH]
+                  [--budget SECONDS] [--json PATH] [--profile FOLDER]
 env:   WORK (/tmp/neardup-scaling)
 """
 import argparse
@@ -124,11 +129,11 @@ def thread_times(pids, seen, stop):
             return
 
 
-def timed(commands):
+def timed(commands, env=None):
     """Runs the commands at once; (wall seconds, CPU seconds of all of them, per-thread CPU)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for c in commands]
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env) for c in commands]
     seen, stop = {}, threading.Event()
     sampler = threading.Thread(target=thread_times, args=([p.pid for p in procs], seen, stop))
     sampler.start()
@@ -235,6 +240,9 @@ def main():
     parser.add_argument("--configs", default="", help="more configurations, WxP: W workers in each of P processes")
     parser.add_argument("--budget", type=float, default=float("inf"), help="no new round after this many seconds")
     parser.add_argument("--json", help="the medians after each round, as JSON lines (rewritten)")
+    parser.add_argument("--profile", help="a folder: each run's operator profile (NEARDUP_OPERATOR_PROFILE, "
+                        "dataflow/src/profile.rs) goes to FOLDER/MODE-Ww-Pp/p.N.tsv, the last round's kept; "
+                        "read them with operator_profile.py")
     args = parser.parse_args()
     started = time.perf_counter()
     cores = os.cpu_count() or 1
@@ -254,7 +262,12 @@ def main():
         for mode in modes:
             for w, p in configs:
                 out = os.path.join(WORK, f"out-{mode}-{w}w-{p}p")
-                wall, cpu_s, threads = timed(run_commands(args.neardup, mode, w, p, inputs, out))
+                env = None
+                if args.profile:
+                    folder = os.path.join(args.profile, f"{mode}-{w}w-{p}p")
+                    os.makedirs(folder, exist_ok=True)
+                    env = dict(os.environ, NEARDUP_OPERATOR_PROFILE=os.path.join(folder, "p"))
+                wall, cpu_s, threads = timed(run_commands(args.neardup, mode, w, p, inputs, out), env)
                 summary = json.load(open(os.path.join(out, "summary.json")))
                 results[mode][(w, p)].append({"wall": wall, "cpu": cpu_s, "summary": summary, "threads": threads})
         for p in counts:
