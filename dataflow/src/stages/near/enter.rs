@@ -402,10 +402,7 @@ mod tests {
     #[test]
     fn lanes_are_grouped_by_their_worker() {
         let design = TableDesign::blocks(9, 5).expect("126 tables");
-        let keys = Keys::Tables {
-            masks: design.masks().to_vec(),
-            packers: design.packers(),
-        };
+        let keys = Keys::tables(design.masks());
         let mut groups = Vec::new();
         let mut state = 7u64;
         for peers in [1usize, 2, 3, 16] {
@@ -433,10 +430,7 @@ mod tests {
     }
 
     fn keys_of(design: &TableDesign) -> Keys {
-        Keys::Tables {
-            masks: design.masks().to_vec(),
-            packers: design.packers(),
-        }
+        Keys::tables(design.masks())
     }
 
     fn doc(doc_id: u64, simhash: u64) -> DocFp {

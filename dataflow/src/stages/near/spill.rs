@@ -525,10 +525,7 @@ mod tests {
 
     fn manku16() -> Keys {
         let design = TableDesign::manku16();
-        Keys::Tables {
-            masks: design.masks().to_vec(),
-            packers: design.packers(),
-        }
+        Keys::tables(design.masks())
     }
 
     #[test]
