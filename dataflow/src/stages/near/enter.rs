@@ -17,8 +17,10 @@ use std::ops::Range;
 use std::rc::Rc;
 
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::{ProbeHandle, StreamVec};
+use timely::progress::operate::FrontierInterest;
 
 use super::keys::Keys;
 use super::rounds::{held_in_memory, SearchShape};
@@ -215,7 +217,8 @@ pub fn table_records<'s>(
     let limit = config.memory_limit.unwrap_or(u64::MAX);
     let band_keys = if let Keys::Bands = keys { lanes } else { 0 };
     let held_limit = held_in_memory(config.memory_limit, config.parallelism.workers, band_keys);
-    let counts = count_to_every_worker(reps.clone(), peers, limit);
+    let (reps, sizes) = with_batch_sizes(reps);
+    let counts = count_to_every_worker(sizes, peers, limit);
     reps.binary_frontier(
         counts,
         Pipeline,
@@ -293,18 +296,46 @@ pub fn table_records<'s>(
     )
 }
 
-/// Sends `(worker, n, limit)` to every worker once the stream is complete, `n` being the
-/// number of records this worker saw.
-fn count_to_every_worker<'s>(
+/// `reps` itself and the size of each of its batches, with no copy of the records.
+///
+/// The simple version counts `reps.clone()`: but timely clones every batch for each reader
+/// of a stream but the last, so every representative, with its vector of band keys in
+/// MinHash mode, was copied (an allocation each) only to be counted.
+fn with_batch_sizes<'s>(
     reps: StreamVec<'s, u64, DocFp>,
+) -> (StreamVec<'s, u64, DocFp>, StreamVec<'s, u64, u64>) {
+    let mut builder = OperatorBuilder::new("BatchSizes".to_owned(), reps.scope());
+    let mut input = builder.new_input(reps, Pipeline);
+    builder.set_notify_for(0, FrontierInterest::Never);
+    let (mut docs_out, docs) = builder.new_output::<Vec<DocFp>>();
+    let (mut sizes_out, sizes) = builder.new_output::<Vec<u64>>();
+    builder.build(move |_| {
+        move |_frontiers| {
+            let mut docs_out = docs_out.activate();
+            let mut sizes_out = sizes_out.activate();
+            input.for_each_stamp(|cap, batches| {
+                for batch in batches {
+                    sizes_out.give(&cap, &mut vec![batch.len() as u64]);
+                    docs_out.give(&cap, batch);
+                }
+            });
+        }
+    });
+    (docs, sizes)
+}
+
+/// Sends `(worker, n, limit)` to every worker once the stream is complete, `n` being the
+/// sum of `sizes`: the number of records this worker saw.
+fn count_to_every_worker<'s>(
+    sizes: StreamVec<'s, u64, u64>,
     peers: usize,
     limit: u64,
 ) -> StreamVec<'s, u64, (u64, u64, u64)> {
-    reps.collect_complete(
+    sizes.collect_complete(
         Pipeline,
         "CountFingerprints",
         0u64,
-        |n, data| *n += data.len() as u64,
+        |n, data| *n += data.iter().sum::<u64>(),
         move |n, session| {
             for to in 0..peers as u64 {
                 session.give((to, n, limit));

@@ -42,7 +42,7 @@ pub fn fold_signatures<'s>(
         ctx.sort::<BySignature>("signatures", SIGNATURES_SORT_SHARE),
         Group::default(),
         |_, _| {},
-        |group, BySignature(doc), reps, edges| {
+        |group, BySignature { doc, .. }, reps, edges| {
             group.add(doc, |rep| reps.give(rep), |edge| edges.give(edge))
         },
         move |group, stats, reps, edges| {
@@ -59,25 +59,39 @@ fn signature_route(bands: &[u64]) -> u64 {
     bands.iter().fold(0, |h, &b| mix2(h, b))
 }
 
-/// A document in the order the fold walks them: by signature, then number.
+/// A document in the order the fold walks them: by a hash of its signature, then the
+/// signature, then number.
+///
+/// The simple order is by signature, then number. But the band keys live on the heap, one
+/// allocation per document, so each comparison of that sort reached two places in memory:
+/// on a 16-core machine the fold took 3.8 s of a one-worker run over 1.6M documents, a
+/// tenth of the search. The hash, kept in the record, decides almost every comparison; the
+/// band keys only break its ties, so equal signatures are still next to each other,
+/// smallest number first, and the fold is the same.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct BySignature(pub DocFp);
+pub struct BySignature {
+    signature: u64,
+    pub doc: DocFp,
+}
 
 ordered_by!(
     BySignature,
     cmp | a,
-    b | (&a.0.bands, a.0.doc_id).cmp(&(&b.0.bands, b.0.doc_id))
+    b | (a.signature, &a.doc.bands, a.doc.doc_id).cmp(&(b.signature, &b.doc.bands, b.doc.doc_id))
 );
 
 impl SpillRecord for BySignature {
     fn memory_bytes(&self) -> usize {
-        self.0.memory_bytes()
+        self.doc.memory_bytes() + std::mem::size_of::<u64>()
     }
 }
 
 impl From<DocFp> for BySignature {
     fn from(doc: DocFp) -> Self {
-        BySignature(doc)
+        BySignature {
+            signature: signature_route(&doc.bands),
+            doc,
+        }
     }
 }
 
@@ -125,10 +139,10 @@ impl Group {
 /// The fold of `docs` in memory: what the walk does, on a sorted `Vec` (for the tests).
 #[cfg(test)]
 fn fold(docs: Vec<DocFp>, mut rep: impl FnMut(DocFp), mut edge: impl FnMut(Edge)) -> u64 {
-    let mut docs: Vec<BySignature> = docs.into_iter().map(BySignature).collect();
+    let mut docs: Vec<BySignature> = docs.into_iter().map(BySignature::from).collect();
     docs.sort_unstable();
     let mut group = Group::default();
-    for BySignature(doc) in docs {
+    for BySignature { doc, .. } in docs {
         group.add(doc, &mut rep, &mut edge);
     }
     group.end(rep, edge)
@@ -176,5 +190,46 @@ mod tests {
             .iter()
             .all(|e| e.kind == EdgeKind::Near && e.hamming == 0));
         assert_eq!(members, 2);
+    }
+
+    /// The fold against the simple version: documents grouped by signature in a map, the
+    /// smallest number of each group its representative, every other member a pair with
+    /// it. Signatures are drawn from a few, so groups are large, and of several lengths.
+    #[test]
+    fn the_fold_equals_grouping_by_signature() {
+        use std::collections::BTreeMap;
+        let mut state = 3u64;
+        let mut next = || neardup_core::mix::splitmix64(&mut state);
+        let signatures: Vec<Vec<u64>> = (0..20)
+            .map(|i| (0..(3 + i % 3)).map(|_| next() % 4).collect())
+            .collect();
+        let docs: Vec<DocFp> = (0..500)
+            .map(|_| {
+                let id = next() % 100_000;
+                (id, doc(id, signatures[(next() % 20) as usize].clone()))
+            })
+            .collect::<BTreeMap<u64, DocFp>>()
+            .into_values()
+            .collect();
+        let mut groups: BTreeMap<Vec<u64>, Vec<u64>> = BTreeMap::new();
+        for d in &docs {
+            groups.entry(d.bands.clone()).or_default().push(d.doc_id);
+        }
+        let mut want_reps = Vec::new();
+        let mut want_edges = Vec::new();
+        for ids in groups.values_mut() {
+            ids.sort_unstable();
+            want_reps.push(ids[0]);
+            want_edges.extend(ids[1..].iter().map(|&b| (ids[0], b)));
+        }
+        let (mut reps, mut edges) = (Vec::new(), Vec::new());
+        let members = fold(docs, |r| reps.push(r.doc_id), |e| edges.push((e.a, e.b)));
+        reps.sort_unstable();
+        want_reps.sort_unstable();
+        edges.sort_unstable();
+        want_edges.sort_unstable();
+        assert_eq!(reps, want_reps);
+        assert_eq!(edges, want_edges);
+        assert_eq!(members, want_edges.len() as u64);
     }
 }
