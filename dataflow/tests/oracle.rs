@@ -218,17 +218,23 @@ fn search_in_rounds_equals_brute_force() {
     let items = planted_fingerprints(&fps_dir, 3000, 3);
     let expected = listed_pairs(&items, 3);
     // The last case leaves the rounds to a memory limit that 4 workers can meet only in
-    // several rounds (each fingerprint goes to 4 workers at once, or fewer in rounds).
+    // several rounds (each fingerprint goes to up to 4 workers at once: manku16's 4 route
+    // groups; to 2 in rounds of 8 tables, to 1 in rounds of 4).
+    let design = neardup_core::tables::TableDesign::manku16();
     let shape = neardup_dataflow::stages::near::rounds::SearchShape {
         fingerprints: items.len() as u64,
         lanes: 16,
         bands: false,
         workers: 4,
         workers_here: 4,
+        routes: neardup_dataflow::stages::near::keys::route_groups(design.masks())
+            .into_iter()
+            .map(|(group, _)| group)
+            .collect(),
         min_partition_entries: neardup_dataflow::config::MIN_PARTITION_ENTRIES,
     };
     // The search plans within its share of the limit.
-    let search = shape.estimate(8);
+    let search = shape.estimate(4);
     let share = neardup_dataflow::stages::near::rounds::SEARCH_SHARE;
     let limit = (search as f64 / share).ceil() as u64 + 1;
     for (workers, rounds, memory_limit) in [
@@ -249,9 +255,9 @@ fn search_in_rounds_equals_brute_force() {
         let rounds = rounds.unwrap_or(plan.rounds);
         assert_eq!(plan.rounds, rounds);
         if memory_limit.is_some() {
-            // 8 rounds of 2 tables: the fewest that send a fingerprint to fewer than 4 workers
-            // at a time and fit.
-            assert_eq!(rounds, 8, "{plan:?}");
+            // 4 rounds of 4 tables: the fewest that send a fingerprint to one worker at a
+            // time, and fit.
+            assert_eq!(rounds, 4, "{plan:?}");
             assert!(plan.estimated_bytes <= search, "{plan:?}");
         }
         let pairs = read_pairs(&out);

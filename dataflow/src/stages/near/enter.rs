@@ -362,6 +362,13 @@ fn plan_rounds(
         bands: config.lsh.is_some(),
         workers: ctx.peers,
         workers_here: config.parallelism.workers,
+        routes: match config.lsh {
+            Some(_) => Vec::new(),
+            None => super::keys::route_groups(config.design.masks())
+                .into_iter()
+                .map(|(group, _)| group)
+                .collect(),
+        },
         min_partition_entries: config.spill_min_partition,
     };
     let choice = shape.choose(config.table_rounds, limit);

@@ -82,7 +82,7 @@ pub fn held_in_memory(limit: Option<u64>, workers_here: usize, bands: usize) -> 
 }
 
 /// What the estimate needs to know about the job.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SearchShape {
     /// Fingerprints entered in the tables, over all workers.
     pub fingerprints: u64,
@@ -92,6 +92,9 @@ pub struct SearchShape {
     pub bands: bool,
     pub workers: usize,
     pub workers_here: usize,
+    /// Each table's route group ([`route_groups`](crate::stages::near::keys::route_groups)):
+    /// the tables of a group send a fingerprint to one worker. Empty: each table alone.
+    pub routes: Vec<u64>,
     /// The smallest spilled partition planned ([`MIN_PARTITION_ENTRIES`](crate::config::MIN_PARTITION_ENTRIES) unless a test
     /// wants many partitions of a small input).
     pub min_partition_entries: u64,
@@ -100,12 +103,7 @@ pub struct SearchShape {
 impl SearchShape {
     /// Estimated peak bytes of the search in this process with `rounds` rounds.
     pub fn estimate(&self, rounds: usize) -> u64 {
-        let per_round = self.lanes.div_ceil(rounds.max(1)) as u64;
-        let records_per_fp = if self.bands {
-            per_round
-        } else {
-            per_round.min(self.workers as u64)
-        };
+        let records_per_fp = self.records_per_fingerprint(self.lanes.div_ceil(rounds.max(1)));
         let share =
             |x: u64| x.saturating_mul(self.workers_here as u64) / self.workers.max(1) as u64;
         let records = share(self.fingerprints.saturating_mul(records_per_fp));
@@ -124,6 +122,38 @@ impl SearchShape {
             .saturating_mul(RECORD_BYTES)
             .saturating_add(entries.saturating_mul(ENTRY_BYTES))
             .saturating_add(waiting)
+    }
+
+    /// The most records a fingerprint makes in one round of `per_round` lanes: an LSH band
+    /// is a record of its own; tables make a record per worker they go to, in each 64-lane
+    /// chunk (a record's lane mask is 64 bits), and the tables of a route group go to one
+    /// worker, so at most `min(groups, workers)` per chunk.
+    ///
+    /// The simple version counted `min(tables in the round, workers)`, which is this with
+    /// every table alone (and one chunk): with manku16's four groups it said 16 records at
+    /// 16 workers where at most 4 are made.
+    pub fn records_per_fingerprint(&self, per_round: usize) -> u64 {
+        if self.bands {
+            return per_round as u64;
+        }
+        let group = |lane: usize| self.routes.get(lane).copied().unwrap_or(lane as u64);
+        (0..self.lanes)
+            .step_by(per_round.max(1))
+            .map(|start| {
+                let end = (start + per_round.max(1)).min(self.lanes);
+                (start..end)
+                    .step_by(64)
+                    .map(|chunk| {
+                        let mut groups: Vec<u64> =
+                            (chunk..(chunk + 64).min(end)).map(group).collect();
+                        groups.sort_unstable();
+                        groups.dedup();
+                        (groups.len() as u64).min(self.workers.max(1) as u64)
+                    })
+                    .sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// The bytes of this process the search plans within: [`SEARCH_SHARE`] of `limit`.
@@ -241,8 +271,43 @@ mod tests {
             bands: false,
             workers,
             workers_here: workers,
+            routes: Vec::new(),
             min_partition_entries: MIN_PARTITION_ENTRIES,
         }
+    }
+
+    #[test]
+    fn tables_routed_together_make_one_record_per_group() {
+        use crate::stages::near::keys::route_groups;
+        use neardup_core::tables::TableDesign;
+        let alone = shape(10_000_000, 16);
+        let mut grouped = alone.clone();
+        grouped.routes = route_groups(TableDesign::manku16().masks())
+            .into_iter()
+            .map(|(group, _)| group)
+            .collect();
+        // 16 workers: manku16's 4 groups make at most 4 records, 2 in rounds of 8 tables,
+        // 1 in rounds of 4 or fewer; tables alone make up to 16, 8, 4.
+        let records = |s: &SearchShape, rounds: usize| s.records_per_fingerprint(16 / rounds);
+        assert_eq!([1, 2, 4, 8].map(|r| records(&grouped, r)), [4, 2, 1, 1]);
+        assert_eq!([1, 2, 4, 8].map(|r| records(&alone, r)), [16, 8, 4, 2]);
+        // At 2 workers a group still goes to one of 2.
+        let mut two = grouped.clone();
+        two.workers = 2;
+        assert_eq!([1, 2, 4].map(|r| records(&two, r)), [2, 2, 1]);
+        // So a limit that tables alone meet only in 4 rounds is met in one.
+        let limit = limit_for(alone.estimate(4));
+        assert_eq!(alone.choose(None, Some(limit)).rounds, 4);
+        assert_eq!(
+            grouped.estimate(1),
+            alone.estimate(4) - 10_000_000 * WAITING_BYTES
+        );
+        assert_eq!(grouped.choose(None, Some(limit)).rounds, 1);
+        // More than 64 tables make a record per 64-lane chunk.
+        let mut wide = shape(1_000, 1);
+        wide.lanes = 126;
+        assert_eq!(wide.records_per_fingerprint(126), 2);
+        assert_eq!(wide.records_per_fingerprint(63), 1);
     }
 
     /// The least limit whose search share holds `search` bytes.
