@@ -22,7 +22,10 @@ them to `--json`): wall seconds, speed-up against one worker, GB of text per sec
 the whole job), the stages' end times from summary.json (medians), the bytes per document
 sent between processes, and the CPU seconds of each worker thread (`timely:work-N`: least,
 median, most) and of the other threads, sampled from /proc every 0.1 s. `--budget S` starts
-no new round after S seconds, so that a run on a lent machine ends in time.
+no round that would end after S seconds (judged by the longest round so far; the first round
+always runs), so that a run on a lent machine ends in time. `--workers 1,16` takes only those
+worker counts (by default 1, 2, 4, ... up to the processors), for a second series of the rows
+that matter when time is short.
 
 **The ceiling.** What the machine itself gives: `neardup hash` over the whole corpus in one
 process, against P independent processes at once, process `i` hashing shards `i, i + P, ...`
@@ -35,7 +38,7 @@ together (the last round's run of it), to see which operator on which worker hol
 
 usage: scaling.py [--neardup PATH] [--runs N] [--processes] [--modes simhash,threshold]
                   [--copies N] [--shards S] [--source PATH] [--configs 4x4,..]
-                  [--budget SECONDS] [--json PATH] [--profile FOLDER]
+                  [--budget SECONDS] [--json PATH] [--profile FOLDER] [--workers 1,16]
 env:   WORK (/tmp/neardup-scaling)
 """
 import argparse
@@ -219,6 +222,8 @@ def report(results, ceilings, text_bytes, out):
 
 def configurations(args, cores):
     counts = sorted({min(2 ** i, cores) for i in range(cores.bit_length() + 1)})
+    if args.workers:
+        counts = sorted({int(w) for w in args.workers.split(",")})
     configs = [(w, 1) for w in counts]
     if args.processes:
         configs += [(1, p) for p in counts if p > 1]
@@ -238,7 +243,9 @@ def main():
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--source", default=CORPUS)
     parser.add_argument("--configs", default="", help="more configurations, WxP: W workers in each of P processes")
-    parser.add_argument("--budget", type=float, default=float("inf"), help="no new round after this many seconds")
+    parser.add_argument("--budget", type=float, default=float("inf"),
+                        help="start no round that would end after this many seconds (by the longest so far)")
+    parser.add_argument("--workers", help="only these worker counts, e.g. 1,16 (default: 1, 2, 4, ... the processors)")
     parser.add_argument("--json", help="the medians after each round, as JSON lines (rewritten)")
     parser.add_argument("--profile", help="a folder: each run's operator profile (NEARDUP_OPERATOR_PROFILE, "
                         "dataflow/src/profile.rs) goes to FOLDER/MODE-Ww-Pp/p.N.tsv, the last round's kept; "
@@ -255,10 +262,14 @@ def main():
     modes = args.modes.split(",")
     results = {mode: {c: [] for c in configs} for mode in modes}
     ceilings = {p: [] for p in counts}
+    longest_round = 0.0
     for round_ in range(args.runs):
-        if time.perf_counter() - started > args.budget:
-            print(f"# budget of {args.budget:.0f} s spent: {round_} rounds", flush=True)
+        elapsed = time.perf_counter() - started
+        if round_ > 0 and elapsed + longest_round > args.budget:
+            print(f"# budget of {args.budget:.0f} s: {round_} rounds (another would end near "
+                  f"{elapsed + longest_round:.0f} s)", flush=True)
             break
+        round_started = time.perf_counter()
         for mode in modes:
             for w, p in configs:
                 out = os.path.join(WORK, f"out-{mode}-{w}w-{p}p")
@@ -273,6 +284,7 @@ def main():
         for p in counts:
             commands = [[args.neardup, "hash", "--format", "jsonl", *inputs[i::p]] for i in range(p)]
             ceilings[p].append(timed(commands)[0])
+        longest_round = max(longest_round, time.perf_counter() - round_started)
         print(f"\n## after round {round_ + 1} ({time.perf_counter() - started:.0f} s)", flush=True)
         out = open(args.json + ".tmp", "w") if args.json else None
         report(results, ceilings, text_bytes, out)
