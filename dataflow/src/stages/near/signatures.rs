@@ -42,8 +42,8 @@ pub fn fold_signatures<'s>(
         ctx.sort::<BySignature>("signatures", SIGNATURES_SORT_SHARE),
         Group::default(),
         |_, _| {},
-        |group, BySignature { doc, .. }, reps, edges| {
-            group.add(doc, |rep| reps.give(rep), |edge| edges.give(edge))
+        |group, record, reps, edges| {
+            group.add(record, |rep| reps.give(rep), |edge| edges.give(edge))
         },
         move |group, stats, reps, edges| {
             let members = group.end(|rep| reps.give(rep), |edge| edges.give(edge));
@@ -99,14 +99,21 @@ impl From<DocFp> for BySignature {
 /// the bands, every other one becomes a pair with it.
 #[derive(Default)]
 struct Group {
-    first: Option<DocFp>,
+    /// The group's first document, with its signature's hash.
+    first: Option<BySignature>,
     members: u64,
 }
 
 impl Group {
-    fn add(&mut self, doc: DocFp, rep: impl FnOnce(DocFp), mut edge: impl FnMut(Edge)) {
+    /// `record` is in the group when its signature equals the first's: the hashes are
+    /// compared first, the band keys (on the heap) only when they agree.
+    fn add(&mut self, record: BySignature, rep: impl FnOnce(DocFp), mut edge: impl FnMut(Edge)) {
         match &self.first {
-            Some(first) if first.bands == doc.bands => {
+            Some(BySignature {
+                signature,
+                doc: first,
+            }) if *signature == record.signature && first.bands == record.doc.bands => {
+                let doc = &record.doc;
                 self.members += 1;
                 // A plain near pair, not a unit for --cluster star (as equal simhashes
                 // are): an equal signature does not prove the members equally similar to
@@ -120,8 +127,8 @@ impl Group {
                 ));
             }
             _ => {
-                if let Some(done) = self.first.replace(doc) {
-                    rep(done);
+                if let Some(done) = self.first.replace(record) {
+                    rep(done.doc);
                 }
             }
         }
@@ -130,7 +137,7 @@ impl Group {
     /// The last group's representative; returns the number of pairs made.
     fn end(mut self, rep: impl FnOnce(DocFp), _edge: impl FnMut(Edge)) -> u64 {
         if let Some(done) = self.first.take() {
-            rep(done);
+            rep(done.doc);
         }
         self.members
     }
@@ -142,8 +149,8 @@ fn fold(docs: Vec<DocFp>, mut rep: impl FnMut(DocFp), mut edge: impl FnMut(Edge)
     let mut docs: Vec<BySignature> = docs.into_iter().map(BySignature::from).collect();
     docs.sort_unstable();
     let mut group = Group::default();
-    for BySignature { doc, .. } in docs {
-        group.add(doc, &mut rep, &mut edge);
+    for record in docs {
+        group.add(record, &mut rep, &mut edge);
     }
     group.end(rep, edge)
 }
