@@ -219,6 +219,7 @@ pub fn table_records<'s>(
     let held_limit = held_in_memory(config.memory_limit, config.parallelism.workers, band_keys);
     let (reps, sizes) = with_batch_sizes(reps);
     let counts = count_to_every_worker(sizes, peers, limit);
+    let routes = keys.route_group_ids();
     reps.binary_frontier(
         counts,
         Pipeline,
@@ -251,7 +252,9 @@ pub fn table_records<'s>(
                     return;
                 }
                 let Some(c) = cap.as_mut() else { return };
-                entry.plan(|total, limit| plan_rounds(&ctx, total, lanes, limit, &planned));
+                entry.plan(|total, limit| {
+                    plan_rounds(&ctx, total, lanes, limit, &planned, routes.clone())
+                });
                 match entry.next(|time| searched.less_equal(&time)) {
                     Ok(Next::Wait) => {
                         activator.activate();
@@ -346,13 +349,15 @@ fn count_to_every_worker<'s>(
 
 /// Chooses the rounds (and whether to spill) for `total` fingerprints and the smallest
 /// memory limit of the cluster (`u64::MAX`: none), the same on every worker, tells this
-/// worker's search, and records the plan in the report. Returns (rounds, lanes per round).
+/// worker's search, and records the plan in the report. `routes` are the lanes' route groups
+/// ([`Keys::route_group_ids`]). Returns (rounds, lanes per round).
 fn plan_rounds(
     ctx: &WorkerCtx,
     total: u64,
     lanes: usize,
     limit: u64,
     planned: &Cell<Planned>,
+    routes: Vec<u64>,
 ) -> (usize, usize) {
     let limit = (limit != u64::MAX).then_some(limit);
     let config = &ctx.shared.config;
@@ -362,13 +367,7 @@ fn plan_rounds(
         bands: config.lsh.is_some(),
         workers: ctx.peers,
         workers_here: config.parallelism.workers,
-        routes: match config.lsh {
-            Some(_) => Vec::new(),
-            None => super::keys::route_groups(config.design.masks())
-                .into_iter()
-                .map(|(group, _)| group)
-                .collect(),
-        },
+        routes,
         min_partition_entries: config.spill_min_partition,
     };
     let choice = shape.choose(config.table_rounds, limit);

@@ -77,6 +77,15 @@ impl Keys {
         }
     }
 
+    /// Each lane's route group (its group's first lane): the lanes of a group send a
+    /// fingerprint to one worker. Empty for LSH bands, each its own record.
+    pub fn route_group_ids(&self) -> Vec<u64> {
+        match self {
+            Keys::Tables { routes, .. } => routes.iter().map(|&(group, _)| group).collect(),
+            Keys::Bands => Vec::new(),
+        }
+    }
+
     /// The key of `value` in `lane`.
     #[inline]
     pub fn key(&self, lane: u32, value: u64) -> u64 {
