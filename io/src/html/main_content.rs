@@ -34,7 +34,11 @@
 //!    [`super::text`]) whose characters inside `<a>` are more than [`MAX_LINK_DENSITY_PCT`]
 //!    percent of its characters is dropped: link lists, tag clouds, "previous / next".
 //! 5. **Very short blocks**: a block of fewer than [`MIN_BLOCK_WORDS`] words is dropped:
-//!    buttons, bylines, dates, "Share", one-word headings, breadcrumbs.
+//!    buttons, bylines, dates, "Share", one-word headings, breadcrumbs. A table row whose
+//!    cells hold short blocks is one block, judged as a whole, as a row of plain cells
+//!    already is (the Sphinx theme puts each cell in a `<p>`): a data table keeps its
+//!    values. A row of more than [`MAX_ROW_WORDS`] words, or one holding a table, is a
+//!    layout row, read block by block.
 //! 6. **Site templates**: a block that the run learned is part of the page's site template
 //!    ([`super::template`]) is dropped, here and in the fallback.
 //! 7. **Fallback**: a page whose main content comes to fewer than [`MIN_MAIN_BYTES`] bytes
@@ -119,11 +123,21 @@ pub const MAX_LINK_DENSITY_PCT: usize = 50;
 /// that differ between captures.
 pub const MIN_BLOCK_WORDS: usize = 5;
 
-/// Rules 1 and 7: below this many bytes of main content, a page keeps its `text`-mode text. On
-/// the samples `main` left 27 of the 275 HTML pages empty and 45 under 200 bytes, against 11
-/// and 22 for `text` (frameset pages, redirects, an unclosed `<title>` that swallows the
-/// page in a browser too): 200 bytes (about 30 words) gives those pages their text back.
-pub const MIN_MAIN_BYTES: usize = 200;
+/// Rule 5: a table row of at most this many words whose cells hold short blocks is one
+/// block. A row of a data table (a feature matrix, a list of a class's methods) is a few
+/// to a few dozen words; a layout table's row holds a page.
+pub const MAX_ROW_WORDS: usize = 64;
+
+/// Rules 1 and 7: below this many bytes of main content, a page keeps its short and linked
+/// blocks too (less its boilerplate and template), or its `text`-mode text. On the samples
+/// `main` left 27 of the 275 HTML pages empty and 45 under 200 bytes, against 11 and 22 for
+/// `text` (frameset pages, redirects, an unclosed `<title>` that swallows the page in a
+/// browser too): 200 bytes (about 30 words) gave those pages their text back. 400 (about 60
+/// words) since the site benchmark (docs/inputs.md): reference pages of 216 to 349 bytes
+/// (a javadoc interface, a man page of `close()`) kept only the sentences their siblings
+/// share, and their names and signatures, short blocks, tell them apart; the captures of
+/// the samples came no further apart (mean distance 0.6 bits against 0.7).
+pub const MIN_MAIN_BYTES: usize = 400;
 
 /// Whether a block of `words` words and `bytes` bytes of text, `link_bytes` of them inside
 /// `<a>`, is kept (rules 4 and 5).

@@ -451,10 +451,10 @@ fn main_content_signals_come_first() {
         "{sidebar}<section class=\"wy-nav-content-wrap\"><div class=\"wy-nav-content\">\
          <div class=\"crumbs-navigation\"><p>Docs home and the path to this page here</p></div>\
          <div role=\"main\">{}</div><footer><p>Copyright the kernel developers and all others</p></footer></div></section>",
-        article.repeat(3)
+        article.repeat(6)
     );
     let text = main_text(&page);
-    assert_eq!(text.lines().count(), 3);
+    assert_eq!(text.lines().count(), 6);
     assert!(text
         .lines()
         .all(|l| l.starts_with("This paragraph is the real article")));
@@ -463,16 +463,16 @@ fn main_content_signals_come_first() {
     let page = format!(
         "<div class=\"sidebar\"><p>Links to the other parts of this site and more</p><article>{}\
          <div class=\"share-buttons\"><p>Share this page with your friends and family now</p></div></article></div>",
-        article.repeat(3)
+        article.repeat(6)
     );
     let text = main_text(&page);
-    assert_eq!(text.lines().count(), 3, "{text}");
+    assert_eq!(text.lines().count(), 6, "{text}");
     // Too little inside the signals: the page's other rules decide.
     let page = format!(
         "<main><p>A short main part.</p></main>{}",
-        article.repeat(3)
+        article.repeat(6)
     );
-    assert_eq!(main_text(&page).lines().count(), 3);
+    assert_eq!(main_text(&page).lines().count(), 6);
 }
 
 /// A line of the page's site template is dropped in `main` mode, in its fallback and in
@@ -506,4 +506,58 @@ fn site_template_lines_are_dropped() {
     let other = templates.of_url(Some("http://b.example/x"));
     extract_with(&page, HtmlMode::Main, other, &mut out);
     assert!(out.text.contains(menu));
+}
+
+/// Rule 5 of `main` mode: a table row whose cells hold short blocks is one block, judged as
+/// a whole, as a row of plain cells is; a layout row (long, or holding a table) is read
+/// block by block.
+#[test]
+fn a_row_of_short_cells_is_one_block() {
+    let row = |cells: &[&str]| {
+        let cells: String = cells
+            .iter()
+            .map(|c| format!("<td><p>{c}</p></td>"))
+            .collect();
+        format!("<tr>{cells}</tr>")
+    };
+    // A feature matrix: each cell a paragraph, the status alone a word.
+    let html = format!(
+        "<table><thead>{}</thead><tbody>{}{}</tbody></table>",
+        row(&["Subsystem", "Feature", "Status", "Description", "Notes"]),
+        row(&[
+            "core",
+            "cBPF-JIT",
+            "TODO",
+            "arch supports cBPF JIT optimizations"
+        ]),
+        row(&["core", "eBPF-JIT", "ok", "arch supports eBPF JIT"]),
+    );
+    assert_eq!(
+        main_rules(&html),
+        "Subsystem Feature Status Description Notes\n\
+         core cBPF-JIT TODO arch supports cBPF JIT optimizations\n\
+         core eBPF-JIT ok arch supports eBPF JIT"
+    );
+    // Too few words in all, or mostly links: dropped as a whole, as a block would be.
+    assert_eq!(main_rules(&row(&["a", "b", "c"])), "");
+    let links = row(&["<a href=1>Home page</a>", "<a href=2>About us</a>", "Top"]);
+    assert_eq!(main_rules(&links), "");
+    // A layout row: a menu cell beside an article of more than MAX_ROW_WORDS words.
+    let article = "Words of the article that this layout table holds. ".repeat(8);
+    let layout = row(&["<a href=1>Home</a>", "Menu", article.trim()]);
+    assert_eq!(main_rules(&layout), article.trim());
+    // A row holding a table is a layout row too: its own blocks keep the rules.
+    let nested = format!(
+        "<table><tr><td><p>Menu</p></td><td><table>{}</table><p>{}</p></td></tr></table>",
+        row(&["x", "y"]),
+        "An article paragraph beside the menu cell."
+    );
+    assert_eq!(
+        main_rules(&nested),
+        "An article paragraph beside the menu cell."
+    );
+    // A boilerplate container inside the row keeps its lines out of the row.
+    let boiler = "<table><tr><td><p>core</p></td><td><div class=share><p>Share this</p></div>\
+                  </td><td><p>one two three four</p></td></tr></table>";
+    assert_eq!(main_rules(boiler), "core one two three four");
 }

@@ -234,6 +234,30 @@ struct State<'t> {
     line_start: usize,
     words: usize,
     link_bytes: usize,
+    /// `main` mode's block rules: the innermost table row being read, for rule 5's rows.
+    row: Option<Row>,
+}
+
+/// A table row as `main` mode reads it (rule 5 of [`main_content`]): where it began, and
+/// its text as one line of words, in case its cells' short blocks make it one line.
+struct Row {
+    /// The row's element's place in the stack.
+    depth: usize,
+    /// Where the row's lines began in the text and in the signal text.
+    text_start: usize,
+    signal_start: usize,
+    /// The row's words (its lines joined by spaces, less template and boilerplate lines),
+    /// and how many bytes of them were inside links.
+    joined: String,
+    words: usize,
+    link_bytes: usize,
+    /// A line of the row was dropped as short (rule 5) alone.
+    dropped_short: bool,
+    /// A table opened inside the row: a layout row, read line by line.
+    nested: bool,
+    /// The open boilerplate containers where the row began: a line inside one opened in
+    /// the row is left out of the joined row.
+    containers: (usize, usize),
 }
 
 impl<'t> State<'t> {
@@ -258,6 +282,7 @@ impl<'t> State<'t> {
             line_start: 0,
             words: 0,
             link_bytes: 0,
+            row: None,
         }
     }
 
@@ -310,6 +335,17 @@ impl<'t> State<'t> {
         }
         let line = &self.text[self.line_start..];
         let mut keep = !self.template.holds_line(line);
+        let (boiler, boiler_in_signal) = (self.boiler, self.boiler_in_signal);
+        let same_containers = |row: &&mut Row| row.containers == (boiler, boiler_in_signal);
+        if let Some(row) = self.row.as_mut().filter(same_containers).filter(|_| keep) {
+            if !row.joined.is_empty() {
+                row.joined.push(' ');
+            }
+            row.joined.push_str(line);
+            row.words += self.words;
+            row.link_bytes += self.link_bytes;
+            row.dropped_short |= self.words < main_content::MIN_BLOCK_WORDS;
+        }
         if self.main {
             keep &= !self.block_rules
                 || main_content::keep_block(self.words, line.len(), self.link_bytes);
@@ -424,6 +460,9 @@ impl<'t> State<'t> {
             name: tag.name.clone(),
             effects,
         });
+        if self.block_rules && effects & HIDES == 0 {
+            self.track_row(name);
+        }
         match raw {
             Some(kind) => TokenSinkResult::RawData(kind),
             None => TokenSinkResult::Continue,
@@ -490,8 +529,59 @@ impl<'t> State<'t> {
         }
     }
 
+    /// `main` mode's block rules: a `tr` opened outside any tracked row starts one; a
+    /// `table` inside it makes it a layout row.
+    fn track_row(&mut self, name: &str) {
+        match (name, self.row.as_mut()) {
+            ("tr", None) => {
+                self.row = Some(Row {
+                    depth: self.stack.len() - 1,
+                    text_start: self.text.len(),
+                    signal_start: self.signal_text.len(),
+                    joined: String::new(),
+                    words: 0,
+                    link_bytes: 0,
+                    dropped_short: false,
+                    nested: false,
+                    containers: (self.boiler, self.boiler_in_signal),
+                })
+            }
+            ("table", Some(row)) => row.nested = true,
+            _ => {}
+        }
+    }
+
+    /// The tracked row ends (rule 5 of [`main_content`]): when a line of it was dropped as
+    /// short, its lines give way to the row as one line, judged by the block rules as a
+    /// whole, as a row of plain cells already is.
+    fn finish_row(&mut self) {
+        self.end_line();
+        let Some(row) = self.row.take() else { return };
+        if !row.dropped_short
+            || row.nested
+            || row.joined.is_empty()
+            || row.words > main_content::MAX_ROW_WORDS
+        {
+            return;
+        }
+        self.text.truncate(row.text_start);
+        self.signal_text.truncate(row.signal_start);
+        self.line_start = self.text.len();
+        self.text.push_str(&row.joined);
+        self.words = row.words;
+        self.link_bytes = row.link_bytes;
+        self.end_line();
+    }
+
     /// Closes the innermost open element, undoing what it changed.
     fn pop(&mut self) {
+        if self
+            .row
+            .as_ref()
+            .is_some_and(|row| row.depth + 1 == self.stack.len())
+        {
+            self.finish_row();
+        }
         let Some(open) = self.stack.pop() else { return };
         if open.effects & HIDES != 0 {
             self.hidden -= 1;
