@@ -314,15 +314,18 @@ pub struct QualityArgs {
     #[arg(long, value_name = "R", requires = "bands")]
     pub rows: Option<usize>,
     /// Verify candidate pairs: jaccard (exact Jaccard of word shingle sets; the default in
-    /// MinHash mode), minhash (the signatures' Jaccard estimate: cheaper, approximate;
-    /// MinHash mode only) or none (the default for simhash)
+    /// MinHash mode, and for simhash over web pages read as their main text: web archives,
+    /// or --url-field with --html main), minhash (the signatures' Jaccard estimate:
+    /// cheaper, approximate; MinHash mode only) or none (the default for other simhash
+    /// runs)
     #[arg(long, value_enum)]
     pub verify: Option<VerifyChoice>,
-    /// Drop verified pairs below this exact Jaccard (default: --threshold in MinHash mode, 0
-    /// for simhash, which then only annotates pairs)
+    /// Drop verified pairs below this exact Jaccard (default: --threshold in MinHash mode,
+    /// 0.5 for simhash over web pages, else 0 for simhash, which then only annotates pairs)
     #[arg(long, value_name = "T")]
     pub min_jaccard: Option<f64>,
-    /// Verification compares sets of word N-grams (default: the MinHash shingle size, or 3)
+    /// Verification compares sets of word N-grams (default: the MinHash shingle size, 5 for
+    /// simhash over web pages, else 3)
     #[arg(long, value_name = "N")]
     pub verify_shingle: Option<usize>,
     /// Where verification finds the shingle sets it compares: memory (kept as the corpus is

@@ -41,8 +41,8 @@ mod substrings;
 
 pub use builder::{
     validate, ConfigError, JobConfigBuilder, VerifyMode, DEFAULT_K, DEFAULT_KEEP,
-    DEFAULT_KEEP_WITH_TIMES, DEFAULT_TABLES, DEFAULT_THRESHOLD, DEFAULT_VERIFY_SHINGLE, LSH_MARGIN,
-    MIN_LSH_THRESHOLD,
+    DEFAULT_KEEP_WITH_TIMES, DEFAULT_PAGE_MIN_JACCARD, DEFAULT_PAGE_VERIFY_SHINGLE, DEFAULT_TABLES,
+    DEFAULT_THRESHOLD, DEFAULT_VERIFY_SHINGLE, LSH_MARGIN, MIN_LSH_THRESHOLD,
 };
 pub use keep::KeepPolicy;
 pub use parallelism::Parallelism;
@@ -380,22 +380,15 @@ impl JobConfig {
         }
     }
 
-    /// Whether the job learns site templates (the templates stage): pages
-    /// extracted in `main` mode from inputs with URLs (web archives, or `--url-field` with
-    /// `--html main`), not turned off, not resumed.
-    pub fn learns_site_templates(&self) -> bool {
+    /// Whether the job reads web pages as their main text: pages extracted in `main` mode
+    /// from inputs with URLs (web archives, or `--url-field` with `--html main`). Such a
+    /// job learns site templates and, with simhash, verifies its pairs by default
+    /// ([`DEFAULT_PAGE_VERIFY_SHINGLE`], [`DEFAULT_PAGE_MIN_JACCARD`]).
+    pub fn reads_main_text_pages(&self) -> bool {
         use neardup_io::html::HtmlMode;
         let JobInput::Documents { fields, files } = &self.input else {
             return false;
         };
-        // A resumed run reads the corpus only to verify from the inputs or to search
-        // passages.
-        let resumed = matches!(self.resume, Resume::From(_));
-        if !self.site_templates
-            || (resumed && !self.verifies_from_inputs() && self.substrings.is_none())
-        {
-            return false;
-        }
         let archives = files.iter().any(|f| {
             matches!(
                 f.format,
@@ -405,6 +398,21 @@ impl JobConfig {
         let main = |default| fields.html.unwrap_or(default) == HtmlMode::Main;
         (archives && main(neardup_io::html::DEFAULT_HTML_MODE))
             || (fields.url_field.is_some() && main(HtmlMode::None))
+    }
+
+    /// Whether the job learns site templates (the templates stage): it reads pages as their
+    /// main text ([`JobConfig::reads_main_text_pages`]), templates are not turned off, and
+    /// it is not resumed.
+    pub fn learns_site_templates(&self) -> bool {
+        // A resumed run reads the corpus only to verify from the inputs or to search
+        // passages.
+        let resumed = matches!(self.resume, Resume::From(_));
+        if !self.site_templates
+            || (resumed && !self.verifies_from_inputs() && self.substrings.is_none())
+        {
+            return false;
+        }
+        self.reads_main_text_pages()
     }
 
     /// True when documents can carry URLs: some input is a web archive or `--url-field`
