@@ -234,8 +234,10 @@ struct State<'t> {
     line_start: usize,
     words: usize,
     link_bytes: usize,
-    /// `main` mode's block rules: the innermost table row being read, for rule 5's rows.
+    /// `main` mode's block rules: the innermost table row being read, for rule 5's rows,
+    /// and its words as one line (kept between rows, so that its buffer is reused).
     row: Option<Row>,
+    row_text: String,
 }
 
 /// A table row as `main` mode reads it (rule 5 of [`main_content`]): where it began, and
@@ -246,9 +248,9 @@ struct Row {
     /// Where the row's lines began in the text and in the signal text.
     text_start: usize,
     signal_start: usize,
-    /// The row's words (its lines joined by spaces, less template and boilerplate lines),
-    /// and how many bytes of them were inside links.
-    joined: String,
+    /// The row's words (its lines joined by spaces in `row_text`, less template and
+    /// boilerplate lines, and only while they are at most `MAX_ROW_WORDS`: a longer row is
+    /// never joined), and how many bytes of them were inside links.
     words: usize,
     link_bytes: usize,
     /// A line of the row was dropped as short (rule 5) alone.
@@ -283,6 +285,7 @@ impl<'t> State<'t> {
             words: 0,
             link_bytes: 0,
             row: None,
+            row_text: String::new(),
         }
     }
 
@@ -338,10 +341,12 @@ impl<'t> State<'t> {
         let (boiler, boiler_in_signal) = (self.boiler, self.boiler_in_signal);
         let same_containers = |row: &&mut Row| row.containers == (boiler, boiler_in_signal);
         if let Some(row) = self.row.as_mut().filter(same_containers).filter(|_| keep) {
-            if !row.joined.is_empty() {
-                row.joined.push(' ');
+            if row.words + self.words <= main_content::MAX_ROW_WORDS {
+                if !self.row_text.is_empty() {
+                    self.row_text.push(' ');
+                }
+                self.row_text.push_str(line);
             }
-            row.joined.push_str(line);
             row.words += self.words;
             row.link_bytes += self.link_bytes;
             row.dropped_short |= self.words < main_content::MIN_BLOCK_WORDS;
@@ -534,11 +539,11 @@ impl<'t> State<'t> {
     fn track_row(&mut self, name: &str) {
         match (name, self.row.as_mut()) {
             ("tr", None) => {
+                self.row_text.clear();
                 self.row = Some(Row {
                     depth: self.stack.len() - 1,
                     text_start: self.text.len(),
                     signal_start: self.signal_text.len(),
-                    joined: String::new(),
                     words: 0,
                     link_bytes: 0,
                     dropped_short: false,
@@ -559,7 +564,7 @@ impl<'t> State<'t> {
         let Some(row) = self.row.take() else { return };
         if !row.dropped_short
             || row.nested
-            || row.joined.is_empty()
+            || self.row_text.is_empty()
             || row.words > main_content::MAX_ROW_WORDS
         {
             return;
@@ -567,7 +572,7 @@ impl<'t> State<'t> {
         self.text.truncate(row.text_start);
         self.signal_text.truncate(row.signal_start);
         self.line_start = self.text.len();
-        self.text.push_str(&row.joined);
+        self.text.push_str(&self.row_text);
         self.words = row.words;
         self.link_bytes = row.link_bytes;
         self.end_line();
