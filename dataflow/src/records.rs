@@ -96,104 +96,195 @@ impl wire::Compact for DocFp {
     const MAX_BYTES: usize = 64;
 
     fn encode(&self, out: &mut Vec<u8>) {
-        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
-        let flags = flag(self.empty, has::EMPTY)
-            | flag(self.exact_key != 0, has::EXACT_KEY)
-            | flag(self.id_hash.is_some(), has::ID_HASH)
-            | flag(self.digest.is_some(), has::DIGEST)
-            | flag(matches!(self.digest, Some((_, true))), has::REVISIT)
-            | flag(self.url_key.is_some(), has::URL_KEY)
-            | flag(self.host_hash.is_some(), has::HOST_HASH)
-            | flag(self.page.is_some(), has::PAGE);
-        out.push(flags);
-        put_doc(out, self.doc_id);
-        wire::put_u64(out, self.simhash);
-        if self.exact_key != 0 {
-            wire::put_u128(out, self.exact_key);
-        }
-        wire::put_rank(out, self.rank);
-        if let Some(h) = self.id_hash {
-            wire::put_u64(out, h);
-        }
-        wire::put_varint(out, self.bands.len() as u64);
-        for &band in &self.bands {
-            wire::put_u64(out, band);
-        }
-        if let Some((digest, _)) = self.digest {
-            wire::put_u128(out, digest);
-        }
-        if let Some(key) = self.url_key {
-            wire::put_u128(out, key);
-        }
-        if let Some(h) = self.host_hash {
-            wire::put_u64(out, h);
-        }
-        if let Some(page) = &self.page {
-            wire::put_str(out, &page.0);
-            wire::put_str(out, &page.1);
-        }
+        encode_doc(self, &self.bands, out);
     }
 
     fn decode(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<Self> {
-        let flags = bytes()?;
-        let on = |bit: u8| flags & bit != 0;
-        let doc_id = get_doc(bytes)?;
-        let simhash = wire::get_u64(bytes)?;
-        let exact_key = if on(has::EXACT_KEY) {
-            wire::get_u128(bytes)?
-        } else {
-            0
-        };
-        let rank = wire::get_rank(bytes)?;
-        let id_hash = if on(has::ID_HASH) {
-            Some(wire::get_u64(bytes)?)
-        } else {
-            None
-        };
-        let bands_len = wire::get_varint(bytes)?;
-        // A signature has at most a few hundred bands: a longer count is a corrupt record,
-        // and must not reserve memory.
-        let mut bands = Vec::with_capacity(bands_len.min(1024) as usize);
-        for _ in 0..bands_len {
-            bands.push(wire::get_u64(bytes)?);
-        }
-        let digest = if on(has::DIGEST) {
-            Some((wire::get_u128(bytes)?, on(has::REVISIT)))
-        } else {
-            None
-        };
-        let url_key = if on(has::URL_KEY) {
-            Some(wire::get_u128(bytes)?)
-        } else {
-            None
-        };
-        let host_hash = if on(has::HOST_HASH) {
-            Some(wire::get_u64(bytes)?)
-        } else {
-            None
-        };
-        let page = if on(has::PAGE) {
-            Some(Box::new((wire::get_str(bytes)?, wire::get_str(bytes)?)))
-        } else {
-            None
-        };
-        Some(DocFp {
-            doc_id,
-            simhash,
-            exact_key,
-            rank,
-            empty: on(has::EMPTY),
-            id_hash,
-            bands,
-            digest,
-            url_key,
-            host_hash,
-            page,
-        })
+        let (mut doc, bands) = decode_doc(bytes, Vec::with_capacity)?;
+        doc.bands = bands;
+        Some(doc)
     }
 }
 
+/// `doc`'s compact form, with `bands` as its band keys (`doc`'s own are not read).
+fn encode_doc(doc: &DocFp, bands: &[u64], out: &mut Vec<u8>) {
+    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+    let flags = flag(doc.empty, has::EMPTY)
+        | flag(doc.exact_key != 0, has::EXACT_KEY)
+        | flag(doc.id_hash.is_some(), has::ID_HASH)
+        | flag(doc.digest.is_some(), has::DIGEST)
+        | flag(matches!(doc.digest, Some((_, true))), has::REVISIT)
+        | flag(doc.url_key.is_some(), has::URL_KEY)
+        | flag(doc.host_hash.is_some(), has::HOST_HASH)
+        | flag(doc.page.is_some(), has::PAGE);
+    out.push(flags);
+    put_doc(out, doc.doc_id);
+    wire::put_u64(out, doc.simhash);
+    if doc.exact_key != 0 {
+        wire::put_u128(out, doc.exact_key);
+    }
+    wire::put_rank(out, doc.rank);
+    if let Some(h) = doc.id_hash {
+        wire::put_u64(out, h);
+    }
+    wire::put_varint(out, bands.len() as u64);
+    for &band in bands {
+        wire::put_u64(out, band);
+    }
+    if let Some((digest, _)) = doc.digest {
+        wire::put_u128(out, digest);
+    }
+    if let Some(key) = doc.url_key {
+        wire::put_u128(out, key);
+    }
+    if let Some(h) = doc.host_hash {
+        wire::put_u64(out, h);
+    }
+    if let Some(page) = &doc.page {
+        wire::put_str(out, &page.0);
+        wire::put_str(out, &page.1);
+    }
+}
+
+/// Reads back what [`encode_doc`] wrote: the document without band keys, and its band
+/// keys in a container `with_capacity` makes for their number.
+fn decode_doc<B: Extend<u64>>(
+    bytes: &mut dyn FnMut() -> Option<u8>,
+    with_capacity: impl FnOnce(usize) -> B,
+) -> Option<(DocFp, B)> {
+    let flags = bytes()?;
+    let on = |bit: u8| flags & bit != 0;
+    let doc_id = get_doc(bytes)?;
+    let simhash = wire::get_u64(bytes)?;
+    let exact_key = if on(has::EXACT_KEY) {
+        wire::get_u128(bytes)?
+    } else {
+        0
+    };
+    let rank = wire::get_rank(bytes)?;
+    let id_hash = if on(has::ID_HASH) {
+        Some(wire::get_u64(bytes)?)
+    } else {
+        None
+    };
+    let bands_len = wire::get_varint(bytes)?;
+    // A signature has at most a few hundred bands: a longer count is a corrupt record,
+    // and must not reserve memory.
+    let mut bands = with_capacity(bands_len.min(1024) as usize);
+    for _ in 0..bands_len {
+        bands.extend(std::iter::once(wire::get_u64(bytes)?));
+    }
+    let digest = if on(has::DIGEST) {
+        Some((wire::get_u128(bytes)?, on(has::REVISIT)))
+    } else {
+        None
+    };
+    let url_key = if on(has::URL_KEY) {
+        Some(wire::get_u128(bytes)?)
+    } else {
+        None
+    };
+    let host_hash = if on(has::HOST_HASH) {
+        Some(wire::get_u64(bytes)?)
+    } else {
+        None
+    };
+    let page = if on(has::PAGE) {
+        Some(Box::new((wire::get_str(bytes)?, wire::get_str(bytes)?)))
+    } else {
+        None
+    };
+    let doc = DocFp {
+        doc_id,
+        simhash,
+        exact_key,
+        rank,
+        empty: on(has::EMPTY),
+        id_hash,
+        bands: Vec::new(),
+        digest,
+        url_key,
+        host_hash,
+        page,
+    };
+    Some((doc, bands))
+}
+
 wire::serde_by_compact!(DocFp);
+
+/// Band keys a [`HeldDoc`] keeps inline: MinHash mode's tuned banding has 9 bands at
+/// `--threshold 0.8` and 16 or fewer down to 0.5 (128 permutations); more go to the heap.
+pub const INLINE_BANDS: usize = 16;
+
+/// A [`DocFp`] as an external sort holds it: the band keys inline, so that a record owns
+/// no heap memory of its own (where its page, a web document's host and path, is none).
+///
+/// The simple version sorts `DocFp`s, each with its band keys in a `Vec` of their own: one
+/// small allocation per record held, freed in sorted order when a run is written, so the
+/// allocator's heap was left in pieces that the next run's records and the records in
+/// flight only partly reused. Threshold mode's exact stage at 50 GB of text (nine runs of
+/// the signatures' sort per worker, one at 10 GB) peaked 0.3 GB above the 10 GB run's,
+/// with 0.5 GB of freed heap kept by the allocator (docs/performance.md). A sort's records
+/// are now one block of memory, given back whole when a run is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldDoc {
+    /// The document, its `bands` empty (no allocation).
+    doc: DocFp,
+    bands: smallvec::SmallVec<[u64; INLINE_BANDS]>,
+}
+
+impl HeldDoc {
+    /// The document, its band keys excepted (see [`HeldDoc::bands`]).
+    pub fn doc(&self) -> &DocFp {
+        &self.doc
+    }
+
+    pub fn bands(&self) -> &[u64] {
+        &self.bands
+    }
+
+    /// The document as it travels, its band keys back in their `Vec`.
+    pub fn into_doc(self) -> DocFp {
+        let mut doc = self.doc;
+        doc.bands = self.bands.into_vec();
+        doc
+    }
+
+    /// Bytes the record takes in memory, its heap included (band keys past
+    /// [`INLINE_BANDS`], a page).
+    pub fn memory_bytes(&self) -> usize {
+        let spilled = if self.bands.spilled() {
+            8 * self.bands.capacity()
+        } else {
+            0
+        };
+        std::mem::size_of::<HeldDoc>() + self.doc.memory_bytes() - std::mem::size_of::<DocFp>()
+            + spilled
+    }
+}
+
+impl From<DocFp> for HeldDoc {
+    fn from(mut doc: DocFp) -> Self {
+        let bands = smallvec::SmallVec::from_slice(&doc.bands);
+        doc.bands = Vec::new();
+        HeldDoc { doc, bands }
+    }
+}
+
+impl wire::Compact for HeldDoc {
+    const MAX_BYTES: usize = DocFp::MAX_BYTES;
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        encode_doc(&self.doc, &self.bands, out);
+    }
+
+    fn decode(bytes: &mut dyn FnMut() -> Option<u8>) -> Option<Self> {
+        let (doc, bands) = decode_doc(bytes, smallvec::SmallVec::with_capacity)?;
+        Some(HeldDoc { doc, bands })
+    }
+}
+
+wire::serde_by_compact!(HeldDoc);
 
 /// Why two documents are paired.
 /// A set of document numbers as a bit per number, by input file: what a home keeps of
@@ -472,6 +563,47 @@ mod tests {
             for record in 0..100_001 {
                 let doc = doc_id(file, record);
                 assert_eq!(bits.contains(doc), simple.contains(&doc), "{file} {record}");
+            }
+        }
+    }
+
+    /// A document as a sort holds it reads back as the document it was made from, through
+    /// bincode (a run file) and directly, whatever its number of band keys (none, inline,
+    /// and past [`INLINE_BANDS`]) and its optional fields; it writes the same bytes as the
+    /// document, and owns no heap memory where its bands fit inline.
+    #[test]
+    fn held_documents_are_the_documents_they_hold() {
+        let mut state = 17u64;
+        let mut r = || neardup_core::mix::splitmix64(&mut state);
+        for bands in [0, 1, 9, INLINE_BANDS, INLINE_BANDS + 1, 40] {
+            let doc = DocFp {
+                doc_id: doc_id(3, r() % 1000),
+                simhash: r(),
+                exact_key: (r() as u128) << 64 | r() as u128,
+                rank: r(),
+                empty: false,
+                id_hash: Some(r()),
+                bands: (0..bands).map(|_| r()).collect(),
+                digest: Some((r() as u128, true)),
+                url_key: None,
+                host_hash: Some(r()),
+                page: (bands == 9).then(|| Box::new(("a.example".into(), "/x?y".into()))),
+            };
+            let held = HeldDoc::from(doc.clone());
+            assert_eq!(held.bands(), &doc.bands[..]);
+            assert!(held.doc().bands.is_empty());
+            let bytes = bincode::serialize(&held).unwrap();
+            assert_eq!(bytes, bincode::serialize(&doc).unwrap(), "{bands} bands");
+            let back: HeldDoc = bincode::deserialize(&bytes).unwrap();
+            assert_eq!(back, held);
+            assert_eq!(back.into_doc(), doc);
+            let as_doc: DocFp = bincode::deserialize(&bytes).unwrap();
+            assert_eq!(as_doc, doc);
+            let heap = held.memory_bytes() - std::mem::size_of::<HeldDoc>();
+            match (bands, doc.page.is_some()) {
+                (b, false) if b <= INLINE_BANDS => assert_eq!(heap, 0),
+                (b, false) => assert!(heap >= 8 * b, "{heap} bytes for {b} bands"),
+                (_, true) => assert!(heap > 0),
             }
         }
     }

@@ -294,6 +294,12 @@ def run(opts):
     with open(os.path.join(output, "summary.json")) as f:
         summary = json.load(f)
     by_stage, peak_at = rss_by_stage(samples, summary.get("stage_seconds"))
+    if opts.timeline:
+        # The resident memory every half second, with the stages' ends, to see where a
+        # peak lies (one line per sample: seconds, MB).
+        with open(opts.timeline, "w") as f:
+            json.dump({"stage_seconds": summary.get("stage_seconds"),
+                       "samples": [(round(t, 1), round(b / 2**20)) for t, b in samples]}, f)
     per_copy, between = quality(output, meta.get("excluded_ids", ()))
     base = per_copy.get(0)
     worst = {m: max(abs(q[m] - base[m]) for q in per_copy.values()) for m in ("recall", "precision")}
@@ -354,6 +360,8 @@ def main():
     r.add_argument("--memory-limit", default="4G")
     r.add_argument("--work", help="where outputs and spill go (default: beside --data)")
     r.add_argument("--json", help="append the result line to this file")
+    r.add_argument("--timeline", help="write the run's resident memory, sampled every 0.5 s, "
+                   "and its stages' ends to this JSON file")
     r.add_argument("--check-alone", type=int, default=2,
                    help="run this many of the copies furthest from copy 0 (and copy 0) alone, "
                         "and require the same pairs")

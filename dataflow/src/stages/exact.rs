@@ -16,7 +16,7 @@ use timely::dataflow::StreamVec;
 use crate::config::EXACT_SORT_SHARE;
 use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
-use crate::records::{DocFp, Edge, EdgeKind};
+use crate::records::{DocFp, Edge, EdgeKind, HeldDoc};
 use crate::worker::WorkerCtx;
 
 /// Splits documents into group representatives (and documents without duplicates), and
@@ -48,7 +48,8 @@ pub fn fold_exact<'s>(
             data.retain(|d| !d.empty);
             reps.give_iterator(data.extract_if(.., |d| d.exact_key == 0));
         },
-        move |group, ByKey(doc), reps, edges| {
+        move |group, ByKey(held), reps, edges| {
+            let doc = held.into_doc();
             let same = group.first.as_ref().map(|f| f.exact_key) == Some(doc.exact_key);
             if same {
                 let first = group.first.as_ref().expect("the group's first");
@@ -77,13 +78,14 @@ pub fn fold_exact<'s>(
 }
 
 /// A document in the order its worker folds them: by exact key, then by number (the first
-/// of a group is its smallest `doc_id`).
+/// of a group is its smallest `doc_id`). Held without an allocation of its own
+/// ([`HeldDoc`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ByKey(pub DocFp);
+pub struct ByKey(pub HeldDoc);
 
 impl ByKey {
     fn key(&self) -> (u128, u64) {
-        (self.0.exact_key, self.0.doc_id)
+        (self.0.doc().exact_key, self.0.doc().doc_id)
     }
 }
 
@@ -97,7 +99,7 @@ impl SpillRecord for ByKey {
 
 impl From<DocFp> for ByKey {
     fn from(doc: DocFp) -> Self {
-        ByKey(doc)
+        ByKey(HeldDoc::from(doc))
     }
 }
 

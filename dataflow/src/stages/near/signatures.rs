@@ -21,7 +21,7 @@ use timely::dataflow::StreamVec;
 use crate::config::SIGNATURES_SORT_SHARE;
 use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
-use crate::records::{DocFp, Edge, EdgeKind};
+use crate::records::{DocFp, Edge, EdgeKind, HeldDoc};
 use crate::worker::WorkerCtx;
 
 /// Splits representatives into one per distinct signature (band keys), which go on to the
@@ -67,17 +67,22 @@ fn signature_route(bands: &[u64]) -> u64 {
 /// on a 16-core machine the fold took 3.8 s of a one-worker run over 1.6M documents, a
 /// tenth of the search. The hash, kept in the record, decides almost every comparison; the
 /// band keys only break its ties, so equal signatures are still next to each other,
-/// smallest number first, and the fold is the same.
+/// smallest number first, and the fold is the same. The band keys are held inline
+/// ([`HeldDoc`]): a record owns no allocation of its own.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BySignature {
     signature: u64,
-    pub doc: DocFp,
+    pub doc: HeldDoc,
 }
 
 ordered_by!(
     BySignature,
     cmp | a,
-    b | (a.signature, &a.doc.bands, a.doc.doc_id).cmp(&(b.signature, &b.doc.bands, b.doc.doc_id))
+    b | (a.signature, a.doc.bands(), a.doc.doc().doc_id).cmp(&(
+        b.signature,
+        b.doc.bands(),
+        b.doc.doc().doc_id
+    ))
 );
 
 impl SpillRecord for BySignature {
@@ -90,7 +95,7 @@ impl From<DocFp> for BySignature {
     fn from(doc: DocFp) -> Self {
         BySignature {
             signature: signature_route(&doc.bands),
-            doc,
+            doc: HeldDoc::from(doc),
         }
     }
 }
@@ -112,8 +117,8 @@ impl Group {
             Some(BySignature {
                 signature,
                 doc: first,
-            }) if *signature == record.signature && first.bands == record.doc.bands => {
-                let doc = &record.doc;
+            }) if *signature == record.signature && first.bands() == record.doc.bands() => {
+                let (first, doc) = (first.doc(), record.doc.doc());
                 self.members += 1;
                 // A plain near pair, not a unit for --cluster star (as equal simhashes
                 // are): an equal signature does not prove the members equally similar to
@@ -128,7 +133,7 @@ impl Group {
             }
             _ => {
                 if let Some(done) = self.first.replace(record) {
-                    rep(done.doc);
+                    rep(done.doc.into_doc());
                 }
             }
         }
@@ -137,7 +142,7 @@ impl Group {
     /// The last group's representative; returns the number of pairs made.
     fn end(mut self, rep: impl FnOnce(DocFp), _edge: impl FnMut(Edge)) -> u64 {
         if let Some(done) = self.first.take() {
-            rep(done.doc);
+            rep(done.doc.into_doc());
         }
         self.members
     }
