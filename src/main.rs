@@ -12,6 +12,7 @@
 // (`[:POLICY]`, `id<TAB>hex`), not rustdoc markup.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
+mod allocator;
 mod cluster_args;
 mod commands;
 mod input_args;
@@ -94,6 +95,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    allocator::configure();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Hash(args) => commands::hash::run(args),
