@@ -123,11 +123,17 @@ impl WorkerCtx {
         share: f64,
     ) -> neardup_io::spill::ExternalSort<D> {
         let config = &self.shared.config;
-        let budget = config.sort_memory.unwrap_or_else(|| {
-            crate::config::sort_budget(config.memory_limit, config.parallelism.workers, share)
-        });
         let dir = crate::stages::near::spill::sort_dir(&config.spill_root(), self.index, stage);
-        neardup_io::spill::ExternalSort::new(dir, budget)
+        neardup_io::spill::ExternalSort::new(dir, self.budget(share))
+    }
+
+    /// The bytes `share` of this worker's part of the limit comes to (all of them without a
+    /// limit; the sorts' budget where a test sets one for every sort).
+    pub fn budget(&self, share: f64) -> usize {
+        let config = &self.shared.config;
+        config.sort_memory.unwrap_or_else(|| {
+            crate::config::sort_budget(config.memory_limit, config.parallelism.workers, share)
+        })
     }
 
     /// Records what `stage`'s external sort did, for summary.json's `memory`.

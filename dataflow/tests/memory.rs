@@ -188,6 +188,15 @@ fn spilled_sorts_give_the_outputs_of_memory() {
                 assert!(sort.runs > 0 && sort.spilled_bytes > 0, "{stage}: {sort:?}");
             }
             assert_eq!(sorts["exact"].records, summary.counts.documents);
+            // Past the union-find's share, the clusters' components were found by sorting.
+            let stars = &sorts["component stars (large)"];
+            assert!(stars.records > 0 && stars.runs > 0, "{stars:?}");
+            if minhash && !components {
+                // Unlinked pairs verified for the stars, labelled from the sorted components
+                // read a second time.
+                let verified = &sorts["component verified"];
+                assert!(verified.records > 0, "{verified:?}");
+            }
             if minhash {
                 // The sets of the documents in some link, made again, and the candidates.
                 let sets = &sorts["verify sets"];

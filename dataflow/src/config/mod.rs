@@ -90,6 +90,16 @@ pub const PAIRS_SORT_SHARE: f64 = 0.01;
 /// the edges by component (twice where unlinked pairs are verified). 0.01, as
 /// [`PAIRS_SORT_SHARE`], for the reason given there.
 pub const STARS_SORT_SHARE: f64 = 0.01;
+/// The share of worker 0's part of the limit that the clusters' union-find may take (13
+/// bytes a document with a duplicate, [`neardup_core::unionfind::SortedUnionFind`]); past
+/// it the components are found by sorting instead ([`crate::stages::components`], two
+/// sorts of [`STARS_SORT_SHARE`] at a time). The union-find is made once every edge is in,
+/// after the search and verification, whose sorts of a quarter each have given their
+/// memory back: it takes a quarter too. Under `--memory-limit 4G` and two workers, 41M
+/// such documents are joined in memory (7.6M in 50 GB of text, 345 copies of dev-medium);
+/// past that, sorting costs rounds of two sorts of the edges each (6 for clusters of up
+/// to 64 documents, 10 for a path of 2,000; `dataflow/examples/components.rs`).
+pub const UNION_FIND_SHARE: f64 = 0.25;
 /// The share for each sort of the web stages: the captures by normalized URL
 /// ([`crate::stages::urls`]), the archive records by payload digest
 /// ([`crate::stages::revisits`]), and the two hops of the cross-host count. Their records

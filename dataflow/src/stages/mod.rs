@@ -16,6 +16,7 @@
 //! | pairs | [`pairs`] | write `pairs/` |
 //! | clusters | [`clusters`] | union-find components, the kept document; what the clusters add up to |
 //! | | [`stars`] | stars, one connected component at a time, from the edges sorted by component |
+//! | | [`components`] | connected components by sorting, where the union-find would not fit its share |
 //! | | [`cluster_rows`] | `clusters/`, a row per document at its home, by an external sort; the duplicate-id count |
 //! | mirrors | [`mirrors`] | mirror hosts from clusters and URLs: `mirrors/`, `hosts/` |
 //! | substrings | [`substrings`] | repeated passages: suffix arrays per worker, windows meet by key, `substrings/` |
@@ -23,6 +24,7 @@
 
 pub mod cluster_rows;
 pub mod clusters;
+pub mod components;
 pub mod exact;
 pub mod fingerprint;
 pub mod mirrors;

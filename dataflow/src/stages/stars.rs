@@ -12,7 +12,10 @@
 //! 1. [`label_components`]: worker 0 sorts the edges (within [`STARS_SORT_SHARE`], runs on
 //!    disk beyond it), and their documents in a sort of their own; once every edge is in,
 //!    the documents make a union-find, the edges are joined in it in their sorted order,
-//!    and each is then labelled with its component (a document of it).
+//!    and each is then labelled with its component (a document of it). Where the
+//!    union-find would take more than [`UNION_FIND_SHARE`] of the limit, the edges go to
+//!    [`crate::stages::components`] instead, which finds the components by sorting, and
+//!    each edge is labelled as the components are read beside the edges in their order.
 //! 2. [`probe_components`] (only where
 //!    [`probes_unlinked`](crate::stages::clusters::probes_unlinked)): at the component's
 //!    worker (a hash of the component, as in step 3), sorted by component, each component's
@@ -29,9 +32,11 @@
 //!
 //! Within a component the edges are in the order the simple version sorted them, the
 //! verified unlinked pairs after them, so the clusters are exactly the simple version's
-//! (`tests/quality_cli.rs` and `dataflow/tests/oracle.rs` compare them with it). What is
-//! held at once: the union-find (13 bytes per clustered document, the one state that
-//! still grows with them), the sorts' budgets, and the largest component's graph.
+//! (`tests/quality_cli.rs` and `dataflow/tests/oracle.rs` compare them with it; which
+//! document names a component changes nothing but the order components are made in). What
+//! is held at once: the union-find (13 bytes per clustered document, up to
+//! [`UNION_FIND_SHARE`]) or two sorts of the components on disk, the sorts' budgets, and
+//! the largest component's graph.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -44,16 +49,16 @@ use neardup_core::Method;
 use neardup_io::spill::{ExternalSort, SpillRecord};
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
-use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::vec::Map;
 use timely::dataflow::StreamVec;
 
-use crate::config::{ClusterMode, STARS_SORT_SHARE};
+use crate::config::{ClusterMode, STARS_SORT_SHARE, UNION_FIND_SHARE};
 use crate::operators::collect::Give;
 use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::records::{Assignment, Edge, EdgeKind};
 use crate::stages::clusters::Tally;
+use crate::stages::components::{ComponentsOnDisk, Cursor, Labels};
 use crate::worker::WorkerCtx;
 
 /// The component of an edge not labelled yet.
@@ -105,42 +110,153 @@ ordered_by!(InComponent, |r| r.key());
 impl SpillRecord for InComponent {}
 
 /// What the three steps share on worker 0: the documents of the edges, sorted while the
-/// edges come in, then the union-find made of them in [`label_components`], kept for
-/// labelling the verified unlinked pairs in [`make_stars`], which drops it; and how many
-/// unlinked pairs [`probe_components`] sent to be verified.
+/// edges come in; then what labels them with their component (`Labelling`, made in
+/// [`label_components`], kept for labelling the verified unlinked pairs in
+/// [`make_stars`], which drops it); and how many unlinked pairs [`probe_components`] sent
+/// to be verified.
 #[derive(Default)]
 pub struct Shared {
     documents: Option<ExternalSort<u64>>,
-    union_find: Option<SortedUnionFind>,
+    labelling: Labelling,
     probed: u64,
 }
 
 pub type Components = Rc<RefCell<Shared>>;
 
+/// A new, empty sort for a step of the components on disk (`true`: the large step's).
+type StepSort = Box<dyn FnMut(bool) -> ExternalSort<(u64, u64)>>;
+
+/// How the documents get their component.
+#[derive(Default)]
+enum Labelling {
+    /// Not made yet (or dropped once every edge is labelled).
+    #[default]
+    None,
+    /// The union-find, where it fits [`UNION_FIND_SHARE`].
+    InMemory(SortedUnionFind),
+    /// Otherwise the edges, gathered for the components on disk ...
+    Gathering(ComponentsOnDisk<StepSort>),
+    /// ... and the components found, read for documents in ascending order.
+    OnDisk(Labels, Cursor),
+    /// Making them failed: the run fails.
+    Failed,
+}
+
+/// Bytes a document takes in the union-find ([`SortedUnionFind`]: its id, its parent's
+/// index and a rank).
+const UNION_FIND_BYTES: usize = 13;
+
 impl Shared {
-    /// The union-find of every document the edges name, each alone: made from their sort
-    /// when the first edge is joined (every edge is in by then).
-    fn union_find(&mut self, ctx: &WorkerCtx) -> Option<&mut SortedUnionFind> {
-        if let Some(sort) = self.documents.take() {
-            let mut ids = Vec::new();
-            let merged = sort.finish().and_then(|mut merged| {
-                for id in merged.by_ref() {
-                    let id = id?;
-                    if ids.last() != Some(&id) {
-                        ids.push(id);
+    /// The union-find of every document the edges name, each alone, or where it would not
+    /// fit, the components on disk: made from the documents' sort when the first edge is
+    /// joined (every edge is in by then).
+    fn start(&mut self, ctx: &Rc<WorkerCtx>) {
+        let Some(sort) = self.documents.take() else {
+            return;
+        };
+        let fits = ctx.budget(UNION_FIND_SHARE) / UNION_FIND_BYTES;
+        let mut ids = Vec::new();
+        let merged = sort.finish().and_then(|mut merged| {
+            for id in merged.by_ref() {
+                let id = id?;
+                if ids.last() != Some(&id) {
+                    if ids.len() == fits {
+                        ids = Vec::new();
+                        break;
                     }
+                    ids.push(id);
                 }
-                Ok(merged.stats())
+            }
+            Ok((merged.stats(), !ids.is_empty()))
+        });
+        self.labelling = match merged {
+            Ok((stats, in_memory)) => {
+                ctx.sorted("component documents", stats);
+                if in_memory {
+                    Labelling::InMemory(SortedUnionFind::new(ids))
+                } else {
+                    let ctx = ctx.clone();
+                    let sort: StepSort = Box::new(move |large| {
+                        let step = if large { "large" } else { "small" };
+                        ctx.sort(&format!("component stars ({step})"), STARS_SORT_SHARE)
+                    });
+                    Labelling::Gathering(ComponentsOnDisk::new(sort))
+                }
+            }
+            Err(e) => {
+                ctx.sort_failed("component documents", e);
+                Labelling::Failed
+            }
+        };
+    }
+
+    /// Joins the documents of an edge (every edge comes before any is labelled); false
+    /// where the run failed.
+    fn join(&mut self, ctx: &Rc<WorkerCtx>, a: u64, b: u64) -> bool {
+        self.start(ctx);
+        let joined = match &mut self.labelling {
+            Labelling::InMemory(uf) => Ok(uf.union(a, b)),
+            Labelling::Gathering(edges) => edges.add(a, b).map(|()| true),
+            _ => return false,
+        };
+        self.failed_unless(ctx, joined)
+    }
+
+    /// The component of `doc`, asked in ascending order of `doc` since the last
+    /// [`Shared::rewind`]; `None` where the run failed.
+    fn component(&mut self, ctx: &WorkerCtx, doc: u64) -> Option<u64> {
+        if let Labelling::Gathering(_) = self.labelling {
+            let Labelling::Gathering(edges) = std::mem::take(&mut self.labelling) else {
+                unreachable!("matched above")
+            };
+            let found = edges.finish().and_then(|(labels, rounds)| {
+                ctx.sorted("component stars (large)", rounds.large);
+                ctx.sorted("component stars (small)", rounds.small);
+                let cursor = labels.cursor()?;
+                Ok(Labelling::OnDisk(labels, cursor))
             });
-            match merged {
-                Ok(stats) => {
-                    ctx.sorted("component documents", stats);
-                    self.union_find = Some(SortedUnionFind::new(ids));
-                }
-                Err(e) => ctx.sort_failed("component documents", e),
+            self.labelling = found.unwrap_or_else(|e| {
+                ctx.sort_failed("component stars", e);
+                Labelling::Failed
+            });
+        }
+        let found = match &mut self.labelling {
+            Labelling::InMemory(uf) => Ok(uf.find(doc)),
+            Labelling::OnDisk(_, cursor) => cursor.component(doc),
+            _ => return None,
+        };
+        match found {
+            Ok(component) => Some(component),
+            Err(e) => {
+                ctx.sort_failed("component stars", e);
+                self.labelling = Labelling::Failed;
+                None
             }
         }
-        self.union_find.as_mut()
+    }
+
+    /// Documents are asked from the smallest again (for the verified unlinked pairs).
+    fn rewind(&mut self, ctx: &WorkerCtx) {
+        if let Labelling::OnDisk(labels, cursor) = &mut self.labelling {
+            match labels.cursor() {
+                Ok(again) => *cursor = again,
+                Err(e) => {
+                    ctx.sort_failed("component stars", e);
+                    self.labelling = Labelling::Failed;
+                }
+            }
+        }
+    }
+
+    fn failed_unless(&mut self, ctx: &WorkerCtx, done: std::io::Result<bool>) -> bool {
+        match done {
+            Ok(_) => true,
+            Err(e) => {
+                ctx.sort_failed("component stars", e);
+                self.labelling = Labelling::Failed;
+                false
+            }
+        }
     }
 }
 
@@ -185,9 +301,8 @@ pub fn label_components<'s>(
                 }
             },
             move |_, r: InComponent, out, _| {
-                // Where the union-find could not be made, the run fails: nothing goes on.
-                if let Some(uf) = join.borrow_mut().union_find(&join_ctx) {
-                    uf.union(r.edge.a, r.edge.b);
+                // Where the components could not be made, the run fails: nothing goes on.
+                if join.borrow_mut().join(&join_ctx, r.edge.a, r.edge.b) {
                     out.give(r);
                 }
             },
@@ -195,6 +310,7 @@ pub fn label_components<'s>(
             move |e| fail.sort_failed("component edges", e),
         );
     let (fail, done) = (ctx.clone(), ctx.clone());
+    let label_ctx = ctx.clone();
     joined.sort_complete_split(
         Pipeline,
         "LabelComponents",
@@ -202,13 +318,11 @@ pub fn label_components<'s>(
         (),
         |_, _| {},
         move |_, mut r: InComponent, out, _| {
-            let mut shared = label.borrow_mut();
-            let uf = shared
-                .union_find
-                .as_mut()
-                .expect("made when the first edge was joined, dropped only by the stars");
-            r.component = uf.find(r.edge.a);
-            out.give(r);
+            // In the order of the edges' first documents.
+            if let Some(component) = label.borrow_mut().component(&label_ctx, r.edge.a) {
+                r.component = component;
+                out.give(r);
+            }
         },
         move |_, stats, _, _| done.sorted("component labels", stats),
         move |e| fail.sort_failed("component labels", e),
@@ -366,7 +480,7 @@ pub fn make_stars<'s>(
               out: &mut Give<'_, '_, u64, Assignment>,
               ranks: &mut Give<'_, '_, u64, (u64, u64)>| {
             // Every edge is in: the union-find (worker 0's) is no longer needed.
-            drop_union_find.borrow_mut().union_find = None;
+            drop_union_find.borrow_mut().labelling = Labelling::None;
             if let Some(records) = group.add(r) {
                 make(records, tally, &mut |a| out.give(a), &mut |r| ranks.give(r));
             }
@@ -379,7 +493,7 @@ pub fn make_stars<'s>(
                 });
             }
             let mut shared = drop_union_find_end.borrow_mut();
-            shared.union_find = None;
+            shared.labelling = Labelling::None;
             tally.probes_checked = shared.probed;
             done.sorted("by component", stats);
             tally.report(&done);
@@ -390,26 +504,34 @@ pub fn make_stars<'s>(
 }
 
 /// Worker 0: the unlinked pairs that passed verification join the component of their
-/// documents, where the union-find is.
+/// documents, sorted by their first document as the edges were (where the components are
+/// on disk, they are read in that order).
 fn label_verified<'s>(
     verified: StreamVec<'s, u64, Edge>,
-    ctx: &WorkerCtx,
+    ctx: &Rc<WorkerCtx>,
     label: Components,
 ) -> StreamVec<'s, u64, InComponent> {
-    verified.map(|e| InComponent::unlabelled(e, 1)).unary(
-        Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
-        "LabelVerified",
-        move |_, _| {
-            move |input, output| {
-                input.for_each(|cap, data| {
-                    let mut shared = label.borrow_mut();
-                    for r in data.iter_mut() {
-                        let uf = shared.union_find.as_mut().expect("dropped once all are in");
-                        r.component = uf.find(r.edge.a);
-                    }
-                    output.session(&cap).give_container(data);
-                });
-            }
-        },
-    )
+    let (label_ctx, fail, done) = (ctx.clone(), ctx.clone(), ctx.clone());
+    let (labelled, _) = verified
+        .map(|e| InComponent::unlabelled(e, 1))
+        .sort_complete_split::<InComponent, InComponent, (), _, _>(
+            Exchange::new(ctx.meter("clusters", |_: &InComponent| 0)),
+            "LabelVerified",
+            ctx.sort("component verified", STARS_SORT_SHARE),
+            false,
+            |_, _| {},
+            move |rewound: &mut bool, mut r: InComponent, out, _| {
+                let mut shared = label.borrow_mut();
+                if !std::mem::replace(rewound, true) {
+                    shared.rewind(&label_ctx);
+                }
+                if let Some(component) = shared.component(&label_ctx, r.edge.a) {
+                    r.component = component;
+                    out.give(r);
+                }
+            },
+            move |_, stats, _, _| done.sorted("component verified", stats),
+            move |e| fail.sort_failed("component verified", e),
+        );
+    labelled
 }
