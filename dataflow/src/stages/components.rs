@@ -83,6 +83,8 @@ impl<F: FnMut(bool) -> ExternalSort<(u64, u64)>> ComponentsOnDisk<F> {
             add(&mut rounds.small, merged.stats());
             let changed_small = step(merged, &mut next, false)?;
             if !(changed_large || changed_small) {
+                // The last large step's input is never read by one: it is the stars, sealed.
+                add(&mut rounds.large, next.stats());
                 return Ok((
                     Labels {
                         stars: next.seal()?,
@@ -95,6 +97,7 @@ impl<F: FnMut(bool) -> ExternalSort<(u64, u64)>> ComponentsOnDisk<F> {
     }
 }
 
+/// Adds one sort's stats to the rounds' `total`.
 fn add(total: &mut SortStats, one: SortStats) {
     total.budget_bytes = one.budget_bytes;
     total.records += one.records;
