@@ -425,3 +425,67 @@ fn web_stages_spilled(keep: Option<&str>) {
         assert!(!out.join("_spill").exists(), "the spill is removed");
     }
 }
+
+/// `--index` within the limit: the generation a run writes with sorts of 1 KiB (the run's
+/// documents, its resume parts' extras and every table spilled into runs) is the one it
+/// writes in memory, file for file (the manifest's sizes and checksums), at 1 and 3
+/// workers, in simhash mode and in MinHash threshold mode with the shingle sets; the summary
+/// lists the step's sorts, and nothing of their spill is left.
+#[test]
+fn an_index_written_spilled_is_the_index_written_in_memory() {
+    use neardup_dataflow::finish::IndexStep;
+    use neardup_dataflow::{run_job_with, Finish};
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    for minhash in [false, true] {
+        let mut written = Vec::new();
+        for (workers, sort_memory) in [(1, None), (1, Some(1 << 10)), (3, Some(1 << 10))] {
+            let name = format!("index-{minhash}-{workers}-{}", sort_memory.is_some());
+            let out = tmp.path().join(&name);
+            let index = tmp.path().join(format!("{name}.index"));
+            let mut config = config(&corpus, &out, (minhash, false), workers);
+            config.write_dedup = None;
+            config.sort_memory = sort_memory;
+            // What the binary does for --index --index-shingles: the workers keep the sketches.
+            config.index_sketches =
+                neardup_dataflow::finish::index::sketches_to_keep(&config, Some(minhash), None)
+                    .unwrap();
+            let step = IndexStep::create(&index, &config, minhash)
+                .unwrap()
+                .unwrap();
+            let outcome = run_job_with(config, Finish::index(step), Arc::default()).unwrap();
+            let documents = outcome.summary.counts.documents;
+            assert_eq!(outcome.index.unwrap().documents, documents);
+            let sorts = &outcome.summary.memory.as_ref().unwrap().sorts;
+            let (read, tables) = (&sorts["index read"], &sorts["index tables"]);
+            // The documents and their keys (and sketches), and 16 tables or the bands.
+            assert!(read.records > 2 * documents, "{read:?}");
+            assert!(tables.records >= 8 * (documents - 1), "{tables:?}");
+            match sort_memory {
+                Some(_) => assert!(read.runs > 0 && tables.runs > 0, "{read:?} {tables:?}"),
+                None => assert_eq!(read.runs + tables.runs, 0, "no limit: in memory"),
+            }
+            assert!(!out.join("_spill").exists(), "the spill is removed");
+            let manifest: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(index.join("manifest.json")).unwrap())
+                    .unwrap();
+            let files = manifest["generations"][0]["checksums"].clone();
+            assert!(files.as_array().unwrap().len() > 10, "{files}");
+            let left: Vec<_> = std::fs::read_dir(index.join("gen-00000"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with('.') || n.ends_with(".rows"))
+                .collect();
+            assert!(left.is_empty(), "temporary columns left: {left:?}");
+            written.push(files);
+        }
+        assert_eq!(
+            written[0], written[1],
+            "minhash {minhash}: spilled at 1 worker"
+        );
+        assert_eq!(
+            written[0], written[2],
+            "minhash {minhash}: spilled at 3 workers"
+        );
+    }
+}

@@ -71,7 +71,8 @@ plain_records!(
     (u64, u64, u64),
     (u128, u64),
     (u128, u64, u64),
-    (u128, bool, u64, u64)
+    (u128, bool, u64, u64),
+    (u64, u128, u64)
 );
 
 /// What a sort did: its budget, the records it sorted, the runs it wrote and their bytes.
@@ -81,6 +82,19 @@ pub struct SortStats {
     pub records: u64,
     pub runs: u64,
     pub spilled_bytes: u64,
+}
+
+impl SortStats {
+    /// The two sorts' records, runs and bytes summed, and their budgets (of sorts alive
+    /// together).
+    pub fn plus(self, other: SortStats) -> SortStats {
+        SortStats {
+            budget_bytes: self.budget_bytes.saturating_add(other.budget_bytes),
+            records: self.records + other.records,
+            runs: self.runs + other.runs,
+            spilled_bytes: self.spilled_bytes + other.spilled_bytes,
+        }
+    }
 }
 
 /// Records sorted within a memory budget (see the module docs).

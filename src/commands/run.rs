@@ -611,7 +611,7 @@ pub fn search(args: &SearchArgs) -> Result<()> {
     // --index: the generation is written before `_SUCCESS` (process 0, see
     // `neardup_dataflow::finish`), so a complete run always has its index.
     let finish = match (&args.index, args.job.cluster.process) {
-        (Some(dir), 0) => Finish::index(IndexStep::for_tables(dir, &tables, &config.design)?),
+        (Some(dir), 0) => Finish::index(IndexStep::for_tables(dir, &tables, &config)?),
         _ => Finish::default(),
     };
     let outcome = execute(config, finish, &args.job)?;

@@ -117,6 +117,12 @@ pub const IDS_SORT_SHARE: f64 = 0.01;
 /// ([`neardup_io::run_dir::RemovedRows`]): it runs after the job, alone, one sort filling
 /// at a time.
 pub const DEDUP_SORT_SHARE: f64 = 0.25;
+/// The share of process 0's limit that `--index` and `--against` each give, after the job
+/// and alone, to the sorts that read the run's documents back in doc-number order, and
+/// again to those of the index's tables (`neardup_io::index::run::SortMemory`,
+/// [`neardup_io::index::IndexWriter::set_memory`]): the two are alive together while a
+/// generation is written, 0.8 of the limit in all.
+pub const INDEX_SORT_SHARE: f64 = 0.4;
 /// The share of a worker's part of the limit each of verification's sorts of sets keeps
 /// when the shingle sets are made again from the inputs ([`crate::stages::verify_inputs`]):
 /// the sets, and the candidates at their second document's home, each with its first

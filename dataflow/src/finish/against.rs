@@ -34,11 +34,12 @@ use std::sync::Mutex;
 use neardup_core::star::{Link, LinkKind};
 use neardup_core::unionfind::UnionFind;
 use neardup_core::Scheme;
+use neardup_io::index::run::SortMemory;
 use neardup_io::index::{DocEntry, DocView, Index, IndexWriter, Manifest, MergeRow, Verify};
 use neardup_io::index::{MinHashParams, NewGeneration, FILE_SHIFT};
 use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow, PartWriter};
 
-use super::index::{batch_documents, batch_name, check_indexable};
+use super::index::{batch_documents, batch_name, check_indexable, remove_step_dirs, step_memory};
 use super::{chain, AgainstDone, FinishError};
 use crate::config::{ClusterMode, JobConfig, KeepPolicy};
 use crate::stages::fingerprint::resume::kill_at;
@@ -255,6 +256,8 @@ pub struct AgainstOutcome {
     /// the same job that did not finish): the batch was compared with the index before it,
     /// and is not added again.
     pub held: Option<u32>,
+    /// What the sorts that read the batch back did.
+    pub sorted: neardup_io::spill::SortStats,
 }
 
 /// What a run with `--against` does before `_SUCCESS` (process 0).
@@ -270,6 +273,8 @@ pub struct AgainstStep {
     cluster: ClusterMode,
     batch: String,
     job: u128,
+    /// The memory of the sorts that read the batch back ([`super::index::step_memory`]).
+    memory: SortMemory,
 }
 
 impl AgainstStep {
@@ -301,6 +306,7 @@ impl AgainstStep {
             cluster: config.cluster,
             batch: batch_name(config),
             job: crate::config::resume::record_id(config),
+            memory: step_memory(config),
         })
     }
 
@@ -309,15 +315,18 @@ impl AgainstStep {
     /// run's (it fails, without `_SUCCESS`).
     pub(super) fn compare(&self, run: &Path) -> Result<AgainstDone, String> {
         let dir = &self.dir;
-        let mut outcome = against(
+        let outcome = against(
             dir,
             run,
             (self.k, self.threshold),
             &self.manifest,
             (&self.keep, self.cluster),
             (&self.batch, self.job),
-        )
-        .map_err(|e| format!("--against {}: {}", dir.display(), chain(&e)))?;
+            &self.memory,
+        );
+        remove_step_dirs(&self.memory);
+        let mut outcome =
+            outcome.map_err(|e| format!("--against {}: {}", dir.display(), chain(&e)))?;
         let add = self.update.as_ref().filter(|_| outcome.held.is_none());
         if let Some(writer) = add {
             let generation = std::mem::take(&mut outcome.generation);
@@ -330,6 +339,7 @@ impl AgainstStep {
         Ok(AgainstDone {
             found: outcome.summary,
             added: add.is_some(),
+            sorts: vec![("against read".to_string(), outcome.sorted)],
         })
     }
 }
@@ -342,7 +352,8 @@ impl AgainstStep {
 /// compared as it was before it.
 ///
 /// A simhash index is probed within `k` bits; a MinHash index band by band, its candidates
-/// verified at `threshold` as the index verifies ([`Index::query_minhash`]).
+/// verified at `threshold` as the index verifies ([`Index::query_minhash`]). The batch is
+/// read back through sorts that keep `memory`.
 pub fn against(
     dir: &Path,
     run: &Path,
@@ -350,6 +361,7 @@ pub fn against(
     expected: &Manifest,
     (keep, cluster): (&AgainstKeep, ClusterMode),
     (batch, job): (&str, u128),
+    memory: &SortMemory,
 ) -> Result<AgainstOutcome, FinishError> {
     let (manifest, held) = Manifest::load(dir)?.before_batch(batch);
     if &manifest != expected {
@@ -363,7 +375,9 @@ pub fn against(
     let shift = manifest.files << FILE_SHIFT;
     // Read back from the committed run: the batch's documents and pairs are spread over
     // every worker's parts (of every process); process 0 sees them together only there.
-    let read = batch_documents(run, manifest.minhash.as_ref(), job)?;
+    let read = batch_documents(run, manifest.minhash.as_ref(), job, memory)?;
+    let sorted = read.sorted();
+    let read = read.collect()?;
     let outputs = neardup_io::run_dir::read_run_parts(run)?;
     let mut docs = read.docs;
     let mut found = Comparison::of_batch(&docs, &outputs, shift, manifest.minhash.is_none());
@@ -411,6 +425,7 @@ pub fn against(
             decisions: Some(decided.decisions),
         },
         held,
+        sorted,
     })
 }
 

@@ -3,7 +3,7 @@
 
 use super::{summary::summarize, Finish, Finished};
 use crate::output;
-use crate::report::{JobSummary, WorkerReport};
+use crate::report::{peak_rss, JobSummary, SortPlan, WorkerReport};
 use crate::stages::fingerprint::resume::kill_at;
 use crate::worker::Shared;
 
@@ -24,6 +24,7 @@ pub(crate) fn finalize(
             Ok(done) => finished = done,
             Err(e) => summary.errors.push(e),
         }
+        record_step_memory(&mut summary, &finished);
     }
     if let Err(e) = output::commit(&config.output, &mut summary) {
         summary.errors.push(e.to_string());
@@ -36,4 +37,26 @@ pub(crate) fn finalize(
         }
     }
     (summary, finished)
+}
+
+/// Adds what the step before `_SUCCESS` sorted to the summary's `memory.sorts`, and this
+/// process's peak resident memory since (it runs after the workers reported theirs).
+fn record_step_memory(summary: &mut JobSummary, finished: &Finished) {
+    let Some(memory) = summary.memory.as_mut() else {
+        return;
+    };
+    let sorts = finished.index.iter().flat_map(|i| &i.sorts);
+    let sorts = sorts.chain(finished.against.iter().flat_map(|a| &a.sorts));
+    for (stage, stats) in sorts {
+        let plan = SortPlan {
+            budget_bytes: (stats.budget_bytes < usize::MAX as u64).then_some(stats.budget_bytes),
+            records: stats.records,
+            runs: stats.runs,
+            spilled_bytes: stats.spilled_bytes,
+        };
+        memory.sorts.entry(stage.clone()).or_default().add(&plan);
+    }
+    if let (Some(first), Some(now)) = (memory.peak_rss_bytes.first_mut(), peak_rss()) {
+        *first = (*first).max(now);
+    }
 }

@@ -15,14 +15,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use neardup_core::{Method, TableDesign, Weighting};
-use neardup_io::index::run::RunDocuments;
-use neardup_io::index::{IndexSpec, IndexWriter, Manifest, NewGeneration, FILE_SHIFT};
+use neardup_core::{Method, Weighting};
+use neardup_io::index::run::{RunDocumentStream, RunDocuments, SortMemory};
+use neardup_io::index::{DocEntry, IndexSpec, IndexWriter, Manifest, FILE_SHIFT};
 use neardup_io::index::{MinHashParams, VERIFY_ESTIMATE, VERIFY_JACCARD};
+use neardup_io::spill::SortStats;
 
 use super::{chain, refused, FinishError, IndexWritten};
-use crate::config::{IndexSketches, JobConfig};
-use crate::stages::fingerprint::resume::{self, kill_at};
+use crate::config::{sort_budget, IndexSketches, JobConfig, INDEX_SORT_SHARE};
+use crate::stages::fingerprint::resume::{self, kill_at, Sketch, SketchByDoc};
 
 /// Refuses, before any work, a run an index cannot hold (queries must be able to
 /// fingerprint text exactly as the run did, and verify candidates as it verified its
@@ -100,6 +101,8 @@ pub struct IndexStep {
     dir: PathBuf,
     writer: Mutex<IndexWriter>,
     what: Documents,
+    /// The memory of its sorts ([`step_memory`]).
+    memory: SortMemory,
 }
 
 /// Where a generation's documents come from.
@@ -150,6 +153,7 @@ impl IndexStep {
         Ok(Some(IndexStep {
             dir: dir.to_path_buf(),
             writer: Mutex::new(writer),
+            memory: step_memory(config),
             what: Documents::Run {
                 minhash,
                 job: crate::config::resume::record_id(config),
@@ -165,8 +169,9 @@ impl IndexStep {
     pub fn for_tables(
         dir: &Path,
         tables: &[PathBuf],
-        design: &TableDesign,
+        config: &JobConfig,
     ) -> Result<IndexStep, FinishError> {
+        let design = &config.design;
         use neardup_io::parquet_out::{TableTag, PARAM_FINGERPRINT, UNKNOWN_SCHEME};
         let tag = tables
             .iter()
@@ -187,6 +192,7 @@ impl IndexStep {
         Ok(IndexStep {
             dir: dir.to_path_buf(),
             writer: Mutex::new(writer),
+            memory: step_memory(config),
             what: Documents::Search {
                 tables: tables.to_vec(),
             },
@@ -197,106 +203,224 @@ impl IndexStep {
     /// new generation; an error is the run's (it fails, without `_SUCCESS`).
     pub(super) fn write(&self, run: &Path) -> Result<IndexWritten, String> {
         let mut writer = self.writer.lock().expect("the index writer");
+        writer.set_memory(self.memory.budget, Some(self.memory.dir.clone()));
         let on_dir = |e: FinishError| format!("--index {}: {}", self.dir.display(), chain(&e));
-        let documents = match &self.what {
+        let written = match &self.what {
             Documents::Run {
                 minhash,
                 job,
                 keep,
                 batch,
             } => {
-                let read = batch_documents(run, minhash.as_ref(), *job)
+                let read = batch_documents(run, minhash.as_ref(), *job, &self.memory)
                     .map_err(|e| format!("--index: {}", chain(&e)))?;
-                let documents =
-                    add_documents(&mut writer, run, read, Some(keep.clone()), Some(batch))
-                        .map_err(on_dir)?;
+                let read_sorts = read.sorted();
+                let meta = (&read.fingerprint().clone(), read.files());
+                let (documents, tables) = add_documents(
+                    &mut writer,
+                    run,
+                    meta,
+                    read,
+                    Some(keep.clone()),
+                    Some(batch),
+                )
+                .map_err(on_dir)?;
                 kill_at("index");
-                documents
+                (documents, read_sorts, tables)
             }
             Documents::Search { tables } => {
-                let read = neardup_io::index::run::read_search_documents(run, tables)
+                let read = neardup_io::index::run::search_documents(run, tables, &self.memory)
                     .map_err(|e| on_dir(e.into()))?;
-                add_documents(&mut writer, run, read, None, None).map_err(on_dir)?
+                let read_sorts = read.sorted();
+                let meta = (&read.fingerprint.clone(), read.files);
+                let docs = read.map(|d| d.map_err(FinishError::from));
+                let (documents, tables) =
+                    add_documents(&mut writer, run, meta, docs, None, None).map_err(on_dir)?;
+                (documents, read_sorts, tables)
             }
         };
+        remove_step_dirs(&self.memory);
+        let (documents, read, tables) = written;
         Ok(IndexWritten {
             dir: self.dir.clone(),
             documents,
+            sorts: vec![
+                ("index read".to_string(), read),
+                ("index tables".to_string(), tables),
+            ],
         })
     }
 }
 
+/// The memory of the sorts of `--index` and `--against` (process 0, after the job): a
+/// [`INDEX_SORT_SHARE`] of the limit (or the sorts' fixed memory where a test sets it),
+/// spilling under the job's spill directory.
+pub fn step_memory(config: &JobConfig) -> SortMemory {
+    SortMemory {
+        budget: config
+            .sort_memory
+            .unwrap_or_else(|| sort_budget(config.memory_limit, 1, INDEX_SORT_SHARE)),
+        dir: crate::stages::near::spill::sort_dir(&config.spill_root(), 0, "index"),
+    }
+}
+
+/// Removes the directories [`step_memory`]'s sorts were under, once empty (their runs go
+/// with the sorts; nothing else is ever removed).
+pub fn remove_step_dirs(memory: &SortMemory) {
+    for dir in memory.dir.ancestors().take(3) {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 /// The documents of the run at `run`, whose parts are committed and whose `_SUCCESS` is not
-/// written yet (a step of [`crate::finish`] before it), with what only its resume parts
-/// hold: each document's content digest and keep rank, and for a MinHash index (`minhash`)
-/// its signature and, where the index keeps them, its shingle set. The resume parts must be
-/// those of the job `job` ([`crate::config::resume::record_id`]).
+/// written yet (a step of [`crate::finish`] before it), in ascending doc number, with what
+/// only its resume parts hold: each document's content digest and keep rank, and for a
+/// MinHash index (`minhash`) its signature and, where the index keeps them, its shingle
+/// set. The resume parts must be those of the job `job`
+/// ([`crate::config::resume::record_id`]). The sorts behind it keep `memory`.
 pub fn batch_documents(
     run: &Path,
     minhash: Option<&MinHashParams>,
     job: u128,
-) -> Result<RunDocuments, FinishError> {
-    let mut read = neardup_io::index::run::read_committed_parts(run)?;
-    let mut extras =
-        resume::document_extras(run, minhash.is_some(), job).map_err(FinishError::Refused)?;
-    for doc in &mut read.docs {
-        if let Some(&(digest, rank)) = extras.keys.get(&doc.doc_id) {
-            doc.digest = (digest != 0).then_some(digest);
-            doc.rank = Some(rank);
-        }
-    }
-    if let Some(m) = minhash {
-        for doc in &mut read.docs {
-            let sketch = extras.sketches.remove(&doc.doc_id).unwrap_or_default();
-            if !doc.empty
-                && (sketch.signature.len() != m.permutations
-                    || (m.shingles && sketch.shingles.is_none()))
-            {
-                return Err(FinishError::Refused(format!(
-                    "{}: the resume parts hold no signature{} of document {} (a run resumed from one made without --index or --against?)",
-                    run.display(),
-                    if m.shingles { " and shingle set" } else { "" },
-                    doc.doc_id
-                )));
-            }
-            doc.signature = sketch.signature;
-            doc.shingles = sketch.shingles.filter(|_| m.shingles);
-        }
-    }
-    Ok(read)
+    memory: &SortMemory,
+) -> Result<BatchDocuments, FinishError> {
+    let docs = neardup_io::index::run::committed_documents(run, &memory.part(0.5, "documents"))?;
+    let extras = resume::document_extras(run, minhash.is_some(), job, &memory.part(0.5, "extras"))
+        .map_err(FinishError::Refused)?;
+    Ok(BatchDocuments {
+        run: run.to_path_buf(),
+        minhash: minhash.cloned(),
+        docs,
+        extras,
+    })
 }
 
-/// Adds a run's documents (`read`, in the run's numbering) to the index as a new
-/// generation whose ranks follow `keep`, named `batch` in the manifest; returns its
-/// document count.
+/// A run's documents with their resume parts' extras ([`batch_documents`]): the two sorted
+/// sequences walked side by side.
+pub struct BatchDocuments {
+    run: PathBuf,
+    minhash: Option<MinHashParams>,
+    docs: RunDocumentStream,
+    extras: resume::DocumentExtras,
+}
+
+impl BatchDocuments {
+    /// Input files the run numbered.
+    pub fn files(&self) -> u64 {
+        self.docs.files
+    }
+
+    /// The `fingerprint` parameters of its `fingerprints/` table.
+    pub fn fingerprint(&self) -> &serde_json::Value {
+        &self.docs.fingerprint
+    }
+
+    /// What the sorts behind it did, summed.
+    pub fn sorted(&self) -> SortStats {
+        self.docs.sorted().plus(self.extras.sorted)
+    }
+
+    /// Every document, in memory (the simple version; `--against` holds them so).
+    pub fn collect(self) -> Result<RunDocuments, FinishError> {
+        let mut out = RunDocuments {
+            scheme: self.docs.scheme.clone(),
+            fingerprint: self.docs.fingerprint.clone(),
+            search: self.docs.search.clone(),
+            docs: Vec::new(),
+            files: self.docs.files,
+        };
+        for doc in self {
+            out.docs.push(doc?);
+        }
+        Ok(out)
+    }
+
+    /// `doc` with its digest, rank and sketch.
+    fn complete(&mut self, mut doc: DocEntry) -> Result<DocEntry, FinishError> {
+        let spill = |e: std::io::Error| {
+            FinishError::Refused(format!(
+                "--index: cannot read the sorted resume entries: {e}"
+            ))
+        };
+        while let Some(key) = self
+            .extras
+            .keys
+            .next_if(|k| k.as_ref().map_or(true, |k| k.0 <= doc.doc_id))
+        {
+            let (d, digest, rank) = key.map_err(spill)?;
+            if d == doc.doc_id {
+                doc.digest = (digest != 0).then_some(digest);
+                doc.rank = Some(rank);
+            }
+        }
+        let Some(m) = &self.minhash else {
+            return Ok(doc);
+        };
+        let mut sketch = Sketch::default();
+        if let Some(sketches) = &mut self.extras.sketches {
+            while let Some(s) =
+                sketches.next_if(|s| s.as_ref().map_or(true, |s| s.0.doc_id <= doc.doc_id))
+            {
+                let SketchByDoc(s) = s.map_err(spill)?;
+                if s.doc_id == doc.doc_id {
+                    sketch = s;
+                }
+            }
+        }
+        if !doc.empty
+            && (sketch.signature.len() != m.permutations
+                || (m.shingles && sketch.shingles.is_none()))
+        {
+            return Err(FinishError::Refused(format!(
+                "{}: the resume parts hold no signature{} of document {} (a run resumed from one made without --index or --against?)",
+                self.run.display(),
+                if m.shingles { " and shingle set" } else { "" },
+                doc.doc_id
+            )));
+        }
+        doc.signature = sketch.signature;
+        doc.shingles = sketch.shingles.filter(|_| m.shingles);
+        Ok(doc)
+    }
+}
+
+impl Iterator for BatchDocuments {
+    type Item = Result<DocEntry, FinishError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(match self.docs.next()? {
+            Ok(doc) => self.complete(doc),
+            Err(e) => Err(e.into()),
+        })
+    }
+}
+
+/// Adds a run's documents (`docs`, in the run's numbering and ascending doc number, of its
+/// `files` input files and made with the `fingerprint` parameters) to the index as a new
+/// generation whose ranks follow `keep`, named `batch` in the manifest, document by
+/// document; returns its document count and what the index's table sorts did.
 fn add_documents(
     writer: &mut IndexWriter,
     run: &Path,
-    read: RunDocuments,
+    (fingerprint, files): (&serde_json::Value, u64),
+    docs: impl Iterator<Item = Result<DocEntry, FinishError>>,
     keep: Option<String>,
     batch: Option<&str>,
-) -> Result<u64, FinishError> {
-    if !read.fingerprint.is_null() && read.fingerprint != writer.manifest().fingerprint {
+) -> Result<(u64, SortStats), FinishError> {
+    if !fingerprint.is_null() && fingerprint != &writer.manifest().fingerprint {
         return Err(FinishError::Refused(format!(
             "{}: the run's fingerprints were made with other parameters than the index's",
             run.display()
         )));
     }
     let shift = writer.file_offset() << FILE_SHIFT;
-    let mut docs = read.docs;
-    for doc in &mut docs {
+    // Every document's decision, from the run's clusters/.
+    let mut generation = writer.begin(files, keep, true)?;
+    for doc in docs {
+        let mut doc = doc?;
         doc.doc_id += shift;
         doc.cluster_id = doc.cluster_id.map(|c| c + shift as i64);
+        generation.push(doc)?;
     }
-    let n = docs.len() as u64;
-    let generation = NewGeneration {
-        files: read.files,
-        docs,
-        cluster_changes: Vec::new(),
-        keep,
-        // Every document's decision, from the run's clusters/.
-        decisions: Some(Vec::new()),
-    };
-    writer.add_named(generation, batch)?;
-    Ok(n)
+    Ok(generation.commit(Vec::new(), Vec::new(), batch)?)
 }

@@ -98,6 +98,8 @@ pub struct RunOutcome {
 pub struct AgainstDone {
     pub found: AgainstSummary,
     pub added: bool,
+    /// What its sorts did, by name (for summary.json's `memory.sorts`).
+    pub sorts: Vec<(String, neardup_io::spill::SortStats)>,
 }
 
 /// The index generation a run wrote: the index's directory and the documents added.
@@ -105,6 +107,8 @@ pub struct AgainstDone {
 pub struct IndexWritten {
     pub dir: PathBuf,
     pub documents: u64,
+    /// What its sorts did, by name (for summary.json's `memory.sorts`).
+    pub sorts: Vec<(String, neardup_io::spill::SortStats)>,
 }
 
 /// The step a run takes before its `_SUCCESS` (step 4 above), set up before the job so

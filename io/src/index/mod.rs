@@ -54,6 +54,7 @@
 //! Queries are answered, the same way for every caller, by [`mod@answer`].
 
 pub mod answer;
+mod build;
 pub mod matches;
 pub mod read;
 pub mod run;
@@ -67,9 +68,12 @@ use serde_json::Value;
 
 use crate::error::IoError;
 
+pub use build::{ByDocNumber, DocEntry, IndexDocumentRow, COLUMN_BUFFER, DEFAULT_WRITE_MEMORY};
 pub use matches::{MatchRow, MergeRow};
 pub use read::{DocView, Index, Match, MinHashMatch, Verify};
-pub use write::{DocEntry, Generation as NewGeneration, IndexSpec, IndexWriter, MINHASH_TABLES};
+pub use write::{
+    Generation as NewGeneration, GenerationBuilder, IndexSpec, IndexWriter, MINHASH_TABLES,
+};
 
 /// The newest index layout version, written into the manifest and every binary file's
 /// header. A reader refuses a newer one (a newer neardup's index is never misread) and reads

@@ -5,63 +5,21 @@
 //! directory into place, then replace the manifest. The manifest is the commit point.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, Int64Array, StringArray, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::error::ArrowError;
-use arrow::record_batch::RecordBatch;
-use neardup_core::minhash::Banding;
-use neardup_core::query::permutations;
 use neardup_core::TableDesign;
-use serde_json::{json, Value};
-use xxhash_rust::xxh3::Xxh3;
+use serde_json::Value;
 
+use super::build::{DocEntry, GenerationFiles, GenerationPlan, DEFAULT_WRITE_MEMORY};
 use super::{
-    band_file, design_of, entries, generation_dir, table_file, FileSum, GenerationEntry, Manifest,
-    MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FILE_SHIFT, FLAG_BYTES,
-    FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, FLAG_REMOVED, HEADER_BYTES,
-    INDEX_LOCK, KEEP_FILE, KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_KEEP, KIND_SHINGLES,
-    KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST, MAX_FILES, SHINGLES_FILE, SIGNATURES_FILE,
+    entries, GenerationEntry, Manifest, MinHashParams, DOCUMENTS_PARQUET, FILE_SHIFT, INDEX_LOCK,
+    MANIFEST, MAX_FILES,
 };
-use crate::atomic::{sync_parent, write_atomically};
+use crate::atomic::write_atomically;
 use crate::error::IoError;
 use crate::lock::DirLock;
 use crate::parquet_in::TableFile;
-use crate::parquet_out::{OutputRow, PartWriter, TableMeta, PARAM_FINGERPRINT};
-
-/// One document of a new generation. `doc_id` and `cluster_id` are index numbers (the run's
-/// numbers shifted by [`IndexWriter::file_offset`]); `cluster_id` is `None` for a document
-/// in no cluster.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DocEntry {
-    pub doc_id: u64,
-    pub id: Option<String>,
-    pub source: String,
-    pub url: Option<String>,
-    pub simhash: u64,
-    pub empty: bool,
-    pub cluster_id: Option<i64>,
-    /// The content digest (the run's exact-duplicate key: xxh3-128 of the normalized token
-    /// stream); `None` when the run did not make one (`--no-exact`, fingerprint tables).
-    pub digest: Option<u128>,
-    /// The keep rank under the generation's [`Generation::keep`] policy (smaller is kept).
-    pub rank: Option<u64>,
-    /// The document's text bytes, and its capture time (microseconds since the Unix epoch),
-    /// where known: what `--keep longest|shortest|newest|oldest` ranks by.
-    pub bytes: Option<u64>,
-    pub fetched_at: Option<i64>,
-    /// A MinHash index's: the document's signature (empty for an empty document, which
-    /// gets the all-`u64::MAX` signature of an empty set), and with `--index-shingles` its
-    /// shingle set (the feature hashes verification compares; any order, repeats allowed).
-    pub signature: Vec<u64>,
-    pub shingles: Option<Vec<u64>>,
-    /// Whether its run (or batch) removed it (`keep = false`); stored only in a generation
-    /// that records its keep decisions ([`Generation::decisions`]).
-    pub removed: bool,
-}
+use crate::spill::SortStats;
 
 /// A batch to add as a generation.
 #[derive(Clone, Debug, Default)]
@@ -101,6 +59,10 @@ pub struct IndexSpec {
 pub struct IndexWriter {
     dir: PathBuf,
     manifest: Manifest,
+    /// The memory of a generation's table sorts, and where they spill
+    /// ([`IndexWriter::set_memory`]).
+    budget: usize,
+    spill: Option<PathBuf>,
     _lock: DirLock,
 }
 
@@ -174,6 +136,8 @@ impl IndexWriter {
         let writer = IndexWriter {
             dir: dir.to_path_buf(),
             manifest,
+            budget: DEFAULT_WRITE_MEMORY,
+            spill: None,
             _lock: lock,
         };
         writer.remove_leftovers()?;
@@ -191,6 +155,8 @@ impl IndexWriter {
         let writer = IndexWriter {
             dir: dir.to_path_buf(),
             manifest,
+            budget: DEFAULT_WRITE_MEMORY,
+            spill: None,
             _lock: lock,
         };
         writer.remove_leftovers()?;
@@ -211,6 +177,50 @@ impl IndexWriter {
         self.manifest.files
     }
 
+    /// Bounds the memory a new generation's tables are sorted in (default
+    /// [`super::DEFAULT_WRITE_MEMORY`]) and says where they spill past it (`None`: beside the
+    /// generation, in its hidden directory). Writing a generation holds this, a few column
+    /// buffers and a Parquet row group, whatever its size.
+    pub fn set_memory(&mut self, budget: usize, spill: Option<PathBuf>) {
+        self.budget = budget.max(1);
+        self.spill = spill;
+    }
+
+    /// Begins a new generation to be written document by document (see
+    /// [`GenerationBuilder`]): `files` input files numbered from [`IndexWriter::file_offset`],
+    /// ranks following `keep` (`None`: not stored), and with `decisions` its keep decisions
+    /// recorded (see [`Generation::decisions`]).
+    pub fn begin(
+        &mut self,
+        files: u64,
+        keep: Option<String>,
+        decisions: bool,
+    ) -> Result<GenerationBuilder<'_>, IoError> {
+        let offset = self.manifest.files;
+        let end = offset + files;
+        if end > MAX_FILES {
+            return Err(IoError::IndexFull {
+                path: self.dir.clone(),
+                files: end,
+            });
+        }
+        let generation = GenerationFiles::create(GenerationPlan {
+            dir: &self.dir,
+            manifest: &self.manifest,
+            number: self.manifest.next_generation,
+            file_offset: offset,
+            files,
+            keep,
+            decisions,
+            budget: self.budget,
+            spill: self.spill.as_deref(),
+        })?;
+        Ok(GenerationBuilder {
+            writer: self,
+            generation,
+        })
+    }
+
     /// Writes `batch` as a new generation and commits it (see the module docs).
     pub fn add(&mut self, batch: Generation) -> Result<(), IoError> {
         self.add_named(batch, None)
@@ -219,46 +229,27 @@ impl IndexWriter {
     /// [`IndexWriter::add`], the generation's manifest entry naming the batch it holds
     /// (`name`, see [`super::GenerationEntry::batch`]).
     pub fn add_named(&mut self, mut batch: Generation, name: Option<&str>) -> Result<(), IoError> {
-        let offset = self.manifest.files;
-        let end = offset + batch.files;
-        if end > MAX_FILES {
-            return Err(IoError::IndexFull {
-                path: self.dir.clone(),
-                files: end,
-            });
-        }
         batch.docs.sort_unstable_by_key(|d| d.doc_id);
-        for pair in batch.docs.windows(2) {
-            if pair[0].doc_id == pair[1].doc_id {
-                return Err(invalid(
-                    &self.dir,
-                    format!("doc number {} is given twice", pair[0].doc_id),
-                ));
-            }
+        let mut builder = self.begin(batch.files, batch.keep, batch.decisions.is_some())?;
+        for doc in batch.docs {
+            builder.push(doc)?;
         }
-        if let Some(bad) = batch
-            .docs
-            .iter()
-            .find(|d| !(offset..end).contains(&(d.doc_id >> FILE_SHIFT)))
-        {
-            return Err(invalid(
-                &self.dir,
-                format!(
-                    "doc number {} is outside the generation's files {offset}..{end}",
-                    bad.doc_id
-                ),
-            ));
-        }
-        check_sketches(&self.dir, &self.manifest, &batch.docs)?;
-        let number = self.manifest.next_generation;
-        let mut entry = write_generation(&self.dir, number, &self.manifest, &batch, offset)?;
-        entry.batch = name.map(str::to_string);
+        builder.commit(
+            batch.cluster_changes,
+            batch.decisions.unwrap_or_default(),
+            name,
+        )?;
+        Ok(())
+    }
+
+    /// Commits generation `entry` (written) as the next one.
+    fn commit_added(&mut self, entry: GenerationEntry) -> Result<(), IoError> {
         let mut next = self.manifest.clone();
         next.format = next.write_format();
         next.documents += entry.documents;
         next.indexed += entry.indexed;
-        next.files = end;
-        next.next_generation = number + 1;
+        next.files = entry.file_offset + entry.files;
+        next.next_generation = entry.number + 1;
         next.generations.push(entry);
         self.commit(next)
     }
@@ -371,7 +362,6 @@ impl IndexWriter {
                 }
             }
         }
-        check_sketches(&self.dir, &self.manifest, &docs)?;
         // The service's documents were ranked by no keep policy, and kept by no decision:
         // neither is recorded.
         self.replace_generations(Generation {
@@ -389,7 +379,8 @@ impl IndexWriter {
     /// Returns the new generation's number.
     fn replace_generations(&mut self, batch: Generation) -> Result<u32, IoError> {
         let number = self.manifest.next_generation;
-        let entry = write_generation(&self.dir, number, &self.manifest, &batch, 0)?;
+        let files = batch.files;
+        let entry = write_generation(self, number, batch, 0)?;
         let old: Vec<String> = self
             .manifest
             .generations
@@ -400,7 +391,7 @@ impl IndexWriter {
         next.format = next.write_format();
         next.documents = entry.documents;
         next.indexed = entry.indexed;
-        next.files = batch.files;
+        next.files = files;
         next.next_generation = number + 1;
         next.generations = vec![entry];
         // Named as retired in the manifest that replaces them, so that a writer that dies
@@ -460,38 +451,58 @@ impl IndexWriter {
 /// [`MinHashParams`]).
 pub const MINHASH_TABLES: &str = "lsh";
 
-/// Refuses documents that do not fit a MinHash index: a non-empty one without a signature
-/// of the index's length, or without a shingle set where the index holds them.
-fn check_sketches(dir: &Path, manifest: &Manifest, docs: &[DocEntry]) -> Result<(), IoError> {
-    let Some(m) = &manifest.minhash else {
-        return Ok(());
-    };
-    for d in docs {
-        if d.empty && d.signature.is_empty() {
-            continue;
-        }
-        if d.signature.len() != m.permutations {
-            return Err(invalid(
-                dir,
-                format!(
-                    "doc number {} has a signature of {} values; the index's have {}",
-                    d.doc_id,
-                    d.signature.len(),
-                    m.permutations
-                ),
-            ));
-        }
-        if m.shingles && !d.empty && d.shingles.is_none() {
-            return Err(invalid(
-                dir,
-                format!(
-                    "doc number {} has no shingle set; the index holds them",
-                    d.doc_id
-                ),
-            ));
-        }
+/// A new generation being written, document by document in ascending doc number, within
+/// the writer's memory ([`IndexWriter::begin`]); nothing is in the index until
+/// [`GenerationBuilder::commit`]. Dropped before, it leaves nothing behind.
+///
+/// ```
+/// # use neardup_io::index::{DocEntry, IndexSpec, IndexWriter};
+/// let dir = tempfile::tempdir().unwrap();
+/// let spec = IndexSpec {
+///     scheme: "simhash-doc".into(),
+///     fingerprint: serde_json::json!({}),
+///     design: neardup_core::TableDesign::manku16(),
+///     minhash: None,
+/// };
+/// let mut writer = IndexWriter::create(&dir.path().join("index"), &spec).unwrap();
+/// writer.set_memory(1 << 10, None); // 1 KiB: the tables spill sorted runs
+/// let mut generation = writer.begin(1, None, false).unwrap();
+/// for n in 0..1000u64 {
+///     let doc = DocEntry { doc_id: n, simhash: n.wrapping_mul(0x9e37_79b9_7f4a_7c15), ..Default::default() };
+///     generation.push(doc).unwrap();
+/// }
+/// let (documents, sorted) = generation.commit(Vec::new(), Vec::new(), None).unwrap();
+/// assert_eq!(documents, 1000);
+/// assert!(sorted.spilled_bytes > 0);
+/// assert_eq!(writer.manifest().documents, 1000);
+/// ```
+pub struct GenerationBuilder<'w> {
+    writer: &'w mut IndexWriter,
+    generation: GenerationFiles,
+}
+
+impl GenerationBuilder<'_> {
+    /// Adds the next document: doc numbers ascending, in the writer's numbering (the
+    /// batch's shifted by [`IndexWriter::file_offset`]), within the generation's files.
+    pub fn push(&mut self, doc: DocEntry) -> Result<(), IoError> {
+        self.generation.push(doc)
     }
-    Ok(())
+
+    /// Writes the generation's files with the earlier documents' cluster `changes` and keep
+    /// `decisions` (see [`Generation`]), and commits it, its manifest entry naming the batch
+    /// `name`; returns its document count and what its table sorts did.
+    pub fn commit(
+        self,
+        changes: Vec<(u64, i64)>,
+        decisions: Vec<(u64, bool)>,
+        name: Option<&str>,
+    ) -> Result<(u64, SortStats), IoError> {
+        let (mut entry, sorted) = self.generation.finish(changes, decisions)?;
+        entry.batch = name.map(str::to_string);
+        let documents = entry.documents;
+        self.writer.commit_added(entry)?;
+        Ok((documents, sorted))
+    }
 }
 
 /// Names an index writer may leave behind in a directory that has no manifest yet.
@@ -508,431 +519,30 @@ fn invalid(dir: &Path, reason: String) -> IoError {
     }
 }
 
-/// Writes generation `number` (sorted docs) into a hidden directory, renames it into place,
-/// and returns its manifest entry.
+/// Writes `batch` (its documents sorted by doc number) as generation `number`, within the
+/// writer's memory, into a hidden directory renamed into place; returns its manifest entry.
 fn write_generation(
-    dir: &Path,
+    writer: &IndexWriter,
     number: u32,
-    manifest: &Manifest,
-    batch: &Generation,
+    batch: Generation,
     file_offset: u64,
 ) -> Result<GenerationEntry, IoError> {
-    let format = manifest.write_format();
-    let name = generation_dir(number);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    if tmp.exists() {
-        fs::remove_dir_all(&tmp).map_err(|cause| IoError::Write {
-            path: tmp.clone(),
-            cause,
-        })?;
-    }
-    fs::create_dir_all(&tmp).map_err(|cause| IoError::Write {
-        path: tmp.clone(),
-        cause,
+    let mut files = GenerationFiles::create(GenerationPlan {
+        dir: &writer.dir,
+        manifest: &writer.manifest,
+        number,
+        file_offset,
+        files: batch.files,
+        keep: batch.keep,
+        decisions: batch.decisions.is_some(),
+        budget: writer.budget,
+        spill: writer.spill.as_deref(),
     })?;
-    let result = (|| {
-        let mut checksums = vec![write_docs(&tmp.join(DOCS_FILE), format, batch)?];
-        let indexed: Vec<(u64, u32)> = batch
-            .docs
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| !d.empty)
-            .map(|(row, d)| (d.simhash, row as u32))
-            .collect();
-        match &manifest.minhash {
-            None => {
-                let design = design_of(manifest, &dir.join(MANIFEST))?;
-                for (t, permutation) in permutations(&design).iter().enumerate() {
-                    let mut entries: Vec<(u64, u32)> = indexed
-                        .iter()
-                        .map(|&(fp, row)| (permutation.permute(fp), row))
-                        .collect();
-                    entries.sort_unstable();
-                    checksums.push(write_table(
-                        &tmp.join(table_file(t)),
-                        format,
-                        KIND_TABLE,
-                        permutation.mask(),
-                        &entries,
-                    )?);
-                }
-            }
-            Some(m) => checksums.extend(write_minhash(&tmp, format, m, &batch.docs)?),
-        }
-        let mut changes = batch.cluster_changes.clone();
-        changes.sort_unstable();
-        changes.dedup_by_key(|c| c.0);
-        checksums.push(write_clusters(&tmp.join(CLUSTERS_FILE), format, &changes)?);
-        if let Some(decisions) = &batch.decisions {
-            let mut decisions = decisions.clone();
-            decisions.sort_unstable();
-            decisions.dedup_by_key(|c| c.0);
-            checksums.push(write_keep(&tmp.join(KEEP_FILE), format, &decisions)?);
-        }
-        checksums.push(write_documents_parquet(
-            &tmp.join(DOCUMENTS_PARQUET),
-            manifest,
-            &batch.docs,
-        )?);
-        Ok(GenerationEntry {
-            number,
-            dir: name.clone(),
-            file_offset,
-            files: batch.files,
-            documents: batch.docs.len() as u64,
-            indexed: indexed.len() as u64,
-            cluster_changes: changes.len() as u64,
-            checksums,
-            format,
-            keep: batch.keep.clone(),
-            batch: None,
-            keep_decisions: batch.decisions.is_some(),
-        })
-    })();
-    let entry = match result {
-        Ok(entry) => entry,
-        Err(e) => {
-            let _ = fs::remove_dir_all(&tmp);
-            return Err(e);
-        }
-    };
-    let target = dir.join(&name);
-    if target.exists() {
-        // A generation of this number the manifest never named (see remove_leftovers).
-        let _ = fs::remove_dir_all(&target);
+    for doc in batch.docs {
+        files.push(doc)?;
     }
-    fs::rename(&tmp, &target).map_err(|cause| IoError::Write {
-        path: target.clone(),
-        cause,
-    })?;
-    sync_parent(&target);
+    let (entry, _) = files.finish(batch.cluster_changes, batch.decisions.unwrap_or_default())?;
     Ok(entry)
-}
-
-/// A file being written: buffered, hashed as it goes, synced at the end.
-struct HashedFile {
-    path: PathBuf,
-    /// The format its header names.
-    format: u32,
-    out: BufWriter<File>,
-    hash: Xxh3,
-    bytes: u64,
-}
-
-impl HashedFile {
-    fn create(path: &Path, format: u32) -> Result<HashedFile, IoError> {
-        let file = File::create(path).map_err(|cause| IoError::Write {
-            path: path.to_path_buf(),
-            cause,
-        })?;
-        Ok(HashedFile {
-            path: path.to_path_buf(),
-            format,
-            out: BufWriter::with_capacity(1 << 20, file),
-            hash: Xxh3::new(),
-            bytes: 0,
-        })
-    }
-
-    fn put(&mut self, bytes: &[u8]) -> Result<(), IoError> {
-        self.hash.update(bytes);
-        self.bytes += bytes.len() as u64;
-        self.out.write_all(bytes).map_err(|cause| IoError::Write {
-            path: self.path.clone(),
-            cause,
-        })
-    }
-
-    fn header(&mut self, kind: u32, count: u64, extra: u64) -> Result<(), IoError> {
-        let mut header = [0u8; HEADER_BYTES];
-        header[0..8].copy_from_slice(&MAGIC);
-        header[8..12].copy_from_slice(&self.format.to_le_bytes());
-        header[12..16].copy_from_slice(&kind.to_le_bytes());
-        header[16..24].copy_from_slice(&count.to_le_bytes());
-        header[24..32].copy_from_slice(&extra.to_le_bytes());
-        self.put(&header)
-    }
-
-    fn words(&mut self, values: impl Iterator<Item = u64>) -> Result<(), IoError> {
-        let mut chunk = Vec::with_capacity(8 * 4096);
-        for v in values {
-            chunk.extend_from_slice(&v.to_le_bytes());
-            if chunk.len() == chunk.capacity() {
-                self.put(&chunk)?;
-                chunk.clear();
-            }
-        }
-        self.put(&chunk)
-    }
-
-    /// Zero bytes up to the next multiple of 8.
-    fn align(&mut self) -> Result<(), IoError> {
-        let pad = (8 - (self.bytes % 8) as usize) % 8;
-        self.put(&[0u8; 8][..pad])
-    }
-
-    fn finish(mut self) -> Result<FileSum, IoError> {
-        let err = |cause| IoError::Write {
-            path: self.path.clone(),
-            cause,
-        };
-        self.out.flush().map_err(err)?;
-        self.out.get_ref().sync_all().map_err(err)?;
-        Ok(FileSum {
-            name: file_name(&self.path),
-            bytes: self.bytes,
-            xxh3: format!("{:016x}", self.hash.digest()),
-        })
-    }
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-/// `docs.bin` (format 2, docs/index.md): eight words per document (doc number, simhash,
-/// cluster, id end, digest in two words, rank, bytes, capture time), a flags byte each,
-/// then the id bytes. A rank is stored only where the generation has a keep policy, the
-/// removed flag only where it records its keep decisions.
-fn write_docs(path: &Path, format: u32, batch: &Generation) -> Result<FileSum, IoError> {
-    let (docs, ranks) = (&batch.docs[..], batch.keep.is_some());
-    let decided = batch.decisions.is_some();
-    let id_bytes: u64 = docs
-        .iter()
-        .map(|d| d.id.as_ref().map_or(0, |id| id.len() as u64))
-        .sum();
-    let mut f = HashedFile::create(path, format)?;
-    f.header(KIND_DOCS, docs.len() as u64, id_bytes)?;
-    f.words(docs.iter().map(|d| d.doc_id))?;
-    f.words(docs.iter().map(|d| d.simhash))?;
-    f.words(docs.iter().map(|d| d.cluster_id.unwrap_or(-1) as u64))?;
-    let mut end = 0u64;
-    f.words(docs.iter().map(|d| {
-        end += d.id.as_ref().map_or(0, |id| id.len() as u64);
-        end
-    }))?;
-    // The digest as a little-endian u128: its low word first.
-    f.words(docs.iter().flat_map(|d| {
-        let digest = d.digest.unwrap_or(0);
-        [digest as u64, (digest >> 64) as u64]
-    }))?;
-    let rank = |d: &DocEntry| d.rank.filter(|_| ranks);
-    f.words(docs.iter().map(|d| rank(d).unwrap_or(u64::MAX)))?;
-    f.words(docs.iter().map(|d| d.bytes.unwrap_or(0)))?;
-    f.words(docs.iter().map(|d| d.fetched_at.unwrap_or(i64::MIN) as u64))?;
-    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
-    let flags: Vec<u8> = docs
-        .iter()
-        .map(|d| {
-            flag(d.id.is_some(), FLAG_HAS_ID)
-                | flag(d.empty, FLAG_EMPTY)
-                | flag(d.digest.is_some(), FLAG_DIGEST)
-                | flag(rank(d).is_some(), FLAG_RANK)
-                | flag(d.bytes.is_some(), FLAG_BYTES)
-                | flag(d.fetched_at.is_some(), FLAG_FETCHED_AT)
-                | flag(decided && d.removed, FLAG_REMOVED)
-        })
-        .collect();
-    f.put(&flags)?;
-    f.align()?;
-    for d in docs {
-        if let Some(id) = &d.id {
-            f.put(id.as_bytes())?;
-        }
-    }
-    f.finish()
-}
-
-/// A sorted table of `(key, row)` entries: a simhash index's permutation table (`extra`:
-/// its mask) or a MinHash index's band table (`extra`: the band number).
-fn write_table(
-    path: &Path,
-    format: u32,
-    kind: u32,
-    extra: u64,
-    entries: &[(u64, u32)],
-) -> Result<FileSum, IoError> {
-    let mut f = HashedFile::create(path, format)?;
-    f.header(kind, entries.len() as u64, extra)?;
-    f.words(entries.iter().map(|e| e.0))?;
-    let mut rows = Vec::with_capacity(4 * 8192);
-    for chunk in entries.chunks(8192) {
-        rows.clear();
-        for e in chunk {
-            rows.extend_from_slice(&e.1.to_le_bytes());
-        }
-        f.put(&rows)?;
-    }
-    f.align()?;
-    f.finish()
-}
-
-/// A MinHash generation's files beside `docs.bin`: one band table per band (the key of the
-/// band of every non-empty document and its row, sorted), `signatures.bin` and, where the
-/// index holds them, `shingles.bin` (docs/index.md).
-fn write_minhash(
-    tmp: &Path,
-    format: u32,
-    m: &MinHashParams,
-    docs: &[DocEntry],
-) -> Result<Vec<FileSum>, IoError> {
-    let banding = Banding {
-        bands: m.bands,
-        rows: m.rows,
-    };
-    let mut tables: Vec<Vec<(u64, u32)>> = vec![Vec::new(); m.bands];
-    for (row, d) in docs.iter().enumerate().filter(|(_, d)| !d.empty) {
-        for (band, key) in banding.band_keys(&d.signature).enumerate() {
-            tables[band].push((key, row as u32));
-        }
-    }
-    let mut sums = Vec::with_capacity(m.bands + 2);
-    for (band, mut entries) in tables.into_iter().enumerate() {
-        entries.sort_unstable();
-        sums.push(write_table(
-            &tmp.join(band_file(band)),
-            format,
-            KIND_BAND,
-            band as u64,
-            &entries,
-        )?);
-    }
-    let mut f = HashedFile::create(&tmp.join(SIGNATURES_FILE), format)?;
-    f.header(KIND_SIGNATURES, docs.len() as u64, m.permutations as u64)?;
-    let empty = vec![u64::MAX; m.permutations];
-    for d in docs {
-        let signature = if d.signature.is_empty() {
-            &empty
-        } else {
-            &d.signature
-        };
-        f.words(signature.iter().copied())?;
-    }
-    sums.push(f.finish()?);
-    if m.shingles {
-        let sets: Vec<Vec<u64>> = docs
-            .iter()
-            .map(|d| {
-                let mut set = d.shingles.clone().unwrap_or_default();
-                set.sort_unstable();
-                set.dedup();
-                set
-            })
-            .collect();
-        let total: u64 = sets.iter().map(|s| s.len() as u64).sum();
-        let mut f = HashedFile::create(&tmp.join(SHINGLES_FILE), format)?;
-        f.header(KIND_SHINGLES, docs.len() as u64, total)?;
-        let mut end = 0u64;
-        f.words(sets.iter().map(|s| {
-            end += s.len() as u64;
-            end
-        }))?;
-        for set in &sets {
-            f.words(set.iter().copied())?;
-        }
-        sums.push(f.finish()?);
-    }
-    Ok(sums)
-}
-
-fn write_clusters(path: &Path, format: u32, changes: &[(u64, i64)]) -> Result<FileSum, IoError> {
-    let mut f = HashedFile::create(path, format)?;
-    f.header(KIND_CLUSTERS, changes.len() as u64, 0)?;
-    f.words(changes.iter().map(|c| c.0))?;
-    f.words(changes.iter().map(|c| c.1 as u64))?;
-    f.finish()
-}
-
-/// `keep.bin` (docs/index.md): the doc numbers whose keep decision the generation changed,
-/// sorted, then each one's new decision (1: kept, 0: removed).
-fn write_keep(path: &Path, format: u32, decisions: &[(u64, bool)]) -> Result<FileSum, IoError> {
-    let mut f = HashedFile::create(path, format)?;
-    f.header(KIND_KEEP, decisions.len() as u64, 0)?;
-    f.words(decisions.iter().map(|c| c.0))?;
-    f.words(decisions.iter().map(|c| u64::from(c.1)))?;
-    f.finish()
-}
-
-/// One row of a generation's `documents.parquet`.
-pub struct IndexDocumentRow<'a>(&'a DocEntry);
-
-impl OutputRow for IndexDocumentRow<'_> {
-    const TABLE: &'static str = "index-documents";
-
-    fn schema() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            Field::new("doc_id", DataType::UInt64, false),
-            Field::new("id", DataType::Utf8, true),
-            Field::new("source", DataType::Utf8, false),
-            Field::new("url", DataType::Utf8, true),
-            Field::new("cluster_id", DataType::Int64, true),
-            Field::new("simhash", DataType::UInt64, false),
-            Field::new("empty", DataType::Boolean, false),
-        ]))
-    }
-
-    fn to_batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(rows.iter().map(|r| r.0.doc_id).collect::<UInt64Array>()),
-            Arc::new(
-                rows.iter()
-                    .map(|r| r.0.id.as_deref())
-                    .collect::<StringArray>(),
-            ),
-            Arc::new(
-                rows.iter()
-                    .map(|r| Some(r.0.source.as_str()))
-                    .collect::<StringArray>(),
-            ),
-            Arc::new(
-                rows.iter()
-                    .map(|r| r.0.url.as_deref())
-                    .collect::<StringArray>(),
-            ),
-            Arc::new(rows.iter().map(|r| r.0.cluster_id).collect::<Int64Array>()),
-            Arc::new(rows.iter().map(|r| r.0.simhash).collect::<UInt64Array>()),
-            Arc::new(
-                rows.iter()
-                    .map(|r| Some(r.0.empty))
-                    .collect::<BooleanArray>(),
-            ),
-        ];
-        RecordBatch::try_new(Self::schema(), columns)
-    }
-}
-
-fn write_documents_parquet(
-    path: &Path,
-    manifest: &Manifest,
-    docs: &[DocEntry],
-) -> Result<FileSum, IoError> {
-    let mut index = json!({"k": manifest.k, "tables": manifest.tables});
-    if let Some(m) = &manifest.minhash {
-        index["minhash"] = json!(m);
-    }
-    let meta = TableMeta {
-        scheme: manifest.scheme.clone(),
-        params: json!({
-            PARAM_FINGERPRINT: manifest.fingerprint,
-            "index": index,
-        }),
-    };
-    let mut writer = PartWriter::<IndexDocumentRow>::create_file(path, &meta)?;
-    for doc in docs {
-        writer.push(IndexDocumentRow(doc))?;
-    }
-    writer.commit()?;
-    let bytes = fs::read(path).map_err(|cause| IoError::Open {
-        path: path.to_path_buf(),
-        cause,
-    })?;
-    Ok(FileSum {
-        name: file_name(path),
-        bytes: bytes.len() as u64,
-        xxh3: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)),
-    })
 }
 
 /// Opens file `name` of generation `g` after checking it against the manifest's size and

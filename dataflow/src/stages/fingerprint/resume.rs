@@ -39,6 +39,9 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use neardup_io::index::run::SortMemory;
+use neardup_io::spill::{Merged, SortStats, SpillRecord};
+
 use neardup_io::run_dir::{resume_part_name, RunDir};
 use neardup_io::IoError;
 use serde::{Deserialize, Serialize};
@@ -160,7 +163,7 @@ enum EntryRef<'a> {
 
 /// A document's MinHash signature, and its verification shingle set (unsorted) where the
 /// index keeps them.
-#[derive(Deserialize, Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq, Eq)]
 pub struct Sketch {
     pub doc_id: u64,
     pub signature: Vec<u64>,
@@ -550,33 +553,108 @@ fn part_number(path: &Path) -> Option<u32> {
 }
 
 /// What a step that runs before `_SUCCESS` (see [`crate::finish`]) learns
-/// from the committed resume parts of a run about every fingerprinted document, by doc
-/// number. None of it is in an output table; `neardup run --index|--against` store it in
-/// the index.
-#[derive(Debug, Default)]
+/// from the committed resume parts of a run about every fingerprinted document, in
+/// ascending doc number. None of it is in an output table; `neardup run --index|--against`
+/// store it in the index.
+///
+/// The simple version is two maps by doc number, filled in one pass over the parts; these
+/// are two external sorts filled in that pass, merged, so that the step holds their budget
+/// whatever the run's size.
 pub struct DocumentExtras {
-    /// The exact-duplicate key (0: none made) and keep rank.
-    pub keys: std::collections::HashMap<u64, (u128, u64)>,
-    /// The sketch (signature, shingle set) a run made for a MinHash index
-    /// ([`crate::config::JobConfig::index_sketches`]); empty unless asked for.
-    pub sketches: std::collections::HashMap<u64, Sketch>,
+    /// `(doc, exact-duplicate key (0: none made), keep rank)`.
+    pub keys: std::iter::Peekable<Merged<(u64, u128, u64)>>,
+    /// The sketches (signature, shingle set) a run made for a MinHash index
+    /// ([`crate::config::JobConfig::index_sketches`]); `None` unless asked for.
+    pub sketches: Option<std::iter::Peekable<Merged<SketchByDoc>>>,
+    /// What the two sorts did.
+    pub sorted: SortStats,
+}
+
+/// A [`Sketch`] ordered by its doc number, for the sort of [`DocumentExtras`].
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct SketchByDoc(pub Sketch);
+
+impl PartialEq for SketchByDoc {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.doc_id == other.0.doc_id
+    }
+}
+
+impl Eq for SketchByDoc {}
+
+impl PartialOrd for SketchByDoc {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SketchByDoc {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.doc_id.cmp(&other.0.doc_id)
+    }
+}
+
+impl SpillRecord for SketchByDoc {
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + 8 * self.0.signature.capacity()
+            + self.0.shingles.as_ref().map_or(0, |s| 8 * s.capacity())
+    }
 }
 
 /// [`DocumentExtras`] of `output`, its sketches only with `sketches`, in one pass over the
 /// resume parts, each refused unless it is of the job `job`
-/// ([`crate::config::resume::record_id`]).
-pub fn document_extras(output: &Path, sketches: bool, job: u128) -> Result<DocumentExtras, String> {
-    let mut extras = DocumentExtras::default();
-    each_entry(output, job, |entry| match entry {
-        Entry::Doc(doc) => {
-            extras.keys.insert(doc.doc_id, (doc.exact_key, doc.rank));
+/// ([`crate::config::resume::record_id`]); the sorts keep `memory` (the keys a fifth of it,
+/// the sketches the rest).
+pub fn document_extras(
+    output: &Path,
+    sketches: bool,
+    job: u128,
+    memory: &SortMemory,
+) -> Result<DocumentExtras, String> {
+    let (keys_memory, sketches_memory) = match sketches {
+        true => (memory.part(0.2, "keys"), memory.part(0.8, "sketches")),
+        false => (memory.part(1.0, "keys"), memory.part(0.0, "sketches")),
+    };
+    let failed = |memory: &SortMemory| {
+        let dir = memory.dir.clone();
+        move |e: std::io::Error| format!("{}: cannot write: {e}", dir.display())
+    };
+    let mut keys = keys_memory.sort::<(u64, u128, u64)>();
+    let mut sorted_sketches = sketches.then(|| sketches_memory.sort::<SketchByDoc>());
+    let mut error = None;
+    each_entry(output, job, |entry| {
+        let pushed = match entry {
+            Entry::Doc(doc) => keys
+                .push((doc.doc_id, doc.exact_key, doc.rank))
+                .map_err(failed(&keys_memory)),
+            Entry::Sketch(sketch) => match &mut sorted_sketches {
+                Some(sort) => sort
+                    .push(SketchByDoc(sketch))
+                    .map_err(failed(&sketches_memory)),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        };
+        if let Err(e) = pushed {
+            error.get_or_insert(e);
         }
-        Entry::Sketch(sketch) if sketches => {
-            extras.sketches.insert(sketch.doc_id, sketch);
-        }
-        _ => {}
     })?;
-    Ok(extras)
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let sorted = match &sorted_sketches {
+        Some(sort) => keys.stats().plus(sort.stats()),
+        None => keys.stats(),
+    };
+    Ok(DocumentExtras {
+        keys: keys.finish().map_err(failed(&keys_memory))?.peekable(),
+        sketches: match sorted_sketches {
+            Some(sort) => Some(sort.finish().map_err(failed(&sketches_memory))?.peekable()),
+            None => None,
+        },
+        sorted,
+    })
 }
 
 /// Calls `each` with every document and sketch entry of `output`'s committed resume parts,
