@@ -32,6 +32,9 @@ documents fell within k bits). So the oracle is the copy itself: copy 0 and the
 `--check-alone` copies furthest from it are run alone, and the pairs the whole run reported
 within each must be exactly those (the run fails otherwise, and only notes a spread).
 
+With `--index`, the run also writes its documents as an index (`--index DIR` beside the
+outputs, made anew each time); the result gives its size and counts, which must be the run's.
+
 Modes: `simhash` (the defaults) and `threshold` (`--method minhash --threshold 0.8 --verify
 jaccard`, the usual setting for training-data deduplication).
 """
@@ -40,6 +43,7 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -206,6 +210,19 @@ def alone(opts, output, work, copies):
     return same
 
 
+def index_check(index, summary):
+    """The index `--index` wrote: its size on disk, and its manifest's counts, which must
+    be the run's (every document once, the non-empty ones in the tables)."""
+    with open(os.path.join(index, "manifest.json")) as f:
+        manifest = json.load(f)
+    size = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(index) for n in names)
+    counts = summary["counts"]
+    if manifest["documents"] != counts["documents"]:
+        sys.exit(f"the index holds {manifest['documents']} documents, the run {counts['documents']}")
+    return {"bytes": size, "documents": manifest["documents"], "indexed": manifest["indexed"],
+            "generations": len(manifest["generations"])}
+
+
 def watch_spill(path, peak, stop):
     while not stop.is_set():
         total = 0
@@ -269,9 +286,15 @@ def run(opts):
     output = os.path.join(work, f"{opts.mode}-w{opts.workers}")
     spill = os.path.join(work, f"spill-{opts.mode}")
     os.makedirs(work, exist_ok=True)
+    index = os.path.join(work, f"index-{opts.mode}")
+    extra = []
+    if opts.index:
+        # A new index each time (an index is added to, never replaced: it must not exist).
+        shutil.rmtree(index, ignore_errors=True)
+        extra = ["--index", index]
     cmd = ["/usr/bin/time", "-v", opts.bin, "run", "--overwrite", "--quiet",
            "-w", str(opts.workers), "--memory-limit", opts.memory_limit,
-           "--spill-dir", spill, "--output", output, *MODES[opts.mode],
+           "--spill-dir", spill, "--output", output, *MODES[opts.mode], *extra,
            os.path.join(opts.data, "copy-*.jsonl.zst")]
     peak, stop = [0], threading.Event()
     watcher = threading.Thread(target=watch_spill, args=(spill, peak, stop), daemon=True)
@@ -318,6 +341,8 @@ def run(opts):
         "copy0": base, "copies_scored": len(per_copy),
         "largest_difference_from_copy0": worst,
     }
+    if opts.index:
+        result["index"] = index_check(index, summary)
     # The copies furthest from copy 0, and copy 0, run alone: a difference between copies
     # is then each copy's own (the substitution changes every hash), not the corpus size's.
     furthest = sorted(per_copy, key=lambda c: -max(abs(per_copy[c][m] - base[m])
@@ -360,6 +385,8 @@ def main():
     r.add_argument("--memory-limit", default="4G")
     r.add_argument("--work", help="where outputs and spill go (default: beside --data)")
     r.add_argument("--json", help="append the result line to this file")
+    r.add_argument("--index", action="store_true",
+                   help="also write the run's documents as an index (--index), checked against the run")
     r.add_argument("--timeline", help="write the run's resident memory, sampled every 0.5 s, "
                    "and its stages' ends to this JSON file")
     r.add_argument("--check-alone", type=int, default=2,
