@@ -220,7 +220,7 @@ impl GenerationFiles {
 
     /// Adds the next document: its doc number above the last one's, within the
     /// generation's files, with a signature (and shingle set) where the index holds them.
-    pub fn push(&mut self, doc: DocEntry) -> Result<(), IoError> {
+    pub fn push(&mut self, mut doc: DocEntry) -> Result<(), IoError> {
         self.check(&doc)?;
         self.last = Some(doc.doc_id);
         let row = self.documents;
@@ -247,7 +247,7 @@ impl GenerationFiles {
             }
         }
         if let (Some(s), Some(m)) = (&mut self.sketches, &self.minhash) {
-            s.push(&doc, m.permutations)?;
+            s.push(&mut doc, m.permutations)?;
         }
         self.columns
             .push(&doc, self.keep.is_some(), self.decisions)?;
@@ -439,7 +439,7 @@ impl DocColumns {
 impl SketchColumns {
     /// A document's signature (an empty one's: the all-`u64::MAX` signature of an empty
     /// set) and, where kept, its shingle set, sorted and without repeats.
-    fn push(&mut self, d: &DocEntry, permutations: usize) -> Result<(), IoError> {
+    fn push(&mut self, d: &mut DocEntry, permutations: usize) -> Result<(), IoError> {
         if d.signature.is_empty() {
             for _ in 0..permutations {
                 self.signatures.word(u64::MAX)?;
@@ -450,7 +450,8 @@ impl SketchColumns {
             }
         }
         if let Some((ends, values)) = &mut self.shingles {
-            let mut set = d.shingles.clone().unwrap_or_default();
+            // Taken, not copied: the set is written here and nowhere else.
+            let mut set = d.shingles.take().unwrap_or_default();
             set.sort_unstable();
             set.dedup();
             self.shingle_total += set.len() as u64;
