@@ -489,3 +489,146 @@ fn an_index_written_spilled_is_the_index_written_in_memory() {
         );
     }
 }
+
+/// A batch for `--against` an index of [`corpus`]: every third of its texts with one word
+/// changed, every seventh as it is, and new texts with near duplicates of their own.
+fn batch_corpus(dir: &Path, indexed: &Path) -> PathBuf {
+    let mut state = 11u64;
+    let word = |state: &mut u64| format!("v{}", splitmix64(state) % 20_000);
+    let mut texts = Vec::new();
+    for (i, line) in std::fs::read_to_string(indexed)
+        .unwrap()
+        .lines()
+        .enumerate()
+    {
+        let text = serde_json::from_str::<serde_json::Value>(line).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        if i % 3 == 0 {
+            let mut words: Vec<&str> = text.split(' ').collect();
+            words[17] = "changed";
+            texts.push(words.join(" "));
+        } else if i % 7 == 0 {
+            texts.push(text);
+        }
+    }
+    for _ in 0..40 {
+        let mut words: Vec<String> = (0..200).map(|_| word(&mut state)).collect();
+        for _ in 0..3 {
+            texts.push(words.join(" "));
+            let at = (splitmix64(&mut state) % 200) as usize;
+            words[at] = word(&mut state);
+        }
+    }
+    let path = dir.join("batch.jsonl");
+    let lines: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| serde_json::json!({ "id": format!("b{i}"), "text": t }).to_string())
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+/// The columns of every row group of the Parquet file at `path`.
+fn parquet_columns(path: &Path) -> Vec<Vec<arrow::array::ArrayRef>> {
+    let file = std::fs::File::open(path).unwrap();
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(file, 1024).unwrap();
+    reader.map(|b| b.unwrap().columns().to_vec()).collect()
+}
+
+/// `--against --update-index` with its sorts spilled (the batch read back, and kept for the
+/// new generation, in runs of a few documents; simhash documents probing the index a few at
+/// a time) finds what it finds in memory: the same `against-*` rows and the same new
+/// generation, file for file, at 1 and 3 workers, in simhash mode and in MinHash threshold
+/// mode with the shingle sets, under stars and connected components.
+#[test]
+fn against_spilled_is_against_in_memory() {
+    use neardup_dataflow::finish::{against, AgainstStep, IndexStep};
+    use neardup_dataflow::{run_job_with, Finish};
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    let batch = batch_corpus(tmp.path(), &corpus);
+    for minhash in [false, true] {
+        let base = tmp.path().join(format!("base-{minhash}.index"));
+        let mut indexed = config(
+            &corpus,
+            &tmp.path().join(format!("base-{minhash}")),
+            (minhash, false),
+            1,
+        );
+        indexed.write_dedup = None;
+        indexed.index_sketches =
+            neardup_dataflow::finish::index::sketches_to_keep(&indexed, Some(minhash), None)
+                .unwrap();
+        let step = IndexStep::create(&base, &indexed, minhash)
+            .unwrap()
+            .unwrap();
+        run_job_with(indexed, Finish::index(step), Arc::default()).unwrap();
+        for components in [false, true] {
+            let mut found = Vec::new();
+            for (workers, sort_memory) in [(1, None), (1, Some(1 << 10)), (3, Some(1 << 10))] {
+                let name = format!(
+                    "against-{minhash}-{components}-{workers}-{}",
+                    sort_memory.is_some()
+                );
+                let index = tmp.path().join(format!("{name}.index"));
+                copy_dir(&base, &index);
+                let out = tmp.path().join(&name);
+                let mut config = config(&batch, &out, (minhash, components), workers);
+                config.write_dedup = None;
+                config.sort_memory = sort_memory;
+                config.index_sketches =
+                    neardup_dataflow::finish::index::sketches_to_keep(&config, None, Some(&index))
+                        .unwrap();
+                let (manifest, _) = against::check(&index, &config, true).unwrap();
+                let step = AgainstStep::new(&index, manifest, &config, true, false).unwrap();
+                let outcome = run_job_with(config, Finish::against(step), Arc::default()).unwrap();
+                let done = outcome.against.unwrap();
+                assert!(done.added);
+                let f = &done.found;
+                assert_eq!(f.new_documents, outcome.summary.counts.documents);
+                assert!(
+                    f.indexed_pairs > 0 && f.batch_pairs > 0 && f.removed > 0,
+                    "{f:?}"
+                );
+                let sorts = &outcome.summary.memory.as_ref().unwrap().sorts;
+                let batch_sort = &sorts["against batch"];
+                assert_eq!(batch_sort.records, f.new_documents);
+                match sort_memory {
+                    Some(_) => assert!(batch_sort.runs > 0 && sorts["against read"].runs > 0),
+                    None => assert_eq!(batch_sort.runs + sorts["against read"].runs, 0),
+                }
+                assert!(!out.join("_spill").exists(), "the spill is removed");
+                let manifest: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(index.join("manifest.json")).unwrap())
+                        .unwrap();
+                let generation = manifest["generations"][1]["checksums"].clone();
+                assert!(generation.as_array().unwrap().len() > 5, "{generation}");
+                let tables: Vec<_> = ["against-pairs", "against-clusters", "against-merges"]
+                    .iter()
+                    .map(|t| parquet_columns(&out.join(format!("{t}.parquet"))))
+                    .collect();
+                found.push((format!("{f:?}"), tables, generation));
+            }
+            let mode = format!("minhash {minhash}, components {components}");
+            assert!(found[0] == found[1], "{mode}: spilled at 1 worker");
+            assert!(found[0] == found[2], "{mode}: spilled at 3 workers");
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

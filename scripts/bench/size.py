@@ -35,6 +35,13 @@ within each must be exactly those (the run fails otherwise, and only notes a spr
 With `--index`, the run also writes its documents as an index (`--index DIR` beside the
 outputs, made anew each time); the result gives its size and counts, which must be the run's.
 
+**Against an index** (`against`): the first `--indexed` copies are run with `--index`, then
+the next `--batch` copies (default: the rest), with the last `--overlap` indexed copies again (a crawl that fetches pages it has
+seen), run with `--against INDEX --update-index` and measured as a run is. The oracle: every
+document of an overlapping copy has an exact pair with its own indexed copy (the same id) in
+`against-pairs.parquet`, no pair joins two copies (but simhash's chance pairs), and the index
+then holds both runs' documents.
+
 Modes: `simhash` (the defaults) and `threshold` (`--method minhash --threshold 0.8 --verify
 jaccard`, the usual setting for training-data deduplication).
 """
@@ -370,6 +377,108 @@ def run(opts):
               "run alone: the spread is the scheme's across equivalent corpora)", file=sys.stderr)
 
 
+def shards(data, copies):
+    return [os.path.join(data, f"copy-{c:05d}.jsonl.zst") for c in copies]
+
+
+def measured(cmd, spill, timeline=None):
+    """Runs `cmd` under /usr/bin/time -v, sampling its resident memory and the spill
+    directory's size; (wall seconds, peak RSS MB, peak spill MB, RSS samples)."""
+    peak, stop = [0], threading.Event()
+    watcher = threading.Thread(target=watch_spill, args=(spill, peak, stop), daemon=True)
+    watcher.start()
+    started = time.time()
+    child = subprocess.Popen(["/usr/bin/time", "-v", *cmd], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    samples = []
+    sampler = threading.Thread(target=watch_rss, args=(child.pid, samples, stop), daemon=True)
+    sampler.start()
+    _, stderr = child.communicate()
+    wall = time.time() - started
+    stop.set()
+    watcher.join()
+    sampler.join()
+    if child.returncode != 0:
+        sys.exit(f"neardup failed ({child.returncode}):\n{stderr[-3000:]}")
+    rss_kb = next(int(line.split(":")[1]) for line in stderr.splitlines()
+                  if "Maximum resident set size" in line)
+    return wall, round(rss_kb / 1024), round(peak[0] / 2**20), samples
+
+
+def against(opts):
+    """`run --against INDEX --update-index` over a batch that overlaps the index (see the
+    module docs): its time, memory and spill, and the oracle's verdict."""
+    import duckdb
+
+    with open(os.path.join(opts.data, "corpus.json")) as f:
+        meta = json.load(f)
+    copies = meta["copies"]
+    if not 0 < opts.overlap <= opts.indexed < copies or opts.batch < 1:
+        sys.exit(f"need 0 < --overlap <= --indexed < {copies} copies, and --batch 1 or more")
+    work = opts.work or os.path.join(opts.data, "..", "size-runs")
+    os.makedirs(work, exist_ok=True)
+    index = os.path.join(work, f"against-index-{opts.mode}")
+    spill = os.path.join(work, f"spill-against-{opts.mode}")
+    common = ["run", "--overwrite", "--quiet", "-w", str(opts.workers), "--memory-limit",
+              opts.memory_limit, "--spill-dir", spill, *MODES[opts.mode]]
+    shutil.rmtree(index, ignore_errors=True)
+    first = os.path.join(work, f"indexed-{opts.mode}")
+    indexed = range(opts.indexed)
+    extra = ["--index-shingles"] if opts.mode == "threshold" else []
+    built = measured([opts.bin, *common, "--output", first, "--index", index, *extra,
+                      *shards(opts.data, indexed)], spill)
+    batch_copies = range(opts.indexed - opts.overlap, min(copies, opts.indexed + opts.batch))
+    output = os.path.join(work, f"batch-{opts.mode}")
+    wall, rss, spilled, samples = measured(
+        [opts.bin, *common, "--output", output, "--against", index, "--update-index",
+         *shards(opts.data, batch_copies)], spill)
+    with open(os.path.join(output, "summary.json")) as f:
+        summary = json.load(f)
+    if opts.timeline:
+        with open(opts.timeline, "w") as f:
+            json.dump({"stage_seconds": summary.get("stage_seconds"),
+                       "samples": [(round(t, 1), round(b / 2**20)) for t, b in samples]}, f)
+    con = duckdb.connect()
+    # Both runs' documents, in the index's numbering (the batch is its last generation).
+    ids = f"""(select doc_id, cast(id as bigint) as id
+              from read_parquet('{index}/gen-*/documents.parquet'))"""
+    pairs = con.execute(f"""
+        select a.id, b.id, p.kind from read_parquet('{output}/against-pairs.parquet') p
+        join {ids} a on a.doc_id = p.doc_a join {ids} b on b.doc_id = p.doc_b""").fetchall()
+    overlap = set(range(opts.indexed - opts.overlap, opts.indexed))
+    between = [(a, b, k) for a, b, k in pairs if a // ID_STRIDE != b // ID_STRIDE]
+    seen = {max(a, b) for a, b, k in pairs if a == b and k == "exact"}
+    new_docs = con.execute(f"""select count(*), count(*) filter (where cast(id as bigint) // {ID_STRIDE}
+                               in ({",".join(map(str, overlap))}))
+                               from read_parquet('{output}/fingerprints/*.parquet')""").fetchone()
+    with open(os.path.join(index, "manifest.json")) as f:
+        manifest = json.load(f)
+    stage_end = max((t for n, t in (summary.get("stage_seconds") or {}).items() if n != "total"),
+                    default=0.0)
+    result = {
+        "mode": opts.mode, "workers": opts.workers, "memory_limit": opts.memory_limit,
+        "indexed_copies": opts.indexed, "batch_copies": len(batch_copies),
+        "overlap_copies": opts.overlap, "index_documents_before": manifest["documents"] - new_docs[0],
+        "batch_documents": new_docs[0],
+        "index_wall_s": round(built[0], 1), "index_peak_rss_mb": built[1],
+        "wall_s": round(wall, 1), "peak_rss_mb": rss, "peak_spill_mb": spilled,
+        "job_s": round(stage_end, 1), "step_s": round(wall - stage_end, 1),
+        "sorts": (summary.get("memory") or {}).get("sorts"),
+        "against_pairs": len(pairs), "overlap_documents": new_docs[1],
+        "overlap_documents_found": len(seen), "pairs_between_copies": len(between),
+        "index_documents_after": manifest["documents"],
+    }
+    line = json.dumps(result)
+    print(line)
+    if opts.json:
+        with open(opts.json, "a") as f:
+            f.write(line + "\n")
+    wrong = [p for p in between if p[2] != "near" or opts.mode != "simhash"]
+    if wrong or len(seen) != new_docs[1]:
+        sys.exit(f"oracle: {len(seen)} of the {new_docs[1]} documents of the overlapping copies "
+                 f"found with their indexed copy; {len(wrong)} pairs between copies")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -392,8 +501,22 @@ def main():
     r.add_argument("--check-alone", type=int, default=2,
                    help="run this many of the copies furthest from copy 0 (and copy 0) alone, "
                         "and require the same pairs")
+    a = sub.add_parser("against", help="run a batch against an index of part of the corpus")
+    a.add_argument("--bin", required=True)
+    a.add_argument("--data", required=True)
+    a.add_argument("--mode", choices=sorted(MODES), default="simhash")
+    a.add_argument("--workers", type=int, default=2)
+    a.add_argument("--memory-limit", default="4G")
+    a.add_argument("--work", help="where outputs, the index and spill go (default: beside --data)")
+    a.add_argument("--json", help="append the result line to this file")
+    a.add_argument("--indexed", type=int, required=True, help="copies indexed first")
+    a.add_argument("--overlap", type=int, default=2,
+                   help="indexed copies run again in the batch (with every copy after them)")
+    a.add_argument("--batch", type=int, default=10**9,
+                   help="copies after the indexed ones in the batch (default: all)")
+    a.add_argument("--timeline", help="the batch run's resident memory, as for run")
     opts = parser.parse_args()
-    build(opts) if opts.command == "build" else run(opts)
+    {"build": build, "run": run, "against": against}[opts.command](opts)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@
 //! Either way, with `--update-index` the new generation records the new documents'
 //! clusters and decisions, and the indexed documents whose cluster or decision changed.
 
+mod probe;
 mod stars;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -35,14 +36,16 @@ use neardup_core::star::{Link, LinkKind};
 use neardup_core::unionfind::UnionFind;
 use neardup_core::Scheme;
 use neardup_io::index::run::SortMemory;
-use neardup_io::index::{DocEntry, DocView, Index, IndexWriter, Manifest, MergeRow, Verify};
-use neardup_io::index::{MinHashParams, NewGeneration, FILE_SHIFT};
+use neardup_io::index::{ByDocNumber, DocEntry, DocView, Index, IndexWriter, Manifest};
+use neardup_io::index::{MergeRow, MinHashParams, Verify, FILE_SHIFT};
 use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow, PartWriter};
+use neardup_io::spill::SortStats;
 
 use super::index::{batch_documents, batch_name, check_indexable, remove_step_dirs, step_memory};
 use super::{chain, AgainstDone, FinishError};
 use crate::config::{ClusterMode, JobConfig, KeepPolicy};
 use crate::stages::fingerprint::resume::kill_at;
+use probe::Probe;
 
 /// The files an incremental run adds to its output directory (listed in its marker, so
 /// that `--overwrite` removes them with the rest).
@@ -246,12 +249,12 @@ pub fn indexed_rank(
 }
 
 /// What the incremental step found, and the generation it would add to the index.
-#[derive(Debug, Default)]
 pub struct AgainstOutcome {
     pub summary: AgainstSummary,
     /// The batch in the index's numbering, with its clusters and the indexed documents whose
-    /// cluster it changed: what `--update-index` adds before the run's `_SUCCESS`.
-    pub generation: NewGeneration,
+    /// cluster it changed: what `--update-index` adds before the run's `_SUCCESS` (`None`
+    /// without it, or where the index holds the batch already).
+    pub generation: Option<PendingGeneration>,
     /// The generation of the index that holds the batch already (added by an earlier run of
     /// the same job that did not finish): the batch was compared with the index before it,
     /// and is not added again.
@@ -314,6 +317,12 @@ impl AgainstStep {
     /// and with `--update-index` adds it, unless the index holds it already; an error is the
     /// run's (it fails, without `_SUCCESS`).
     pub(super) fn compare(&self, run: &Path) -> Result<AgainstDone, String> {
+        let done = self.compare_and_add(run);
+        remove_step_dirs(&self.memory);
+        done
+    }
+
+    fn compare_and_add(&self, run: &Path) -> Result<AgainstDone, String> {
         let dir = &self.dir;
         let outcome = against(
             dir,
@@ -322,26 +331,79 @@ impl AgainstStep {
             &self.manifest,
             (&self.keep, self.cluster),
             (&self.batch, self.job),
-            &self.memory,
-        );
-        remove_step_dirs(&self.memory);
-        let mut outcome =
-            outcome.map_err(|e| format!("--against {}: {}", dir.display(), chain(&e)))?;
-        let add = self.update.as_ref().filter(|_| outcome.held.is_none());
-        if let Some(writer) = add {
-            let generation = std::mem::take(&mut outcome.generation);
+            (&self.memory, self.update.is_some()),
+        )
+        .map_err(|e| format!("--against {}: {}", dir.display(), chain(&e)))?;
+        let mut sorts = vec![("against read".to_string(), outcome.sorted)];
+        let add = outcome.generation.zip(self.update.as_ref());
+        let added = add.is_some();
+        if let Some((generation, writer)) = add {
             let mut writer = writer.lock().expect("the index writer");
-            writer
-                .add_named(generation, Some(&self.batch))
-                .map_err(|e| format!("--update-index {}: {e}", dir.display()))?;
+            // The batch's sorts are done: the tables may have the rest of the step's memory.
+            let tables = self.memory.budget - self.memory.budget / 2;
+            writer.set_memory(tables, Some(self.memory.dir.clone()));
+            let written = generation
+                .write(&mut writer, &self.batch, &self.memory.dir)
+                .map_err(|e| format!("--update-index {}: {}", dir.display(), chain(&e)))?;
             kill_at("index");
+            sorts.push(("against batch".to_string(), written.0));
+            sorts.push(("index tables".to_string(), written.1));
         }
         Ok(AgainstDone {
             found: outcome.summary,
-            added: add.is_some(),
-            sorts: vec![("against read".to_string(), outcome.sorted)],
+            added,
+            sorts,
         })
     }
+}
+
+/// The batch as `--update-index` adds it to the index: its documents as they were read,
+/// sorted by doc number (spilled past the step's memory), and what the step decided of
+/// those in clusters.
+pub struct PendingGeneration {
+    docs: neardup_io::spill::Merged<ByDocNumber>,
+    /// `(doc, cluster, removed)` of the new documents in a cluster, by doc number; every
+    /// other new document is in none, and kept.
+    decided: Vec<(u64, Option<i64>, bool)>,
+    files: u64,
+    keep: String,
+    /// The indexed documents whose cluster, or keep decision, changed.
+    changes: Vec<(u64, i64)>,
+    decisions: Vec<(u64, bool)>,
+}
+
+impl PendingGeneration {
+    /// Writes the batch to `writer` as a generation named `batch`, document by document;
+    /// returns what its documents' and its tables' sorts did. `spill`: where the documents'
+    /// sort spilled (named in an error).
+    fn write(
+        self,
+        writer: &mut IndexWriter,
+        batch: &str,
+        spill: &Path,
+    ) -> Result<(SortStats, SortStats), FinishError> {
+        let mut generation = writer.begin(self.files, Some(self.keep), true)?;
+        let mut decided = self.decided.into_iter().peekable();
+        let mut docs = self.docs;
+        for doc in docs.by_ref() {
+            let ByDocNumber(mut doc) = doc.map_err(|cause| spilled(spill, cause))?;
+            (doc.cluster_id, doc.removed) = match decided.next_if(|d| d.0 == doc.doc_id) {
+                Some((_, cluster, removed)) => (cluster, removed),
+                None => (None, false),
+            };
+            generation.push(doc)?;
+        }
+        let read = docs.stats();
+        let (_, tables) = generation.commit(self.changes, self.decisions, Some(batch))?;
+        Ok((read, tables))
+    }
+}
+
+fn spilled(dir: &Path, cause: std::io::Error) -> FinishError {
+    FinishError::Io(neardup_io::IoError::Write {
+        path: dir.to_path_buf(),
+        cause,
+    })
 }
 
 /// The incremental step of `neardup run --against DIR`: the batch run at `run` (numbered as
@@ -349,11 +411,17 @@ impl AgainstStep {
 /// pairs between new and indexed documents, the clusters they form with the batch's own
 /// pairs under the run's `cluster` rule, written to the run directory. It runs before the
 /// run's `_SUCCESS`; an index that holds `batch` already (see [`Manifest::before_batch`]) is
-/// compared as it was before it.
+/// compared as it was before it. With `update` (`--update-index`) and a batch the index does
+/// not hold, the outcome has the generation to add.
 ///
 /// A simhash index is probed within `k` bits; a MinHash index band by band, its candidates
-/// verified at `threshold` as the index verifies ([`Index::query_minhash`]). The batch is
-/// read back through sorts that keep `memory`.
+/// verified at `threshold` as the index verifies ([`Index::query_minhash`]).
+///
+/// Memory: the batch is read back once, in doc-number order, through sorts that keep
+/// `memory` (simply: every document in a `Vec`). Each document probes the index as it
+/// comes (simhash ones in chunks, [`Probe`]) and only those in a pair, with the batch or
+/// with the index, are held, without their names: the clusters are decided from them and
+/// the pairs. What the step holds grows with the pairs, not with the documents.
 pub fn against(
     dir: &Path,
     run: &Path,
@@ -361,7 +429,7 @@ pub fn against(
     expected: &Manifest,
     (keep, cluster): (&AgainstKeep, ClusterMode),
     (batch, job): (&str, u128),
-    memory: &SortMemory,
+    (memory, update): (&SortMemory, bool),
 ) -> Result<AgainstOutcome, FinishError> {
     let (manifest, held) = Manifest::load(dir)?.before_batch(batch);
     if &manifest != expected {
@@ -375,17 +443,34 @@ pub fn against(
     let shift = manifest.files << FILE_SHIFT;
     // Read back from the committed run: the batch's documents and pairs are spread over
     // every worker's parts (of every process); process 0 sees them together only there.
-    let read = batch_documents(run, manifest.minhash.as_ref(), job, memory)?;
-    let sorted = read.sorted();
-    let read = read.collect()?;
-    let outputs = neardup_io::run_dir::read_run_parts(run)?;
-    let mut docs = read.docs;
-    let mut found = Comparison::of_batch(&docs, &outputs, shift, manifest.minhash.is_none());
-    drop(outputs);
-    for doc in &mut docs {
+    let outputs = neardup_io::run_dir::read_run_pairs(run)?;
+    let share = |s: f64| SortMemory {
+        budget: match memory.budget {
+            usize::MAX => usize::MAX,
+            b => ((b as f64 * s) as usize).max(1),
+        },
+        dir: memory.dir.clone(),
+    };
+    let mut read = batch_documents(run, manifest.minhash.as_ref(), job, &share(0.4))?;
+    let files = read.files();
+    let mut kept = (update && held.is_none()).then(|| share(0.4).sort::<ByDocNumber>());
+    let unlinked = unlinked(cluster, manifest.minhash.as_ref(), threshold);
+    let verify = (k, threshold, unlinked.is_some());
+    let mut probe = Probe::new(&index, verify, &outputs, shift, share(0.2).budget);
+    for doc in read.by_ref() {
+        let mut doc = doc?;
         doc.doc_id += shift;
+        probe.push(&doc);
+        if let Some(sort) = &mut kept {
+            sort.push(ByDocNumber(doc))
+                .map_err(|cause| spilled(&memory.dir, cause))?;
+        }
     }
-    found.probe(&index, &docs, k, threshold);
+    let sorted = read.sorted();
+    drop(read);
+    let (mut docs, mut found) = probe.finish();
+    found.batch_pairs(&docs, &outputs, shift, manifest.minhash.is_none());
+    drop(outputs);
     let decided = match cluster {
         ClusterMode::Components => components(&index, &mut docs, &mut found, keep),
         ClusterMode::Verified | ClusterMode::Star => {
@@ -396,7 +481,7 @@ pub fn against(
                 },
                 policy: &keep.policy,
                 simhash: manifest.minhash.is_none(),
-                unlinked: unlinked(cluster, manifest.minhash.as_ref(), threshold),
+                unlinked,
             };
             stars::decide(&index, &mut docs, &mut found, &rule)
         }
@@ -415,15 +500,26 @@ pub fn against(
         decided.rows,
         decided.merges,
     )?;
+    let generation = match kept {
+        Some(sort) => Some(PendingGeneration {
+            docs: sort.finish().map_err(|cause| spilled(&memory.dir, cause))?,
+            decided: docs
+                .iter()
+                .map(|d| (d.doc_id, (d.cluster_id, d.removed)))
+                .collect::<BTreeMap<_, _>>()
+                .into_iter()
+                .map(|(doc, (cluster, removed))| (doc, cluster, removed))
+                .collect(),
+            files,
+            keep: keep.policy.describe(),
+            changes: decided.changes,
+            decisions: decided.decisions,
+        }),
+        None => None,
+    };
     Ok(AgainstOutcome {
         summary,
-        generation: NewGeneration {
-            files: read.files,
-            docs,
-            cluster_changes: decided.changes,
-            keep: Some(keep.policy.describe()),
-            decisions: Some(decided.decisions),
-        },
+        generation,
         held,
         sorted,
     })
@@ -551,25 +647,37 @@ struct Comparison {
 }
 
 impl Comparison {
-    /// The batch's own pairs (from its committed `pairs/`), numbered as the index's next
-    /// generation (`shift`). `simhash`: a simhash run, whose near pairs at distance 0 are
-    /// documents of one fingerprint (`pairs/` lists each with its group's representative).
-    fn of_batch(
+    fn new() -> Comparison {
+        Comparison {
+            pairs: Vec::new(),
+            links: Vec::new(),
+            matches: Vec::new(),
+            uf: UnionFind::new(),
+            summary: AgainstSummary::default(),
+            joined: HashSet::new(),
+        }
+    }
+
+    /// Adds the batch's own pairs (from its committed `pairs/`, in the run's numbering),
+    /// numbered as the index's next generation (`shift`); `docs` holds every document in
+    /// them (in the index's numbering). `simhash`: a simhash run, whose near pairs at
+    /// distance 0 are documents of one fingerprint (`pairs/` lists each with its group's
+    /// representative).
+    fn batch_pairs(
+        &mut self,
         docs: &[DocEntry],
         outputs: &neardup_io::run_dir::RunOutputs,
         shift: u64,
         simhash: bool,
-    ) -> Comparison {
+    ) {
         let simhashes: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
-        let mut pairs: Vec<PairRow> = Vec::new();
-        let mut links: Vec<Link> = Vec::new();
-        let mut uf = UnionFind::new();
         for (a, b, kind) in &outputs.pairs {
-            let h = neardup_core::hamming(simhashes[a], simhashes[b]);
-            let jaccard = outputs.jaccard.get(&(*a, *b)).copied();
-            pairs.push(PairRow {
-                doc_a: a + shift,
-                doc_b: b + shift,
+            let (a, b) = (a + shift, b + shift);
+            let h = neardup_core::hamming(simhashes[&a], simhashes[&b]);
+            let jaccard = outputs.jaccard.get(&(a - shift, b - shift)).copied();
+            self.pairs.push(PairRow {
+                doc_a: a,
+                doc_b: b,
                 hamming: h as u8,
                 kind: if kind == "exact" {
                     PairKind::Exact
@@ -578,9 +686,9 @@ impl Comparison {
                 },
                 jaccard,
             });
-            links.push(Link {
-                a: (a + shift).min(b + shift),
-                b: (a + shift).max(b + shift),
+            self.links.push(Link {
+                a: a.min(b),
+                b: a.max(b),
                 kind: match kind.as_str() {
                     "exact" => LinkKind::Exact,
                     "url" => LinkKind::Url,
@@ -590,67 +698,12 @@ impl Comparison {
                 hamming: if simhash { h as u8 } else { 0 },
                 jaccard,
             });
-            uf.union(a + shift, b + shift);
+            self.uf.union(a, b);
         }
         // The same clusters whatever order the parts were read in.
-        links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
-        let summary = AgainstSummary {
-            new_documents: docs.len() as u64,
-            batch_pairs: pairs.len() as u64,
-            ..Default::default()
-        };
-        Comparison {
-            pairs,
-            links,
-            matches: Vec::new(),
-            uf,
-            summary,
-            joined: HashSet::new(),
-        }
-    }
-
-    /// Every non-empty new document (`docs`, in the index's numbering) probes the index: a
-    /// simhash index with all of them as one batch, a MinHash index one by one.
-    fn probe(&mut self, index: &Index, docs: &[DocEntry], k: u32, threshold: f64) {
-        let probes: Vec<usize> = (0..docs.len()).filter(|&i| !docs[i].empty).collect();
-        if index.minhash().is_some() {
-            for &i in &probes {
-                let doc = &docs[i];
-                let set = doc.shingles.as_ref().map(|set| {
-                    let mut set = set.clone();
-                    set.sort_unstable();
-                    set.dedup();
-                    set
-                });
-                index.query_minhash(&doc.signature, set.as_deref(), threshold, |m| {
-                    let found = IndexedMatch {
-                        doc: doc.doc_id,
-                        generation: m.generation,
-                        row: m.row,
-                        hamming: 0,
-                        jaccard: Some(m.jaccard as f32),
-                    };
-                    self.found(doc, index.doc(m.generation, m.row), found)
-                });
-            }
-        } else {
-            let fps: Vec<u64> = probes.iter().map(|&i| docs[i].simhash).collect();
-            index.query_batch(&fps, k, |q, m| {
-                let doc = &docs[probes[q]];
-                let found = IndexedMatch {
-                    doc: doc.doc_id,
-                    generation: m.generation,
-                    row: m.row,
-                    hamming: m.hamming,
-                    jaccard: None,
-                };
-                self.found(doc, index.doc(m.generation, m.row), found)
-            });
-        }
-        // In the order of the new documents, then the indexed ones: a simhash batch query
-        // answers in no particular order.
-        self.matches
-            .sort_unstable_by_key(|m| (m.doc, m.generation, m.row));
+        self.links
+            .sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
+        self.summary.batch_pairs = outputs.pairs.len() as u64;
     }
 
     /// A new document `doc` matched the indexed one `old`.

@@ -708,7 +708,12 @@ fn checksum_of<'a>(
 
 /// Refuses `bytes` (the file at `path`) unless its xxh3-64 is `sum`'s.
 fn check_sum(path: &Path, bytes: &[u8], sum: &FileSum) -> Result<(), IoError> {
-    let found = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes));
+    same_sum(path, xxhash_rust::xxh3::xxh3_64(bytes), sum)
+}
+
+/// Refuses a file whose xxh3 is `digest` where the manifest gives `sum`.
+fn same_sum(path: &Path, digest: u64, sum: &FileSum) -> Result<(), IoError> {
+    let found = format!("{digest:016x}");
     if found != sum.xxh3 {
         return Err(corrupt(
             path,
@@ -756,9 +761,31 @@ fn map_checked(
     // (reads stay within the map; [`Index::verify`] finds such a change).
     let map = unsafe { Mmap::map(&file) }.map_err(open)?;
     if verify == Verify::Checksums {
-        check_sum(&path, &map, sum)?;
+        check_sum_read(&path, &file, sum)?;
     }
     Ok(map)
+}
+
+/// [`check_sum`] of the file `file` at `path`, read from its start in chunks rather than
+/// through its map: hashing the map would leave every page of the index resident in this
+/// process after [`Index::open`] (its whole size in the resident memory of a step that then
+/// reads a few pages of it, such as `run --against`); read, the pages stay in the page cache
+/// only.
+fn check_sum_read(path: &Path, mut file: &File, sum: &FileSum) -> Result<(), IoError> {
+    use std::io::Read;
+    let mut hash = xxhash_rust::xxh3::Xxh3::new();
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut chunk).map_err(|cause| IoError::Open {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&chunk[..n]);
+    }
+    same_sum(path, hash.digest(), sum)
 }
 
 /// Checks a binary file's header (its kind, and the format its generation has); returns

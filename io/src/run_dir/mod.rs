@@ -59,7 +59,8 @@ pub use prepare::{
     remove_resume, remove_temporaries, Prepared, Protected, Target,
 };
 pub use read::{
-    each_part_batch, read_run, read_run_parts, read_substrings, search_meta, RunOutputs,
+    each_part_batch, read_run, read_run_pairs, read_run_parts, read_substrings, search_meta,
+    RunOutputs,
 };
 pub use removed::RemovedRows;
 

@@ -178,29 +178,7 @@ pub fn read_run_parts(dir: &Path) -> Result<RunOutputs, IoError> {
             },
         )?;
     }
-    for path in committed_parts(&run.table(Table::Pairs))? {
-        let columns = ["doc_a", "doc_b", "kind", "jaccard"];
-        batches(&path, Table::Pairs, &mut origin, &columns, |b| {
-            let (a, c) = (u64s(b, "doc_a", &path)?, u64s(b, "doc_b", &path)?);
-            let kind = b
-                .column_by_name("kind")
-                .expect("checked")
-                .as_string::<i32>();
-            let jaccard = b
-                .column_by_name("jaccard")
-                .expect("checked")
-                .as_primitive_opt::<Float32Type>();
-            out.pairs.extend(
-                (0..b.num_rows()).map(|i| (a.value(i), c.value(i), kind.value(i).to_string())),
-            );
-            if let Some(j) = jaccard {
-                for i in (0..b.num_rows()).filter(|&i| j.is_valid(i)) {
-                    out.jaccard.insert((a.value(i), c.value(i)), j.value(i));
-                }
-            }
-            Ok(())
-        })?;
-    }
+    read_pairs(&run, &mut out, &mut origin)?;
     for path in committed_parts(&run.table(Table::Clusters))? {
         let columns = ["doc_id", "cluster_id", "keep"];
         let similarity = ["jaccard"];
@@ -240,6 +218,47 @@ pub fn read_run_parts(dir: &Path) -> Result<RunOutputs, IoError> {
     }
     out.meta = origin.search.map(|(_, tag)| tag.meta);
     Ok(out)
+}
+
+/// A run's pairs alone ([`RunOutputs::pairs`] and [`RunOutputs::jaccard`]), its parts
+/// committed and its `_SUCCESS` not necessarily written (see [`read_run_parts`]): what a
+/// step that streams the documents holds of the run, memory as its pairs, not its
+/// documents.
+pub fn read_run_pairs(dir: &Path) -> Result<RunOutputs, IoError> {
+    let run = RunDir::new(dir);
+    let mut out = RunOutputs::default();
+    let mut origin = Origin::default();
+    read_pairs(&run, &mut out, &mut origin)?;
+    out.meta = origin.search.map(|(_, tag)| tag.meta);
+    Ok(out)
+}
+
+/// Adds the committed parts of the run's `pairs/` to `out`.
+fn read_pairs(run: &RunDir, out: &mut RunOutputs, origin: &mut Origin) -> Result<(), IoError> {
+    for path in committed_parts(&run.table(Table::Pairs))? {
+        let columns = ["doc_a", "doc_b", "kind", "jaccard"];
+        batches(&path, Table::Pairs, origin, &columns, |b| {
+            let (a, c) = (u64s(b, "doc_a", &path)?, u64s(b, "doc_b", &path)?);
+            let kind = b
+                .column_by_name("kind")
+                .expect("checked")
+                .as_string::<i32>();
+            let jaccard = b
+                .column_by_name("jaccard")
+                .expect("checked")
+                .as_primitive_opt::<Float32Type>();
+            out.pairs.extend(
+                (0..b.num_rows()).map(|i| (a.value(i), c.value(i), kind.value(i).to_string())),
+            );
+            if let Some(j) = jaccard {
+                for i in (0..b.num_rows()).filter(|&i| j.is_valid(i)) {
+                    out.jaccard.insert((a.value(i), c.value(i)), j.value(i));
+                }
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
 }
 
 /// What made a run's `pairs/` and `clusters/` (their metadata): that of the first committed
