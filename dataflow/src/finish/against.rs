@@ -372,7 +372,34 @@ pub struct PendingGeneration {
     decisions: Vec<(u64, bool)>,
 }
 
+/// The indexed documents' changed clusters and keep decisions ([`Decided`]).
+type Changed = (Vec<(u64, i64)>, Vec<(u64, bool)>);
+
 impl PendingGeneration {
+    /// The batch `sort`ed as it was read (`files` input files, ranked by `keep`), what the
+    /// rule decided of the new documents in a pair (`docs`), and the indexed documents whose
+    /// cluster or decision changed.
+    fn new(
+        sort: neardup_io::spill::ExternalSort<ByDocNumber>,
+        docs: &[DocEntry],
+        (files, keep): (u64, &AgainstKeep),
+        (changes, decisions): Changed,
+        memory: &SortMemory,
+    ) -> Result<PendingGeneration, FinishError> {
+        let by_doc: BTreeMap<u64, (Option<i64>, bool)> = docs
+            .iter()
+            .map(|d| (d.doc_id, (d.cluster_id, d.removed)))
+            .collect();
+        Ok(PendingGeneration {
+            docs: sort.finish().map_err(|cause| spilled(&memory.dir, cause))?,
+            decided: by_doc.into_iter().map(|(d, (c, r))| (d, c, r)).collect(),
+            files,
+            keep: keep.policy.describe(),
+            changes,
+            decisions,
+        })
+    }
+
     /// Writes the batch to `writer` as a generation named `batch`, document by document;
     /// returns what its documents' and its tables' sorts did. `spill`: where the documents'
     /// sort spilled (named in an error).
@@ -501,20 +528,16 @@ pub fn against(
         decided.merges,
     )?;
     let generation = match kept {
-        Some(sort) => Some(PendingGeneration {
-            docs: sort.finish().map_err(|cause| spilled(&memory.dir, cause))?,
-            decided: docs
-                .iter()
-                .map(|d| (d.doc_id, (d.cluster_id, d.removed)))
-                .collect::<BTreeMap<_, _>>()
-                .into_iter()
-                .map(|(doc, (cluster, removed))| (doc, cluster, removed))
-                .collect(),
-            files,
-            keep: keep.policy.describe(),
-            changes: decided.changes,
-            decisions: decided.decisions,
-        }),
+        Some(sort) => {
+            let changed = (decided.changes, decided.decisions);
+            Some(PendingGeneration::new(
+                sort,
+                &docs,
+                (files, keep),
+                changed,
+                memory,
+            )?)
+        }
         None => None,
     };
     Ok(AgainstOutcome {
