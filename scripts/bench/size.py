@@ -299,45 +299,22 @@ def run(opts):
         # A new index each time (an index is added to, never replaced: it must not exist).
         shutil.rmtree(index, ignore_errors=True)
         extra = ["--index", index]
-    cmd = ["/usr/bin/time", "-v", opts.bin, "run", "--overwrite", "--quiet",
+    cmd = [opts.bin, "run", "--overwrite", "--quiet",
            "-w", str(opts.workers), "--memory-limit", opts.memory_limit,
            "--spill-dir", spill, "--output", output, *MODES[opts.mode], *extra,
            os.path.join(opts.data, "copy-*.jsonl.zst")]
-    peak, stop = [0], threading.Event()
-    watcher = threading.Thread(target=watch_spill, args=(spill, peak, stop), daemon=True)
-    watcher.start()
-    started = time.time()
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    samples = []
-    sampler = threading.Thread(target=watch_rss, args=(child.pid, samples, stop), daemon=True)
-    sampler.start()
-    stdout, stderr = child.communicate()
-    done = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
-    wall = time.time() - started
-    stop.set()
-    watcher.join()
-    sampler.join()
-    if done.returncode != 0:
-        sys.exit(f"neardup failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    rss_kb = next(int(line.split(":")[1]) for line in done.stderr.splitlines()
-                  if "Maximum resident set size" in line)
+    wall, rss_mb, spill_mb, samples = measured(cmd, spill)
     with open(os.path.join(output, "summary.json")) as f:
         summary = json.load(f)
     by_stage, peak_at = rss_by_stage(samples, summary.get("stage_seconds"))
-    if opts.timeline:
-        # The resident memory every half second, with the stages' ends, to see where a
-        # peak lies (one line per sample: seconds, MB).
-        with open(opts.timeline, "w") as f:
-            json.dump({"stage_seconds": summary.get("stage_seconds"),
-                       "samples": [(round(t, 1), round(b / 2**20)) for t, b in samples]}, f)
+    write_timeline(opts.timeline, summary, samples)
     per_copy, between = quality(output, meta.get("excluded_ids", ()))
     base = per_copy.get(0)
     worst = {m: max(abs(q[m] - base[m]) for q in per_copy.values()) for m in ("recall", "precision")}
     result = {
         "mode": opts.mode, "workers": opts.workers, "memory_limit": opts.memory_limit,
         "copies": meta["copies"], "documents": meta["documents"], "text_gb": meta["text_bytes"] / 1e9,
-        "wall_s": round(wall, 1), "peak_rss_mb": round(rss_kb / 1024),
-        "peak_spill_mb": round(peak[0] / 2**20),
+        "wall_s": round(wall, 1), "peak_rss_mb": rss_mb, "peak_spill_mb": spill_mb,
         "spilled_bytes": summary["counts"].get("spilled_bytes"),
         "stage_seconds": summary.get("stage_seconds"),
         "plan": summary.get("memory", summary.get("search_plan")),
@@ -375,6 +352,15 @@ def run(opts):
     if worst["recall"] > 0.01 or worst["precision"] > 0.01:
         print("note: a copy is more than 1 point from copy 0 (its pairs are those of the copy "
               "run alone: the spread is the scheme's across equivalent corpora)", file=sys.stderr)
+
+
+def write_timeline(path, summary, samples):
+    """The resident memory every half second, with the stages' ends, to see where a peak
+    lies (one pair per sample: seconds, MB); nothing without `path`."""
+    if path:
+        with open(path, "w") as f:
+            json.dump({"stage_seconds": summary.get("stage_seconds"),
+                       "samples": [(round(t, 1), round(b / 2**20)) for t, b in samples]}, f)
 
 
 def shards(data, copies):
@@ -434,10 +420,7 @@ def against(opts):
          *shards(opts.data, batch_copies)], spill)
     with open(os.path.join(output, "summary.json")) as f:
         summary = json.load(f)
-    if opts.timeline:
-        with open(opts.timeline, "w") as f:
-            json.dump({"stage_seconds": summary.get("stage_seconds"),
-                       "samples": [(round(t, 1), round(b / 2**20)) for t, b in samples]}, f)
+    write_timeline(opts.timeline, summary, samples)
     con = duckdb.connect()
     # Both runs' documents, in the index's numbering (the batch is its last generation).
     ids = f"""(select doc_id, cast(id as bigint) as id
@@ -479,6 +462,18 @@ def against(opts):
                  f"found with their indexed copy; {len(wrong)} pairs between copies")
 
 
+def run_arguments(p):
+    """The arguments `run` and `against` share."""
+    p.add_argument("--bin", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--mode", choices=sorted(MODES), default="simhash")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--memory-limit", default="4G")
+    p.add_argument("--work", help="where outputs, spill (and an index) go (default: beside --data)")
+    p.add_argument("--json", help="append the result line to this file")
+    return p
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -486,14 +481,7 @@ def main():
     b.add_argument("--gb", type=float, required=True, help="gigabytes of text (1e9 bytes)")
     b.add_argument("--out", required=True)
     b.add_argument("--jobs", type=int, default=os.cpu_count(), help="shards written at once")
-    r = sub.add_parser("run", help="run neardup on a built corpus and score it")
-    r.add_argument("--bin", required=True)
-    r.add_argument("--data", required=True)
-    r.add_argument("--mode", choices=sorted(MODES), default="simhash")
-    r.add_argument("--workers", type=int, default=2)
-    r.add_argument("--memory-limit", default="4G")
-    r.add_argument("--work", help="where outputs and spill go (default: beside --data)")
-    r.add_argument("--json", help="append the result line to this file")
+    r = run_arguments(sub.add_parser("run", help="run neardup on a built corpus and score it"))
     r.add_argument("--index", action="store_true",
                    help="also write the run's documents as an index (--index), checked against the run")
     r.add_argument("--timeline", help="write the run's resident memory, sampled every 0.5 s, "
@@ -501,14 +489,8 @@ def main():
     r.add_argument("--check-alone", type=int, default=2,
                    help="run this many of the copies furthest from copy 0 (and copy 0) alone, "
                         "and require the same pairs")
-    a = sub.add_parser("against", help="run a batch against an index of part of the corpus")
-    a.add_argument("--bin", required=True)
-    a.add_argument("--data", required=True)
-    a.add_argument("--mode", choices=sorted(MODES), default="simhash")
-    a.add_argument("--workers", type=int, default=2)
-    a.add_argument("--memory-limit", default="4G")
-    a.add_argument("--work", help="where outputs, the index and spill go (default: beside --data)")
-    a.add_argument("--json", help="append the result line to this file")
+    a = run_arguments(sub.add_parser("against",
+                                     help="run a batch against an index of part of the corpus"))
     a.add_argument("--indexed", type=int, required=True, help="copies indexed first")
     a.add_argument("--overlap", type=int, default=2,
                    help="indexed copies run again in the batch (with every copy after them)")

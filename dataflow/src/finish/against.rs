@@ -377,8 +377,8 @@ type Changed = (Vec<(u64, i64)>, Vec<(u64, bool)>);
 
 impl PendingGeneration {
     /// The batch `sort`ed as it was read (`files` input files, ranked by `keep`), what the
-    /// rule decided of the new documents in a pair (`docs`), and the indexed documents whose
-    /// cluster or decision changed.
+    /// rule decided of the new documents in a pair (`docs`, by doc number), and the indexed
+    /// documents whose cluster or decision changed.
     fn new(
         sort: neardup_io::spill::ExternalSort<ByDocNumber>,
         docs: &[DocEntry],
@@ -386,13 +386,15 @@ impl PendingGeneration {
         (changes, decisions): Changed,
         memory: &SortMemory,
     ) -> Result<PendingGeneration, FinishError> {
-        let by_doc: BTreeMap<u64, (Option<i64>, bool)> = docs
+        // Held in doc order ([`Probe::finish`]); the rules do not reorder them.
+        let decided: Vec<_> = docs
             .iter()
-            .map(|d| (d.doc_id, (d.cluster_id, d.removed)))
+            .map(|d| (d.doc_id, d.cluster_id, d.removed))
             .collect();
+        debug_assert!(decided.windows(2).all(|w| w[0].0 < w[1].0));
         Ok(PendingGeneration {
             docs: sort.finish().map_err(|cause| spilled(&memory.dir, cause))?,
-            decided: by_doc.into_iter().map(|(d, (c, r))| (d, c, r)).collect(),
+            decided,
             files,
             keep: keep.policy.describe(),
             changes,
@@ -471,19 +473,12 @@ pub fn against(
     // Read back from the committed run: the batch's documents and pairs are spread over
     // every worker's parts (of every process); process 0 sees them together only there.
     let outputs = neardup_io::run_dir::read_run_pairs(run)?;
-    let share = |s: f64| SortMemory {
-        budget: match memory.budget {
-            usize::MAX => usize::MAX,
-            b => ((b as f64 * s) as usize).max(1),
-        },
-        dir: memory.dir.clone(),
-    };
-    let mut read = batch_documents(run, manifest.minhash.as_ref(), job, &share(0.4))?;
+    let mut read = batch_documents(run, manifest.minhash.as_ref(), job, &memory.share(0.4))?;
     let files = read.files();
-    let mut kept = (update && held.is_none()).then(|| share(0.4).sort::<ByDocNumber>());
+    let mut kept = (update && held.is_none()).then(|| memory.share(0.4).sort::<ByDocNumber>());
     let unlinked = unlinked(cluster, manifest.minhash.as_ref(), threshold);
     let verify = (k, threshold, unlinked.is_some());
-    let mut probe = Probe::new(&index, verify, &outputs, shift, share(0.2).budget);
+    let mut probe = Probe::new(&index, verify, &outputs, shift, memory.share(0.2).budget);
     for doc in read.by_ref() {
         let mut doc = doc?;
         doc.doc_id += shift;

@@ -55,11 +55,20 @@ impl SortMemory {
     /// `share` of the budget, its runs in `dir/name`.
     pub fn part(&self, share: f64, name: &str) -> SortMemory {
         SortMemory {
+            dir: self.dir.join(name),
+            ..self.share(share)
+        }
+    }
+
+    /// `share` of the budget, its runs in the same `dir` (for sorts that remove their own
+    /// directory, so that nothing is left between them and `dir`).
+    pub fn share(&self, share: f64) -> SortMemory {
+        SortMemory {
             budget: match self.budget {
                 usize::MAX => usize::MAX,
                 b => ((b as f64 * share) as usize).max(1),
             },
-            dir: self.dir.join(name),
+            dir: self.dir.clone(),
         }
     }
 
