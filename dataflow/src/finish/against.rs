@@ -448,7 +448,7 @@ fn spilled(dir: &Path, cause: std::io::Error) -> FinishError {
 ///
 /// Memory: the batch is read back once, in doc-number order, through sorts that keep
 /// `memory` (simply: every document in a `Vec`). Each document probes the index as it
-/// comes (simhash ones in chunks, [`Probe`]) and only those in a pair, with the batch or
+/// comes (simhash ones in chunks, `against/probe.rs`) and only those in a pair, with the batch or
 /// with the index, are held, without their names: the clusters are decided from them and
 /// the pairs. What the step holds grows with the pairs, not with the documents.
 pub fn against(
