@@ -601,6 +601,12 @@ fn against_spilled_is_against_in_memory() {
                     Some(_) => assert!(batch_sort.runs > 0 && sorts["against read"].runs > 0),
                     None => assert_eq!(batch_sort.runs + sorts["against read"].runs, 0),
                 }
+                // MinHash stars verify the batch's unlinked pairs from sketches on disk.
+                let sketches = sorts.get("against sketches");
+                assert_eq!(sketches.is_some(), minhash && !components, "{sorts:?}");
+                if let (Some(sketches), Some(_)) = (sketches, sort_memory) {
+                    assert!(sketches.records > 0 && sketches.runs > 0, "{sketches:?}");
+                }
                 assert!(!out.join("_spill").exists(), "the spill is removed");
                 let manifest: serde_json::Value =
                     serde_json::from_slice(&std::fs::read(index.join("manifest.json")).unwrap())

@@ -39,12 +39,13 @@ use neardup_io::index::run::SortMemory;
 use neardup_io::index::{ByDocNumber, DocEntry, DocView, Index, IndexWriter, Manifest};
 use neardup_io::index::{MergeRow, MinHashParams, Verify, FILE_SHIFT};
 use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow, PartWriter};
-use neardup_io::spill::SortStats;
+use neardup_io::run_dir::RunPair;
+use neardup_io::spill::{ExternalSort, SortStats};
 
 use super::index::{batch_documents, batch_name, check_indexable, remove_step_dirs, step_memory};
 use super::{chain, AgainstDone, FinishError};
 use crate::config::{ClusterMode, JobConfig, KeepPolicy};
-use crate::stages::fingerprint::resume::kill_at;
+use crate::stages::fingerprint::resume::{kill_at, SketchByDoc};
 use probe::Probe;
 
 /// The files an incremental run adds to its output directory (listed in its marker, so
@@ -259,8 +260,8 @@ pub struct AgainstOutcome {
     /// the same job that did not finish): the batch was compared with the index before it,
     /// and is not added again.
     pub held: Option<u32>,
-    /// What the sorts that read the batch back did.
-    pub sorted: neardup_io::spill::SortStats,
+    /// What the sorts that read the batch back, and those of its sketches, did (by name).
+    pub sorted: Vec<(&'static str, SortStats)>,
 }
 
 /// What a run with `--against` does before `_SUCCESS` (process 0).
@@ -334,7 +335,9 @@ impl AgainstStep {
             (&self.memory, self.update.is_some()),
         )
         .map_err(|e| format!("--against {}: {}", dir.display(), chain(&e)))?;
-        let mut sorts = vec![("against read".to_string(), outcome.sorted)];
+        let mut sorts: Vec<_> = (outcome.sorted.into_iter())
+            .map(|(name, stats)| (name.to_string(), stats))
+            .collect();
         let add = outcome.generation.zip(self.update.as_ref());
         let added = add.is_some();
         if let Some((generation, writer)) = add {
@@ -381,7 +384,7 @@ impl PendingGeneration {
     /// documents whose cluster or decision changed.
     fn new(
         sort: neardup_io::spill::ExternalSort<ByDocNumber>,
-        docs: &[DocEntry],
+        docs: &[Held],
         (files, keep): (u64, &AgainstKeep),
         (changes, decisions): Changed,
         memory: &SortMemory,
@@ -448,9 +451,11 @@ fn spilled(dir: &Path, cause: std::io::Error) -> FinishError {
 ///
 /// Memory: the batch is read back once, in doc-number order, through sorts that keep
 /// `memory` (simply: every document in a `Vec`). Each document probes the index as it
-/// comes (simhash ones in chunks, `against/probe.rs`) and only those in a pair, with the batch or
-/// with the index, are held, without their names: the clusters are decided from them and
-/// the pairs. What the step holds grows with the pairs, not with the documents.
+/// comes (simhash ones in chunks, `against/probe.rs`) and only those in a pair, with the
+/// batch or with the index, are held, as 56 bytes each (`Held`); the sketches the stars may
+/// verify the batch's unlinked pairs with go to a sort on disk, and those pairs are verified
+/// by a sorted join (`against/stars.rs`). What the step holds grows with the pairs (their
+/// documents, rows and links), not with the documents or their sketches.
 pub fn against(
     dir: &Path,
     run: &Path,
@@ -469,45 +474,54 @@ pub fn against(
     }
     check_keep_decisions(&manifest, dir, cluster)?;
     let index = Index::open_as(dir, manifest.clone(), Verify::Checksums)?;
+    index.release_pages(); // What the checks on opening read.
     let shift = manifest.files << FILE_SHIFT;
     // Read back from the committed run: the batch's documents and pairs are spread over
     // every worker's parts (of every process); process 0 sees them together only there.
-    let outputs = neardup_io::run_dir::read_run_pairs(run)?;
+    let pairs = neardup_io::run_dir::read_run_pairs(run)?;
     let mut read = batch_documents(run, manifest.minhash.as_ref(), job, &memory.share(0.4))?;
     let files = read.files();
     let mut kept = (update && held.is_none()).then(|| memory.share(0.4).sort::<ByDocNumber>());
     let unlinked = unlinked(cluster, manifest.minhash.as_ref(), threshold);
-    let verify = (k, threshold, unlinked.is_some());
-    let mut probe = Probe::new(&index, verify, &outputs, shift, memory.share(0.2).budget);
+    // A simhash probe's chunks, or a MinHash one's sketches, have the rest of the memory.
+    let rest = memory.share(0.2);
+    let sketches = unlinked
+        .as_ref()
+        .map(|u| (memory.part(0.2, "sketches").sort(), u.exact));
+    let found = Comparison::new(cluster == ClusterMode::Components);
+    let mut probe = Probe::new(
+        &index,
+        (k, threshold),
+        &pairs,
+        shift,
+        (rest.budget, sketches),
+        found,
+    );
     for doc in read.by_ref() {
         let mut doc = doc?;
         doc.doc_id += shift;
-        probe.push(&doc);
+        probe
+            .push(&doc)
+            .map_err(|cause| spilled(&memory.dir, cause))?;
         if let Some(sort) = &mut kept {
             sort.push(ByDocNumber(doc))
                 .map_err(|cause| spilled(&memory.dir, cause))?;
         }
     }
-    let sorted = read.sorted();
+    let mut sorted = vec![("against read", read.sorted())];
     drop(read);
-    let (mut docs, mut found) = probe.finish();
-    found.batch_pairs(&docs, &outputs, shift, manifest.minhash.is_none());
-    drop(outputs);
-    let decided = match cluster {
-        ClusterMode::Components => components(&index, &mut docs, &mut found, keep),
-        ClusterMode::Verified | ClusterMode::Star => {
-            let rule = stars::Rule {
-                centers: match cluster {
-                    ClusterMode::Star => neardup_core::star::Centers::Rank,
-                    _ => neardup_core::star::Centers::Coverage,
-                },
-                policy: &keep.policy,
-                simhash: manifest.minhash.is_none(),
-                unlinked,
-            };
-            stars::decide(&index, &mut docs, &mut found, &rule)
-        }
-    };
+    let (mut docs, mut found, sketches) = probe.finish();
+    found.batch_pairs(&docs, &pairs, shift, manifest.minhash.is_none());
+    drop(pairs);
+    let unlinked = (unlinked, sketches);
+    let decided = decide(
+        &index,
+        (&mut docs, &mut found),
+        (keep, cluster),
+        unlinked,
+        memory,
+    )?;
+    sorted.extend(decided.sorts.iter().copied());
     let mut summary = found.summary;
     summary.removed = decided
         .rows
@@ -543,6 +557,33 @@ pub fn against(
     })
 }
 
+/// The clusters of the new documents `docs` and the indexed ones they touch, from the pairs
+/// `found`, under the run's `cluster` rule ([`components`], [`stars::decide`]); `unlinked`:
+/// how the stars verify the batch's unlinked pairs, and the sketches of the documents in its
+/// pairs (a sort of `memory` joins them).
+fn decide(
+    index: &Index,
+    (docs, found): (&mut [Held], &mut Comparison),
+    (keep, cluster): (&AgainstKeep, ClusterMode),
+    (unlinked, sketches): (Option<stars::Unlinked>, Option<ExternalSort<SketchByDoc>>),
+    memory: &SortMemory,
+) -> Result<Decided, FinishError> {
+    if cluster == ClusterMode::Components {
+        return Ok(components(index, docs, found, keep));
+    }
+    let rule = stars::Rule {
+        centers: match cluster {
+            ClusterMode::Star => neardup_core::star::Centers::Rank,
+            _ => neardup_core::star::Centers::Coverage,
+        },
+        policy: &keep.policy,
+        simhash: index.minhash().is_none(),
+        unlinked,
+    };
+    let sketches = sketches.map(|sort| (sort, memory.part(0.4, "unlinked")));
+    stars::decide(index, docs, found, &rule, sketches)
+}
+
 /// How `--cluster verified` verifies the pairs the bands missed between new documents
 /// ([`neardup_core::star::unlinked_pairs`]), as the run did: in MinHash mode, by the exact
 /// Jaccard similarity where the index holds the shingle sets, by the signatures' estimate
@@ -573,6 +614,8 @@ struct Decided {
     /// `(doc, kept)` of the indexed documents whose keep decision changed (or was not
     /// recorded).
     decisions: Vec<(u64, bool)>,
+    /// What the sorts of the decision did (the sketches' join, under stars).
+    sorts: Vec<(&'static str, SortStats)>,
 }
 
 /// Connected components (`--cluster components`): the batch's pairs and its pairs with
@@ -580,7 +623,7 @@ struct Decided {
 /// The new documents `docs` get their cluster and decision.
 fn components(
     index: &Index,
-    docs: &mut [DocEntry],
+    docs: &mut [Held],
     found: &mut Comparison,
     keep: &AgainstKeep,
 ) -> Decided {
@@ -630,6 +673,33 @@ fn components(
         merges,
         changes,
         decisions,
+        sorts: Vec::new(),
+    }
+}
+
+/// A new document in a pair, as the clusters need it (a [`DocEntry`] without its names,
+/// sketch and the rest).
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    doc_id: u64,
+    simhash: u64,
+    /// Its keep rank under the run's policy.
+    rank: Option<u64>,
+    /// What the rule decided: its cluster, and whether it is removed.
+    cluster_id: Option<i64>,
+    removed: bool,
+}
+
+/// Documents a scan of every indexed document reads between two releases of the index's
+/// pages ([`Index::release_pages`]): it keeps at most about 100 MB of `docs.bin` resident
+/// (some 100 bytes a document), not the whole file.
+const RELEASE_EVERY: usize = 1 << 20;
+
+/// Releases the index's pages before the `n`th document read of a pass, every
+/// [`RELEASE_EVERY`].
+fn release_now(index: &Index, n: usize) {
+    if n > 0 && n.is_multiple_of(RELEASE_EVERY) {
+        index.release_pages();
     }
 }
 
@@ -658,6 +728,9 @@ struct Comparison {
     links: Vec<Link>,
     /// The pairs of new documents with indexed ones.
     matches: Vec<IndexedMatch>,
+    /// Whether the pairs make components (`--cluster components`; the stars make their
+    /// own, of the batch's pairs alone): then `uf` and `joined` hold them.
+    components: bool,
     uf: UnionFind,
     summary: AgainstSummary,
     /// The union-find nodes of the indexed clusters (or documents) the batch joined.
@@ -665,11 +738,13 @@ struct Comparison {
 }
 
 impl Comparison {
-    fn new() -> Comparison {
+    /// No pairs yet; `components`: whether they make components (the field).
+    fn new(components: bool) -> Comparison {
         Comparison {
             pairs: Vec::new(),
             links: Vec::new(),
             matches: Vec::new(),
+            components,
             uf: UnionFind::new(),
             summary: AgainstSummary::default(),
             joined: HashSet::new(),
@@ -681,47 +756,52 @@ impl Comparison {
     /// them (in the index's numbering). `simhash`: a simhash run, whose near pairs at
     /// distance 0 are documents of one fingerprint (`pairs/` lists each with its group's
     /// representative).
-    fn batch_pairs(
-        &mut self,
-        docs: &[DocEntry],
-        outputs: &neardup_io::run_dir::RunOutputs,
-        shift: u64,
-        simhash: bool,
-    ) {
-        let simhashes: HashMap<u64, u64> = docs.iter().map(|d| (d.doc_id, d.simhash)).collect();
-        for (a, b, kind) in &outputs.pairs {
-            let (a, b) = (a + shift, b + shift);
-            let h = neardup_core::hamming(simhashes[&a], simhashes[&b]);
-            let jaccard = outputs.jaccard.get(&(a - shift, b - shift)).copied();
+    fn batch_pairs(&mut self, docs: &[Held], pairs: &[RunPair], shift: u64, simhash: bool) {
+        // `docs` is by doc number ([`Probe::finish`]).
+        let fingerprint = |doc: u64| {
+            let at = docs.binary_search_by_key(&doc, |d| d.doc_id);
+            docs[at.expect("a document in a pair is held")].simhash
+        };
+        for &RunPair {
+            doc_a,
+            doc_b,
+            jaccard,
+            kind,
+        } in pairs
+        {
+            let (a, b) = (doc_a + shift, doc_b + shift);
+            let h = neardup_core::hamming(fingerprint(a), fingerprint(b));
             self.pairs.push(PairRow {
                 doc_a: a,
                 doc_b: b,
                 hamming: h as u8,
-                kind: if kind == "exact" {
-                    PairKind::Exact
-                } else {
-                    PairKind::Near
+                // A pair of one URL is written as a near one.
+                kind: match kind {
+                    PairKind::Exact => PairKind::Exact,
+                    _ => PairKind::Near,
                 },
                 jaccard,
             });
             self.links.push(Link {
                 a: a.min(b),
                 b: a.max(b),
-                kind: match kind.as_str() {
-                    "exact" => LinkKind::Exact,
-                    "url" => LinkKind::Url,
+                kind: match kind {
+                    PairKind::Exact => LinkKind::Exact,
+                    PairKind::Url => LinkKind::Url,
                     _ if simhash && h == 0 => LinkKind::SameFingerprint,
-                    _ => LinkKind::Near,
+                    PairKind::Near => LinkKind::Near,
                 },
                 hamming: if simhash { h as u8 } else { 0 },
                 jaccard,
             });
-            self.uf.union(a, b);
+            if self.components {
+                self.uf.union(a, b);
+            }
         }
         // The same clusters whatever order the parts were read in.
         self.links
             .sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
-        self.summary.batch_pairs = outputs.pairs.len() as u64;
+        self.summary.batch_pairs = pairs.len() as u64;
     }
 
     /// A new document `doc` matched the indexed one `old`.
@@ -742,8 +822,10 @@ impl Comparison {
         self.matches.push(found);
         self.summary.indexed_pairs += 1;
         let n = node(old.cluster_id, old.doc_id);
-        self.joined.insert(n);
-        self.uf.union(n, doc.doc_id);
+        if self.components {
+            self.joined.insert(n);
+            self.uf.union(n, doc.doc_id);
+        }
     }
 }
 
@@ -763,7 +845,7 @@ impl Clusters {
     /// smallest is kept. The new documents `docs` get their cluster.
     fn gather(
         index: &Index,
-        docs: &mut [DocEntry],
+        docs: &mut [Held],
         label: &HashMap<u64, u64>,
         keep: &AgainstKeep,
         summary: &mut AgainstSummary,
@@ -783,6 +865,7 @@ impl Clusters {
         for g in 0..index.generations() {
             let policy = index.generation_keep(g);
             for row in 0..index.generation_documents(g) {
+                release_now(index, row);
                 let old = index.doc(g, row as u32);
                 let n = node(old.cluster_id, old.doc_id);
                 let Some(&l) = label.get(&n) else { continue };

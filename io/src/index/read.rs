@@ -206,6 +206,27 @@ impl Index {
         Ok(())
     }
 
+    /// Hands back the pages of the index's files this process has read, so that they leave
+    /// its resident memory: they stay in the page cache, and a later read maps them again.
+    /// Without it every page a long pass touched (the probes of `run --against`, its scans
+    /// of every document) would count in the process's resident memory until the index is
+    /// closed, as much as the index's size, whatever the pass holds itself.
+    pub fn release_pages(&self) {
+        for g in &self.generations {
+            let maps = std::iter::once(&g.docs)
+                .chain(&g.tables)
+                .chain(&g.signatures)
+                .chain(&g.shingles);
+            for map in maps {
+                // SAFETY: the maps are read-only views of files never changed in place (see
+                // `map_checked`): a page given back is read again from the same file, with
+                // the same bytes, so what borrows from the map stays as it was. A map the
+                // kernel refuses the advice for (an empty one) keeps its pages.
+                let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+            }
+        }
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -623,6 +623,23 @@ fn a_batch_query_answers_as_its_queries_one_at_a_time() {
         }
         assert!(one.len() > 500, "{}", one.len());
         assert_eq!(batch, one, "k {k}");
+        // Pages handed back are read again from the files, the same: the documents and
+        // the answers do not change.
+        let docs = |index: &Index| {
+            (0..index.generations())
+                .flat_map(|g| (0..index.generation_documents(g)).map(move |r| (g, r)))
+                .map(|(g, r)| format!("{:?}", index.doc(g, r as u32)))
+                .collect::<Vec<_>>()
+        };
+        let before = docs(&index);
+        index.release_pages();
+        assert_eq!(docs(&index), before);
+        index.release_pages();
+        let mut again = BTreeSet::new();
+        index.query_batch(&fps, k, |i, m| {
+            again.insert((i, index.doc(m.generation, m.row).doc_id, m.hamming));
+        });
+        assert_eq!(again, one, "k {k}, after the pages were released");
     }
 }
 

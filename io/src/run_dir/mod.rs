@@ -60,7 +60,7 @@ pub use prepare::{
 };
 pub use read::{
     each_part_batch, read_run, read_run_pairs, read_run_parts, read_substrings, search_meta,
-    RunOutputs,
+    RunOutputs, RunPair,
 };
 pub use removed::RemovedRows;
 

@@ -12,7 +12,7 @@ use arrow::datatypes::{Float32Type, Int64Type};
 use super::layout::{committed_parts, RunDir, Table};
 use crate::error::IoError;
 use crate::parquet_in::{u64_column, TableFile};
-use crate::parquet_out::{TableTag, PARAM_FINGERPRINT, PARAM_SEARCH};
+use crate::parquet_out::{PairKind, TableTag, PARAM_FINGERPRINT, PARAM_SEARCH};
 
 /// What `neardup eval` needs of a run.
 #[derive(Debug, Default)]
@@ -220,16 +220,49 @@ pub fn read_run_parts(dir: &Path) -> Result<RunOutputs, IoError> {
     Ok(out)
 }
 
-/// A run's pairs alone ([`RunOutputs::pairs`] and [`RunOutputs::jaccard`]), its parts
-/// committed and its `_SUCCESS` not necessarily written (see [`read_run_parts`]): what a
-/// step that streams the documents holds of the run, memory as its pairs, not its
-/// documents.
-pub fn read_run_pairs(dir: &Path) -> Result<RunOutputs, IoError> {
+/// One pair of a run's `pairs/` as [`read_run_pairs`] reads it (32 bytes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunPair {
+    pub doc_a: u64,
+    pub doc_b: u64,
+    /// Its verified Jaccard similarity, where the run measured one.
+    pub jaccard: Option<f32>,
+    pub kind: PairKind,
+}
+
+/// A run's pairs alone, in the order of its parts, its parts committed and its `_SUCCESS`
+/// not necessarily written (see [`read_run_parts`]): what a step that streams the
+/// documents holds of the run, memory as its pairs (32 bytes each), not its documents. A
+/// `kind` other than `exact` and `url` is a near pair.
+pub fn read_run_pairs(dir: &Path) -> Result<Vec<RunPair>, IoError> {
     let run = RunDir::new(dir);
-    let mut out = RunOutputs::default();
+    let mut out = Vec::new();
     let mut origin = Origin::default();
-    read_pairs(&run, &mut out, &mut origin)?;
-    out.meta = origin.search.map(|(_, tag)| tag.meta);
+    for path in committed_parts(&run.table(Table::Pairs))? {
+        let columns = ["doc_a", "doc_b", "kind", "jaccard"];
+        batches(&path, Table::Pairs, &mut origin, &columns, |b| {
+            let (a, c) = (u64s(b, "doc_a", &path)?, u64s(b, "doc_b", &path)?);
+            let kind = b
+                .column_by_name("kind")
+                .expect("checked")
+                .as_string::<i32>();
+            let jaccard = b
+                .column_by_name("jaccard")
+                .expect("checked")
+                .as_primitive_opt::<Float32Type>();
+            out.extend((0..b.num_rows()).map(|i| RunPair {
+                doc_a: a.value(i),
+                doc_b: c.value(i),
+                jaccard: jaccard.filter(|j| j.is_valid(i)).map(|j| j.value(i)),
+                kind: match kind.value(i) {
+                    "exact" => PairKind::Exact,
+                    "url" => PairKind::Url,
+                    _ => PairKind::Near,
+                },
+            }));
+            Ok(())
+        })?;
+    }
     Ok(out)
 }
 

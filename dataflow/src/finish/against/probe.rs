@@ -1,13 +1,22 @@
 //! The batch's documents probing the index as `--against` reads them back, in doc-number
 //! order: the simple version probes with every document at once and holds them all; here a
 //! simhash index is probed a chunk at a time and MinHash one document at a time, and only
-//! the documents in a pair are held, as the clusters need them ([`slim`]).
+//! the documents in a pair are held, as the clusters need them ([`Held`]: 56 bytes, where a
+//! [`DocEntry`] takes about 240 and its sketch kilobytes). The sketches the stars may verify
+//! pairs with go to a sort on disk instead ([`Probe::finish`]).
 
-use std::collections::HashSet;
+use std::io;
 
 use neardup_io::index::{DocEntry, Index};
+use neardup_io::spill::ExternalSort;
 
-use super::{Comparison, IndexedMatch};
+use super::{Comparison, Held, IndexedMatch};
+use crate::stages::fingerprint::resume::{Sketch, SketchByDoc};
+
+/// MinHash documents probed between two releases of the index's pages
+/// ([`Index::release_pages`]): each probe reads the band tables and its candidates'
+/// signatures and shingle sets (kilobytes each), which would otherwise all stay resident.
+const MINHASH_RELEASE_EVERY: u64 = 1 << 14;
 
 /// The new documents probing the index as they are read ([`super::against`]): a simhash index
 /// with a chunk of them at a time ([`Index::query_batch`] walks each table once a chunk), a
@@ -17,34 +26,39 @@ pub(super) struct Probe<'a> {
     index: &'a Index,
     k: u32,
     threshold: f64,
-    /// The new documents in a pair of the batch (in the index's numbering).
-    paired: HashSet<u64>,
-    /// Whether the batch's unlinked pairs are verified from the sketches ([`super::unlinked`]).
-    sketches: bool,
+    /// The new documents in a pair of the batch (in the index's numbering), sorted.
+    paired: Vec<u64>,
+    /// Where the sketches of the documents in a pair of the batch go, when the batch's
+    /// unlinked pairs are verified from them ([`super::unlinked`]); `exact`: by their shingle
+    /// sets (sorted, without repeats), not their signatures.
+    sketches: Option<(ExternalSort<SketchByDoc>, bool)>,
     /// Simhash: the documents read since the last chunk was probed, and a chunk's size.
     waiting: Vec<DocEntry>,
     chunk: usize,
     /// The documents in a pair so far, by doc number.
-    held: Vec<DocEntry>,
+    held: Vec<Held>,
     found: Comparison,
 }
 
 impl<'a> Probe<'a> {
-    /// Probes `index` within `k` bits (simhash) or at `threshold` (MinHash); `outputs`: the
+    /// Probes `index` within `k` bits (simhash) or at `threshold` (MinHash); `pairs`: the
     /// batch's pairs (in the run's numbering, `shift` from the index's); `budget`: the
-    /// memory of a chunk of simhash documents; `sketches`: see [`Probe::hold`].
+    /// memory of a chunk of simhash documents; `sketches`: the sort the sketches go to (see
+    /// [`Probe::hold`]), and whether verification is exact; `found`: where the pairs go.
     pub(super) fn new(
         index: &'a Index,
-        (k, threshold, sketches): (u32, f64, bool),
-        outputs: &neardup_io::run_dir::RunOutputs,
+        (k, threshold): (u32, f64),
+        pairs: &[neardup_io::run_dir::RunPair],
         shift: u64,
-        budget: usize,
+        (budget, sketches): (usize, Option<(ExternalSort<SketchByDoc>, bool)>),
+        found: Comparison,
     ) -> Probe<'a> {
-        let paired = outputs
-            .pairs
+        let mut paired: Vec<u64> = pairs
             .iter()
-            .flat_map(|(a, b, _)| [a + shift, b + shift])
+            .flat_map(|p| [p.doc_a + shift, p.doc_b + shift])
             .collect();
+        paired.sort_unstable();
+        paired.dedup();
         let entry = std::mem::size_of::<DocEntry>();
         Probe {
             index,
@@ -55,21 +69,25 @@ impl<'a> Probe<'a> {
             waiting: Vec::new(),
             chunk: (budget / entry).clamp(1 << 6, 1 << 20),
             held: Vec::new(),
-            found: Comparison::new(),
+            found,
         }
     }
 
-    /// The next new document (in the index's numbering, ascending).
-    pub(super) fn push(&mut self, doc: &DocEntry) {
+    /// The next new document (in the index's numbering, ascending); an error is the sketch
+    /// sort's.
+    pub(super) fn push(&mut self, doc: &DocEntry) -> io::Result<()> {
         self.found.summary.new_documents += 1;
         if self.index.minhash().is_none() {
-            self.waiting.push(slim(doc, false));
+            self.waiting.push(slim(doc));
             if self.waiting.len() >= self.chunk {
                 self.probe_waiting();
             }
-            return;
+            return Ok(());
         }
         let before = self.found.matches.len();
+        if (self.found.summary.new_documents).is_multiple_of(MINHASH_RELEASE_EVERY) {
+            self.index.release_pages();
+        }
         if !doc.empty {
             let set = doc.shingles.as_ref().map(|set| {
                 let mut set = set.clone();
@@ -89,7 +107,9 @@ impl<'a> Probe<'a> {
                 found.found(doc, index.doc(m.generation, m.row), matched)
             });
         }
-        self.hold(doc, self.found.matches.len() > before);
+        let matched = self.found.matches.len() > before;
+        self.hold(doc, matched);
+        self.sketch(doc)
     }
 
     /// Probes the simhash documents waiting, as one batch.
@@ -111,47 +131,82 @@ impl<'a> Probe<'a> {
             };
             found.found(doc, index.doc(m.generation, m.row), at)
         });
+        // The table pages this chunk touched leave the resident memory with it.
+        index.release_pages();
         for (doc, matched) in waiting.iter().zip(matched) {
             self.hold(doc, matched);
         }
     }
 
-    /// Keeps `doc` if it is in a pair (`matched`: with an indexed document), without its
-    /// names; its sketch only where the batch's unlinked pairs may be verified
-    /// (`sketches`) and it is in one of the batch's pairs, the only pairs those are made
-    /// from.
+    /// Whether the new document `doc` is in a pair of the batch.
+    fn paired(&self, doc: u64) -> bool {
+        self.paired.binary_search(&doc).is_ok()
+    }
+
+    /// Keeps `doc` as the clusters need it if it is in a pair (`matched`: with an indexed
+    /// document).
     fn hold(&mut self, doc: &DocEntry, matched: bool) {
-        let paired = self.paired.contains(&doc.doc_id);
-        if matched || paired {
-            self.held.push(slim(doc, self.sketches && paired));
+        if matched || self.paired(doc.doc_id) {
+            self.held.push(Held {
+                doc_id: doc.doc_id,
+                simhash: doc.simhash,
+                rank: doc.rank,
+                cluster_id: None,
+                removed: false,
+            });
         }
     }
 
-    /// The documents in a pair, by doc number, and the pairs with the index, in the order of
+    /// Writes `doc`'s sketch to the sketch sort where the batch's unlinked pairs may be
+    /// verified and it is in one of the batch's pairs, the only pairs those are made from:
+    /// its shingle set (sorted, without repeats) to verify by exact Jaccard similarity, its
+    /// signature to verify by their estimate.
+    fn sketch(&mut self, doc: &DocEntry) -> io::Result<()> {
+        if !self.paired(doc.doc_id) {
+            return Ok(());
+        }
+        let Some((sort, exact)) = &mut self.sketches else {
+            return Ok(());
+        };
+        let sketch = if *exact {
+            let mut set = doc.shingles.clone().unwrap_or_default();
+            set.sort_unstable();
+            set.dedup();
+            Sketch {
+                doc_id: doc.doc_id,
+                signature: Vec::new(),
+                shingles: Some(set),
+            }
+        } else {
+            Sketch {
+                doc_id: doc.doc_id,
+                signature: doc.signature.clone(),
+                shingles: None,
+            }
+        };
+        sort.push(SketchByDoc(sketch))
+    }
+
+    /// The documents in a pair, by doc number; the pairs with the index, in the order of
     /// the new documents, then the indexed ones (a simhash batch query answers in no
-    /// particular order).
-    pub(super) fn finish(mut self) -> (Vec<DocEntry>, Comparison) {
+    /// particular order); the sketch sort, if any.
+    pub(super) fn finish(mut self) -> (Vec<Held>, Comparison, Option<ExternalSort<SketchByDoc>>) {
         self.probe_waiting();
         self.found
             .matches
             .sort_unstable_by_key(|m| (m.doc, m.generation, m.row));
-        (self.held, self.found)
+        (self.held, self.found, self.sketches.map(|(sort, _)| sort))
     }
 }
 
-/// `doc` as the clusters need it: without its id, source and URL, and with its signature
-/// and shingle set only with `sketch`.
-fn slim(doc: &DocEntry, sketch: bool) -> DocEntry {
+/// `doc` as a simhash probe needs it: without its names and sketch.
+fn slim(doc: &DocEntry) -> DocEntry {
     DocEntry {
         id: None,
         source: String::new(),
         url: None,
-        signature: if sketch {
-            doc.signature.clone()
-        } else {
-            Vec::new()
-        },
-        shingles: if sketch { doc.shingles.clone() } else { None },
+        signature: Vec::new(),
+        shingles: None,
         ..*doc
     }
 }

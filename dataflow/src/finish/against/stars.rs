@@ -15,7 +15,9 @@
 //!    `--cluster verified` in MinHash mode, as in the run, the pairs the bands missed within
 //!    components that need more than one kept document ([`unlinked_pairs`]) are verified
 //!    (from the sketches the index keeps: where it holds no shingle sets of a run verified
-//!    by exact Jaccard, they are not) and those that pass are pairs too.
+//!    by exact Jaccard, they are not) and those that pass are pairs too. The sketches are
+//!    on disk, by document (the probe wrote them there): each pair's two sketches are
+//!    brought together by a sorted join ([`verify_unlinked`]).
 //!
 //! No indexed document's cluster changes, but for one alone until now: its new duplicates
 //! join it in a cluster named by its doc number. No cluster merges; no indexed decision
@@ -24,15 +26,23 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
+use std::io;
 
 use neardup_core::minhash::jaccard_estimate;
 use neardup_core::similarity::jaccard;
 use neardup_core::star::{stars, unlinked_pairs, Centers, Link, LinkKind};
-use neardup_io::index::{DocEntry, Index};
+use neardup_core::unionfind::UnionFind;
+use neardup_io::index::run::SortMemory;
+use neardup_io::index::Index;
 use neardup_io::parquet_out::ClusterRow;
+use neardup_io::spill::{ExternalSort, SortStats, SpillRecord};
+use serde::{Deserialize, Serialize};
 
-use super::{indexed_rank, AgainstSummary, Comparison, Decided, IndexedMatch};
+use super::IndexedMatch;
+use super::{indexed_rank, release_now, spilled, AgainstSummary, Comparison, Decided, Held};
 use crate::config::KeepPolicy;
+use crate::finish::FinishError;
+use crate::stages::fingerprint::resume::SketchByDoc;
 
 /// How the stars are made: the run's centers, its keep policy (the indexed documents' ranks
 /// break ties between equally similar ones), and whether the index is a simhash one (its
@@ -63,101 +73,182 @@ struct Chosen {
 
 /// The clusters of the batch's new documents `docs` (in the index's numbering) under
 /// `rule`, from the pairs `found`; each new document gets its cluster and decision.
+/// `sketches`: where `rule` verifies the unlinked pairs, the sketches of the documents in
+/// the batch's pairs ([`super::probe::Probe`]) and the memory of the join's sort.
 pub(super) fn decide(
     index: &Index,
-    docs: &mut [DocEntry],
+    docs: &mut [Held],
     found: &mut Comparison,
     rule: &Rule,
-) -> Decided {
+    sketches: Option<(ExternalSort<SketchByDoc>, SortMemory)>,
+) -> Result<Decided, FinishError> {
     let chosen = best_kept(index, &found.matches, rule);
     let mut decided = Decided::default();
     joined(index, &chosen, rule, &mut found.summary, &mut decided);
-    // The other new documents: stars of the batch's pairs between them.
-    let mut links: Vec<Link> = found
-        .links
-        .iter()
-        .filter(|l| !chosen.contains_key(&l.a) && !chosen.contains_key(&l.b))
-        .copied()
-        .collect();
+    // The other new documents: stars of the batch's pairs between them, one connected
+    // component at a time (a star never crosses one: `crate::stages::stars`), so that only
+    // one component's graph is held. Simply: `stars(&ranks, &links, rule.centers)`.
+    let mut links = std::mem::take(&mut found.links);
+    links.retain(|l| !chosen.contains_key(&l.a) && !chosen.contains_key(&l.b));
+    let mut components = Components::new(links);
     let ranks: fxhash::FxHashMap<u64, u64> = docs
         .iter()
         .filter_map(|d| d.rank.map(|r| (d.doc_id, r)))
         .collect();
-    if let Some(unlinked) = &rule.unlinked {
-        links.extend(verify_unlinked(docs, &ranks, &links, unlinked));
-        links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
+    if let (Some(unlinked), Some((sketches, memory))) = (&rule.unlinked, sketches) {
+        let probes = components.each().flat_map(|c| unlinked_pairs(&ranks, &c));
+        let probes: Vec<_> = probes.collect();
+        let (verified, sorts) = verify_unlinked(sketches, probes, unlinked, &memory)
+            .map_err(|cause| spilled(&memory.dir, cause))?;
+        decided.sorts.extend(sorts);
+        components.add(verified);
     }
-    let members = stars(&ranks, &links, rule.centers);
-    let mut size: HashMap<u64, u32> = HashMap::new();
-    for m in &members {
-        *size.entry(m.cluster).or_default() += 1;
+    for component in components.each() {
+        let members = stars(&ranks, &component, rule.centers);
+        let mut size: HashMap<u64, u32> = HashMap::new();
+        for m in &members {
+            *size.entry(m.cluster).or_default() += 1;
+        }
+        for m in members {
+            let at = docs.binary_search_by_key(&m.doc, |d| d.doc_id);
+            let doc = &mut docs[at.expect("a document in a pair is held")];
+            (doc.cluster_id, doc.removed) = (Some(m.cluster as i64), m.kept != m.doc);
+            decided.rows.push(ClusterRow {
+                doc_id: m.doc,
+                cluster_id: m.cluster as i64,
+                cluster_size: size[&m.cluster],
+                keep: m.kept == m.doc,
+                kept_doc_id: m.kept,
+                hamming: m.hamming.filter(|_| rule.simhash),
+                jaccard: m.jaccard,
+            });
+        }
     }
-    let mut clustered: HashMap<u64, (i64, bool)> = HashMap::new();
-    for m in members {
-        clustered.insert(m.doc, (m.cluster as i64, m.kept != m.doc));
-        decided.rows.push(ClusterRow {
-            doc_id: m.doc,
-            cluster_id: m.cluster as i64,
-            cluster_size: size[&m.cluster],
-            keep: m.kept == m.doc,
-            kept_doc_id: m.kept,
-            hamming: m.hamming.filter(|_| rule.simhash),
-            jaccard: m.jaccard,
-        });
-    }
-    for doc in docs.iter_mut() {
-        let (cluster, removed) = match chosen.get(&doc.doc_id) {
-            Some(c) => (Some(c.cluster), true),
-            None => match clustered.get(&doc.doc_id) {
-                Some(&(cluster, removed)) => (Some(cluster), removed),
-                None => (None, false),
-            },
-        };
-        (doc.cluster_id, doc.removed) = (cluster, removed);
+    for (doc, c) in &chosen {
+        let at = docs.binary_search_by_key(doc, |d| d.doc_id);
+        let doc = &mut docs[at.expect("a document in a pair is held")];
+        (doc.cluster_id, doc.removed) = (Some(c.cluster), true);
     }
     decided
         .rows
         .sort_unstable_by_key(|r| (r.cluster_id, r.doc_id));
-    decided
+    Ok(decided)
 }
 
-/// The unlinked pairs of `links` ([`unlinked_pairs`]) whose documents' sketches (`docs`)
-/// pass the run's verification, as pairs.
-fn verify_unlinked(
-    docs: &[DocEntry],
-    ranks: &fxhash::FxHashMap<u64, u64>,
-    links: &[Link],
-    verify: &Unlinked,
-) -> Vec<Link> {
-    let probes = unlinked_pairs(ranks, links);
-    if probes.is_empty() {
-        return Vec::new();
+/// The batch's links between new documents, by connected component: each component's
+/// links together, in the order the simple version sorts them (`(a, b, kind)`).
+struct Components {
+    /// The links, each with its component (a document of it), by component then link.
+    links: Vec<(u64, Link)>,
+    uf: UnionFind,
+}
+
+impl Components {
+    fn new(links: Vec<Link>) -> Components {
+        let mut uf = UnionFind::new();
+        for l in &links {
+            uf.union(l.a, l.b);
+        }
+        let mut components = Components {
+            links: Vec::with_capacity(links.len()),
+            uf,
+        };
+        components.add(links);
+        components
     }
-    let at: HashMap<u64, usize> = docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (d.doc_id, i))
+
+    /// Adds links within the components (the unlinked pairs that passed verification).
+    fn add(&mut self, links: Vec<Link>) {
+        self.links.reserve(links.len());
+        for l in links {
+            self.links.push((self.uf.find(l.a), l));
+        }
+        self.links
+            .sort_unstable_by_key(|(c, l)| (*c, l.a, l.b, l.kind as u8));
+    }
+
+    /// Each component's links.
+    fn each(&self) -> impl Iterator<Item = Vec<Link>> + '_ {
+        let component = self.links.chunk_by(|x, y| x.0 == y.0);
+        component.map(|c| c.iter().map(|(_, l)| *l).collect())
+    }
+}
+
+/// One document of an unlinked pair to verify, with its sketch (its shingle set, or its
+/// signature): sorted by pair, then side, a pair's two come together.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+struct PairSide {
+    /// The pair's place among the pairs to verify.
+    pair: u64,
+    /// 0 for its first document, 1 for its second.
+    side: u8,
+    sketch: Vec<u64>,
+}
+
+impl SpillRecord for PairSide {
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + 8 * self.sketch.capacity()
+    }
+}
+
+/// The unlinked pairs `probes` ([`unlinked_pairs`]) whose documents' sketches pass the run's
+/// verification, as pairs, in the order of `probes`.
+///
+/// The simple version holds every sketch in a map and looks each pair's two up. Here the
+/// sketches are read once, by document, beside the pairs' documents sorted the same way;
+/// each pair's side goes with its sketch to a sort by pair (`memory`), whose merge brings
+/// each pair's two sides together. What is held: the pairs' documents (24 bytes each) and
+/// the sort's budget. Also returns what the sketches' sort and the pairs' did.
+fn verify_unlinked(
+    sketches: ExternalSort<SketchByDoc>,
+    probes: Vec<(u64, u64)>,
+    verify: &Unlinked,
+    memory: &SortMemory,
+) -> io::Result<(Vec<Link>, [Sorted; 2])> {
+    let mut sides = memory.sort::<PairSide>();
+    if probes.is_empty() {
+        let sorts = [(SKETCHES, sketches.stats()), (UNLINKED, sides.stats())];
+        return Ok((Vec::new(), sorts));
+    }
+    // (document, pair, side), by document.
+    let mut ends: Vec<(u64, u64, u8)> = (0..probes.len())
+        .flat_map(|i| [(probes[i].0, i as u64, 0), (probes[i].1, i as u64, 1)])
         .collect();
-    // The shingle sets, sorted and without repeats, of the documents probed.
-    let mut sets: HashMap<u64, Vec<u64>> = HashMap::new();
-    if verify.exact {
-        for doc in probes.iter().flat_map(|&(a, b)| [a, b]) {
-            sets.entry(doc).or_insert_with(|| {
-                let mut set = docs[at[&doc]].shingles.clone().unwrap_or_default();
-                set.sort_unstable();
-                set.dedup();
-                set
-            });
+    ends.sort_unstable();
+    let mut ends = ends.into_iter().peekable();
+    let sketches = sketches.finish()?;
+    let sketched = sketches.stats();
+    for sketch in sketches {
+        let SketchByDoc(sketch) = sketch?;
+        // Every document of a pair has its sketch (it is in the batch's pairs).
+        while ends.next_if(|e| e.0 < sketch.doc_id).is_some() {
+            debug_assert!(false, "a document of an unlinked pair without a sketch");
+        }
+        while let Some((_, pair, side)) = ends.next_if(|e| e.0 == sketch.doc_id) {
+            let sketch = match verify.exact {
+                true => sketch.shingles.clone().unwrap_or_default(),
+                false => sketch.signature.clone(),
+            };
+            sides.push(PairSide { pair, side, sketch })?;
         }
     }
+    let sides = sides.finish()?;
+    let sorted = sides.stats();
+    let mut sides = sides.peekable();
     let mut found = Vec::new();
-    for (a, b) in probes {
+    while let Some(first) = sides.next() {
+        let first = first?;
+        let Some(second) = sides.next_if(|s| s.as_ref().is_ok_and(|s| s.pair == first.pair)) else {
+            continue;
+        };
+        let second = second?;
         let similarity = if verify.exact {
-            jaccard(&sets[&a], &sets[&b])
+            jaccard(&first.sketch, &second.sketch)
         } else {
-            jaccard_estimate(&docs[at[&a]].signature, &docs[at[&b]].signature)
+            jaccard_estimate(&first.sketch, &second.sketch)
         };
         if similarity >= verify.threshold {
+            let (a, b) = probes[first.pair as usize];
             found.push(Link {
                 a,
                 b,
@@ -167,8 +258,15 @@ fn verify_unlinked(
             });
         }
     }
-    found
+    Ok((found, [(SKETCHES, sketched), (UNLINKED, sorted)]))
 }
+
+/// A sort's name in the run's summary, and what it did.
+type Sorted = (&'static str, SortStats);
+
+/// The names of the sketches' sort and the unlinked pairs' in the run's summary.
+const SKETCHES: &str = "against sketches";
+const UNLINKED: &str = "against unlinked";
 
 /// For every new document with a pair with a kept indexed one, the best such one (see the
 /// module doc), by new document.
@@ -230,6 +328,7 @@ fn joined(
     for g in 0..index.generations() {
         let policy = index.generation_keep(g);
         for row in 0..index.generation_documents(g) {
+            release_now(index, row);
             let old = index.doc(g, row as u32);
             let label = old.cluster_id.unwrap_or(old.doc_id as i64);
             if !joining.contains_key(&label) {
