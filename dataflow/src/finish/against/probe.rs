@@ -44,7 +44,7 @@ impl<'a> Probe<'a> {
     /// Probes `index` within `k` bits (simhash) or at `threshold` (MinHash); `pairs`: the
     /// batch's pairs (in the run's numbering, `shift` from the index's); `budget`: the
     /// memory of a chunk of simhash documents; `sketches`: the sort the sketches go to (see
-    /// [`Probe::hold`]), and whether verification is exact; `found`: where the pairs go.
+    /// [`Probe::sketch`]), and whether verification is exact; `found`: where the pairs go.
     pub(super) fn new(
         index: &'a Index,
         (k, threshold): (u32, f64),

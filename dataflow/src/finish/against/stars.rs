@@ -369,3 +369,77 @@ fn joined(
     }
     decided.rows.extend(clusters.into_values().flatten());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neardup_core::testing::SeededRng;
+
+    /// The stars made one component at a time ([`Components`]) are the stars of the whole
+    /// graph at once (the simple version), and so are the unlinked pairs, under both rules:
+    /// random graphs of many small components and a few large ones, with ties of rank and
+    /// of similarity. (Two links of one pair and kind would be ordered by chance by either;
+    /// a run has none.)
+    #[test]
+    fn stars_a_component_at_a_time_are_the_whole_graphs() {
+        let mut rng = SeededRng::new(32);
+        let (mut components_seen, mut probes_seen) = (0, 0);
+        for round in 0..30 {
+            let docs = 20 + rng.below(300);
+            let edges = docs * (3 + rng.below(10)) / 10;
+            let mut links = Vec::new();
+            for _ in 0..edges {
+                let (a, b) = (rng.below(docs), rng.below(docs));
+                if a == b {
+                    continue;
+                }
+                let kind = match rng.below(4) {
+                    0 => LinkKind::Exact,
+                    1 => LinkKind::SameFingerprint,
+                    _ => LinkKind::Near,
+                };
+                // Exact pairs are of one content: similarity 1 (the graph keeps one for all).
+                let jaccard = match kind {
+                    LinkKind::Exact => 1.0,
+                    _ => 0.5 + rng.below(5) as f32 / 10.0,
+                };
+                links.push(Link {
+                    a: a.min(b),
+                    b: a.max(b),
+                    kind,
+                    hamming: rng.below(4) as u8,
+                    jaccard: Some(jaccard),
+                });
+            }
+            // A run's `pairs/` lists a pair once a kind.
+            links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
+            links.dedup_by_key(|l| (l.a, l.b, l.kind as u8));
+            let mut ranks = fxhash::FxHashMap::default();
+            for d in 0..docs {
+                if rng.below(3) > 0 {
+                    ranks.insert(d, rng.below(5));
+                }
+            }
+            let components = Components::new(links.clone());
+            components_seen += components.each().count();
+            for centers in [Centers::Coverage, Centers::Rank] {
+                let each = components.each().flat_map(|c| stars(&ranks, &c, centers));
+                let mut each: Vec<_> = each.collect();
+                each.sort_unstable_by_key(|m| m.doc);
+                let whole = stars(&ranks, &links, centers);
+                assert_eq!(each, whole, "round {round}, {centers:?}");
+            }
+            let each = components.each().flat_map(|c| unlinked_pairs(&ranks, &c));
+            let mut each: Vec<_> = each.collect();
+            let mut whole = unlinked_pairs(&ranks, &links);
+            each.sort_unstable();
+            whole.sort_unstable();
+            assert_eq!(each, whole, "round {round}");
+            probes_seen += whole.len();
+        }
+        assert!(
+            components_seen > 300 && probes_seen > 20,
+            "{components_seen} {probes_seen}"
+        );
+    }
+}
