@@ -235,39 +235,44 @@ pub struct RunPair {
 /// documents holds of the run, memory as its pairs (32 bytes each), not its documents. A
 /// `kind` other than `exact` and `url` is a near pair.
 pub fn read_run_pairs(dir: &Path) -> Result<Vec<RunPair>, IoError> {
-    let run = RunDir::new(dir);
     let mut out = Vec::new();
-    let mut origin = Origin::default();
-    for path in committed_parts(&run.table(Table::Pairs))? {
-        let columns = ["doc_a", "doc_b", "kind", "jaccard"];
-        batches(&path, Table::Pairs, &mut origin, &columns, |b| {
-            let (a, c) = (u64s(b, "doc_a", &path)?, u64s(b, "doc_b", &path)?);
-            let kind = b
-                .column_by_name("kind")
-                .expect("checked")
-                .as_string::<i32>();
-            let jaccard = b
-                .column_by_name("jaccard")
-                .expect("checked")
-                .as_primitive_opt::<Float32Type>();
-            out.extend((0..b.num_rows()).map(|i| RunPair {
-                doc_a: a.value(i),
-                doc_b: c.value(i),
-                jaccard: jaccard.filter(|j| j.is_valid(i)).map(|j| j.value(i)),
-                kind: match kind.value(i) {
-                    "exact" => PairKind::Exact,
-                    "url" => PairKind::Url,
-                    _ => PairKind::Near,
-                },
-            }));
-            Ok(())
-        })?;
-    }
+    each_pair(
+        &RunDir::new(dir),
+        &mut Origin::default(),
+        |doc_a, doc_b, kind, jaccard| {
+            let kind = match kind {
+                "exact" => PairKind::Exact,
+                "url" => PairKind::Url,
+                _ => PairKind::Near,
+            };
+            out.push(RunPair {
+                doc_a,
+                doc_b,
+                jaccard,
+                kind,
+            });
+        },
+    )?;
     Ok(out)
 }
 
 /// Adds the committed parts of the run's `pairs/` to `out`.
 fn read_pairs(run: &RunDir, out: &mut RunOutputs, origin: &mut Origin) -> Result<(), IoError> {
+    each_pair(run, origin, |a, b, kind, jaccard| {
+        out.pairs.push((a, b, kind.to_string()));
+        if let Some(j) = jaccard {
+            out.jaccard.insert((a, b), j);
+        }
+    })
+}
+
+/// Calls `f` with each pair of the committed parts of the run's `pairs/`: its documents,
+/// kind and verified Jaccard similarity (where it has one).
+fn each_pair(
+    run: &RunDir,
+    origin: &mut Origin,
+    mut f: impl FnMut(u64, u64, &str, Option<f32>),
+) -> Result<(), IoError> {
     for path in committed_parts(&run.table(Table::Pairs))? {
         let columns = ["doc_a", "doc_b", "kind", "jaccard"];
         batches(&path, Table::Pairs, origin, &columns, |b| {
@@ -280,13 +285,9 @@ fn read_pairs(run: &RunDir, out: &mut RunOutputs, origin: &mut Origin) -> Result
                 .column_by_name("jaccard")
                 .expect("checked")
                 .as_primitive_opt::<Float32Type>();
-            out.pairs.extend(
-                (0..b.num_rows()).map(|i| (a.value(i), c.value(i), kind.value(i).to_string())),
-            );
-            if let Some(j) = jaccard {
-                for i in (0..b.num_rows()).filter(|&i| j.is_valid(i)) {
-                    out.jaccard.insert((a.value(i), c.value(i)), j.value(i));
-                }
+            for i in 0..b.num_rows() {
+                let j = jaccard.filter(|j| j.is_valid(i)).map(|j| j.value(i));
+                f(a.value(i), c.value(i), kind.value(i), j);
             }
             Ok(())
         })?;
