@@ -88,13 +88,14 @@ impl<'a> Probe<'a> {
         if (self.found.summary.new_documents).is_multiple_of(MINHASH_RELEASE_EVERY) {
             self.index.release_pages();
         }
+        // Sorted, without repeats: as the index verifies, and as the sketch keeps it.
+        let set = doc.shingles.as_ref().map(|set| {
+            let mut set = set.clone();
+            set.sort_unstable();
+            set.dedup();
+            set
+        });
         if !doc.empty {
-            let set = doc.shingles.as_ref().map(|set| {
-                let mut set = set.clone();
-                set.sort_unstable();
-                set.dedup();
-                set
-            });
             let (index, found) = (self.index, &mut self.found);
             index.query_minhash(&doc.signature, set.as_deref(), self.threshold, |m| {
                 let matched = IndexedMatch {
@@ -109,7 +110,7 @@ impl<'a> Probe<'a> {
         }
         let matched = self.found.matches.len() > before;
         self.hold(doc, matched);
-        self.sketch(doc)
+        self.sketch(doc, set)
     }
 
     /// Probes the simhash documents waiting, as one batch.
@@ -159,9 +160,9 @@ impl<'a> Probe<'a> {
 
     /// Writes `doc`'s sketch to the sketch sort where the batch's unlinked pairs may be
     /// verified and it is in one of the batch's pairs, the only pairs those are made from:
-    /// its shingle set (sorted, without repeats) to verify by exact Jaccard similarity, its
-    /// signature to verify by their estimate.
-    fn sketch(&mut self, doc: &DocEntry) -> io::Result<()> {
+    /// its shingle set `set` (sorted, without repeats) to verify by exact Jaccard
+    /// similarity, its signature to verify by their estimate.
+    fn sketch(&mut self, doc: &DocEntry, set: Option<Vec<u64>>) -> io::Result<()> {
         if !self.paired(doc.doc_id) {
             return Ok(());
         }
@@ -169,13 +170,10 @@ impl<'a> Probe<'a> {
             return Ok(());
         };
         let sketch = if *exact {
-            let mut set = doc.shingles.clone().unwrap_or_default();
-            set.sort_unstable();
-            set.dedup();
             Sketch {
                 doc_id: doc.doc_id,
                 signature: Vec::new(),
-                shingles: Some(set),
+                shingles: Some(set.unwrap_or_default()),
             }
         } else {
             Sketch {
