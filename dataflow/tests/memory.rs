@@ -607,6 +607,14 @@ fn against_spilled_is_against_in_memory() {
                 if let (Some(sketches), Some(_)) = (sketches, sort_memory) {
                     assert!(sketches.records > 0 && sketches.runs > 0, "{sketches:?}");
                 }
+                // The pairs and the clusters' rows go to sorts as they are found.
+                let (pairs, rows) = (&sorts["against pairs"], &sorts["against clusters"]);
+                assert_eq!(pairs.records, f.batch_pairs + f.indexed_pairs);
+                assert!(rows.records > f.removed, "{rows:?}");
+                match sort_memory {
+                    Some(_) => assert!(pairs.runs > 0 && rows.runs > 0, "{pairs:?} {rows:?}"),
+                    None => assert_eq!(pairs.runs + rows.runs, 0),
+                }
                 assert!(!out.join("_spill").exists(), "the spill is removed");
                 let manifest: serde_json::Value =
                     serde_json::from_slice(&std::fs::read(index.join("manifest.json")).unwrap())

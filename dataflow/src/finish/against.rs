@@ -25,6 +25,7 @@
 //! Either way, with `--update-index` the new generation records the new documents'
 //! clusters and decisions, and the indexed documents whose cluster or decision changed.
 
+mod output;
 mod probe;
 mod stars;
 
@@ -37,8 +38,8 @@ use neardup_core::unionfind::UnionFind;
 use neardup_core::Scheme;
 use neardup_io::index::run::SortMemory;
 use neardup_io::index::{ByDocNumber, DocEntry, DocView, Index, IndexWriter, Manifest};
-use neardup_io::index::{MergeRow, MinHashParams, Verify, FILE_SHIFT};
-use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow, PartWriter};
+use neardup_io::index::{MinHashParams, Verify, FILE_SHIFT};
+use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow};
 use neardup_io::run_dir::RunPair;
 use neardup_io::spill::{ExternalSort, SortStats};
 
@@ -46,6 +47,7 @@ use super::index::{batch_documents, batch_name, check_indexable, remove_step_dir
 use super::{chain, AgainstDone, FinishError};
 use crate::config::{ClusterMode, JobConfig, KeepPolicy};
 use crate::stages::fingerprint::resume::{kill_at, SketchByDoc};
+use output::{AgainstPair, Rows};
 use probe::Probe;
 
 /// The files an incremental run adds to its output directory (listed in its marker, so
@@ -454,8 +456,15 @@ fn spilled(dir: &Path, cause: std::io::Error) -> FinishError {
 /// comes (simhash ones in chunks, `against/probe.rs`) and only those in a pair, with the
 /// batch or with the index, are held, as 56 bytes each (`Held`); the sketches the stars may
 /// verify the batch's unlinked pairs with go to a sort on disk, and those pairs are verified
-/// by a sorted join (`against/stars.rs`). What the step holds grows with the pairs (their
-/// documents, rows and links), not with the documents or their sketches.
+/// by a sorted join (`against/stars.rs`). The pairs and the clusters' rows go to sorts as
+/// they are found (`against/output.rs`). What the step holds grows with the documents in a
+/// pair and the batch's own pairs (the links its clusters are made from), not with the
+/// documents, their sketches, or the pairs with the index.
+///
+/// The step's memory while the batch is read: 0.35 to read it back, 0.35 to keep it for
+/// `--update-index`, 0.1 for a chunk of simhash probes, 0.1 for the sketches, 0.1 for the
+/// pairs; once it is read (the reading's share free): 0.2 for the clusters' rows and 0.3 for
+/// the join of the unlinked pairs.
 pub fn against(
     dir: &Path,
     run: &Path,
@@ -479,22 +488,25 @@ pub fn against(
     // Read back from the committed run: the batch's documents and pairs are spread over
     // every worker's parts (of every process); process 0 sees them together only there.
     let pairs = neardup_io::run_dir::read_run_pairs(run)?;
-    let mut read = batch_documents(run, manifest.minhash.as_ref(), job, &memory.share(0.4))?;
+    let mut read = batch_documents(run, manifest.minhash.as_ref(), job, &memory.share(0.35))?;
     let files = read.files();
-    let mut kept = (update && held.is_none()).then(|| memory.share(0.4).sort::<ByDocNumber>());
+    let mut kept = (update && held.is_none()).then(|| memory.share(0.35).sort::<ByDocNumber>());
     let unlinked = unlinked(cluster, manifest.minhash.as_ref(), threshold);
-    // A simhash probe's chunks, or a MinHash one's sketches, have the rest of the memory.
-    let rest = memory.share(0.2);
+    let chunk = memory.share(0.1);
     let sketches = unlinked
         .as_ref()
-        .map(|u| (memory.part(0.2, "sketches").sort(), u.exact));
-    let found = Comparison::new(cluster == ClusterMode::Components);
+        .map(|u| (memory.part(0.1, "sketches").sort(), u.exact));
+    let found = Comparison::new(
+        memory.part(0.1, "pairs").sort(),
+        (cluster, &keep.policy),
+        manifest.minhash.is_none(),
+    );
     let mut probe = Probe::new(
         &index,
         (k, threshold),
         &pairs,
         shift,
-        (rest.budget, sketches),
+        (chunk.budget, sketches),
         found,
     );
     for doc in read.by_ref() {
@@ -510,8 +522,9 @@ pub fn against(
     }
     let mut sorted = vec![("against read", read.sorted())];
     drop(read);
-    let (mut docs, mut found, sketches) = probe.finish();
-    found.batch_pairs(&docs, &pairs, shift, manifest.minhash.is_none());
+    let failed = |cause| spilled(&memory.dir, cause);
+    let (mut docs, mut found, sketches) = probe.finish().map_err(failed)?;
+    found.batch_pairs(&docs, &pairs, shift).map_err(failed)?;
     drop(pairs);
     let unlinked = (unlinked, sketches);
     let decided = decide(
@@ -523,19 +536,15 @@ pub fn against(
     )?;
     sorted.extend(decided.sorts.iter().copied());
     let mut summary = found.summary;
-    summary.removed = decided
-        .rows
-        .iter()
-        .filter(|r| !r.keep && r.doc_id >= shift)
-        .count() as u64;
-    write_files(
-        run,
-        dir,
+    summary.removed = docs.iter().filter(|d| d.removed).count() as u64;
+    let written = output::write_files(
+        (run, dir, &memory.dir),
         &manifest,
         found.pairs,
         decided.rows,
-        decided.merges,
+        &decided.merges,
     )?;
+    sorted.extend(written);
     let generation = match kept {
         Some(sort) => {
             let changed = (decided.changes, decided.decisions);
@@ -568,8 +577,10 @@ fn decide(
     (unlinked, sketches): (Option<stars::Unlinked>, Option<ExternalSort<SketchByDoc>>),
     memory: &SortMemory,
 ) -> Result<Decided, FinishError> {
+    let rows = Rows::new(memory.part(0.2, "rows").sort());
+    let failed = |cause| spilled(&memory.dir, cause);
     if cluster == ClusterMode::Components {
-        return Ok(components(index, docs, found, keep));
+        return components(index, docs, found, keep, rows).map_err(failed);
     }
     let rule = stars::Rule {
         centers: match cluster {
@@ -580,8 +591,8 @@ fn decide(
         simhash: index.minhash().is_none(),
         unlinked,
     };
-    let sketches = sketches.map(|sort| (sort, memory.part(0.4, "unlinked")));
-    stars::decide(index, docs, found, &rule, sketches)
+    let sketches = sketches.map(|sort| (sort, memory.part(0.3, "unlinked")));
+    stars::decide(index, (docs, found), &rule, sketches, rows).map_err(failed)
 }
 
 /// How `--cluster verified` verifies the pairs the bands missed between new documents
@@ -603,10 +614,9 @@ fn unlinked(
 }
 
 /// What a rule decided of the clusters the batch formed or touched.
-#[derive(Default)]
 struct Decided {
-    /// `against-clusters.parquet`, by cluster then doc.
-    rows: Vec<ClusterRow>,
+    /// `against-clusters.parquet`.
+    rows: Rows,
     /// Indexed clusters merged into another (`against-merges.parquet`).
     merges: BTreeMap<i64, i64>,
     /// `(doc, cluster)` of the indexed documents whose cluster changed.
@@ -618,6 +628,19 @@ struct Decided {
     sorts: Vec<(&'static str, SortStats)>,
 }
 
+impl Decided {
+    /// Nothing decided yet; `rows`: where the clusters' rows go.
+    fn new(rows: Rows) -> Decided {
+        Decided {
+            rows,
+            merges: BTreeMap::new(),
+            changes: Vec::new(),
+            decisions: Vec::new(),
+            sorts: Vec::new(),
+        }
+    }
+}
+
 /// Connected components (`--cluster components`): the batch's pairs and its pairs with
 /// indexed documents join the indexed clusters; each component keeps its smallest keep key.
 /// The new documents `docs` get their cluster and decision.
@@ -626,7 +649,8 @@ fn components(
     docs: &mut [Held],
     found: &mut Comparison,
     keep: &AgainstKeep,
-) -> Decided {
+    mut rows: Rows,
+) -> std::io::Result<Decided> {
     found.summary.joined = found.joined.len() as u64;
     let label: HashMap<u64, u64> = found.uf.components_by_min().into_iter().collect();
     let Clusters {
@@ -635,7 +659,6 @@ fn components(
         merges,
         was_kept,
     } = Clusters::gather(index, docs, &label, keep, &mut found.summary);
-    let mut rows = Vec::new();
     let mut decisions = Vec::new();
     let mut removed = HashSet::new();
     for (l, mut members) in members {
@@ -662,19 +685,18 @@ fn components(
                 kept_doc_id: kept,
                 hamming: None,
                 jaccard: None,
-            });
+            })?;
         }
     }
     for doc in docs.iter_mut() {
         doc.removed = removed.contains(&doc.doc_id);
     }
-    Decided {
-        rows,
+    Ok(Decided {
         merges,
         changes,
         decisions,
-        sorts: Vec::new(),
-    }
+        ..Decided::new(rows)
+    })
 }
 
 /// A new document in a pair, as the clusters need it (a [`DocEntry`] without its names,
@@ -713,21 +735,28 @@ fn node(cluster: Option<i64>, doc: u64) -> u64 {
 struct IndexedMatch {
     /// The new document (in the index's numbering).
     doc: u64,
-    /// Where the indexed one is.
+    /// The generation of the indexed one.
     generation: usize,
-    row: u32,
     /// The Hamming distance (simhash), the verified Jaccard similarity (MinHash).
     hamming: u32,
     jaccard: Option<f32>,
 }
 
-/// The pairs found so far (in the index's numbering), and the components they make.
+/// The pairs found so far (in the index's numbering), and what the clusters need of them.
 struct Comparison {
-    pairs: Vec<PairRow>,
+    /// Every pair, to `against-pairs.parquet`.
+    pairs: ExternalSort<AgainstPair>,
+    /// The first error of the pairs' sort while the probe pushed to it (see
+    /// [`Comparison::flush`]).
+    failed: Option<std::io::Error>,
     /// The batch's own pairs, as the clustering sees them (sorted).
     links: Vec<Link>,
-    /// The pairs of new documents with indexed ones.
-    matches: Vec<IndexedMatch>,
+    /// Under stars, how the best kept indexed document of a new one is chosen
+    /// ([`stars::Best`]), the best of each new document probed since the last
+    /// [`Comparison::flush`], and those before it by new document.
+    best: Option<stars::Best>,
+    probed: fxhash::FxHashMap<u64, (stars::BestKey, stars::Chosen)>,
+    chosen: Vec<(u64, stars::Chosen)>,
     /// Whether the pairs make components (`--cluster components`; the stars make their
     /// own, of the batch's pairs alone): then `uf` and `joined` hold them.
     components: bool,
@@ -735,33 +764,48 @@ struct Comparison {
     summary: AgainstSummary,
     /// The union-find nodes of the indexed clusters (or documents) the batch joined.
     joined: HashSet<u64>,
+    /// Whether the index is a simhash one.
+    simhash: bool,
 }
 
 impl Comparison {
-    /// No pairs yet; `components`: whether they make components (the field).
-    fn new(components: bool) -> Comparison {
+    /// No pairs yet; they go to `pairs`. The run's `cluster` rule and keep `policy` say what
+    /// the clusters need of them; `simhash`: whether the index is a simhash one.
+    fn new(
+        pairs: ExternalSort<AgainstPair>,
+        (cluster, policy): (ClusterMode, &KeepPolicy),
+        simhash: bool,
+    ) -> Comparison {
+        let components = cluster == ClusterMode::Components;
         Comparison {
-            pairs: Vec::new(),
+            pairs,
+            failed: None,
             links: Vec::new(),
-            matches: Vec::new(),
+            best: (!components).then(|| stars::Best {
+                policy: policy.clone(),
+                simhash,
+            }),
+            probed: Default::default(),
+            chosen: Vec::new(),
             components,
             uf: UnionFind::new(),
             summary: AgainstSummary::default(),
             joined: HashSet::new(),
+            simhash,
         }
     }
 
     /// Adds the batch's own pairs (from its committed `pairs/`, in the run's numbering),
     /// numbered as the index's next generation (`shift`); `docs` holds every document in
-    /// them (in the index's numbering). `simhash`: a simhash run, whose near pairs at
-    /// distance 0 are documents of one fingerprint (`pairs/` lists each with its group's
-    /// representative).
-    fn batch_pairs(&mut self, docs: &[Held], pairs: &[RunPair], shift: u64, simhash: bool) {
+    /// them (in the index's numbering). In a simhash run, near pairs at distance 0 are
+    /// documents of one fingerprint (`pairs/` lists each with its group's representative).
+    fn batch_pairs(&mut self, docs: &[Held], pairs: &[RunPair], shift: u64) -> std::io::Result<()> {
         // `docs` is by doc number ([`Probe::finish`]).
         let fingerprint = |doc: u64| {
             let at = docs.binary_search_by_key(&doc, |d| d.doc_id);
             docs[at.expect("a document in a pair is held")].simhash
         };
+        let simhash = self.simhash;
         for &RunPair {
             doc_a,
             doc_b,
@@ -771,7 +815,7 @@ impl Comparison {
         {
             let (a, b) = (doc_a + shift, doc_b + shift);
             let h = neardup_core::hamming(fingerprint(a), fingerprint(b));
-            self.pairs.push(PairRow {
+            self.pairs.push(AgainstPair(PairRow {
                 doc_a: a,
                 doc_b: b,
                 hamming: h as u8,
@@ -781,7 +825,7 @@ impl Comparison {
                     _ => PairKind::Near,
                 },
                 jaccard,
-            });
+            }))?;
             self.links.push(Link {
                 a: a.min(b),
                 b: a.max(b),
@@ -802,13 +846,14 @@ impl Comparison {
         self.links
             .sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
         self.summary.batch_pairs = pairs.len() as u64;
+        Ok(())
     }
 
-    /// A new document `doc` matched the indexed one `old`.
-    fn found(&mut self, doc: &DocEntry, old: DocView, found: IndexedMatch) {
+    /// A new document `doc` matched the indexed one `old` (of `index`).
+    fn found(&mut self, index: &Index, doc: &DocEntry, old: DocView, found: IndexedMatch) {
         // The same content digest (the exact-duplicate key of both runs) is an exact pair.
         let exact = doc.digest.is_some() && old.digest == doc.digest;
-        self.pairs.push(PairRow {
+        let pair = AgainstPair(PairRow {
             doc_a: old.doc_id,
             doc_b: doc.doc_id,
             hamming: found.hamming as u8,
@@ -819,13 +864,39 @@ impl Comparison {
             },
             jaccard: found.jaccard,
         });
-        self.matches.push(found);
+        if let Err(e) = self.pairs.push(pair) {
+            self.failed.get_or_insert(e);
+        }
         self.summary.indexed_pairs += 1;
+        if let Some(best) = &self.best {
+            if let Some((key, chosen)) = best.candidate(index, &found, &old) {
+                match self.probed.get(&found.doc) {
+                    Some((held, _)) if *held <= key => {}
+                    _ => {
+                        self.probed.insert(found.doc, (key, chosen));
+                    }
+                }
+            }
+        }
         let n = node(old.cluster_id, old.doc_id);
         if self.components {
             self.joined.insert(n);
             self.uf.union(n, doc.doc_id);
         }
+    }
+
+    /// After the new documents of a probe, each after those before it: their best kept
+    /// indexed documents join the chosen ones; an error is the pairs' sort's.
+    fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        let start = self.chosen.len();
+        let probed = self.probed.drain().map(|(doc, (_, chosen))| (doc, chosen));
+        self.chosen.extend(probed);
+        self.chosen[start..].sort_unstable_by_key(|c| c.0);
+        debug_assert!(self.chosen.windows(2).all(|w| w[0].0 < w[1].0));
+        Ok(())
     }
 }
 
@@ -905,46 +976,4 @@ impl Clusters {
             was_kept,
         }
     }
-}
-
-/// Writes `against-pairs`, `against-clusters` (`clusters`: its rows, in order) and
-/// `against-merges` to the run directory `run`, listed in its marker first; their metadata
-/// names the index at `dir`.
-fn write_files(
-    run: &Path,
-    dir: &Path,
-    manifest: &Manifest,
-    mut pairs: Vec<PairRow>,
-    clusters: Vec<ClusterRow>,
-    merges: BTreeMap<i64, i64>,
-) -> Result<(), FinishError> {
-    let meta = neardup_io::parquet_out::TableMeta {
-        scheme: manifest.scheme.clone(),
-        params: serde_json::json!({
-            neardup_io::parquet_out::PARAM_FINGERPRINT: manifest.fingerprint,
-            "index": {"k": manifest.k, "tables": manifest.tables, "minhash": manifest.minhash, "against": dir},
-        }),
-    };
-    let names = [AGAINST_PAIRS, AGAINST_CLUSTERS, AGAINST_MERGES].map(String::from);
-    neardup_io::run_dir::record_written(run, &names)?;
-    pairs.sort_unstable_by_key(|p| (p.doc_a, p.doc_b));
-    let mut w = PartWriter::<PairRow>::create_file(&run.join(AGAINST_PAIRS), &meta)?;
-    for p in pairs {
-        w.push(p)?;
-    }
-    w.commit()?;
-    let mut w = PartWriter::<ClusterRow>::create_file(&run.join(AGAINST_CLUSTERS), &meta)?;
-    for row in clusters {
-        w.push(row)?;
-    }
-    w.commit()?;
-    let mut w = PartWriter::<MergeRow>::create_file(&run.join(AGAINST_MERGES), &meta)?;
-    for (c, into) in merges {
-        w.push(MergeRow {
-            cluster_id: c,
-            into_cluster_id: into,
-        })?;
-    }
-    w.commit()?;
-    Ok(())
 }

@@ -74,17 +74,17 @@ impl<'a> Probe<'a> {
     }
 
     /// The next new document (in the index's numbering, ascending); an error is the sketch
-    /// sort's.
+    /// sort's or the pairs'.
     pub(super) fn push(&mut self, doc: &DocEntry) -> io::Result<()> {
         self.found.summary.new_documents += 1;
         if self.index.minhash().is_none() {
             self.waiting.push(slim(doc));
             if self.waiting.len() >= self.chunk {
-                self.probe_waiting();
+                self.probe_waiting()?;
             }
             return Ok(());
         }
-        let before = self.found.matches.len();
+        let before = self.found.summary.indexed_pairs;
         if (self.found.summary.new_documents).is_multiple_of(MINHASH_RELEASE_EVERY) {
             self.index.release_pages();
         }
@@ -101,20 +101,20 @@ impl<'a> Probe<'a> {
                 let matched = IndexedMatch {
                     doc: doc.doc_id,
                     generation: m.generation,
-                    row: m.row,
                     hamming: 0,
                     jaccard: Some(m.jaccard as f32),
                 };
-                found.found(doc, index.doc(m.generation, m.row), matched)
+                found.found(index, doc, index.doc(m.generation, m.row), matched)
             });
         }
-        let matched = self.found.matches.len() > before;
+        self.found.flush()?;
+        let matched = self.found.summary.indexed_pairs > before;
         self.hold(doc, matched);
         self.sketch(doc, set)
     }
 
-    /// Probes the simhash documents waiting, as one batch.
-    fn probe_waiting(&mut self) {
+    /// Probes the simhash documents waiting, as one batch; an error is the pairs' sort's.
+    fn probe_waiting(&mut self) -> io::Result<()> {
         let waiting = std::mem::take(&mut self.waiting);
         let probes: Vec<usize> = (0..waiting.len()).filter(|&i| !waiting[i].empty).collect();
         let fps: Vec<u64> = probes.iter().map(|&i| waiting[i].simhash).collect();
@@ -126,17 +126,17 @@ impl<'a> Probe<'a> {
             let at = IndexedMatch {
                 doc: doc.doc_id,
                 generation: m.generation,
-                row: m.row,
                 hamming: m.hamming,
                 jaccard: None,
             };
-            found.found(doc, index.doc(m.generation, m.row), at)
+            found.found(index, doc, index.doc(m.generation, m.row), at)
         });
         // The table pages this chunk touched leave the resident memory with it.
         index.release_pages();
         for (doc, matched) in waiting.iter().zip(matched) {
             self.hold(doc, matched);
         }
+        self.found.flush()
     }
 
     /// Whether the new document `doc` is in a pair of the batch.
@@ -185,17 +185,16 @@ impl<'a> Probe<'a> {
         sort.push(SketchByDoc(sketch))
     }
 
-    /// The documents in a pair, by doc number; the pairs with the index, in the order of
-    /// the new documents, then the indexed ones (a simhash batch query answers in no
-    /// particular order); the sketch sort, if any.
-    pub(super) fn finish(mut self) -> (Vec<Held>, Comparison, Option<ExternalSort<SketchByDoc>>) {
-        self.probe_waiting();
-        self.found
-            .matches
-            .sort_unstable_by_key(|m| (m.doc, m.generation, m.row));
-        (self.held, self.found, self.sketches.map(|(sort, _)| sort))
+    /// The documents in a pair, by doc number; the pairs found; the sketch sort, if any. An
+    /// error is the pairs' sort's.
+    pub(super) fn finish(mut self) -> io::Result<Finished> {
+        self.probe_waiting()?;
+        Ok((self.held, self.found, self.sketches.map(|(sort, _)| sort)))
     }
 }
+
+/// What [`Probe::finish`] returns.
+type Finished = (Vec<Held>, Comparison, Option<ExternalSort<SketchByDoc>>);
 
 /// `doc` as a simhash probe needs it: without its names and sketch.
 fn slim(doc: &DocEntry) -> DocEntry {

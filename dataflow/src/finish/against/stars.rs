@@ -25,7 +25,7 @@
 //! read: not on the number of workers or processes.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io;
 
 use neardup_core::minhash::jaccard_estimate;
@@ -33,15 +33,15 @@ use neardup_core::similarity::jaccard;
 use neardup_core::star::{stars, unlinked_pairs, Centers, Link, LinkKind};
 use neardup_core::unionfind::UnionFind;
 use neardup_io::index::run::SortMemory;
-use neardup_io::index::Index;
+use neardup_io::index::{DocView, Index};
 use neardup_io::parquet_out::ClusterRow;
 use neardup_io::spill::{ExternalSort, SortStats, SpillRecord};
 use serde::{Deserialize, Serialize};
 
+use super::output::{Joined, Rows};
 use super::IndexedMatch;
-use super::{indexed_rank, release_now, spilled, AgainstSummary, Comparison, Decided, Held};
+use super::{indexed_rank, release_now, AgainstSummary, Comparison, Decided, Held};
 use crate::config::KeepPolicy;
-use crate::finish::FinishError;
 use crate::stages::fingerprint::resume::SketchByDoc;
 
 /// How the stars are made: the run's centers, its keep policy (the indexed documents' ranks
@@ -64,32 +64,77 @@ pub(super) struct Unlinked {
 
 /// The kept indexed document a new one is removed for, its cluster, their similarity.
 #[derive(Clone, Copy, Debug)]
-struct Chosen {
+pub(super) struct Chosen {
     kept: u64,
     cluster: i64,
     hamming: Option<u8>,
     jaccard: Option<f32>,
 }
 
+/// The order of a new document's kept indexed pairs, best first: the highest Jaccard
+/// similarity, the smallest Hamming distance, the keep rank, the doc number.
+pub(super) type BestKey = (Reverse<Option<u32>>, u32, u64, u64);
+
+/// How the kept indexed document a new document is removed for is chosen (step 1 of the
+/// module doc): by the run's keep `policy` among equally similar ones; `simhash`: whether
+/// the pairs have a Hamming distance.
+pub(super) struct Best {
+    pub policy: KeepPolicy,
+    pub simhash: bool,
+}
+
+impl Best {
+    /// The pair `m` of a new document with the indexed document `old` (of `index`), as a
+    /// candidate to be removed for: `None` where `old` is not kept. The probe keeps each new
+    /// document's smallest [`BestKey`] (simply: every pair in a list, the best of each new
+    /// document picked at the end).
+    pub fn candidate(
+        &self,
+        index: &Index,
+        m: &IndexedMatch,
+        old: &DocView,
+    ) -> Option<(BestKey, Chosen)> {
+        if old.kept != Some(true) {
+            return None;
+        }
+        let rank = indexed_rank(&self.policy, index.generation_keep(m.generation), old);
+        let key = (
+            Reverse(m.jaccard.map(f32::to_bits)),
+            m.hamming,
+            rank.unwrap_or(u64::MAX),
+            old.doc_id,
+        );
+        let chosen = Chosen {
+            kept: old.doc_id,
+            cluster: old.cluster_id.unwrap_or(old.doc_id as i64),
+            hamming: self.simhash.then_some(m.hamming as u8),
+            jaccard: m.jaccard,
+        };
+        Some((key, chosen))
+    }
+}
+
 /// The clusters of the batch's new documents `docs` (in the index's numbering) under
-/// `rule`, from the pairs `found`; each new document gets its cluster and decision.
-/// `sketches`: where `rule` verifies the unlinked pairs, the sketches of the documents in
-/// the batch's pairs ([`super::probe::Probe`]) and the memory of the join's sort.
+/// `rule`, from the pairs `found`; each new document gets its cluster and decision, and
+/// each row goes to `rows`. `sketches`: where `rule` verifies the unlinked pairs, the
+/// sketches of the documents in the batch's pairs ([`super::probe::Probe`]) and the memory
+/// of the join's sort. An error is a sort's.
 pub(super) fn decide(
     index: &Index,
-    docs: &mut [Held],
-    found: &mut Comparison,
+    (docs, found): (&mut [Held], &mut Comparison),
     rule: &Rule,
     sketches: Option<(ExternalSort<SketchByDoc>, SortMemory)>,
-) -> Result<Decided, FinishError> {
-    let chosen = best_kept(index, &found.matches, rule);
-    let mut decided = Decided::default();
-    joined(index, &chosen, rule, &mut found.summary, &mut decided);
+    rows: Rows,
+) -> io::Result<Decided> {
+    let chosen = std::mem::take(&mut found.chosen);
+    let mut decided = Decided::new(rows);
+    joined(index, &chosen, rule, &mut found.summary, &mut decided)?;
+    let is_chosen = |doc: &u64| chosen.binary_search_by_key(doc, |c| c.0).is_ok();
     // The other new documents: stars of the batch's pairs between them, one connected
     // component at a time (a star never crosses one: `crate::stages::stars`), so that only
     // one component's graph is held. Simply: `stars(&ranks, &links, rule.centers)`.
     let mut links = std::mem::take(&mut found.links);
-    links.retain(|l| !chosen.contains_key(&l.a) && !chosen.contains_key(&l.b));
+    links.retain(|l| !is_chosen(&l.a) && !is_chosen(&l.b));
     let mut components = Components::new(links);
     let ranks: fxhash::FxHashMap<u64, u64> = docs
         .iter()
@@ -98,8 +143,7 @@ pub(super) fn decide(
     if let (Some(unlinked), Some((sketches, memory))) = (&rule.unlinked, sketches) {
         let probes = components.each().flat_map(|c| unlinked_pairs(&ranks, &c));
         let probes: Vec<_> = probes.collect();
-        let (verified, sorts) = verify_unlinked(sketches, probes, unlinked, &memory)
-            .map_err(|cause| spilled(&memory.dir, cause))?;
+        let (verified, sorts) = verify_unlinked(sketches, probes, unlinked, &memory)?;
         decided.sorts.extend(sorts);
         components.add(verified);
     }
@@ -121,7 +165,7 @@ pub(super) fn decide(
                 kept_doc_id: m.kept,
                 hamming: m.hamming.filter(|_| rule.simhash),
                 jaccard: m.jaccard,
-            });
+            })?;
         }
     }
     for (doc, c) in &chosen {
@@ -129,9 +173,6 @@ pub(super) fn decide(
         let doc = &mut docs[at.expect("a document in a pair is held")];
         (doc.cluster_id, doc.removed) = (Some(c.cluster), true);
     }
-    decided
-        .rows
-        .sort_unstable_by_key(|r| (r.cluster_id, r.doc_id));
     Ok(decided)
 }
 
@@ -268,52 +309,37 @@ type Sorted = (&'static str, SortStats);
 const SKETCHES: &str = "against sketches";
 const UNLINKED: &str = "against unlinked";
 
-/// For every new document with a pair with a kept indexed one, the best such one (see the
-/// module doc), by new document.
-fn best_kept(index: &Index, matches: &[IndexedMatch], rule: &Rule) -> BTreeMap<u64, Chosen> {
-    type Key = (Reverse<Option<u32>>, u32, u64, u64);
-    let mut best: BTreeMap<u64, (Key, Chosen)> = BTreeMap::new();
-    for m in matches {
-        let old = index.doc(m.generation, m.row);
-        if old.kept != Some(true) {
-            continue;
-        }
-        let rank = indexed_rank(rule.policy, index.generation_keep(m.generation), &old);
-        let key = (
-            Reverse(m.jaccard.map(f32::to_bits)),
-            m.hamming,
-            rank.unwrap_or(u64::MAX),
-            old.doc_id,
-        );
-        let chosen = Chosen {
-            kept: old.doc_id,
-            cluster: old.cluster_id.unwrap_or(old.doc_id as i64),
-            hamming: rule.simhash.then_some(m.hamming as u8),
-            jaccard: m.jaccard,
-        };
-        match best.get(&m.doc) {
-            Some((held, _)) if *held <= key => {}
-            _ => {
-                best.insert(m.doc, (key, chosen));
-            }
-        }
-    }
-    best.into_iter().map(|(doc, (_, c))| (doc, c)).collect()
-}
-
-/// The rows of the indexed clusters new documents joined (`chosen`): every indexed member
-/// as the index holds it (a removed one with its cluster's kept document), and the new
-/// documents removed for one of them; an indexed document alone until now gets its cluster.
+/// The rows of the indexed clusters new documents joined (`chosen`, by new document):
+/// every indexed member as the index holds it (a removed one with its cluster's kept
+/// document), and the new documents removed for one of them; an indexed document alone
+/// until now gets its cluster.
+///
+/// Simply: the joined clusters' rows in a map by cluster, completed (their size, their
+/// kept document) once the index has been scanned. Here the rows go to the rows' sort as
+/// they are found, and each joined cluster ([`Joined`]) is held, to complete them as they
+/// are written ([`super::output`]).
 fn joined(
     index: &Index,
-    chosen: &BTreeMap<u64, Chosen>,
+    chosen: &[(u64, Chosen)],
     rule: &Rule,
     summary: &mut AgainstSummary,
     decided: &mut Decided,
-) {
-    let mut joining: BTreeMap<i64, Vec<ClusterRow>> = BTreeMap::new();
-    for (&doc, c) in chosen {
-        joining.entry(c.cluster).or_default().push(ClusterRow {
+) -> io::Result<()> {
+    let mut clusters: Vec<Joined> = chosen
+        .iter()
+        .map(|(_, c)| Joined {
+            label: c.cluster,
+            size: 0,
+            kept: u64::MAX,
+        })
+        .collect();
+    clusters.sort_unstable_by_key(|j| j.label);
+    clusters.dedup_by_key(|j| j.label);
+    summary.joined = clusters.len() as u64;
+    for &(doc, c) in chosen {
+        let at = clusters.binary_search_by_key(&c.cluster, |j| j.label);
+        clusters[at.expect("a joined cluster")].size += 1;
+        let row = ClusterRow {
             doc_id: doc,
             cluster_id: c.cluster,
             cluster_size: 0,
@@ -321,53 +347,48 @@ fn joined(
             kept_doc_id: c.kept,
             hamming: c.hamming,
             jaccard: c.jaccard,
-        });
+        };
+        decided.rows.push_joined(row, false)?;
     }
-    summary.joined = joining.len() as u64;
-    let mut clusters: BTreeMap<i64, Vec<ClusterRow>> = BTreeMap::new();
     for g in 0..index.generations() {
         let policy = index.generation_keep(g);
         for row in 0..index.generation_documents(g) {
             release_now(index, row);
             let old = index.doc(g, row as u32);
             let label = old.cluster_id.unwrap_or(old.doc_id as i64);
-            if !joining.contains_key(&label) {
+            let Ok(at) = clusters.binary_search_by_key(&label, |j| j.label) else {
                 continue;
-            }
+            };
             summary.unranked += u64::from(indexed_rank(rule.policy, policy, &old).is_none());
             if old.cluster_id.is_none() {
                 decided.changes.push((old.doc_id, label));
             }
-            clusters.entry(label).or_default().push(ClusterRow {
+            let keep = old.kept == Some(true);
+            let cluster = &mut clusters[at];
+            cluster.size += 1;
+            // The cluster's kept document: the one new documents joined (the smallest,
+            // should an index hold a cluster of several).
+            if keep {
+                cluster.kept = cluster.kept.min(old.doc_id);
+            }
+            let row = ClusterRow {
                 doc_id: old.doc_id,
                 cluster_id: label,
                 cluster_size: 0,
-                keep: old.kept == Some(true),
+                keep,
                 kept_doc_id: old.doc_id,
                 hamming: None,
                 jaccard: None,
-            });
+            };
+            decided.rows.push_joined(row, !keep)?;
         }
     }
-    for (label, rows) in &mut clusters {
-        // The cluster's kept document: the one new documents joined (the smallest, should
-        // an index hold a cluster of several).
-        let kept = rows
-            .iter()
-            .filter(|r| r.keep)
-            .map(|r| r.doc_id)
-            .min()
-            .expect("a joined cluster has a kept document");
-        for r in rows.iter_mut().filter(|r| !r.keep) {
-            r.kept_doc_id = kept;
-        }
-        rows.append(joining.get_mut(label).expect("a joined cluster"));
-        let size = rows.len() as u32;
-        for r in rows.iter_mut() {
-            r.cluster_size = size;
-        }
-    }
-    decided.rows.extend(clusters.into_values().flatten());
+    debug_assert!(
+        clusters.iter().all(|c| c.kept != u64::MAX),
+        "a joined cluster has a kept document"
+    );
+    decided.rows.joined(clusters);
+    Ok(())
 }
 
 #[cfg(test)]
