@@ -136,18 +136,16 @@ pub(super) fn decide(
     let mut links = std::mem::take(&mut found.links);
     links.retain(|l| !is_chosen(&l.a) && !is_chosen(&l.b));
     let mut components = Components::new(links);
-    let ranks: fxhash::FxHashMap<u64, u64> = docs
-        .iter()
-        .filter_map(|d| d.rank.map(|r| (d.doc_id, r)))
-        .collect();
     if let (Some(unlinked), Some((sketches, memory))) = (&rule.unlinked, sketches) {
-        let probes = components.each().flat_map(|c| unlinked_pairs(&ranks, &c));
+        let each = components.each();
+        let probes = each.flat_map(|c| unlinked_pairs(&ranks_of(&c, |d| held_rank(docs, d)), &c));
         let probes: Vec<_> = probes.collect();
         let (verified, sorts) = verify_unlinked(sketches, probes, unlinked, &memory)?;
         decided.sorts.extend(sorts);
         components.add(verified);
     }
     for component in components.each() {
+        let ranks = ranks_of(&component, |d| held_rank(docs, d));
         let members = stars(&ranks, &component, rule.centers);
         let mut size: HashMap<u64, u32> = HashMap::new();
         for m in &members {
@@ -174,6 +172,19 @@ pub(super) fn decide(
         (doc.cluster_id, doc.removed) = (Some(c.cluster), true);
     }
     Ok(decided)
+}
+
+/// The keep ranks of the documents of the links `component` (`rank`: a document's), as the
+/// stars of a component need them: simply, every held document's in one map.
+fn ranks_of(component: &[Link], rank: impl Fn(u64) -> Option<u64>) -> fxhash::FxHashMap<u64, u64> {
+    let docs = component.iter().flat_map(|l| [l.a, l.b]);
+    docs.filter_map(|d| rank(d).map(|r| (d, r))).collect()
+}
+
+/// The keep rank of the held document `doc` (`docs`, by doc number).
+fn held_rank(docs: &[Held], doc: u64) -> Option<u64> {
+    let at = docs.binary_search_by_key(&doc, |d| d.doc_id);
+    docs[at.expect("a document in a pair is held")].rank
 }
 
 /// The batch's links between new documents, by connected component: each component's
@@ -443,14 +454,18 @@ mod tests {
             }
             let components = Components::new(links.clone());
             components_seen += components.each().count();
+            // Each component with the ranks of its own documents only.
+            let rank = |d: u64| ranks.get(&d).copied();
             for centers in [Centers::Coverage, Centers::Rank] {
-                let each = components.each().flat_map(|c| stars(&ranks, &c, centers));
+                let each = components.each();
+                let each = each.flat_map(|c| stars(&ranks_of(&c, rank), &c, centers));
                 let mut each: Vec<_> = each.collect();
                 each.sort_unstable_by_key(|m| m.doc);
                 let whole = stars(&ranks, &links, centers);
                 assert_eq!(each, whole, "round {round}, {centers:?}");
             }
-            let each = components.each().flat_map(|c| unlinked_pairs(&ranks, &c));
+            let each = components.each();
+            let each = each.flat_map(|c| unlinked_pairs(&ranks_of(&c, rank), &c));
             let mut each: Vec<_> = each.collect();
             let mut whole = unlinked_pairs(&ranks, &links);
             each.sort_unstable();
