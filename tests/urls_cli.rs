@@ -924,3 +924,62 @@ fn keep_canonical_host_keeps_the_copy_on_the_mirror_groups_canonical_host() {
         &["--keep canonical-host:first needs the documents' URLs: web archives, or --url-field for JSONL and Parquet"],
     );
 }
+
+/// `--against`: the batch's own pairs are in `against-pairs.parquet` as a run of the batch
+/// alone lists them (numbered after the index's documents), a pair of one URL as `url`.
+#[test]
+fn against_an_index_the_batchs_url_pairs_stay_url_pairs() {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_jsonl(dir.path());
+    let args = [
+        "--url-field",
+        "url",
+        "--time-field",
+        "time",
+        "--url-normalize",
+        "standard",
+    ];
+    // The index holds the same pages from another file (an index that holds the batch's own
+    // file holds the batch already, and compares it with the index before it).
+    let copy = dir.path().join("copy.jsonl");
+    std::fs::copy(&input, &copy).unwrap();
+    let index = dir.path().join("index");
+    let index_arg = index.to_str().unwrap();
+    run_ok(
+        &dir.path().join("indexed"),
+        &[&args[..], &["--index", index_arg]].concat(),
+        &[&copy],
+    );
+    let alone = dir.path().join("alone");
+    run_ok(&alone, &args, &[&input]);
+    let out = dir.path().join("against");
+    run_ok(
+        &out,
+        &[&args[..], &["--against", index_arg]].concat(),
+        &[&input],
+    );
+    // The batch's numbers come after those of the one indexed file.
+    let shift = 1u64 << 40;
+    let expected: BTreeSet<(u64, u64, String)> = pairs(&alone)
+        .into_iter()
+        .map(|p| (p.doc_a + shift, p.doc_b + shift, p.kind))
+        .collect();
+    let kinds: BTreeSet<&str> = expected.iter().map(|p| p.2.as_str()).collect();
+    assert_eq!(kinds, BTreeSet::from(["exact", "url"]), "{expected:?}");
+    let file = std::fs::File::open(out.join("against-pairs.parquet")).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    let mut found = BTreeSet::new();
+    for b in reader.build().unwrap() {
+        let b = b.unwrap();
+        let a = column(&b, "doc_a").as_primitive::<UInt64Type>();
+        let c = column(&b, "doc_b").as_primitive::<UInt64Type>();
+        let kind = column(&b, "kind").as_string::<i32>();
+        for i in 0..b.num_rows() {
+            if a.value(i) >= shift {
+                found.insert((a.value(i), c.value(i), kind.value(i).to_string()));
+            }
+        }
+    }
+    assert_eq!(found, expected);
+}

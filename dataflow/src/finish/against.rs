@@ -815,15 +815,12 @@ impl Comparison {
         {
             let (a, b) = (doc_a + shift, doc_b + shift);
             let h = neardup_core::hamming(fingerprint(a), fingerprint(b));
+            // As the run's `pairs/` lists it: `exact`, `near`, or `url` (one URL).
             self.pairs.push(AgainstPair(PairRow {
                 doc_a: a,
                 doc_b: b,
                 hamming: h as u8,
-                // A pair of one URL is written as a near one.
-                kind: match kind {
-                    PairKind::Exact => PairKind::Exact,
-                    _ => PairKind::Near,
-                },
+                kind,
                 jaccard,
             }))?;
             self.links.push(Link {
