@@ -230,7 +230,22 @@ pub fn query_batch(
     tables: &[&[u64]],
     fps: &[u64],
     k: u32,
+    found: impl FnMut(BatchMatch),
+) {
+    query_batch_by_table(design, permutations, tables, fps, k, found, |_| {});
+}
+
+/// [`query_batch`], calling `walked(t)` once table `t` has been walked for the whole batch
+/// (before the next table): where the tables are mapped files, the caller may hand a walked
+/// table's pages back, so that a batch keeps one table's pages resident, not every table's.
+pub fn query_batch_by_table(
+    design: &TableDesign,
+    permutations: &[Permutation],
+    tables: &[&[u64]],
+    fps: &[u64],
+    k: u32,
     mut found: impl FnMut(BatchMatch),
+    mut walked: impl FnMut(usize),
 ) {
     debug_assert!(k <= design.k());
     debug_assert_eq!(tables.len(), design.tables());
@@ -273,6 +288,7 @@ pub fn query_batch(
                 }
             }
         }
+        walked(t);
     }
 }
 

@@ -123,6 +123,16 @@ pub struct DocView<'a> {
 }
 
 /// `n` little-endian words of `bytes` from byte `at` (8-aligned in a page-aligned map).
+/// Hands the pages of the read-only `map` back to the kernel (`MADV_DONTNEED`): they leave
+/// the process's resident memory and stay in the page cache ([`Index::release_pages`]).
+fn release_map(map: &Mmap) {
+    // SAFETY: the maps are read-only views of files never changed in place (see
+    // `map_checked`): a page given back is read again from the same file, with the same
+    // bytes, so what borrows from the map stays as it was. A map the kernel refuses the
+    // advice for (an empty one) keeps its pages.
+    let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+}
+
 fn words(bytes: &[u8], at: usize, n: usize) -> &[u64] {
     let slice = &bytes[at..at + 8 * n];
     // SAFETY: every bit pattern is a valid u64; `align_to` only yields the aligned middle.
@@ -217,13 +227,7 @@ impl Index {
                 .chain(&g.tables)
                 .chain(&g.signatures)
                 .chain(&g.shingles);
-            for map in maps {
-                // SAFETY: the maps are read-only views of files never changed in place (see
-                // `map_checked`): a page given back is read again from the same file, with
-                // the same bytes, so what borrows from the map stays as it was. A map the
-                // kernel refuses the advice for (an empty one) keeps its pages.
-                let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
-            }
+            maps.for_each(release_map);
         }
     }
 
@@ -294,7 +298,25 @@ impl Index {
     /// indexed document `m` within `k` of `fps[i]`, in no particular order. Each table of
     /// each generation is walked once, left to right, for the whole batch
     /// ([`query::query_batch`]): for large batches much cheaper than one query at a time.
-    pub fn query_batch(&self, fps: &[u64], k: u32, mut found: impl FnMut(usize, Match)) {
+    pub fn query_batch(&self, fps: &[u64], k: u32, found: impl FnMut(usize, Match)) {
+        self.query_batch_by_table(fps, k, found, false);
+    }
+
+    /// [`Index::query_batch`] for a pass over an index that need not fit in memory: each
+    /// table's pages are handed back once the batch has walked it (see
+    /// [`Index::release_pages`]), so that a batch keeps one table's pages resident, where
+    /// it would keep every table's (16 bytes a document a table).
+    pub fn query_batch_releasing(&self, fps: &[u64], k: u32, found: impl FnMut(usize, Match)) {
+        self.query_batch_by_table(fps, k, found, true);
+    }
+
+    fn query_batch_by_table(
+        &self,
+        fps: &[u64],
+        k: u32,
+        mut found: impl FnMut(usize, Match),
+        release: bool,
+    ) {
         let Some(design) = &self.design else { return };
         let k = k.min(design.k());
         let mut keys: Vec<&[u64]> = Vec::with_capacity(design.tables());
@@ -302,7 +324,12 @@ impl Index {
             let n = generation.indexed;
             keys.clear();
             keys.extend(generation.tables.iter().map(|m| words(m, HEADER_BYTES, n)));
-            query::query_batch(design, &self.permutations, &keys, fps, k, |m| {
+            let walked = |t: usize| {
+                if release {
+                    release_map(&generation.tables[t]);
+                }
+            };
+            let found = |m: query::BatchMatch| {
                 let rows = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n);
                 let row = rows[m.position];
                 if (row as usize) < generation.count {
@@ -316,7 +343,9 @@ impl Index {
                         },
                     )
                 }
-            });
+            };
+            let tables = (&self.permutations[..], &keys[..]);
+            query::query_batch_by_table(design, tables.0, tables.1, fps, k, found, walked);
         }
     }
 

@@ -640,6 +640,15 @@ fn a_batch_query_answers_as_its_queries_one_at_a_time() {
             again.insert((i, index.doc(m.generation, m.row).doc_id, m.hamming));
         });
         assert_eq!(again, one, "k {k}, after the pages were released");
+        // Each table's pages handed back once walked: the same answers, twice.
+        for round in 0..2 {
+            let mut releasing = BTreeSet::new();
+            index.query_batch_releasing(&fps, k, |i, m| {
+                let doc = index.doc(m.generation, m.row).doc_id;
+                assert!(releasing.insert((i, doc, m.hamming)), "a match twice");
+            });
+            assert_eq!(releasing, one, "k {k}, releasing each table, round {round}");
+        }
     }
 }
 

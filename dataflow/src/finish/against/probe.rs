@@ -120,7 +120,7 @@ impl<'a> Probe<'a> {
         let fps: Vec<u64> = probes.iter().map(|&i| waiting[i].simhash).collect();
         let mut matched = vec![false; waiting.len()];
         let (index, found) = (self.index, &mut self.found);
-        index.query_batch(&fps, self.k, |q, m| {
+        index.query_batch_releasing(&fps, self.k, |q, m| {
             let doc = &waiting[probes[q]];
             matched[probes[q]] = true;
             let at = IndexedMatch {
@@ -131,7 +131,8 @@ impl<'a> Probe<'a> {
             };
             found.found(index, doc, index.doc(m.generation, m.row), at)
         });
-        // The table pages this chunk touched leave the resident memory with it.
+        // Each table's pages left as the chunk walked it (`query_batch_releasing`); the
+        // pages of the documents it matched leave the resident memory with it.
         index.release_pages();
         for (doc, matched) in waiting.iter().zip(matched) {
             self.hold(doc, matched);
