@@ -73,15 +73,15 @@ impl Rows {
         }
     }
 
-    /// A complete row.
+    /// A row; in a joined cluster, its size to come from [`Rows::joined`].
     pub fn push(&mut self, row: ClusterRow) -> io::Result<()> {
         self.sort.push(AgainstRow { row, fill: false })
     }
 
-    /// A row of a joined cluster, its size (and, with `fill`, its kept document) to come
-    /// from [`Rows::joined`].
-    pub fn push_joined(&mut self, row: ClusterRow, fill: bool) -> io::Result<()> {
-        self.sort.push(AgainstRow { row, fill })
+    /// A row of a joined cluster whose kept document, as its size, comes from
+    /// [`Rows::joined`].
+    pub fn push_to_fill(&mut self, row: ClusterRow) -> io::Result<()> {
+        self.sort.push(AgainstRow { row, fill: true })
     }
 
     /// The joined clusters, by id, once their rows are all pushed.

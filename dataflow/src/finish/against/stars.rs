@@ -359,7 +359,7 @@ fn joined(
             hamming: c.hamming,
             jaccard: c.jaccard,
         };
-        decided.rows.push_joined(row, false)?;
+        decided.rows.push(row)?;
     }
     for g in 0..index.generations() {
         let policy = index.generation_keep(g);
@@ -391,7 +391,10 @@ fn joined(
                 hamming: None,
                 jaccard: None,
             };
-            decided.rows.push_joined(row, !keep)?;
+            match keep {
+                true => decided.rows.push(row)?,
+                false => decided.rows.push_to_fill(row)?,
+            }
         }
     }
     debug_assert!(
