@@ -305,7 +305,7 @@ impl Index {
     /// [`Index::query_batch`] for a pass over an index that need not fit in memory: each
     /// table's pages are handed back once the batch has walked it (see
     /// [`Index::release_pages`]), so that a batch keeps one table's pages resident, where
-    /// it would keep every table's (16 bytes a document a table).
+    /// it would keep every table's (12 bytes a document a table: its key and its row).
     pub fn query_batch_releasing(&self, fps: &[u64], k: u32, found: impl FnMut(usize, Match)) {
         self.query_batch_by_table(fps, k, found, true);
     }
