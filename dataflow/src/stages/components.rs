@@ -30,6 +30,7 @@
 use std::io;
 use std::iter::Peekable;
 
+use neardup_core::unionfind::SortedUnionFind;
 use neardup_io::spill::{ExternalSort, Merged, SortStats, SortedFile, SortedReader};
 
 /// The graph's edges, gathered for [`ComponentsOnDisk::finish`].
@@ -191,6 +192,109 @@ impl Cursor {
             }
         }
         Ok(doc)
+    }
+}
+
+/// Bytes a document takes in the union-find ([`SortedUnionFind`]: its id, its parent's
+/// index and a rank).
+pub const UNION_FIND_BYTES: usize = 13;
+
+/// Each document's component, by whichever fits: a union-find over the documents where
+/// they fit its budget, else [`ComponentsOnDisk`]. Simply: one
+/// [`neardup_core::unionfind::UnionFind`] (about 50 bytes a document, however many).
+///
+/// Made from the graph's documents, sorted; then every edge is joined
+/// ([`Labelling::join`]); then the documents are asked their component in ascending order
+/// ([`Labelling::component`]), again from the smallest after [`Labelling::rewind`].
+pub struct Labelling<F> {
+    state: State<F>,
+}
+
+enum State<F> {
+    InMemory(SortedUnionFind),
+    Gathering(ComponentsOnDisk<F>),
+    OnDisk(Labels, Cursor),
+    /// Between two of the others, while the rounds run.
+    Moving,
+}
+
+impl<F: FnMut(bool) -> ExternalSort<(u64, u64)>> Labelling<F> {
+    /// The components of the documents `documents` (sorted, repeats allowed): a union-find
+    /// where at most `fits` distinct ones come, else on disk with the sorts of `sort` (see
+    /// [`ComponentsOnDisk::new`]).
+    pub fn new(
+        documents: impl Iterator<Item = io::Result<u64>>,
+        fits: usize,
+        sort: F,
+    ) -> io::Result<Self> {
+        let mut ids = Vec::new();
+        let mut fitted = true;
+        for id in documents {
+            let id = id?;
+            if ids.last() != Some(&id) {
+                if ids.len() == fits {
+                    (ids, fitted) = (Vec::new(), false);
+                    break;
+                }
+                ids.push(id);
+            }
+        }
+        let state = match fitted {
+            true => State::InMemory(SortedUnionFind::new(ids)),
+            false => State::Gathering(ComponentsOnDisk::new(sort)),
+        };
+        Ok(Labelling { state })
+    }
+
+    /// Whether the components are found on disk.
+    pub fn on_disk(&self) -> bool {
+        !matches!(self.state, State::InMemory(_))
+    }
+
+    /// Joins the documents of the edge `{a, b}` (before any is asked its component).
+    pub fn join(&mut self, a: u64, b: u64) -> io::Result<()> {
+        match &mut self.state {
+            State::InMemory(uf) => {
+                uf.union(a, b);
+                Ok(())
+            }
+            State::Gathering(edges) => edges.add(a, b),
+            _ => panic!("an edge joined after a component was asked"),
+        }
+    }
+
+    /// Every edge is in: where the components are on disk, runs their rounds (and returns
+    /// what they did). Asking a component does it too.
+    pub fn joined(&mut self) -> io::Result<Option<Rounds>> {
+        if !matches!(self.state, State::Gathering(_)) {
+            return Ok(None);
+        }
+        let State::Gathering(edges) = std::mem::replace(&mut self.state, State::Moving) else {
+            unreachable!("matched above")
+        };
+        let (labels, rounds) = edges.finish()?;
+        let cursor = labels.cursor()?;
+        self.state = State::OnDisk(labels, cursor);
+        Ok(Some(rounds))
+    }
+
+    /// The component of `doc` (a document of it), `doc` not smaller than the one asked
+    /// before since the last [`Labelling::rewind`].
+    pub fn component(&mut self, doc: u64) -> io::Result<u64> {
+        self.joined()?;
+        match &mut self.state {
+            State::InMemory(uf) => Ok(uf.find(doc)),
+            State::OnDisk(_, cursor) => cursor.component(doc),
+            _ => Err(io::Error::other("the components on disk failed before")),
+        }
+    }
+
+    /// Documents are asked from the smallest again.
+    pub fn rewind(&mut self) -> io::Result<()> {
+        if let State::OnDisk(labels, cursor) = &mut self.state {
+            *cursor = labels.cursor()?;
+        }
+        Ok(())
     }
 }
 

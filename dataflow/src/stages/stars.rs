@@ -44,7 +44,6 @@ use std::rc::Rc;
 use fxhash::FxHashMap as HashMap;
 use neardup_core::mix::mix64;
 use neardup_core::star::{stars, unlinked_pairs, whole_component, Centers, Link, LinkKind};
-use neardup_core::unionfind::SortedUnionFind;
 use neardup_core::Method;
 use neardup_io::spill::{ExternalSort, SpillRecord};
 use serde::{Deserialize, Serialize};
@@ -58,7 +57,7 @@ use crate::operators::sort::ordered_by;
 use crate::operators::SortComplete;
 use crate::records::{Assignment, Edge, EdgeKind};
 use crate::stages::clusters::Tally;
-use crate::stages::components::{ComponentsOnDisk, Cursor, Labels};
+use crate::stages::components::{self, UNION_FIND_BYTES};
 use crate::worker::WorkerCtx;
 
 /// The component of an edge not labelled yet.
@@ -132,56 +131,34 @@ enum Labelling {
     /// Not made yet (or dropped once every edge is labelled).
     #[default]
     None,
-    /// The union-find, where it fits [`UNION_FIND_SHARE`].
-    InMemory(SortedUnionFind),
-    /// Otherwise the edges, gathered for the components on disk ...
-    Gathering(ComponentsOnDisk<StepSort>),
-    /// ... and the components found, read for documents in ascending order.
-    OnDisk(Labels, Cursor),
+    /// The union-find where it fits [`UNION_FIND_SHARE`], else the components on disk.
+    Made(Box<components::Labelling<StepSort>>),
     /// Making them failed: the run fails.
     Failed,
 }
-
-/// Bytes a document takes in the union-find ([`SortedUnionFind`]: its id, its parent's
-/// index and a rank).
-const UNION_FIND_BYTES: usize = 13;
 
 impl Shared {
     /// The union-find of every document the edges name, each alone, or where it would not
     /// fit, the components on disk: made from the documents' sort when the first edge is
     /// joined (every edge is in by then).
     fn start(&mut self, ctx: &Rc<WorkerCtx>) {
-        let Some(sort) = self.documents.take() else {
+        let Some(documents) = self.documents.take() else {
             return;
         };
         let fits = ctx.budget(UNION_FIND_SHARE) / UNION_FIND_BYTES;
-        let mut ids = Vec::new();
-        let merged = sort.finish().and_then(|mut merged| {
-            for id in merged.by_ref() {
-                let id = id?;
-                if ids.last() != Some(&id) {
-                    if ids.len() == fits {
-                        ids = Vec::new();
-                        break;
-                    }
-                    ids.push(id);
-                }
-            }
-            Ok((merged.stats(), !ids.is_empty()))
+        let steps = ctx.clone();
+        let sort: StepSort = Box::new(move |large| {
+            let step = if large { "large" } else { "small" };
+            steps.sort(&format!("component stars ({step})"), STARS_SORT_SHARE)
         });
-        self.labelling = match merged {
-            Ok((stats, in_memory)) => {
+        let made = documents.finish().and_then(|merged| {
+            let stats = merged.stats();
+            Ok((components::Labelling::new(merged, fits, sort)?, stats))
+        });
+        self.labelling = match made {
+            Ok((labelling, stats)) => {
                 ctx.sorted("component documents", stats);
-                if in_memory {
-                    Labelling::InMemory(SortedUnionFind::new(ids))
-                } else {
-                    let ctx = ctx.clone();
-                    let sort: StepSort = Box::new(move |large| {
-                        let step = if large { "large" } else { "small" };
-                        ctx.sort(&format!("component stars ({step})"), STARS_SORT_SHARE)
-                    });
-                    Labelling::Gathering(ComponentsOnDisk::new(sort))
-                }
+                Labelling::Made(Box::new(labelling))
             }
             Err(e) => {
                 ctx.sort_failed("component documents", e);
@@ -195,8 +172,7 @@ impl Shared {
     fn join(&mut self, ctx: &Rc<WorkerCtx>, a: u64, b: u64) -> bool {
         self.start(ctx);
         let joined = match &mut self.labelling {
-            Labelling::InMemory(uf) => Ok(uf.union(a, b)),
-            Labelling::Gathering(edges) => edges.add(a, b).map(|()| true),
+            Labelling::Made(labelling) => labelling.join(a, b).map(|()| true),
             _ => return false,
         };
         self.failed_unless(ctx, joined)
@@ -205,26 +181,16 @@ impl Shared {
     /// The component of `doc`, asked in ascending order of `doc` since the last
     /// [`Shared::rewind`]; `None` where the run failed.
     fn component(&mut self, ctx: &WorkerCtx, doc: u64) -> Option<u64> {
-        if let Labelling::Gathering(_) = self.labelling {
-            let Labelling::Gathering(edges) = std::mem::take(&mut self.labelling) else {
-                unreachable!("matched above")
-            };
-            let found = edges.finish().and_then(|(labels, rounds)| {
+        let Labelling::Made(labelling) = &mut self.labelling else {
+            return None;
+        };
+        let found = labelling.joined().and_then(|rounds| {
+            if let Some(rounds) = rounds {
                 ctx.sorted("component stars (large)", rounds.large);
                 ctx.sorted("component stars (small)", rounds.small);
-                let cursor = labels.cursor()?;
-                Ok(Labelling::OnDisk(labels, cursor))
-            });
-            self.labelling = found.unwrap_or_else(|e| {
-                ctx.sort_failed("component stars", e);
-                Labelling::Failed
-            });
-        }
-        let found = match &mut self.labelling {
-            Labelling::InMemory(uf) => Ok(uf.find(doc)),
-            Labelling::OnDisk(_, cursor) => cursor.component(doc),
-            _ => return None,
-        };
+            }
+            labelling.component(doc)
+        });
         match found {
             Ok(component) => Some(component),
             Err(e) => {
@@ -237,14 +203,9 @@ impl Shared {
 
     /// Documents are asked from the smallest again (for the verified unlinked pairs).
     fn rewind(&mut self, ctx: &WorkerCtx) {
-        if let Labelling::OnDisk(labels, cursor) = &mut self.labelling {
-            match labels.cursor() {
-                Ok(again) => *cursor = again,
-                Err(e) => {
-                    ctx.sort_failed("component stars", e);
-                    self.labelling = Labelling::Failed;
-                }
-            }
+        if let Labelling::Made(labelling) = &mut self.labelling {
+            let rewound = labelling.rewind().map(|()| true);
+            self.failed_unless(ctx, rewound);
         }
     }
 
@@ -268,7 +229,7 @@ impl Shared {
 /// as they arrive (a hash map from document to index: about 50 bytes a document) and
 /// labels them once all are in. Here the documents go to a sort of their own as the edges
 /// arrive, and the edges to theirs; once all are in, the documents, merged, make a
-/// [`SortedUnionFind`] (13 bytes a document), the edges are joined in it as their sort is
+/// [`neardup_core::unionfind::SortedUnionFind`] (13 bytes a document), the edges are joined in it as their sort is
 /// walked, and sorted again (already in order: the sort only keeps them until the last
 /// union) to be labelled.
 pub fn label_components<'s>(
