@@ -615,6 +615,33 @@ fn against_spilled_is_against_in_memory() {
                     Some(_) => assert!(pairs.runs > 0 && rows.runs > 0, "{pairs:?} {rows:?}"),
                     None => assert_eq!(pairs.runs + rows.runs, 0),
                 }
+                // So do the documents in a pair, the batch's own pairs and the new
+                // documents' decisions; under stars the links are grouped by component
+                // through sorts, and their components found on disk past the union-find's
+                // share of the step's memory.
+                let held = &sorts["against held"];
+                assert_eq!(sorts["against batch pairs"].records, f.batch_pairs);
+                assert!(held.records >= f.removed, "{held:?}");
+                assert!(sorts["against decisions"].records > f.removed);
+                let links = sorts.get("against links");
+                assert_eq!(links.is_some(), !components, "{sorts:?}");
+                if let Some(links) = links {
+                    assert!(links.records > 0 && links.records <= f.batch_pairs);
+                    let on_disk = sorts.get("against components (large)");
+                    assert_eq!(on_disk.is_some(), sort_memory.is_some(), "{sorts:?}");
+                }
+                // Under components every pair is an edge of the graph on disk.
+                let edges = sorts.get("against graph edges");
+                assert_eq!(edges.is_some(), components, "{sorts:?}");
+                if let Some(edges) = edges {
+                    assert_eq!(edges.records, f.batch_pairs + f.indexed_pairs);
+                    let on_disk = sorts.get("against graph components (large)");
+                    assert_eq!(on_disk.is_some(), sort_memory.is_some(), "{sorts:?}");
+                }
+                match sort_memory {
+                    Some(_) => assert!(held.runs > 0 && links.is_none_or(|l| l.runs > 0)),
+                    None => assert_eq!(held.runs + links.map_or(0, |l| l.runs), 0),
+                }
                 assert!(!out.join("_spill").exists(), "the spill is removed");
                 let manifest: serde_json::Value =
                     serde_json::from_slice(&std::fs::read(index.join("manifest.json")).unwrap())

@@ -406,7 +406,8 @@ def against(opts):
     index = os.path.join(work, f"against-index-{opts.mode}")
     spill = os.path.join(work, f"spill-against-{opts.mode}")
     common = ["run", "--overwrite", "--quiet", "-w", str(opts.workers), "--memory-limit",
-              opts.memory_limit, "--spill-dir", spill, *MODES[opts.mode]]
+              opts.memory_limit, "--spill-dir", spill, "--cluster", opts.cluster,
+              *MODES[opts.mode]]
     shutil.rmtree(index, ignore_errors=True)
     first = os.path.join(work, f"indexed-{opts.mode}")
     indexed = range(opts.indexed)
@@ -439,8 +440,8 @@ def against(opts):
     stage_end = max((t for n, t in (summary.get("stage_seconds") or {}).items() if n != "total"),
                     default=0.0)
     result = {
-        "mode": opts.mode, "workers": opts.workers, "memory_limit": opts.memory_limit,
-        "indexed_copies": opts.indexed, "batch_copies": len(batch_copies),
+        "mode": opts.mode, "cluster": opts.cluster, "workers": opts.workers,
+        "memory_limit": opts.memory_limit, "indexed_copies": opts.indexed, "batch_copies": len(batch_copies),
         "overlap_copies": opts.overlap, "index_documents_before": manifest["documents"] - new_docs[0],
         "batch_documents": new_docs[0],
         "index_wall_s": round(built[0], 1), "index_peak_rss_mb": built[1],
@@ -497,6 +498,8 @@ def main():
     a.add_argument("--batch", type=int, default=10**9,
                    help="copies after the indexed ones in the batch (default: all)")
     a.add_argument("--timeline", help="the batch run's resident memory, as for run")
+    a.add_argument("--cluster", choices=["verified", "star", "components"], default="verified",
+                   help="the clusters' rule of both runs (neardup's --cluster)")
     opts = parser.parse_args()
     {"build": build, "run": run, "against": against}[opts.command](opts)
 

@@ -20,33 +20,33 @@
 //! - Under connected components (`--cluster components`) the batch's pairs and its pairs
 //!   with indexed documents join the indexed clusters: a merge takes the smaller id, and the
 //!   kept document of a component (the smallest keep key) is an indexed one wherever there
-//!   is one, unless `--keep` ranks a new one first.
+//!   is one, unless `--keep` ranks a new one first (`against/components.rs`).
 //!
 //! Either way, with `--update-index` the new generation records the new documents'
 //! clusters and decisions, and the indexed documents whose cluster or decision changed.
 
+mod components;
+mod links;
 mod output;
 mod probe;
 mod stars;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use neardup_core::star::{Link, LinkKind};
-use neardup_core::unionfind::UnionFind;
 use neardup_core::Scheme;
 use neardup_io::index::run::SortMemory;
 use neardup_io::index::{ByDocNumber, DocEntry, DocView, Index, IndexWriter, Manifest};
 use neardup_io::index::{MinHashParams, Verify, FILE_SHIFT};
-use neardup_io::parquet_out::{ClusterRow, PairKind, PairRow};
-use neardup_io::run_dir::RunPair;
-use neardup_io::spill::{ExternalSort, SortStats};
+use neardup_io::parquet_out::{PairKind, PairRow};
+use neardup_io::spill::{ExternalSort, Merged, SortStats, SortedFile};
 
 use super::index::{batch_documents, batch_name, check_indexable, remove_step_dirs, step_memory};
 use super::{chain, AgainstDone, FinishError};
 use crate::config::{ClusterMode, JobConfig, KeepPolicy};
 use crate::stages::fingerprint::resume::{kill_at, SketchByDoc};
+use links::{BatchPair, Decision, Held, StarLinks};
 use output::{AgainstPair, Rows};
 use probe::Probe;
 
@@ -213,10 +213,6 @@ pub struct AgainstSummary {
     pub unranked: u64,
 }
 
-/// The order in which `neardup run --against` keeps the documents of a cluster (smallest
-/// first): new after indexed (without `--keep`), the rank, the doc number.
-type KeepKey = (bool, u64, u64);
-
 /// How `neardup run --against` picks the document to keep of a cluster.
 #[derive(Clone, Debug)]
 pub struct AgainstKeep {
@@ -366,10 +362,10 @@ impl AgainstStep {
 /// sorted by doc number (spilled past the step's memory), and what the step decided of
 /// those in clusters.
 pub struct PendingGeneration {
-    docs: neardup_io::spill::Merged<ByDocNumber>,
-    /// `(doc, cluster, removed)` of the new documents in a cluster, by doc number; every
-    /// other new document is in none, and kept.
-    decided: Vec<(u64, Option<i64>, bool)>,
+    docs: Merged<ByDocNumber>,
+    /// The new documents in a cluster, by doc number; every other new document is in none,
+    /// and kept.
+    decided: Merged<Decision>,
     files: u64,
     keep: String,
     /// The indexed documents whose cluster, or keep decision, changed.
@@ -382,21 +378,15 @@ type Changed = (Vec<(u64, i64)>, Vec<(u64, bool)>);
 
 impl PendingGeneration {
     /// The batch `sort`ed as it was read (`files` input files, ranked by `keep`), what the
-    /// rule decided of the new documents in a pair (`docs`, by doc number), and the indexed
+    /// rule `decided` of the new documents in a cluster (by doc number), and the indexed
     /// documents whose cluster or decision changed.
     fn new(
-        sort: neardup_io::spill::ExternalSort<ByDocNumber>,
-        docs: &[Held],
+        sort: ExternalSort<ByDocNumber>,
+        decided: Merged<Decision>,
         (files, keep): (u64, &AgainstKeep),
         (changes, decisions): Changed,
         memory: &SortMemory,
     ) -> Result<PendingGeneration, FinishError> {
-        // Held in doc order ([`Probe::finish`]); the rules do not reorder them.
-        let decided: Vec<_> = docs
-            .iter()
-            .map(|d| (d.doc_id, d.cluster_id, d.removed))
-            .collect();
-        debug_assert!(decided.windows(2).all(|w| w[0].0 < w[1].0));
         Ok(PendingGeneration {
             docs: sort.finish().map_err(|cause| spilled(&memory.dir, cause))?,
             decided,
@@ -417,13 +407,15 @@ impl PendingGeneration {
         spill: &Path,
     ) -> Result<(SortStats, SortStats), FinishError> {
         let mut generation = writer.begin(self.files, Some(self.keep), true)?;
-        let mut decided = self.decided.into_iter().peekable();
+        let mut decided = self.decided.peekable();
         let mut docs = self.docs;
         for doc in docs.by_ref() {
             let ByDocNumber(mut doc) = doc.map_err(|cause| spilled(spill, cause))?;
-            (doc.cluster_id, doc.removed) = match decided.next_if(|d| d.0 == doc.doc_id) {
-                Some((_, cluster, removed)) => (cluster, removed),
-                None => (None, false),
+            let next = decided.next_if(|d| d.as_ref().map_or(true, |d| d.doc == doc.doc_id));
+            (doc.cluster_id, doc.removed) = match next.transpose() {
+                Ok(Some(d)) => (Some(d.cluster), d.removed),
+                Ok(None) => (None, false),
+                Err(cause) => return Err(spilled(spill, cause)),
             };
             generation.push(doc)?;
         }
@@ -453,18 +445,22 @@ fn spilled(dir: &Path, cause: std::io::Error) -> FinishError {
 ///
 /// Memory: the batch is read back once, in doc-number order, through sorts that keep
 /// `memory` (simply: every document in a `Vec`). Each document probes the index as it
-/// comes (simhash ones in chunks, `against/probe.rs`) and only those in a pair, with the
-/// batch or with the index, are held, as 56 bytes each (`Held`); the sketches the stars may
-/// verify the batch's unlinked pairs with go to a sort on disk, and those pairs are verified
-/// by a sorted join (`against/stars.rs`). The pairs and the clusters' rows go to sorts as
-/// they are found (`against/output.rs`). What the step holds grows with the documents in a
-/// pair and the batch's own pairs (the links its clusters are made from), not with the
-/// documents, their sketches, or the pairs with the index.
+/// comes (simhash ones in chunks, `against/probe.rs`) and those in a pair, with the batch or
+/// with the index, go to a sort on disk as 32 bytes each (`Held`), beside the sketches the
+/// stars may verify the batch's unlinked pairs with. The batch's own pairs are joined with
+/// their documents, and grouped by component, through sorts (`against/links.rs`); the pairs
+/// and the clusters' rows go to sorts as they are found (`against/output.rs`). What the step
+/// holds does not grow with the documents, their pairs or their sketches, but for the
+/// indexed clusters the batch joins (16 bytes each): the largest component's links (or
+/// members), and the union-find of the batch's links (or graph) up to its share. Under
+/// `--cluster components` every pair is an edge of a graph on disk (`against/components.rs`).
 ///
-/// The step's memory while the batch is read: 0.35 to read it back, 0.35 to keep it for
+/// The step's memory while the batch is read: 0.3 to read it back, 0.3 to keep it for
 /// `--update-index`, 0.1 for a chunk of simhash probes, 0.1 for the sketches, 0.1 for the
-/// pairs; once it is read (the reading's share free): 0.2 for the clusters' rows and 0.3 for
-/// the join of the unlinked pairs.
+/// pairs, and 0.1 for the batch's pairs, their documents, the documents in a pair and
+/// those removed for an indexed one (under components, 0.15 for the graph instead); once
+/// it is read (the reading's share free): 0.15 for the links, 0.15 for the clusters' rows,
+/// 0.02 for the new documents' decisions, and 0.25 for the join of the unlinked pairs.
 pub fn against(
     dir: &Path,
     run: &Path,
@@ -485,58 +481,64 @@ pub fn against(
     let index = Index::open_as(dir, manifest.clone(), Verify::Checksums)?;
     index.release_pages(); // What the checks on opening read.
     let shift = manifest.files << FILE_SHIFT;
+    let failed = |cause| spilled(&memory.dir, cause);
     // Read back from the committed run: the batch's documents and pairs are spread over
     // every worker's parts (of every process); process 0 sees them together only there.
-    let pairs = neardup_io::run_dir::read_run_pairs(run)?;
-    let mut read = batch_documents(run, manifest.minhash.as_ref(), job, &memory.share(0.35))?;
+    let (pairs, paired) = batch_pairs(run, shift, memory)?;
+    let mut read = batch_documents(run, manifest.minhash.as_ref(), job, &memory.share(0.3))?;
     let files = read.files();
-    let mut kept = (update && held.is_none()).then(|| memory.share(0.35).sort::<ByDocNumber>());
+    let mut kept = (update && held.is_none()).then(|| memory.share(0.3).sort::<ByDocNumber>());
     let unlinked = unlinked(cluster, manifest.minhash.as_ref(), threshold);
     let chunk = memory.share(0.1);
     let sketches = unlinked
         .as_ref()
         .map(|u| (memory.part(0.1, "sketches").sort(), u.exact));
     let found = Comparison::new(
-        memory.part(0.1, "pairs").sort(),
+        (
+            memory.part(0.1, "pairs").sort(),
+            memory.part(0.02, "chosen"),
+            memory.part(0.15, "graph"),
+        ),
         (cluster, &keep.policy),
         manifest.minhash.is_none(),
     );
+    let paired = (paired, memory.part(0.02, "held").sort());
     let mut probe = Probe::new(
         &index,
         (k, threshold),
-        &pairs,
-        shift,
+        paired,
         (chunk.budget, sketches),
         found,
     );
     for doc in read.by_ref() {
         let mut doc = doc?;
         doc.doc_id += shift;
-        probe
-            .push(&doc)
-            .map_err(|cause| spilled(&memory.dir, cause))?;
+        probe.push(&doc).map_err(failed)?;
         if let Some(sort) = &mut kept {
-            sort.push(ByDocNumber(doc))
-                .map_err(|cause| spilled(&memory.dir, cause))?;
+            sort.push(ByDocNumber(doc)).map_err(failed)?;
         }
     }
     let mut sorted = vec![("against read", read.sorted())];
     drop(read);
-    let failed = |cause| spilled(&memory.dir, cause);
-    let (mut docs, mut found, sketches) = probe.finish().map_err(failed)?;
-    found.batch_pairs(&docs, &pairs, shift).map_err(failed)?;
-    drop(pairs);
-    let unlinked = (unlinked, sketches);
-    let decided = decide(
+    let (docs, mut found, sketches) = probe.finish().map_err(failed)?;
+    sorted.push(("against held", docs.stats()));
+    let simhash = manifest.minhash.is_none();
+    let (decided, joins) = cluster_batch(
         &index,
-        (&mut docs, &mut found),
-        (keep, cluster),
-        unlinked,
-        memory,
-    )?;
+        (&docs, &mut found),
+        (pairs, sketches),
+        (keep, cluster, unlinked),
+        (memory, shift, simhash),
+    )
+    .map_err(failed)?;
+    sorted.extend([
+        ("against batch pairs", joins[0]),
+        ("against batch pairs by second", joins[1]),
+    ]);
+    drop(docs);
     sorted.extend(decided.sorts.iter().copied());
     let mut summary = found.summary;
-    summary.removed = docs.iter().filter(|d| d.removed).count() as u64;
+    summary.removed = decided.removed;
     let written = output::write_files(
         (run, dir, &memory.dir),
         &manifest,
@@ -545,54 +547,107 @@ pub fn against(
         &decided.merges,
     )?;
     sorted.extend(written);
-    let generation = match kept {
-        Some(sort) => {
-            let changed = (decided.changes, decided.decisions);
-            Some(PendingGeneration::new(
-                sort,
-                &docs,
-                (files, keep),
-                changed,
-                memory,
-            )?)
-        }
-        None => None,
-    };
+    let new_docs = decided.new_docs.finish().map_err(failed)?;
+    sorted.push(("against decisions", new_docs.stats()));
+    let changed = (decided.changes, decided.decisions);
+    let generation =
+        kept.map(|sort| PendingGeneration::new(sort, new_docs, (files, keep), changed, memory));
     Ok(AgainstOutcome {
         summary,
-        generation,
+        generation: generation.transpose()?,
         held,
         sorted,
     })
 }
 
-/// The clusters of the new documents `docs` and the indexed ones they touch, from the pairs
-/// `found`, under the run's `cluster` rule ([`components`], [`stars::decide`]); `unlinked`:
-/// how the stars verify the batch's unlinked pairs, and the sketches of the documents in its
-/// pairs (a sort of `memory` joins them).
-fn decide(
+/// Once the batch is read: its own `pairs` (by first document) joined with their documents
+/// (`docs`), and the clusters decided under the run's `cluster` rule (stars, with the
+/// `sketches` their `unlinked` pairs are verified from: `against/stars.rs`; connected
+/// components: `against/components.rs`). Returns what was decided, and what the pairs'
+/// two sorts did.
+fn cluster_batch(
     index: &Index,
-    (docs, found): (&mut [Held], &mut Comparison),
-    (keep, cluster): (&AgainstKeep, ClusterMode),
-    (unlinked, sketches): (Option<stars::Unlinked>, Option<ExternalSort<SketchByDoc>>),
+    (docs, found): (&SortedFile<Held>, &mut Comparison),
+    (pairs, sketches): (ExternalSort<BatchPair>, Option<ExternalSort<SketchByDoc>>),
+    (keep, cluster, unlinked): (&AgainstKeep, ClusterMode, Option<stars::Unlinked>),
+    (memory, shift, simhash): (&SortMemory, u64, bool),
+) -> std::io::Result<(Decided, [SortStats; 2])> {
+    let mut links =
+        (cluster != ClusterMode::Components).then(|| StarLinks::new(memory.part(0.15, "links")));
+    let by_second = memory.part(0.03, "batch pairs by second").sort();
+    let joins = links::join_pairs(docs, pairs, by_second, simhash, |row, link| {
+        found.summary.batch_pairs += 1;
+        if let Some(graph) = &mut found.graph {
+            graph.add(row.doc_a, row.doc_b)?;
+        }
+        found.pairs.push(AgainstPair(row))?;
+        match (&mut links, link) {
+            (Some(links), Some(link)) => links.push(link),
+            _ => Ok(()),
+        }
+    })?;
+    let new_docs = memory.part(0.02, "decisions").sort();
+    let rows = Rows::new(memory.part(0.15, "rows").sort());
+    let decided = Decided::new(rows, new_docs);
+    let decided = match links {
+        Some(links) => {
+            let rule = stars::Rule {
+                centers: match cluster {
+                    ClusterMode::Star => neardup_core::star::Centers::Rank,
+                    _ => neardup_core::star::Centers::Coverage,
+                },
+                policy: &keep.policy,
+                simhash,
+                unlinked,
+            };
+            let with = (sketches, memory);
+            stars::decide(index, (found, links), &rule, with, decided)
+        }
+        None => {
+            let graph = found
+                .graph
+                .take()
+                .expect("the graph of --cluster components");
+            let summary = (&mut found.summary, shift);
+            components::decide(index, (graph, docs), keep, summary, decided)
+        }
+    }?;
+    Ok((decided, joins))
+}
+
+/// The batch's own pairs, from its committed `pairs/` (in the run's numbering, `shift` from
+/// the index's): sorted by their first document, and their documents sorted (each once a
+/// pair), for the probe to know which documents are in one. Simply: both in `Vec`s.
+fn batch_pairs(
+    run: &Path,
+    shift: u64,
     memory: &SortMemory,
-) -> Result<Decided, FinishError> {
-    let rows = Rows::new(memory.part(0.2, "rows").sort());
-    let failed = |cause| spilled(&memory.dir, cause);
-    if cluster == ClusterMode::Components {
-        return components(index, docs, found, keep, rows).map_err(failed);
+) -> Result<(ExternalSort<BatchPair>, Merged<u64>), FinishError> {
+    let mut pairs = memory.part(0.03, "batch pairs").sort();
+    let mut paired = memory.part(0.03, "paired").sort();
+    let mut failed = None;
+    neardup_io::run_dir::each_run_pair(run, |p| {
+        let (a, b) = (p.doc_a + shift, p.doc_b + shift);
+        let pair = BatchPair {
+            a,
+            b,
+            kind: p.kind,
+            jaccard: p.jaccard,
+        };
+        let pushed = (pairs.push(pair))
+            .and_then(|()| paired.push(a))
+            .and_then(|()| paired.push(b));
+        if let Err(e) = pushed {
+            failed.get_or_insert(e);
+        }
+    })?;
+    if let Some(cause) = failed {
+        return Err(spilled(&memory.dir, cause));
     }
-    let rule = stars::Rule {
-        centers: match cluster {
-            ClusterMode::Star => neardup_core::star::Centers::Rank,
-            _ => neardup_core::star::Centers::Coverage,
-        },
-        policy: &keep.policy,
-        simhash: index.minhash().is_none(),
-        unlinked,
-    };
-    let sketches = sketches.map(|sort| (sort, memory.part(0.3, "unlinked")));
-    stars::decide(index, (docs, found), &rule, sketches, rows).map_err(failed)
+    let paired = paired
+        .finish()
+        .map_err(|cause| spilled(&memory.dir, cause))?;
+    Ok((pairs, paired))
 }
 
 /// How `--cluster verified` verifies the pairs the bands missed between new documents
@@ -617,6 +672,9 @@ fn unlinked(
 struct Decided {
     /// `against-clusters.parquet`.
     rows: Rows,
+    /// The new documents in a cluster, and how many of them are removed.
+    new_docs: ExternalSort<Decision>,
+    removed: u64,
     /// Indexed clusters merged into another (`against-merges.parquet`).
     merges: BTreeMap<i64, i64>,
     /// `(doc, cluster)` of the indexed documents whose cluster changed.
@@ -629,87 +687,19 @@ struct Decided {
 }
 
 impl Decided {
-    /// Nothing decided yet; `rows`: where the clusters' rows go.
-    fn new(rows: Rows) -> Decided {
+    /// Nothing decided yet; `rows`: where the clusters' rows go, `new_docs`: the new
+    /// documents' decisions.
+    fn new(rows: Rows, new_docs: ExternalSort<Decision>) -> Decided {
         Decided {
             rows,
+            new_docs,
+            removed: 0,
             merges: BTreeMap::new(),
             changes: Vec::new(),
             decisions: Vec::new(),
             sorts: Vec::new(),
         }
     }
-}
-
-/// Connected components (`--cluster components`): the batch's pairs and its pairs with
-/// indexed documents join the indexed clusters; each component keeps its smallest keep key.
-/// The new documents `docs` get their cluster and decision.
-fn components(
-    index: &Index,
-    docs: &mut [Held],
-    found: &mut Comparison,
-    keep: &AgainstKeep,
-    mut rows: Rows,
-) -> std::io::Result<Decided> {
-    found.summary.joined = found.joined.len() as u64;
-    let label: HashMap<u64, u64> = found.uf.components_by_min().into_iter().collect();
-    let Clusters {
-        members,
-        changes,
-        merges,
-        was_kept,
-    } = Clusters::gather(index, docs, &label, keep, &mut found.summary);
-    let mut decisions = Vec::new();
-    let mut removed = HashSet::new();
-    for (l, mut members) in members {
-        members.sort_unstable();
-        let kept = members
-            .iter()
-            .min_by_key(|d| d.1)
-            .expect("a cluster has members")
-            .0;
-        for &(d, _) in &members {
-            match was_kept.get(&d) {
-                Some(&was) if was != Some(d == kept) => decisions.push((d, d == kept)),
-                Some(_) => {}
-                None if d != kept => {
-                    removed.insert(d);
-                }
-                None => {}
-            }
-            rows.push(ClusterRow {
-                doc_id: d,
-                cluster_id: l as i64,
-                cluster_size: members.len() as u32,
-                keep: d == kept,
-                kept_doc_id: kept,
-                hamming: None,
-                jaccard: None,
-            })?;
-        }
-    }
-    for doc in docs.iter_mut() {
-        doc.removed = removed.contains(&doc.doc_id);
-    }
-    Ok(Decided {
-        merges,
-        changes,
-        decisions,
-        ..Decided::new(rows)
-    })
-}
-
-/// A new document in a pair, as the clusters need it (a [`DocEntry`] without its names,
-/// sketch and the rest).
-#[derive(Clone, Copy, Debug)]
-struct Held {
-    doc_id: u64,
-    simhash: u64,
-    /// Its keep rank under the run's policy.
-    rank: Option<u64>,
-    /// What the rule decided: its cluster, and whether it is removed.
-    cluster_id: Option<i64>,
-    removed: bool,
 }
 
 /// Documents a scan of every indexed document reads between two releases of the index's
@@ -749,30 +739,25 @@ struct Comparison {
     /// The first error of the pairs' sort while the probe pushed to it (see
     /// [`Comparison::flush`]).
     failed: Option<std::io::Error>,
-    /// The batch's own pairs, as the clustering sees them (sorted).
-    links: Vec<Link>,
     /// Under stars, how the best kept indexed document of a new one is chosen
     /// ([`stars::Best`]), the best of each new document probed since the last
-    /// [`Comparison::flush`], and those before it by new document.
+    /// [`Comparison::flush`], and those before it, in a sort by new document.
     best: Option<stars::Best>,
     probed: fxhash::FxHashMap<u64, (stars::BestKey, stars::Chosen)>,
-    chosen: Vec<(u64, stars::Chosen)>,
-    /// Whether the pairs make components (`--cluster components`; the stars make their
-    /// own, of the batch's pairs alone): then `uf` and `joined` hold them.
-    components: bool,
-    uf: UnionFind,
+    chosen: Option<ExternalSort<stars::ChosenFor>>,
+    /// Under `--cluster components`, the graph the pairs make (the stars make their own, of
+    /// the batch's pairs alone).
+    graph: Option<components::Graph>,
     summary: AgainstSummary,
-    /// The union-find nodes of the indexed clusters (or documents) the batch joined.
-    joined: HashSet<u64>,
-    /// Whether the index is a simhash one.
-    simhash: bool,
 }
 
 impl Comparison {
-    /// No pairs yet; they go to `pairs`. The run's `cluster` rule and keep `policy` say what
-    /// the clusters need of them; `simhash`: whether the index is a simhash one.
+    /// No pairs yet; they go to `pairs`, and (under stars) the new documents removed for an
+    /// indexed one to a sort of `chosen`, or (under components) the graph to sorts of
+    /// `graph`. The run's `cluster` rule and keep `policy` say what the clusters need of
+    /// them; `simhash`: whether the index is a simhash one.
     fn new(
-        pairs: ExternalSort<AgainstPair>,
+        (pairs, chosen, graph): (ExternalSort<AgainstPair>, SortMemory, SortMemory),
         (cluster, policy): (ClusterMode, &KeepPolicy),
         simhash: bool,
     ) -> Comparison {
@@ -780,70 +765,15 @@ impl Comparison {
         Comparison {
             pairs,
             failed: None,
-            links: Vec::new(),
             best: (!components).then(|| stars::Best {
                 policy: policy.clone(),
                 simhash,
             }),
             probed: Default::default(),
-            chosen: Vec::new(),
-            components,
-            uf: UnionFind::new(),
+            chosen: (!components).then(|| chosen.sort()),
+            graph: components.then(|| components::Graph::new(graph)),
             summary: AgainstSummary::default(),
-            joined: HashSet::new(),
-            simhash,
         }
-    }
-
-    /// Adds the batch's own pairs (from its committed `pairs/`, in the run's numbering),
-    /// numbered as the index's next generation (`shift`); `docs` holds every document in
-    /// them (in the index's numbering). In a simhash run, near pairs at distance 0 are
-    /// documents of one fingerprint (`pairs/` lists each with its group's representative).
-    fn batch_pairs(&mut self, docs: &[Held], pairs: &[RunPair], shift: u64) -> std::io::Result<()> {
-        // `docs` is by doc number ([`Probe::finish`]).
-        let fingerprint = |doc: u64| {
-            let at = docs.binary_search_by_key(&doc, |d| d.doc_id);
-            docs[at.expect("a document in a pair is held")].simhash
-        };
-        let simhash = self.simhash;
-        for &RunPair {
-            doc_a,
-            doc_b,
-            jaccard,
-            kind,
-        } in pairs
-        {
-            let (a, b) = (doc_a + shift, doc_b + shift);
-            let h = neardup_core::hamming(fingerprint(a), fingerprint(b));
-            // As the run's `pairs/` lists it: `exact`, `near`, or `url` (one URL).
-            self.pairs.push(AgainstPair(PairRow {
-                doc_a: a,
-                doc_b: b,
-                hamming: h as u8,
-                kind,
-                jaccard,
-            }))?;
-            self.links.push(Link {
-                a: a.min(b),
-                b: a.max(b),
-                kind: match kind {
-                    PairKind::Exact => LinkKind::Exact,
-                    PairKind::Url => LinkKind::Url,
-                    _ if simhash && h == 0 => LinkKind::SameFingerprint,
-                    PairKind::Near => LinkKind::Near,
-                },
-                hamming: if simhash { h as u8 } else { 0 },
-                jaccard,
-            });
-            if self.components {
-                self.uf.union(a, b);
-            }
-        }
-        // The same clusters whatever order the parts were read in.
-        self.links
-            .sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
-        self.summary.batch_pairs = pairs.len() as u64;
-        Ok(())
     }
 
     /// A new document `doc` matched the indexed one `old` (of `index`).
@@ -876,9 +806,10 @@ impl Comparison {
             }
         }
         let n = node(old.cluster_id, old.doc_id);
-        if self.components {
-            self.joined.insert(n);
-            self.uf.union(n, doc.doc_id);
+        if let Some(graph) = &mut self.graph {
+            if let Err(e) = graph.add(n, doc.doc_id) {
+                self.failed.get_or_insert(e);
+            }
         }
     }
 
@@ -888,89 +819,15 @@ impl Comparison {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
-        let start = self.chosen.len();
         let probed = self.probed.drain().map(|(doc, (_, chosen))| (doc, chosen));
-        self.chosen.extend(probed);
-        self.chosen[start..].sort_unstable_by_key(|c| c.0);
-        debug_assert!(self.chosen.windows(2).all(|w| w[0].0 < w[1].0));
-        Ok(())
-    }
-}
-
-/// The components the batch touched: their members with their keep keys, the indexed
-/// documents whose cluster changed, the indexed clusters merged into another, and each
-/// indexed member's recorded decision.
-struct Clusters {
-    members: BTreeMap<u64, Vec<(u64, KeepKey)>>,
-    changes: Vec<(u64, i64)>,
-    merges: BTreeMap<i64, i64>,
-    was_kept: HashMap<u64, Option<bool>>,
-}
-
-impl Clusters {
-    /// The indexed members of every component the batch touched (`label`: each node's
-    /// component), and the clusters that merged; each member with its keep key, the
-    /// smallest is kept. The new documents `docs` get their cluster.
-    fn gather(
-        index: &Index,
-        docs: &mut [Held],
-        label: &HashMap<u64, u64>,
-        keep: &AgainstKeep,
-        summary: &mut AgainstSummary,
-    ) -> Clusters {
-        let key = |new: bool, rank: Option<u64>, doc: u64| {
-            let rank = rank.unwrap_or(u64::MAX);
-            if keep.given {
-                (false, rank, doc)
-            } else {
-                (new, rank, doc)
-            }
+        let mut probed: Vec<_> = probed.collect();
+        probed.sort_unstable_by_key(|c| c.0);
+        let Some(sort) = &mut self.chosen else {
+            return Ok(());
         };
-        let mut members: BTreeMap<u64, Vec<(u64, KeepKey)>> = BTreeMap::new();
-        let mut changes = Vec::new();
-        let mut merges = BTreeMap::new();
-        let mut was_kept = HashMap::new();
-        for g in 0..index.generations() {
-            let policy = index.generation_keep(g);
-            for row in 0..index.generation_documents(g) {
-                release_now(index, row);
-                let old = index.doc(g, row as u32);
-                let n = node(old.cluster_id, old.doc_id);
-                let Some(&l) = label.get(&n) else { continue };
-                let rank = indexed_rank(&keep.policy, policy, &old);
-                summary.unranked += u64::from(rank.is_none());
-                members
-                    .entry(l)
-                    .or_default()
-                    .push((old.doc_id, key(false, rank, old.doc_id)));
-                was_kept.insert(old.doc_id, old.kept);
-                if old.cluster_id != Some(l as i64) {
-                    changes.push((old.doc_id, l as i64));
-                }
-                if let Some(c) = old.cluster_id {
-                    if c as u64 != l {
-                        merges.insert(c, l as i64);
-                    }
-                }
-            }
+        for (doc, chosen) in probed {
+            sort.push(stars::ChosenFor { doc, chosen })?;
         }
-        for doc in docs.iter_mut() {
-            if let Some(&l) = label.get(&doc.doc_id) {
-                doc.cluster_id = Some(l as i64);
-                members
-                    .entry(l)
-                    .or_default()
-                    .push((doc.doc_id, key(true, doc.rank, doc.doc_id)));
-            } else {
-                doc.cluster_id = None;
-            }
-        }
-        summary.merges = merges.len() as u64;
-        Clusters {
-            members,
-            changes,
-            merges,
-            was_kept,
-        }
+        Ok(())
     }
 }

@@ -59,7 +59,7 @@ pub use prepare::{
     remove_resume, remove_temporaries, Prepared, Protected, Target,
 };
 pub use read::{
-    each_part_batch, read_run, read_run_pairs, read_run_parts, read_substrings, search_meta,
+    each_part_batch, each_run_pair, read_run, read_run_parts, read_substrings, search_meta,
     RunOutputs, RunPair,
 };
 pub use removed::RemovedRows;

@@ -220,7 +220,7 @@ pub fn read_run_parts(dir: &Path) -> Result<RunOutputs, IoError> {
     Ok(out)
 }
 
-/// One pair of a run's `pairs/` as [`read_run_pairs`] reads it (32 bytes).
+/// One pair of a run's `pairs/` as [`each_run_pair`] reads it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RunPair {
     pub doc_a: u64,
@@ -230,12 +230,11 @@ pub struct RunPair {
     pub kind: PairKind,
 }
 
-/// A run's pairs alone, in the order of its parts, its parts committed and its `_SUCCESS`
-/// not necessarily written (see [`read_run_parts`]): what a step that streams the
-/// documents holds of the run, memory as its pairs (32 bytes each), not its documents. A
-/// `kind` other than `exact` and `url` is a near pair.
-pub fn read_run_pairs(dir: &Path) -> Result<Vec<RunPair>, IoError> {
-    let mut out = Vec::new();
+/// Calls `f` with each of a run's pairs alone, in the order of its parts, its parts
+/// committed and its `_SUCCESS` not necessarily written (see [`read_run_parts`]): a step
+/// that streams the documents holds none of the run, neither its documents nor its pairs.
+/// A `kind` other than `exact` and `url` is a near pair.
+pub fn each_run_pair(dir: &Path, mut f: impl FnMut(RunPair)) -> Result<(), IoError> {
     each_pair(
         &RunDir::new(dir),
         &mut Origin::default(),
@@ -245,15 +244,14 @@ pub fn read_run_pairs(dir: &Path) -> Result<Vec<RunPair>, IoError> {
                 "url" => PairKind::Url,
                 _ => PairKind::Near,
             };
-            out.push(RunPair {
+            f(RunPair {
                 doc_a,
                 doc_b,
                 jaccard,
                 kind,
             });
         },
-    )?;
-    Ok(out)
+    )
 }
 
 /// Adds the committed parts of the run's `pairs/` to `out`.

@@ -1,16 +1,19 @@
 //! The batch's documents probing the index as `--against` reads them back, in doc-number
 //! order: the simple version probes with every document at once and holds them all; here a
 //! simhash index is probed a chunk at a time and MinHash one document at a time, and only
-//! the documents in a pair are held, as the clusters need them ([`Held`]: 56 bytes, where a
-//! [`DocEntry`] takes about 240 and its sketch kilobytes). The sketches the stars may verify
-//! pairs with go to a sort on disk instead ([`Probe::finish`]).
+//! the documents in a pair are kept, as the clusters need them ([`Held`]: 32 bytes, where a
+//! [`DocEntry`] takes about 240 and its sketch kilobytes), in a sort on disk by doc number;
+//! so are the sketches the stars may verify pairs with ([`Probe::finish`]). Which documents
+//! are in a pair of the batch is read beside them, from the pairs' documents sorted on disk.
 
 use std::io;
+use std::iter::Peekable;
 
 use neardup_io::index::{DocEntry, Index};
-use neardup_io::spill::ExternalSort;
+use neardup_io::spill::{ExternalSort, Merged, SortedFile};
 
-use super::{Comparison, Held, IndexedMatch};
+use super::links::Held;
+use super::{Comparison, IndexedMatch};
 use crate::stages::fingerprint::resume::{Sketch, SketchByDoc};
 
 /// MinHash documents probed between two releases of the index's pages
@@ -26,8 +29,9 @@ pub(super) struct Probe<'a> {
     index: &'a Index,
     k: u32,
     threshold: f64,
-    /// The new documents in a pair of the batch (in the index's numbering), sorted.
-    paired: Vec<u64>,
+    /// The documents of the batch's pairs (in the index's numbering), sorted (repeated),
+    /// read as far as the documents probed.
+    paired: Peekable<Merged<u64>>,
     /// Where the sketches of the documents in a pair of the batch go, when the batch's
     /// unlinked pairs are verified from them ([`super::unlinked`]); `exact`: by their shingle
     /// sets (sorted, without repeats), not their signatures.
@@ -36,39 +40,33 @@ pub(super) struct Probe<'a> {
     waiting: Vec<DocEntry>,
     chunk: usize,
     /// The documents in a pair so far, by doc number.
-    held: Vec<Held>,
+    held: ExternalSort<Held>,
     found: Comparison,
 }
 
 impl<'a> Probe<'a> {
-    /// Probes `index` within `k` bits (simhash) or at `threshold` (MinHash); `pairs`: the
-    /// batch's pairs (in the run's numbering, `shift` from the index's); `budget`: the
-    /// memory of a chunk of simhash documents; `sketches`: the sort the sketches go to (see
-    /// [`Probe::sketch`]), and whether verification is exact; `found`: where the pairs go.
+    /// Probes `index` within `k` bits (simhash) or at `threshold` (MinHash); `paired`: the
+    /// documents of the batch's pairs, sorted; `held`: the sort the documents in a pair go
+    /// to; `budget`: the memory of a chunk of simhash documents; `sketches`: the sort the
+    /// sketches go to (see [`Probe::sketch`]), and whether verification is exact; `found`:
+    /// where the pairs go.
     pub(super) fn new(
         index: &'a Index,
         (k, threshold): (u32, f64),
-        pairs: &[neardup_io::run_dir::RunPair],
-        shift: u64,
+        (paired, held): (Merged<u64>, ExternalSort<Held>),
         (budget, sketches): (usize, Option<(ExternalSort<SketchByDoc>, bool)>),
         found: Comparison,
     ) -> Probe<'a> {
-        let mut paired: Vec<u64> = pairs
-            .iter()
-            .flat_map(|p| [p.doc_a + shift, p.doc_b + shift])
-            .collect();
-        paired.sort_unstable();
-        paired.dedup();
         let entry = std::mem::size_of::<DocEntry>();
         Probe {
             index,
             k,
             threshold,
-            paired,
+            paired: paired.peekable(),
             sketches,
             waiting: Vec::new(),
             chunk: (budget / entry).clamp(1 << 6, 1 << 20),
-            held: Vec::new(),
+            held,
             found,
         }
     }
@@ -107,9 +105,9 @@ impl<'a> Probe<'a> {
                 found.found(index, doc, index.doc(m.generation, m.row), matched)
             });
         }
-        self.found.flush()?;
         let matched = self.found.summary.indexed_pairs > before;
-        self.hold(doc, matched);
+        self.hold(doc, matched)?;
+        self.found.flush()?;
         self.sketch(doc, set)
     }
 
@@ -135,28 +133,39 @@ impl<'a> Probe<'a> {
         // pages of the documents it matched leave the resident memory with it.
         index.release_pages();
         for (doc, matched) in waiting.iter().zip(matched) {
-            self.hold(doc, matched);
+            self.hold(doc, matched)?;
         }
         self.found.flush()
     }
 
-    /// Whether the new document `doc` is in a pair of the batch.
-    fn paired(&self, doc: u64) -> bool {
-        self.paired.binary_search(&doc).is_ok()
+    /// Whether the new document `doc` is in a pair of the batch (`doc` not smaller than the
+    /// one asked before); an error is the pairs' documents' sort's.
+    fn paired(&mut self, doc: u64) -> io::Result<bool> {
+        loop {
+            match self.paired.peek() {
+                Some(Ok(d)) if *d < doc => {
+                    self.paired.next();
+                }
+                Some(Ok(d)) => return Ok(*d == doc),
+                None => return Ok(false),
+                Some(Err(_)) => return Err(self.paired.next().and_then(Result::err).unwrap()),
+            }
+        }
     }
 
     /// Keeps `doc` as the clusters need it if it is in a pair (`matched`: with an indexed
-    /// document).
-    fn hold(&mut self, doc: &DocEntry, matched: bool) {
-        if matched || self.paired(doc.doc_id) {
+    /// document), before the probe's pairs are flushed ([`Comparison::flush`]): whether it is
+    /// removed for a kept indexed document is known then.
+    fn hold(&mut self, doc: &DocEntry, matched: bool) -> io::Result<()> {
+        if matched || self.paired(doc.doc_id)? {
             self.held.push(Held {
                 doc_id: doc.doc_id,
                 simhash: doc.simhash,
                 rank: doc.rank,
-                cluster_id: None,
-                removed: false,
-            });
+                chosen: self.found.probed.contains_key(&doc.doc_id),
+            })?;
         }
+        Ok(())
     }
 
     /// Writes `doc`'s sketch to the sketch sort where the batch's unlinked pairs may be
@@ -164,7 +173,7 @@ impl<'a> Probe<'a> {
     /// its shingle set `set` (sorted, without repeats) to verify by exact Jaccard
     /// similarity, its signature to verify by their estimate.
     fn sketch(&mut self, doc: &DocEntry, set: Option<Vec<u64>>) -> io::Result<()> {
-        if !self.paired(doc.doc_id) {
+        if self.sketches.is_none() || !self.paired(doc.doc_id)? {
             return Ok(());
         }
         let Some((sort, exact)) = &mut self.sketches else {
@@ -186,16 +195,21 @@ impl<'a> Probe<'a> {
         sort.push(SketchByDoc(sketch))
     }
 
-    /// The documents in a pair, by doc number; the pairs found; the sketch sort, if any. An
-    /// error is the pairs' sort's.
+    /// The documents in a pair, by doc number, in one file; the pairs found; the sketch
+    /// sort, if any. An error is a sort's.
     pub(super) fn finish(mut self) -> io::Result<Finished> {
         self.probe_waiting()?;
-        Ok((self.held, self.found, self.sketches.map(|(sort, _)| sort)))
+        let held = self.held.seal()?;
+        Ok((held, self.found, self.sketches.map(|(sort, _)| sort)))
     }
 }
 
 /// What [`Probe::finish`] returns.
-type Finished = (Vec<Held>, Comparison, Option<ExternalSort<SketchByDoc>>);
+type Finished = (
+    SortedFile<Held>,
+    Comparison,
+    Option<ExternalSort<SketchByDoc>>,
+);
 
 /// `doc` as a simhash probe needs it: without its names and sketch.
 fn slim(doc: &DocEntry) -> DocEntry {

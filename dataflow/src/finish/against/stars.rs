@@ -31,17 +31,18 @@ use std::io;
 use neardup_core::minhash::jaccard_estimate;
 use neardup_core::similarity::jaccard;
 use neardup_core::star::{stars, unlinked_pairs, Centers, Link, LinkKind};
-use neardup_core::unionfind::UnionFind;
 use neardup_io::index::run::SortMemory;
 use neardup_io::index::{DocView, Index};
 use neardup_io::parquet_out::ClusterRow;
 use neardup_io::spill::{ExternalSort, SortStats, SpillRecord};
 use serde::{Deserialize, Serialize};
 
-use super::output::{Joined, Rows};
+use super::links::{each_component, ranks_of, Decision, InComponent, LinkRecord, StarLinks};
+use super::output::Joined;
 use super::IndexedMatch;
-use super::{indexed_rank, release_now, AgainstSummary, Comparison, Decided, Held};
+use super::{indexed_rank, release_now, AgainstSummary, Comparison, Decided};
 use crate::config::KeepPolicy;
+use crate::operators::sort::ordered_by;
 use crate::stages::fingerprint::resume::SketchByDoc;
 
 /// How the stars are made: the run's centers, its keep policy (the indexed documents' ranks
@@ -63,13 +64,24 @@ pub(super) struct Unlinked {
 }
 
 /// The kept indexed document a new one is removed for, its cluster, their similarity.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(super) struct Chosen {
     kept: u64,
     cluster: i64,
     hamming: Option<u8>,
     jaccard: Option<f32>,
 }
+
+/// A new document removed for a kept indexed one, by doc number (the probe finds them in
+/// that order).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(super) struct ChosenFor {
+    pub doc: u64,
+    pub chosen: Chosen,
+}
+
+ordered_by!(ChosenFor, |c| c.doc);
+impl SpillRecord for ChosenFor {}
 
 /// The order of a new document's kept indexed pairs, best first: the highest Jaccard
 /// similarity, the smallest Hamming distance, the keep rank, the doc number.
@@ -114,117 +126,96 @@ impl Best {
     }
 }
 
-/// The clusters of the batch's new documents `docs` (in the index's numbering) under
-/// `rule`, from the pairs `found`; each new document gets its cluster and decision, and
-/// each row goes to `rows`. `sketches`: where `rule` verifies the unlinked pairs, the
-/// sketches of the documents in the batch's pairs ([`super::probe::Probe`]) and the memory
-/// of the join's sort. An error is a sort's.
+/// The clusters of the batch's new documents under `rule`, from the pairs `found` and the
+/// batch's links between new documents `links`: each new document in a cluster gets its
+/// decision, and each row goes to the rows' sort (both in `decided`). `sketches`: where
+/// `rule` verifies the unlinked pairs, the sketches of the documents in the batch's pairs
+/// ([`super::probe::Probe`]); their join and the links' second sort by component take
+/// `memory` ([`UNLINKED_SHARE`], [`AGAIN_SHARE`]). An error is a sort's.
 pub(super) fn decide(
     index: &Index,
-    (docs, found): (&mut [Held], &mut Comparison),
+    (found, links): (&mut Comparison, StarLinks),
     rule: &Rule,
-    sketches: Option<(ExternalSort<SketchByDoc>, SortMemory)>,
-    rows: Rows,
+    (sketches, memory): (Option<ExternalSort<SketchByDoc>>, &SortMemory),
+    mut decided: Decided,
 ) -> io::Result<Decided> {
-    let chosen = std::mem::take(&mut found.chosen);
-    let mut decided = Decided::new(rows);
-    joined(index, &chosen, rule, &mut found.summary, &mut decided)?;
-    let is_chosen = |doc: &u64| chosen.binary_search_by_key(doc, |c| c.0).is_ok();
-    // The other new documents: stars of the batch's pairs between them, one connected
+    if let Some(chosen) = found.chosen.take() {
+        joined(index, chosen, rule, &mut found.summary, &mut decided)?;
+    }
+    // The other new documents: stars of the batch's links between them, one connected
     // component at a time (a star never crosses one: `crate::stages::stars`), so that only
     // one component's graph is held. Simply: `stars(&ranks, &links, rule.centers)`.
-    let mut links = std::mem::take(&mut found.links);
-    links.retain(|l| !is_chosen(&l.a) && !is_chosen(&l.b));
-    let mut components = Components::new(links);
-    if let (Some(unlinked), Some((sketches, memory))) = (&rule.unlinked, sketches) {
-        let each = components.each();
-        let probes = each.flat_map(|c| unlinked_pairs(&ranks_of(&c, |d| held_rank(docs, d)), &c));
-        let probes: Vec<_> = probes.collect();
-        let (verified, sorts) = verify_unlinked(sketches, probes, unlinked, &memory)?;
+    let (mut by_component, sorts) = links.by_component()?;
+    decided.sorts.extend(sorts);
+    let mut name = BY_COMPONENT;
+    if let (Some(unlinked), Some(sketches)) = (&rule.unlinked, sketches) {
+        // The unlinked pairs of each component, verified; those that pass join it.
+        let mut again = memory.part(AGAIN_SHARE, "links again").sort();
+        let mut probes = Vec::new();
+        let mut components = Vec::new();
+        let sorted = by_component.finish()?;
+        decided.sorts.push((BY_COMPONENT, sorted.stats()));
+        each_component(sorted, |c| {
+            let links: Vec<Link> = c.iter().map(|r| r.link.link()).collect();
+            for probe in unlinked_pairs(&ranks_of(c), &links) {
+                probes.push(probe);
+                components.push(c[0].component);
+            }
+            c.iter().try_for_each(|r| again.push(*r))
+        })?;
+        let join = memory.part(UNLINKED_SHARE, "unlinked");
+        let (verified, sorts) = verify_unlinked(sketches, probes, unlinked, &join)?;
         decided.sorts.extend(sorts);
-        components.add(verified);
+        for (at, link) in verified {
+            again.push(InComponent {
+                component: components[at],
+                verified: true,
+                link: LinkRecord::new(&link, [None, None]),
+            })?;
+        }
+        (by_component, name) = (again, AGAIN);
     }
-    for component in components.each() {
-        let ranks = ranks_of(&component, |d| held_rank(docs, d));
-        let members = stars(&ranks, &component, rule.centers);
+    let sorted = by_component.finish()?;
+    decided.sorts.push((name, sorted.stats()));
+    each_component(sorted, |c| {
+        let links: Vec<Link> = c.iter().map(|r| r.link.link()).collect();
+        let members = stars(&ranks_of(c), &links, rule.centers);
         let mut size: HashMap<u64, u32> = HashMap::new();
         for m in &members {
             *size.entry(m.cluster).or_default() += 1;
         }
         for m in members {
-            let at = docs.binary_search_by_key(&m.doc, |d| d.doc_id);
-            let doc = &mut docs[at.expect("a document in a pair is held")];
-            (doc.cluster_id, doc.removed) = (Some(m.cluster as i64), m.kept != m.doc);
+            let removed = m.kept != m.doc;
+            decided.removed += u64::from(removed);
+            decided.new_docs.push(Decision {
+                doc: m.doc,
+                cluster: m.cluster as i64,
+                removed,
+            })?;
             decided.rows.push(ClusterRow {
                 doc_id: m.doc,
                 cluster_id: m.cluster as i64,
                 cluster_size: size[&m.cluster],
-                keep: m.kept == m.doc,
+                keep: !removed,
                 kept_doc_id: m.kept,
                 hamming: m.hamming.filter(|_| rule.simhash),
                 jaccard: m.jaccard,
             })?;
         }
-    }
-    for (doc, c) in &chosen {
-        let at = docs.binary_search_by_key(doc, |d| d.doc_id);
-        let doc = &mut docs[at.expect("a document in a pair is held")];
-        (doc.cluster_id, doc.removed) = (Some(c.cluster), true);
-    }
+        Ok(())
+    })?;
     Ok(decided)
 }
 
-/// The keep ranks of the documents of the links `component` (`rank`: a document's), as the
-/// stars of a component need them: simply, every held document's in one map.
-fn ranks_of(component: &[Link], rank: impl Fn(u64) -> Option<u64>) -> fxhash::FxHashMap<u64, u64> {
-    let docs = component.iter().flat_map(|l| [l.a, l.b]);
-    docs.filter_map(|d| rank(d).map(|r| (d, r))).collect()
-}
+/// The names of the links' sorts by component in the run's summary: the first, and the
+/// second with the unlinked pairs that passed verification.
+const BY_COMPONENT: &str = "against links by component";
+const AGAIN: &str = "against links by component, verified";
 
-/// The keep rank of the held document `doc` (`docs`, by doc number).
-fn held_rank(docs: &[Held], doc: u64) -> Option<u64> {
-    let at = docs.binary_search_by_key(&doc, |d| d.doc_id);
-    docs[at.expect("a document in a pair is held")].rank
-}
-
-/// The batch's links between new documents, by connected component: each component's
-/// links together, in the order the simple version sorts them (`(a, b, kind)`).
-struct Components {
-    /// The links, each with its component (a document of it), by component then link.
-    links: Vec<(u64, Link)>,
-    uf: UnionFind,
-}
-
-impl Components {
-    fn new(links: Vec<Link>) -> Components {
-        let mut uf = UnionFind::new();
-        for l in &links {
-            uf.union(l.a, l.b);
-        }
-        let mut components = Components {
-            links: Vec::with_capacity(links.len()),
-            uf,
-        };
-        components.add(links);
-        components
-    }
-
-    /// Adds links within the components (the unlinked pairs that passed verification).
-    fn add(&mut self, links: Vec<Link>) {
-        self.links.reserve(links.len());
-        for l in links {
-            self.links.push((self.uf.find(l.a), l));
-        }
-        self.links
-            .sort_unstable_by_key(|(c, l)| (*c, l.a, l.b, l.kind as u8));
-    }
-
-    /// Each component's links.
-    fn each(&self) -> impl Iterator<Item = Vec<Link>> + '_ {
-        let component = self.links.chunk_by(|x, y| x.0 == y.0);
-        component.map(|c| c.iter().map(|(_, l)| *l).collect())
-    }
-}
+/// The shares of the step's memory of the unlinked pairs' join and of the links' second
+/// sort by component (which fills beside it).
+const UNLINKED_SHARE: f64 = 0.25;
+const AGAIN_SHARE: f64 = 0.03;
 
 /// One document of an unlinked pair to verify, with its sketch (its shingle set, or its
 /// signature): sorted by pair, then side, a pair's two come together.
@@ -244,7 +235,7 @@ impl SpillRecord for PairSide {
 }
 
 /// The unlinked pairs `probes` ([`unlinked_pairs`]) whose documents' sketches pass the run's
-/// verification, as pairs, in the order of `probes`.
+/// verification, as pairs, each with its place in `probes`, in their order.
 ///
 /// The simple version holds every sketch in a map and looks each pair's two up. Here the
 /// sketches are read once, by document, beside the pairs' documents sorted the same way;
@@ -256,7 +247,7 @@ fn verify_unlinked(
     probes: Vec<(u64, u64)>,
     verify: &Unlinked,
     memory: &SortMemory,
-) -> io::Result<(Vec<Link>, [Sorted; 2])> {
+) -> io::Result<(Verified, [Sorted; 2])> {
     let mut sides = memory.sort::<PairSide>();
     if probes.is_empty() {
         let sorts = [(SKETCHES, sketches.stats()), (UNLINKED, sides.stats())];
@@ -301,17 +292,21 @@ fn verify_unlinked(
         };
         if similarity >= verify.threshold {
             let (a, b) = probes[first.pair as usize];
-            found.push(Link {
+            let link = Link {
                 a,
                 b,
                 kind: LinkKind::Near,
                 hamming: 0,
                 jaccard: Some(similarity as f32),
-            });
+            };
+            found.push((first.pair as usize, link));
         }
     }
     Ok((found, [(SKETCHES, sketched), (UNLINKED, sorted)]))
 }
+
+/// The unlinked pairs that passed verification, each with its place among those probed.
+type Verified = Vec<(usize, Link)>;
 
 /// A sort's name in the run's summary, and what it did.
 type Sorted = (&'static str, SortStats);
@@ -322,8 +317,8 @@ const UNLINKED: &str = "against unlinked";
 
 /// The rows of the indexed clusters new documents joined (`chosen`, by new document):
 /// every indexed member as the index holds it (a removed one with its cluster's kept
-/// document), and the new documents removed for one of them; an indexed document alone
-/// until now gets its cluster.
+/// document), and the new documents removed for one of them, with their decisions; an
+/// indexed document alone until now gets its cluster.
 ///
 /// Simply: the joined clusters' rows in a map by cluster, completed (their size, their
 /// kept document) once the index has been scanned. Here the rows go to the rows' sort as
@@ -331,25 +326,23 @@ const UNLINKED: &str = "against unlinked";
 /// are written ([`super::output`]).
 fn joined(
     index: &Index,
-    chosen: &[(u64, Chosen)],
+    chosen: ExternalSort<ChosenFor>,
     rule: &Rule,
     summary: &mut AgainstSummary,
     decided: &mut Decided,
 ) -> io::Result<()> {
-    let mut clusters: Vec<Joined> = chosen
-        .iter()
-        .map(|(_, c)| Joined {
-            label: c.cluster,
-            size: 0,
-            kept: u64::MAX,
-        })
-        .collect();
-    clusters.sort_unstable_by_key(|j| j.label);
-    clusters.dedup_by_key(|j| j.label);
-    summary.joined = clusters.len() as u64;
-    for &(doc, c) in chosen {
-        let at = clusters.binary_search_by_key(&c.cluster, |j| j.label);
-        clusters[at.expect("a joined cluster")].size += 1;
+    let chosen = chosen.finish()?;
+    decided.sorts.push(("against chosen", chosen.stats()));
+    let mut sizes: fxhash::FxHashMap<i64, u32> = Default::default();
+    for c in chosen {
+        let ChosenFor { doc, chosen: c } = c?;
+        *sizes.entry(c.cluster).or_default() += 1;
+        decided.removed += 1;
+        decided.new_docs.push(Decision {
+            doc,
+            cluster: c.cluster,
+            removed: true,
+        })?;
         let row = ClusterRow {
             doc_id: doc,
             cluster_id: c.cluster,
@@ -361,6 +354,15 @@ fn joined(
         };
         decided.rows.push(row)?;
     }
+    let mut clusters: Vec<Joined> = (sizes.into_iter())
+        .map(|(label, size)| Joined {
+            label,
+            size,
+            kept: u64::MAX,
+        })
+        .collect();
+    clusters.sort_unstable_by_key(|j| j.label);
+    summary.joined = clusters.len() as u64;
     for g in 0..index.generations() {
         let policy = index.generation_keep(g);
         for row in 0..index.generation_documents(g) {
@@ -403,82 +405,4 @@ fn joined(
     );
     decided.rows.joined(clusters);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use neardup_core::testing::SeededRng;
-
-    /// The stars made one component at a time ([`Components`]) are the stars of the whole
-    /// graph at once (the simple version), and so are the unlinked pairs, under both rules:
-    /// random graphs of many small components and a few large ones, with ties of rank and
-    /// of similarity. (Two links of one pair and kind would be ordered by chance by either;
-    /// a run has none.)
-    #[test]
-    fn stars_a_component_at_a_time_are_the_whole_graphs() {
-        let mut rng = SeededRng::new(32);
-        let (mut components_seen, mut probes_seen) = (0, 0);
-        for round in 0..30 {
-            let docs = 20 + rng.below(300);
-            let edges = docs * (3 + rng.below(10)) / 10;
-            let mut links = Vec::new();
-            for _ in 0..edges {
-                let (a, b) = (rng.below(docs), rng.below(docs));
-                if a == b {
-                    continue;
-                }
-                let kind = match rng.below(4) {
-                    0 => LinkKind::Exact,
-                    1 => LinkKind::SameFingerprint,
-                    _ => LinkKind::Near,
-                };
-                // Exact pairs are of one content: similarity 1 (the graph keeps one for all).
-                let jaccard = match kind {
-                    LinkKind::Exact => 1.0,
-                    _ => 0.5 + rng.below(5) as f32 / 10.0,
-                };
-                links.push(Link {
-                    a: a.min(b),
-                    b: a.max(b),
-                    kind,
-                    hamming: rng.below(4) as u8,
-                    jaccard: Some(jaccard),
-                });
-            }
-            // A run's `pairs/` lists a pair once a kind.
-            links.sort_unstable_by_key(|l| (l.a, l.b, l.kind as u8));
-            links.dedup_by_key(|l| (l.a, l.b, l.kind as u8));
-            let mut ranks = fxhash::FxHashMap::default();
-            for d in 0..docs {
-                if rng.below(3) > 0 {
-                    ranks.insert(d, rng.below(5));
-                }
-            }
-            let components = Components::new(links.clone());
-            components_seen += components.each().count();
-            // Each component with the ranks of its own documents only.
-            let rank = |d: u64| ranks.get(&d).copied();
-            for centers in [Centers::Coverage, Centers::Rank] {
-                let each = components.each();
-                let each = each.flat_map(|c| stars(&ranks_of(&c, rank), &c, centers));
-                let mut each: Vec<_> = each.collect();
-                each.sort_unstable_by_key(|m| m.doc);
-                let whole = stars(&ranks, &links, centers);
-                assert_eq!(each, whole, "round {round}, {centers:?}");
-            }
-            let each = components.each();
-            let each = each.flat_map(|c| unlinked_pairs(&ranks_of(&c, rank), &c));
-            let mut each: Vec<_> = each.collect();
-            let mut whole = unlinked_pairs(&ranks, &links);
-            each.sort_unstable();
-            whole.sort_unstable();
-            assert_eq!(each, whole, "round {round}");
-            probes_seen += whole.len();
-        }
-        assert!(
-            components_seen > 300 && probes_seen > 20,
-            "{components_seen} {probes_seen}"
-        );
-    }
 }
