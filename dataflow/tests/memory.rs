@@ -673,3 +673,68 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A run whose resume part a worker could not write (here removed) cannot make an index or
+/// be compared with one: those steps read every document's digest and keep rank from the
+/// resume parts, and refuse, naming the document, where one has none (they wrote the
+/// documents without a rank or exact key before). The parts are those of a run whose
+/// `--against` step failed (its index changed while it ran), which keeps them.
+#[test]
+fn an_index_needs_every_documents_resume_entry() {
+    use neardup_dataflow::finish::index::batch_documents;
+    use neardup_dataflow::finish::{against, AgainstStep, IndexStep};
+    use neardup_dataflow::{run_job_with, Finish};
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    let index = tmp.path().join("base.index");
+    let mut indexed = config(&corpus, &tmp.path().join("base"), (false, false), 1);
+    indexed.write_dedup = None;
+    let step = IndexStep::create(&index, &indexed, false).unwrap().unwrap();
+    run_job_with(indexed, Finish::index(step), Arc::default()).unwrap();
+    let batch = batch_corpus(tmp.path(), &corpus);
+    let out = tmp.path().join("run");
+    let mut config = config(&batch, &out, (false, false), 2);
+    config.write_dedup = None;
+    let job = neardup_dataflow::config::resume::record_id(&config);
+    let (manifest, _) = against::check(&index, &config, false).unwrap();
+    let step = AgainstStep::new(&index, manifest, &config, false, false).unwrap();
+    // Another writer changes the index while the batch runs: the step refuses.
+    let path = index.join("manifest.json");
+    let mut edited: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edited["neardup_version"] = "another".into();
+    std::fs::write(&path, serde_json::to_vec(&edited).unwrap()).unwrap();
+    let failed = run_job_with(config, Finish::against(step), Arc::default());
+    assert!(failed.is_err_and(|e| e.to_string().contains("changed while the batch ran")));
+    let memory = neardup_io::index::run::SortMemory::unbounded(&tmp.path().join("spill"));
+    let read = |out: &Path| -> Result<usize, String> {
+        let docs = batch_documents(out, None, job, &memory).map_err(|e| e.to_string())?;
+        let docs = docs.collect().map_err(|e| e.to_string())?.docs;
+        assert!(
+            docs.iter().all(|d| d.rank.is_some()),
+            "every document ranked"
+        );
+        Ok(docs.len())
+    };
+    let lines = std::fs::read_to_string(&batch).unwrap().lines().count();
+    assert_eq!(read(&out), Ok(lines));
+    let parts: Vec<_> = std::fs::read_dir(out.join("_resume"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("part-")
+        })
+        .collect();
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    std::fs::remove_file(&parts[1]).unwrap();
+    let refused = read(&out).unwrap_err();
+    assert!(
+        refused.contains("the resume parts hold no entry of document")
+            && refused.contains("a worker could not write its part"),
+        "{refused}"
+    );
+}

@@ -342,6 +342,7 @@ impl BatchDocuments {
                 "--index: cannot read the sorted resume entries: {e}"
             ))
         };
+        let mut entry = false;
         while let Some(key) = self
             .extras
             .keys
@@ -351,7 +352,19 @@ impl BatchDocuments {
             if d == doc.doc_id {
                 doc.digest = (digest != 0).then_some(digest);
                 doc.rank = Some(rank);
+                entry = true;
             }
+        }
+        // Every document the run committed has its entry, unless a worker could not write
+        // its part (a full disk: the run went on with a warning, as resuming is a
+        // convenience). Without it the document's digest and rank would be missing, and
+        // the index would hold it unranked and without its exact key.
+        if !entry {
+            return Err(FinishError::Refused(format!(
+                "{}: the resume parts hold no entry of document {}: a worker could not write its part (the run's warnings say why), and --index and --against take each document's content digest and keep rank from them; run again",
+                self.run.display(),
+                doc.doc_id
+            )));
         }
         let Some(m) = &self.minhash else {
             return Ok(doc);
