@@ -36,7 +36,7 @@ use neardup_io::parquet_out::ClusterRow;
 use neardup_io::spill::{ExternalSort, SortedFile, SpillRecord};
 use serde::{Deserialize, Serialize};
 
-use super::links::{Decision, Held, HeldCursor, Sorted};
+use super::links::{each_group, Decision, Held, HeldCursor, Sorted};
 use super::{indexed_rank, node, release_now, AgainstKeep, AgainstSummary, Decided};
 use crate::operators::sort::ordered_by;
 use crate::stages::components::{Labelling, UNION_FIND_BYTES};
@@ -226,21 +226,11 @@ pub(super) fn decide(
     decided
         .sorts
         .push(("against graph members", members.stats()));
-    let mut component = Vec::new();
-    for m in members {
-        let m = m?;
-        if component
-            .last()
-            .is_some_and(|c: &Member| c.label != m.label)
-        {
-            cluster(&component, &mut decided)?;
-            component.clear();
-        }
-        component.push(m);
-    }
-    if !component.is_empty() {
-        cluster(&component, &mut decided)?;
-    }
+    each_group(
+        members,
+        |a, b| a.label == b.label,
+        |c| cluster(c, &mut decided),
+    )?;
     Ok(decided)
 }
 

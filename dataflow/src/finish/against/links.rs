@@ -315,22 +315,29 @@ impl StarLinks {
 /// component's held at a time.
 pub(super) fn each_component(
     sorted: Merged<InComponent>,
-    mut f: impl FnMut(&[InComponent]) -> io::Result<()>,
+    f: impl FnMut(&[InComponent]) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut component: Vec<InComponent> = Vec::new();
-    for link in sorted {
-        let link = link?;
-        if component
-            .last()
-            .is_some_and(|l| l.component != link.component)
-        {
-            f(&component)?;
-            component.clear();
+    each_group(sorted, |a, b| a.component == b.component, f)
+}
+
+/// Calls `f` with each group of consecutive records of `sorted` that are `same` as each
+/// other, in order: one group held at a time.
+pub(super) fn each_group<T>(
+    sorted: impl Iterator<Item = io::Result<T>>,
+    same: impl Fn(&T, &T) -> bool,
+    mut f: impl FnMut(&[T]) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut group: Vec<T> = Vec::new();
+    for record in sorted {
+        let record = record?;
+        if group.last().is_some_and(|last| !same(last, &record)) {
+            f(&group)?;
+            group.clear();
         }
-        component.push(link);
+        group.push(record);
     }
-    if !component.is_empty() {
-        f(&component)?;
+    if !group.is_empty() {
+        f(&group)?;
     }
     Ok(())
 }

@@ -34,10 +34,12 @@ use neardup_core::star::{stars, unlinked_pairs, Centers, Link, LinkKind};
 use neardup_io::index::run::SortMemory;
 use neardup_io::index::{DocView, Index};
 use neardup_io::parquet_out::ClusterRow;
-use neardup_io::spill::{ExternalSort, SortStats, SpillRecord};
+use neardup_io::spill::{ExternalSort, SpillRecord};
 use serde::{Deserialize, Serialize};
 
-use super::links::{each_component, ranks_of, Decision, InComponent, LinkRecord, StarLinks};
+use super::links::{
+    each_component, ranks_of, Decision, InComponent, LinkRecord, Sorted, StarLinks,
+};
 use super::output::Joined;
 use super::IndexedMatch;
 use super::{indexed_rank, release_now, AgainstSummary, Comparison, Decided};
@@ -307,9 +309,6 @@ fn verify_unlinked(
 
 /// The unlinked pairs that passed verification, each with its place among those probed.
 type Verified = Vec<(usize, Link)>;
-
-/// A sort's name in the run's summary, and what it did.
-type Sorted = (&'static str, SortStats);
 
 /// The names of the sketches' sort and the unlinked pairs' in the run's summary.
 const SKETCHES: &str = "against sketches";
