@@ -638,9 +638,24 @@ fn against_spilled_is_against_in_memory() {
                     let on_disk = sorts.get("against graph components (large)");
                     assert_eq!(on_disk.is_some(), sort_memory.is_some(), "{sorts:?}");
                 }
+                // The joined indexed clusters stay on disk, their members found by a scan
+                // through a filter and a sort; the changes and merges go to sorts.
+                let joined = &sorts["against joined"];
+                assert!(
+                    f.joined > 0 && joined.records >= f.joined,
+                    "{f:?} {joined:?}"
+                );
+                let candidates = &sorts["against indexed candidates"];
+                assert!(candidates.records >= f.joined, "{candidates:?}");
+                let changes = &sorts["against changes"];
+                assert_eq!(sorts["against merges"].records, f.merges);
                 match sort_memory {
                     Some(_) => assert!(held.runs > 0 && links.is_none_or(|l| l.runs > 0)),
                     None => assert_eq!(held.runs + links.map_or(0, |l| l.runs), 0),
+                }
+                match sort_memory {
+                    Some(_) => assert!(joined.runs > 0 && candidates.runs > 0, "{sorts:?}"),
+                    None => assert_eq!(joined.runs + candidates.runs + changes.runs, 0),
                 }
                 assert!(!out.join("_spill").exists(), "the spill is removed");
                 let manifest: serde_json::Value =

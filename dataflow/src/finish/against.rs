@@ -26,12 +26,12 @@
 //! clusters and decisions, and the indexed documents whose cluster or decision changed.
 
 mod components;
+mod indexed;
 mod links;
 mod output;
 mod probe;
 mod stars;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -368,13 +368,13 @@ pub struct PendingGeneration {
     decided: Merged<Decision>,
     files: u64,
     keep: String,
-    /// The indexed documents whose cluster, or keep decision, changed.
-    changes: Vec<(u64, i64)>,
-    decisions: Vec<(u64, bool)>,
+    /// The indexed documents whose cluster, or keep decision, changed, by doc number.
+    changes: Merged<(u64, i64)>,
+    decisions: Merged<(u64, bool)>,
 }
 
 /// The indexed documents' changed clusters and keep decisions ([`Decided`]).
-type Changed = (Vec<(u64, i64)>, Vec<(u64, bool)>);
+type Changed = (Merged<(u64, i64)>, Merged<(u64, bool)>);
 
 impl PendingGeneration {
     /// The batch `sort`ed as it was read (`files` input files, ranked by `keep`), what the
@@ -420,7 +420,16 @@ impl PendingGeneration {
             generation.push(doc)?;
         }
         let read = docs.stats();
-        let (_, tables) = generation.commit(self.changes, self.decisions, Some(batch))?;
+        let failed = |cause| neardup_io::IoError::Write {
+            path: spill.to_path_buf(),
+            cause,
+        };
+        let (changes, decisions) = (self.changes, self.decisions);
+        let (changes, decisions) = (
+            changes.map(|c| c.map_err(failed)),
+            decisions.map(|d| d.map_err(failed)),
+        );
+        let (_, tables) = generation.commit(changes, decisions, Some(batch))?;
         Ok((read, tables))
     }
 }
@@ -449,11 +458,13 @@ fn spilled(dir: &Path, cause: std::io::Error) -> FinishError {
 /// with the index, go to a sort on disk as 32 bytes each (`Held`), beside the sketches the
 /// stars may verify the batch's unlinked pairs with. The batch's own pairs are joined with
 /// their documents, and grouped by component, through sorts (`against/links.rs`); the pairs
-/// and the clusters' rows go to sorts as they are found (`against/output.rs`). What the step
-/// holds does not grow with the documents, their pairs or their sketches, but for the
-/// indexed clusters the batch joins (16 bytes each): the largest component's links (or
-/// members), and the union-find of the batch's links (or graph) up to its share. Under
-/// `--cluster components` every pair is an edge of a graph on disk (`against/components.rs`).
+/// and the clusters' rows go to sorts as they are found (`against/output.rs`). The indexed
+/// clusters the batch joins stay on disk, their members found by one scan of the index
+/// (`against/indexed.rs`), and the indexed documents' changes go to sorts the new generation
+/// is written from. What the step holds does not grow with the documents, their pairs,
+/// their sketches or the clusters they join: the largest component's links (or members),
+/// and the union-find of the batch's links (or graph) up to its share. Under `--cluster
+/// components` every pair is an edge of a graph on disk (`against/components.rs`).
 ///
 /// The step's memory while the batch is read: 0.3 to read it back, 0.3 to keep it for
 /// `--update-index`, 0.1 for a chunk of simhash probes, 0.1 for the sketches, 0.1 for the
@@ -544,12 +555,12 @@ pub fn against(
         &manifest,
         found.pairs,
         decided.rows,
-        &decided.merges,
+        decided.merges,
     )?;
     sorted.extend(written);
     let new_docs = decided.new_docs.finish().map_err(failed)?;
     sorted.push(("against decisions", new_docs.stats()));
-    let changed = (decided.changes, decided.decisions);
+    let changed = changed((decided.changes, decided.decisions), &mut sorted).map_err(failed)?;
     let generation =
         kept.map(|sort| PendingGeneration::new(sort, new_docs, (files, keep), changed, memory));
     Ok(AgainstOutcome {
@@ -558,6 +569,18 @@ pub fn against(
         held,
         sorted,
     })
+}
+
+/// The indexed documents' changed clusters and keep decisions, by doc number, once all are
+/// pushed; what their sorts did goes to `sorted`.
+fn changed(
+    (changes, decisions): (Changes, KeepChanges),
+    sorted: &mut Vec<(&'static str, SortStats)>,
+) -> std::io::Result<Changed> {
+    let (changes, decisions) = (changes.finish()?, decisions.finish()?);
+    sorted.push(("against changes", changes.stats()));
+    sorted.push(("against keep changes", decisions.stats()));
+    Ok((changes, decisions))
 }
 
 /// Once the batch is read: its own `pairs` (by first document) joined with their documents
@@ -588,7 +611,7 @@ fn cluster_batch(
     })?;
     let new_docs = memory.part(0.02, "decisions").sort();
     let rows = Rows::new(memory.part(0.15, "rows").sort());
-    let decided = Decided::new(rows, new_docs);
+    let decided = Decided::new(rows, new_docs, memory);
     let decided = match links {
         Some(links) => {
             let rule = stars::Rule {
@@ -675,32 +698,38 @@ struct Decided {
     /// The new documents in a cluster, and how many of them are removed.
     new_docs: ExternalSort<Decision>,
     removed: u64,
-    /// Indexed clusters merged into another (`against-merges.parquet`).
-    merges: BTreeMap<i64, i64>,
+    /// Indexed clusters merged into another (`against-merges.parquet`), each once.
+    merges: ExternalSort<(i64, i64)>,
     /// `(doc, cluster)` of the indexed documents whose cluster changed.
-    changes: Vec<(u64, i64)>,
+    changes: Changes,
     /// `(doc, kept)` of the indexed documents whose keep decision changed (or was not
     /// recorded).
-    decisions: Vec<(u64, bool)>,
+    decisions: KeepChanges,
     /// What the sorts of the decision did (the sketches' join, under stars).
     sorts: Vec<(&'static str, SortStats)>,
 }
 
 impl Decided {
     /// Nothing decided yet; `rows`: where the clusters' rows go, `new_docs`: the new
-    /// documents' decisions.
-    fn new(rows: Rows, new_docs: ExternalSort<Decision>) -> Decided {
+    /// documents' decisions; the indexed ones' changes and merges take 0.01 of the step's
+    /// `memory` each.
+    fn new(rows: Rows, new_docs: ExternalSort<Decision>, memory: &SortMemory) -> Decided {
         Decided {
             rows,
             new_docs,
             removed: 0,
-            merges: BTreeMap::new(),
-            changes: Vec::new(),
-            decisions: Vec::new(),
+            merges: memory.part(0.01, "merges").sort(),
+            changes: memory.part(0.01, "changes").sort(),
+            decisions: memory.part(0.01, "keep changes").sort(),
             sorts: Vec::new(),
         }
     }
 }
+
+/// The indexed documents' changed clusters, and changed keep decisions, as [`Decided`]
+/// gathers them.
+type Changes = ExternalSort<(u64, i64)>;
+type KeepChanges = ExternalSort<(u64, bool)>;
 
 /// Documents a scan of every indexed document reads between two releases of the index's
 /// pages ([`Index::release_pages`]): it keeps at most about 100 MB of `docs.bin` resident

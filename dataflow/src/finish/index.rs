@@ -435,5 +435,5 @@ fn add_documents(
         doc.cluster_id = doc.cluster_id.map(|c| c + shift as i64);
         generation.push(doc)?;
     }
-    Ok(generation.commit(Vec::new(), Vec::new(), batch)?)
+    Ok(generation.commit(std::iter::empty(), std::iter::empty(), batch)?)
 }

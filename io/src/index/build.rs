@@ -299,13 +299,14 @@ impl GenerationFiles {
     }
 
     /// Writes the generation's files, the earlier documents' cluster `changes` and keep
-    /// `decisions` (with [`GenerationPlan::decisions`]; in any order, the first of a
-    /// document counts) beside them, and renames the directory into place; returns its
-    /// manifest entry and what the table sorts did.
+    /// `decisions` (with [`GenerationPlan::decisions`]; each by doc number, the first of a
+    /// document counting: [`sorted_changes`] makes them of a `Vec`) beside them, and
+    /// renames the directory into place; returns its manifest entry and what the table
+    /// sorts did.
     pub fn finish(
         mut self,
-        mut changes: Vec<(u64, i64)>,
-        mut decisions: Vec<(u64, bool)>,
+        changes: impl Iterator<Item = Result<(u64, i64), IoError>>,
+        decisions: impl Iterator<Item = Result<(u64, bool), IoError>>,
     ) -> Result<(GenerationEntry, SortStats), IoError> {
         let format = self.format;
         let tmp = self.tmp.clone();
@@ -324,13 +325,14 @@ impl GenerationFiles {
         if let (Some(sketches), Some(m)) = (self.sketches.take(), &self.minhash) {
             checksums.extend(sketches.finish(&tmp, format, self.documents, m.permutations)?);
         }
-        changes.sort_unstable();
-        changes.dedup_by_key(|c| c.0);
-        checksums.push(write_clusters(&tmp.join(CLUSTERS_FILE), format, &changes)?);
+        let changes = changes.map(|c| c.map(|(doc, cluster)| (doc, cluster as u64)));
+        let clusters = tmp.join(CLUSTERS_FILE);
+        let (sum, cluster_changes) = write_changes(&clusters, (format, KIND_CLUSTERS), changes)?;
+        checksums.push(sum);
         if self.decisions {
-            decisions.sort_unstable();
-            decisions.dedup_by_key(|c| c.0);
-            checksums.push(write_keep(&tmp.join(KEEP_FILE), format, &decisions)?);
+            let decisions = decisions.map(|c| c.map(|(doc, kept)| (doc, u64::from(kept))));
+            let keep = tmp.join(KEEP_FILE);
+            checksums.push(write_changes(&keep, (format, KIND_KEEP), decisions)?.0);
         }
         if let Some(parquet) = self.parquet.take() {
             parquet.commit()?;
@@ -343,7 +345,7 @@ impl GenerationFiles {
             files: self.files,
             documents: self.documents,
             indexed: self.indexed,
-            cluster_changes: changes.len() as u64,
+            cluster_changes,
             checksums,
             format,
             keep: self.keep.clone(),
@@ -544,22 +546,51 @@ fn write_table(
     Ok((f.finish()?, stats))
 }
 
-fn write_clusters(path: &Path, format: u32, changes: &[(u64, i64)]) -> Result<FileSum, IoError> {
+/// `clusters.bin` or `keep.bin` (docs/index.md): the doc numbers whose cluster (or keep
+/// decision, 1: kept, 0: removed) the generation changed, sorted, then each one's new
+/// value; `changes` by doc number, the first of a document counting. Returns the file's
+/// checksum and the number of documents. The two columns go to files of their own as they
+/// come, joined behind the header once the count is known: what is held does not grow
+/// with the changes.
+fn write_changes(
+    path: &Path,
+    (format, kind): (u32, u32),
+    changes: impl Iterator<Item = Result<(u64, u64), IoError>>,
+) -> Result<(FileSum, u64), IoError> {
+    let mut docs = Column::create(&path.with_extension("docs"))?;
+    let mut values = Column::create(&path.with_extension("values"))?;
+    let (mut n, mut last) = (0, None);
+    for change in changes {
+        let (doc, value) = change?;
+        if last.is_some_and(|l| l > doc) {
+            return Err(IoError::IndexInput {
+                path: path.to_path_buf(),
+                reason: format!("changes out of order: doc number {doc} after {last:?}"),
+            });
+        }
+        if last != Some(doc) {
+            docs.word(doc)?;
+            values.word(value)?;
+            n += 1;
+            last = Some(doc);
+        }
+    }
     let mut f = HashedFile::create(path, format)?;
-    f.header(KIND_CLUSTERS, changes.len() as u64, 0)?;
-    f.words(changes.iter().map(|c| c.0))?;
-    f.words(changes.iter().map(|c| c.1 as u64))?;
-    f.finish()
+    f.header(kind, n, 0)?;
+    f.append(docs)?;
+    f.append(values)?;
+    Ok((f.finish()?, n))
 }
 
-/// `keep.bin` (docs/index.md): the doc numbers whose keep decision the generation changed,
-/// sorted, then each one's new decision (1: kept, 0: removed).
-fn write_keep(path: &Path, format: u32, decisions: &[(u64, bool)]) -> Result<FileSum, IoError> {
-    let mut f = HashedFile::create(path, format)?;
-    f.header(KIND_KEEP, decisions.len() as u64, 0)?;
-    f.words(decisions.iter().map(|c| c.0))?;
-    f.words(decisions.iter().map(|c| u64::from(c.1)))?;
-    f.finish()
+/// Earlier generations' document changes (`(doc number, value)`, a cluster or a keep
+/// decision) as [`super::GenerationBuilder::commit`] takes them, from a `Vec` in any order: sorted
+/// by doc number, the smallest value of a document counting.
+pub fn sorted_changes<T: Ord + Copy>(
+    mut changes: Vec<(u64, T)>,
+) -> impl Iterator<Item = Result<(u64, T), IoError>> {
+    changes.sort_unstable();
+    changes.dedup_by_key(|c| c.0);
+    changes.into_iter().map(Ok)
 }
 
 /// A temporary column file: written through a buffer, joined into its file by
@@ -648,18 +679,6 @@ impl HashedFile {
         header[16..24].copy_from_slice(&count.to_le_bytes());
         header[24..32].copy_from_slice(&extra.to_le_bytes());
         self.put(&header)
-    }
-
-    fn words(&mut self, values: impl Iterator<Item = u64>) -> Result<(), IoError> {
-        let mut chunk = Vec::with_capacity(8 * 4096);
-        for v in values {
-            chunk.extend_from_slice(&v.to_le_bytes());
-            if chunk.len() == chunk.capacity() {
-                self.put(&chunk)?;
-                chunk.clear();
-            }
-        }
-        self.put(&chunk)
     }
 
     /// Appends the bytes of `column`, then removes its file.

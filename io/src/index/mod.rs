@@ -68,7 +68,9 @@ use serde_json::Value;
 
 use crate::error::IoError;
 
-pub use build::{ByDocNumber, DocEntry, IndexDocumentRow, COLUMN_BUFFER, DEFAULT_WRITE_MEMORY};
+pub use build::{
+    sorted_changes, ByDocNumber, DocEntry, IndexDocumentRow, COLUMN_BUFFER, DEFAULT_WRITE_MEMORY,
+};
 pub use matches::{MatchRow, MergeRow};
 pub use read::{DocView, Index, Match, MinHashMatch, Verify};
 pub use write::{

@@ -343,6 +343,66 @@ fn keep_decisions_are_known_only_where_generations_record_them() {
     assert!(index.docs().all(|v| v.kept.is_none()));
 }
 
+/// A generation's changes of earlier documents, streamed to its writer by doc number: read
+/// back as given (the first of a document counting, as `sorted_changes` makes of a `Vec`
+/// given in any order), and refused out of order, naming the file, with nothing committed.
+#[test]
+fn changes_are_written_from_a_stream_by_doc_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let mut rng = SeededRng::new(9);
+    let mut writer = IndexWriter::create(&path, &spec()).unwrap();
+    writer.add(batch(&mut rng, 0, 60)).unwrap();
+    let changes: Vec<(u64, i64)> = (0..60u64).step_by(3).map(|r| (r, 7 + r as i64)).collect();
+    let decisions: Vec<(u64, bool)> = (0..60u64).step_by(4).map(|r| (r, r % 8 == 0)).collect();
+    let b = batch(&mut rng, 1, 20);
+    let mut generation = writer.begin(b.files, b.keep, true).unwrap();
+    for d in b.docs {
+        generation.push(d).unwrap();
+    }
+    // Each change given twice in a row: the first counts.
+    let twice = |c: &(u64, i64)| [Ok(*c), Ok((c.0, -5))];
+    let stream = changes.iter().flat_map(twice);
+    let (documents, _) = generation
+        .commit(stream, decisions.iter().map(|d| Ok(*d)), None)
+        .unwrap();
+    assert_eq!(documents, 20);
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    assert_eq!(index.manifest().generations[1].cluster_changes, 20);
+    for row in 0..60u32 {
+        let view = index.doc(0, row);
+        let r = u64::from(row);
+        let cluster = (r % 3 == 0).then_some(7 + r as i64);
+        assert_eq!(
+            view.cluster_id,
+            cluster.or((r % 5 == 0).then_some(r as i64))
+        );
+        let kept = if r % 4 == 0 { r % 8 == 0 } else { r % 5 != 1 };
+        assert_eq!(view.kept, Some(kept), "{r}");
+    }
+    drop(index);
+    // Out of order: refused, and the index keeps its two generations.
+    let b = batch(&mut rng, 2, 5);
+    let mut generation = writer.begin(b.files, b.keep, true).unwrap();
+    for d in b.docs {
+        generation.push(d).unwrap();
+    }
+    let stream = [Ok((9, 1)), Ok((4, 1))].into_iter();
+    let err = generation
+        .commit(stream, std::iter::empty(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(CLUSTERS_FILE) && err.contains("doc number 4 after"),
+        "{err}"
+    );
+    drop(writer);
+    assert_eq!(
+        Index::open(&path, Verify::Checksums).unwrap().generations(),
+        2
+    );
+}
+
 fn small_index(path: &std::path::Path) {
     let mut writer = IndexWriter::create(path, &spec()).unwrap();
     writer.add(batch(&mut SeededRng::new(1), 0, 100)).unwrap();

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use neardup_core::TableDesign;
 use serde_json::Value;
 
-use super::build::{DocEntry, GenerationFiles, GenerationPlan, DEFAULT_WRITE_MEMORY};
+use super::build::{
+    sorted_changes, DocEntry, GenerationFiles, GenerationPlan, DEFAULT_WRITE_MEMORY,
+};
 use super::{
     entries, GenerationEntry, Manifest, MinHashParams, DOCUMENTS_PARQUET, FILE_SHIFT, INDEX_LOCK,
     MANIFEST, MAX_FILES,
@@ -235,8 +237,8 @@ impl IndexWriter {
             builder.push(doc)?;
         }
         builder.commit(
-            batch.cluster_changes,
-            batch.decisions.unwrap_or_default(),
+            sorted_changes(batch.cluster_changes),
+            sorted_changes(batch.decisions.unwrap_or_default()),
             name,
         )?;
         Ok(())
@@ -489,12 +491,14 @@ impl GenerationBuilder<'_> {
     }
 
     /// Writes the generation's files with the earlier documents' cluster `changes` and keep
-    /// `decisions` (see [`Generation`]), and commits it, its manifest entry naming the batch
-    /// `name`; returns its document count and what its table sorts did.
+    /// `decisions` (see [`Generation`]; each by doc number, the first of a document
+    /// counting: [`sorted_changes`] makes them of a `Vec`), and commits it, its manifest
+    /// entry naming the batch `name`; returns its document count and what its table sorts
+    /// did.
     pub fn commit(
         self,
-        changes: Vec<(u64, i64)>,
-        decisions: Vec<(u64, bool)>,
+        changes: impl Iterator<Item = Result<(u64, i64), IoError>>,
+        decisions: impl Iterator<Item = Result<(u64, bool), IoError>>,
         name: Option<&str>,
     ) -> Result<(u64, SortStats), IoError> {
         let (mut entry, sorted) = self.generation.finish(changes, decisions)?;
@@ -541,7 +545,10 @@ fn write_generation(
     for doc in batch.docs {
         files.push(doc)?;
     }
-    let (entry, _) = files.finish(batch.cluster_changes, batch.decisions.unwrap_or_default())?;
+    let (entry, _) = files.finish(
+        sorted_changes(batch.cluster_changes),
+        sorted_changes(batch.decisions.unwrap_or_default()),
+    )?;
     Ok(entry)
 }
 

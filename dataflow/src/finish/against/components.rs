@@ -18,16 +18,15 @@
 //!    its component to a sort by component, whose walk gives each node its component's
 //!    smallest node, its label, into a sort by node ([`Graph::labels`]).
 //! 3. That sort is walked once: the indexed nodes come first (the batch's numbers come after
-//!    every indexed one) and are held with their labels (16 bytes each: the one thing that
-//!    grows here, with the indexed clusters the batch joins), for the scan of the index to
-//!    look its documents up in; the new documents come next, beside the held documents (by
-//!    doc number), each to a sort of members by label and keep key ([`Member`]). The scan
-//!    of the index adds the indexed members.
+//!    every indexed one) and go with their labels to a sort of their own, whose members one
+//!    scan of the index finds ([`super::indexed::members`]); the new documents come next,
+//!    beside the held documents (by doc number), each to a sort of members by label and
+//!    keep key ([`Member`]). The scan of the index adds the indexed members, and the
+//!    indexed documents' changes and the merged clusters go to sorts.
 //! 4. The members' sort is walked one component at a time: its first member is the kept
 //!    one; the rows, the new documents' decisions and the indexed documents' changed
 //!    decisions follow ([`decide`]).
 
-use std::collections::BTreeMap;
 use std::io;
 
 use neardup_io::index::run::SortMemory;
@@ -37,7 +36,7 @@ use neardup_io::spill::{ExternalSort, SortedFile, SpillRecord};
 use serde::{Deserialize, Serialize};
 
 use super::links::{each_group, Decision, Held, HeldCursor, Sorted};
-use super::{indexed_rank, node, release_now, AgainstKeep, AgainstSummary, Decided};
+use super::{indexed, AgainstKeep, AgainstSummary, Decided};
 use crate::operators::sort::ordered_by;
 use crate::stages::components::{Labelling, UNION_FIND_BYTES};
 
@@ -51,6 +50,10 @@ const EDGES_SHARE: f64 = 0.1;
 const NODES_SHARE: f64 = 0.05;
 const STEP_SHARE: f64 = 0.1;
 const UNION_FIND_SHARE: f64 = 0.4;
+/// The shares of the indexed nodes' sort and of the scan for their members (its filter and
+/// its sort).
+const JOINED_SHARE: f64 = 0.02;
+const MEMBERS_SHARE: f64 = 0.1;
 
 /// The graph of the batch's pairs and its pairs with indexed documents, gathered until every
 /// pair is in (module docs, step 1).
@@ -172,14 +175,14 @@ pub(super) fn decide(
     decided.sorts.extend(sorts);
     let labels = labels.finish()?;
     decided.sorts.push(("against graph labels", labels.stats()));
-    // The indexed nodes, held; the new documents, to the members.
+    // The indexed nodes, to a sort of their own; the new documents, to the members.
     let mut members = memory.part(STEP_SHARE, "members").sort();
-    let mut joined: Vec<(u64, u64)> = Vec::new();
+    let mut joined = memory.part(JOINED_SHARE, "joined").sort::<(u64, u64)>();
     let mut docs = HeldCursor::new(held)?;
     for l in labels {
         let (n, label) = l?;
         if n < shift {
-            joined.push((n, label));
+            joined.push((n, label))?;
             continue;
         }
         let doc = docs.get(n)?;
@@ -189,39 +192,33 @@ pub(super) fn decide(
             was_kept: None,
         })?;
     }
-    summary.joined = joined.len() as u64;
+    let joined = joined.seal()?;
+    decided.sorts.push(("against joined", joined.stats()));
     // The indexed members, by one scan of the index.
-    let mut merges = BTreeMap::new();
-    for g in 0..index.generations() {
-        let policy = index.generation_keep(g);
-        for row in 0..index.generation_documents(g) {
-            release_now(index, row);
-            let old = index.doc(g, row as u32);
-            let n = node(old.cluster_id, old.doc_id);
-            let Ok(at) = joined.binary_search_by_key(&n, |j| j.0) else {
-                continue;
-            };
-            let l = joined[at].1;
-            let rank = indexed_rank(&keep.policy, policy, &old);
-            summary.unranked += u64::from(rank.is_none());
-            members.push(Member {
-                label: l,
-                key: key(false, rank, old.doc_id),
-                was_kept: Some(old.kept),
-            })?;
-            if old.cluster_id != Some(l as i64) {
-                decided.changes.push((old.doc_id, l as i64));
-            }
-            if let Some(c) = old.cluster_id {
-                if c as u64 != l {
-                    merges.insert(c, l as i64);
-                }
-            }
+    let memory_of_scan = memory.part(MEMBERS_SHARE, "indexed");
+    let mut indexed = indexed::members(index, &joined, |j| j.0, &keep.policy, &memory_of_scan)?;
+    summary.joined = indexed.nodes();
+    let mut merged = None;
+    for m in indexed.by_ref() {
+        let ((_, l), old) = m?;
+        summary.unranked += u64::from(old.rank.is_none());
+        members.push(Member {
+            label: l,
+            key: key(false, old.rank, old.doc),
+            was_kept: Some(old.kept),
+        })?;
+        if old.cluster != Some(l as i64) {
+            decided.changes.push((old.doc, l as i64))?;
+        }
+        // A cluster's members come together (by node): its merge is pushed once.
+        if let Some(c) = old.cluster.filter(|&c| c as u64 != l && merged != Some(c)) {
+            decided.merges.push((c, l as i64))?;
+            summary.merges += 1;
+            merged = Some(c);
         }
     }
-    drop(joined);
-    summary.merges = merges.len() as u64;
-    decided.merges = merges;
+    decided.sorts.push((indexed::CANDIDATES, indexed.stats()));
+    drop(indexed);
     let members = members.finish()?;
     decided
         .sorts
@@ -241,7 +238,7 @@ fn cluster(members: &[Member], decided: &mut Decided) -> io::Result<()> {
     for m in members {
         let d = m.doc();
         match m.was_kept {
-            Some(was) if was != Some(d == kept) => decided.decisions.push((d, d == kept)),
+            Some(was) if was != Some(d == kept) => decided.decisions.push((d, d == kept))?,
             Some(_) => {}
             None => {
                 decided.removed += u64::from(d != kept);

@@ -8,7 +8,8 @@
 //! does not grow with its pairs or its clusters' members. One thing is known only at the
 //! end: the size and the kept document of an indexed cluster new documents joined (under
 //! stars), found by a scan of the index after its rows were sorted. Those clusters
-//! ([`Joined`], 16 bytes each) are held, and their rows completed as they are written.
+//! ([`Joined`]) go to a sort by cluster, as the rows do, and the two are merged as the rows
+//! are written, completing each joined cluster's rows.
 
 use std::io;
 use std::path::Path;
@@ -48,29 +49,29 @@ pub(super) struct AgainstRow {
 ordered_by!(AgainstRow, |r| (r.row.cluster_id, r.row.doc_id));
 impl SpillRecord for AgainstRow {}
 
-/// An indexed cluster new documents joined: its id, its size with them, its kept document.
-#[derive(Clone, Copy, Debug)]
+/// An indexed cluster new documents joined: its id, its size with them, its kept document;
+/// by id.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(super) struct Joined {
     pub label: i64,
     pub size: u32,
     pub kept: u64,
 }
 
+ordered_by!(Joined, |j| j.label);
+impl SpillRecord for Joined {}
+
 /// The rows of the clusters, sorted as they come, and the joined clusters whose rows are
 /// completed as they are written.
 pub(super) struct Rows {
     sort: ExternalSort<AgainstRow>,
-    /// By `label`.
-    joined: Vec<Joined>,
+    joined: Option<ExternalSort<Joined>>,
 }
 
 impl Rows {
     /// No rows yet; `sort`: where they go.
     pub fn new(sort: ExternalSort<AgainstRow>) -> Rows {
-        Rows {
-            sort,
-            joined: Vec::new(),
-        }
+        Rows { sort, joined: None }
     }
 
     /// A row; in a joined cluster, its size to come from [`Rows::joined`].
@@ -84,40 +85,52 @@ impl Rows {
         self.sort.push(AgainstRow { row, fill: true })
     }
 
-    /// The joined clusters, by id, once their rows are all pushed.
-    pub fn joined(&mut self, joined: Vec<Joined>) {
-        debug_assert!(joined.windows(2).all(|w| w[0].label < w[1].label));
-        self.joined = joined;
+    /// The joined clusters (each once), once their rows are all pushed.
+    pub fn joined(&mut self, joined: ExternalSort<Joined>) {
+        self.joined = Some(joined);
     }
 }
 
-/// `row` as written: a joined cluster's size (`joined`, by id), and its kept document where
-/// `fill`.
-fn complete(joined: &[Joined], AgainstRow { mut row, fill }: AgainstRow) -> ClusterRow {
-    if let Ok(at) = joined.binary_search_by_key(&row.cluster_id, |j| j.label) {
-        row.cluster_size = joined[at].size;
-        if fill {
-            row.kept_doc_id = joined[at].kept;
+/// `row` as written: a joined cluster's size (from `joined`, the joined clusters by id,
+/// those before the row's passed), and its kept document where `fill`. Simply: a lookup in
+/// a map of the joined clusters.
+fn complete(
+    joined: &mut std::iter::Peekable<impl Iterator<Item = io::Result<Joined>>>,
+    AgainstRow { mut row, fill }: AgainstRow,
+) -> io::Result<ClusterRow> {
+    while joined
+        .next_if(|j| j.as_ref().is_ok_and(|j| j.label < row.cluster_id))
+        .is_some()
+    {}
+    match joined.peek() {
+        Some(Ok(j)) if j.label == row.cluster_id => {
+            row.cluster_size = j.size;
+            if fill {
+                row.kept_doc_id = j.kept;
+            }
         }
+        Some(Err(_)) => return Err(joined.next().and_then(Result::err).expect("an error")),
+        _ => {}
     }
-    row
+    Ok(row)
 }
 
-/// The names of the pairs' sort and the rows' in the run's summary.
+/// The names of the pairs' sort, the rows' and the merges' in the run's summary.
 pub(super) const PAIRS: &str = "against pairs";
 pub(super) const CLUSTERS: &str = "against clusters";
+pub(super) const MERGES: &str = "against merges";
 
 /// Writes `against-pairs` (`pairs`), `against-clusters` (`rows`) and `against-merges` to the
 /// run directory `run`, listed in its marker first; their metadata names the index at `dir`.
-/// Returns what the pairs' and the rows' sorts did; `spill`: where they spilled (named in an
-/// error).
+/// Returns what the pairs', the rows' and the merges' sorts did; `spill`: where they
+/// spilled (named in an error).
 pub(super) fn write_files(
     (run, dir, spill): (&Path, &Path, &Path),
     manifest: &Manifest,
     pairs: ExternalSort<AgainstPair>,
     rows: Rows,
-    merges: &std::collections::BTreeMap<i64, i64>,
-) -> Result<[(&'static str, SortStats); 2], FinishError> {
+    merges: ExternalSort<(i64, i64)>,
+) -> Result<[(&'static str, SortStats); 3], FinishError> {
     let meta = neardup_io::parquet_out::TableMeta {
         scheme: manifest.scheme.clone(),
         params: serde_json::json!({
@@ -139,17 +152,29 @@ pub(super) fn write_files(
     let Rows { sort, joined } = rows;
     let sorted = sort.finish().map_err(failed)?;
     let rows_sorted = sorted.stats();
+    let joined = joined
+        .map(ExternalSort::finish)
+        .transpose()
+        .map_err(failed)?;
+    let mut joined = joined.into_iter().flatten().peekable();
     for row in sorted {
-        w.push(complete(&joined, row.map_err(failed)?))?;
+        w.push(complete(&mut joined, row.map_err(failed)?).map_err(failed)?)?;
     }
     w.commit()?;
     let mut w = PartWriter::<MergeRow>::create_file(&run.join(AGAINST_MERGES), &meta)?;
-    for (&c, &into) in merges {
+    let merges = merges.finish().map_err(failed)?;
+    let merges_sorted = merges.stats();
+    for m in merges {
+        let (c, into) = m.map_err(failed)?;
         w.push(MergeRow {
             cluster_id: c,
             into_cluster_id: into,
         })?;
     }
     w.commit()?;
-    Ok([(PAIRS, pairs_sorted), (CLUSTERS, rows_sorted)])
+    Ok([
+        (PAIRS, pairs_sorted),
+        (CLUSTERS, rows_sorted),
+        (MERGES, merges_sorted),
+    ])
 }

@@ -41,8 +41,8 @@ use super::links::{
     each_component, ranks_of, Decision, InComponent, LinkRecord, Sorted, StarLinks,
 };
 use super::output::Joined;
-use super::IndexedMatch;
-use super::{indexed_rank, release_now, AgainstSummary, Comparison, Decided};
+use super::{indexed, IndexedMatch};
+use super::{indexed_rank, AgainstSummary, Comparison, Decided};
 use crate::config::KeepPolicy;
 use crate::operators::sort::ordered_by;
 use crate::stages::fingerprint::resume::SketchByDoc;
@@ -142,7 +142,13 @@ pub(super) fn decide(
     mut decided: Decided,
 ) -> io::Result<Decided> {
     if let Some(chosen) = found.chosen.take() {
-        joined(index, chosen, rule, &mut found.summary, &mut decided)?;
+        joined(
+            index,
+            chosen,
+            (rule, memory),
+            &mut found.summary,
+            &mut decided,
+        )?;
     }
     // The other new documents: stars of the batch's links between them, one connected
     // component at a time (a star never crosses one: `crate::stages::stars`), so that only
@@ -321,21 +327,23 @@ const UNLINKED: &str = "against unlinked";
 ///
 /// Simply: the joined clusters' rows in a map by cluster, completed (their size, their
 /// kept document) once the index has been scanned. Here the rows go to the rows' sort as
-/// they are found, and each joined cluster ([`Joined`]) is held, to complete them as they
-/// are written ([`super::output`]).
+/// they are found; the joined clusters' labels go to a sort on disk, whose indexed members
+/// one scan of the index finds ([`indexed::members`]); and each joined cluster
+/// ([`Joined`]) goes to a sort by label, to complete its rows as they are written
+/// ([`super::output`]). `memory`: the step's.
 fn joined(
     index: &Index,
     chosen: ExternalSort<ChosenFor>,
-    rule: &Rule,
+    (rule, memory): (&Rule, &SortMemory),
     summary: &mut AgainstSummary,
     decided: &mut Decided,
 ) -> io::Result<()> {
     let chosen = chosen.finish()?;
     decided.sorts.push(("against chosen", chosen.stats()));
-    let mut sizes: fxhash::FxHashMap<i64, u32> = Default::default();
+    let mut labels = memory.part(JOINED_SHARE, "joined").sort::<u64>();
     for c in chosen {
         let ChosenFor { doc, chosen: c } = c?;
-        *sizes.entry(c.cluster).or_default() += 1;
+        labels.push(c.cluster as u64)?;
         decided.removed += 1;
         decided.new_docs.push(Decision {
             doc,
@@ -353,55 +361,70 @@ fn joined(
         };
         decided.rows.push(row)?;
     }
-    let mut clusters: Vec<Joined> = (sizes.into_iter())
-        .map(|(label, size)| Joined {
-            label,
-            size,
-            kept: u64::MAX,
-        })
-        .collect();
-    clusters.sort_unstable_by_key(|j| j.label);
-    summary.joined = clusters.len() as u64;
-    for g in 0..index.generations() {
-        let policy = index.generation_keep(g);
-        for row in 0..index.generation_documents(g) {
-            release_now(index, row);
-            let old = index.doc(g, row as u32);
-            let label = old.cluster_id.unwrap_or(old.doc_id as i64);
-            let Ok(at) = clusters.binary_search_by_key(&label, |j| j.label) else {
-                continue;
-            };
-            summary.unranked += u64::from(indexed_rank(rule.policy, policy, &old).is_none());
-            if old.cluster_id.is_none() {
-                decided.changes.push((old.doc_id, label));
+    let labels = labels.seal()?;
+    decided.sorts.push(("against joined", labels.stats()));
+    let memory_of_members = memory.part(MEMBERS_SHARE, "members");
+    let mut members = indexed::members(index, &labels, |&l| l, rule.policy, &memory_of_members)?;
+    summary.joined = members.nodes();
+    // The new documents of each cluster, counted from `labels` as its members come.
+    let mut new = labels.records()?.peekable();
+    let mut clusters = memory.part(JOINED_SHARE, "joined clusters").sort();
+    let mut at: Option<Joined> = None;
+    for m in members.by_ref() {
+        let (label, old) = m?;
+        if at.is_none_or(|j| j.label as u64 != label) {
+            if let Some(j) = at.take() {
+                clusters.push(j)?;
             }
-            let keep = old.kept == Some(true);
-            let cluster = &mut clusters[at];
-            cluster.size += 1;
-            // The cluster's kept document: the one new documents joined (the smallest,
-            // should an index hold a cluster of several).
-            if keep {
-                cluster.kept = cluster.kept.min(old.doc_id);
+            let mut size = 0;
+            while let Some(l) = new.next_if(|l| l.as_ref().is_ok_and(|&l| l <= label)) {
+                size += u32::from(l? == label);
             }
-            let row = ClusterRow {
-                doc_id: old.doc_id,
-                cluster_id: label,
-                cluster_size: 0,
-                keep,
-                kept_doc_id: old.doc_id,
-                hamming: None,
-                jaccard: None,
-            };
-            match keep {
-                true => decided.rows.push(row)?,
-                false => decided.rows.push_to_fill(row)?,
+            if let Some(Err(_)) = new.peek() {
+                return Err(new.next().and_then(Result::err).expect("an error"));
             }
+            at = Some(Joined {
+                label: label as i64,
+                size,
+                kept: u64::MAX,
+            });
+        }
+        let cluster = at.as_mut().expect("the member's cluster");
+        summary.unranked += u64::from(old.rank.is_none());
+        if old.cluster.is_none() {
+            decided.changes.push((old.doc, cluster.label))?;
+        }
+        let keep = old.kept == Some(true);
+        cluster.size += 1;
+        // The cluster's kept document: the one new documents joined (the smallest,
+        // should an index hold a cluster of several).
+        if keep {
+            cluster.kept = cluster.kept.min(old.doc);
+        }
+        let row = ClusterRow {
+            doc_id: old.doc,
+            cluster_id: cluster.label,
+            cluster_size: 0,
+            keep,
+            kept_doc_id: old.doc,
+            hamming: None,
+            jaccard: None,
+        };
+        match keep {
+            true => decided.rows.push(row)?,
+            false => decided.rows.push_to_fill(row)?,
         }
     }
-    debug_assert!(
-        clusters.iter().all(|c| c.kept != u64::MAX),
-        "a joined cluster has a kept document"
-    );
+    if let Some(j) = at {
+        clusters.push(j)?;
+    }
+    decided.sorts.push((indexed::CANDIDATES, members.stats()));
+    drop(members);
     decided.rows.joined(clusters);
     Ok(())
 }
+
+/// The shares of the step's memory: the joined clusters' labels, and then each joined
+/// cluster ([`Joined`]); the scan for their members (its filter and its sort).
+const JOINED_SHARE: f64 = 0.02;
+const MEMBERS_SHARE: f64 = 0.1;
