@@ -8,7 +8,6 @@
 //! key in some band equals the query's are its candidates (one binary search per band and
 //! generation), each verified once against the query as the run verified its pairs.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -44,11 +43,36 @@ pub struct Index {
     design: Option<TableDesign>,
     permutations: Vec<Permutation>,
     generations: Vec<GenerationMap>,
-    /// The latest cluster of every document whose cluster a later generation changed.
-    changes: HashMap<u64, i64>,
-    /// The latest keep decision (kept: true) of every document whose decision a later
-    /// generation changed.
-    keep_changes: HashMap<u64, bool>,
+    /// The generations' `clusters.bin` and `keep.bin` that hold changes, newest first: a
+    /// document's latest cluster and keep decision (kept: 1) where a later generation
+    /// changed them. Mapped, as the tables are: an index holds no memory of its own that
+    /// grows with its changes (simply: two hash maps, filled on opening).
+    changes: Vec<ChangeFile>,
+    keep_changes: Vec<ChangeFile>,
+}
+
+/// A generation's `clusters.bin` or `keep.bin`, mapped: `n` doc numbers ascending, then
+/// each one's value.
+struct ChangeFile {
+    map: Mmap,
+    n: usize,
+    /// Its generation (among the manifest's) and its name, for [`Index::verify`].
+    generation: usize,
+    name: &'static str,
+}
+
+impl ChangeFile {
+    /// The value the file gives `doc`, if it names it (a binary search of its doc numbers).
+    fn get(&self, doc: u64) -> Option<u64> {
+        let docs = words(&self.map, HEADER_BYTES, self.n);
+        let at = docs.binary_search(&doc).ok()?;
+        Some(words(&self.map, HEADER_BYTES + 8 * self.n, self.n)[at])
+    }
+}
+
+/// The latest value `files` (newest first) give `doc`.
+fn latest(files: &[ChangeFile], doc: u64) -> Option<u64> {
+    files.iter().find_map(|f| f.get(doc))
 }
 
 /// One generation's mapped files.
@@ -175,17 +199,21 @@ impl Index {
             Some(_) => None,
         };
         let mut generations = Vec::with_capacity(manifest.generations.len());
-        let (mut changes, mut keep_changes) = (HashMap::new(), HashMap::new());
-        for entry in &manifest.generations {
+        let (mut changes, mut keep_changes) = (Vec::new(), Vec::new());
+        for (i, entry) in manifest.generations.iter().enumerate() {
             let generation = map_generation(dir, entry, &manifest, design.as_ref(), verify)?;
-            read_changes(dir, entry, verify, &mut changes)?;
+            let clusters = (CLUSTERS_FILE, KIND_CLUSTERS, Some(entry.cluster_changes));
+            changes.extend(map_changes(dir, (i, entry), verify, clusters)?);
             if entry.keep_decisions {
-                read_keep_changes(dir, entry, verify, &mut keep_changes)?;
+                let keep = (KEEP_FILE, KIND_KEEP, None);
+                keep_changes.extend(map_changes(dir, (i, entry), verify, keep)?);
             }
             // The Parquet table is for other programs; its size and checksum are checked too.
             drop(map_checked(dir, entry, DOCUMENTS_PARQUET, verify)?);
             generations.push(generation);
         }
+        changes.reverse();
+        keep_changes.reverse();
         Ok(Index {
             dir: dir.to_path_buf(),
             permutations: design.as_ref().map(permutations).unwrap_or_default(),
@@ -213,6 +241,11 @@ impl Index {
                 check_sum(&generation_file(&self.dir, entry, name), map, sum)?;
             }
         }
+        for f in self.changes.iter().chain(&self.keep_changes) {
+            let entry = &self.manifest.generations[f.generation];
+            let sum = checksum_of(&self.dir, entry, f.name)?;
+            check_sum(&generation_file(&self.dir, entry, f.name), &f.map, sum)?;
+        }
         Ok(())
     }
 
@@ -228,6 +261,9 @@ impl Index {
                 .chain(&g.signatures)
                 .chain(&g.shingles);
             maps.for_each(release_map);
+        }
+        for f in self.changes.iter().chain(&self.keep_changes) {
+            release_map(&f.map);
         }
     }
 
@@ -465,8 +501,8 @@ impl Index {
                     std::str::from_utf8(id).unwrap_or("<id not UTF-8>")
                 })
         });
-        let cluster_id = match self.changes.get(&doc_id) {
-            Some(&c) => Some(c),
+        let cluster_id = match latest(&self.changes, doc_id) {
+            Some(c) => Some(c as i64),
             None => (stored >= 0).then_some(stored),
         };
         let (mut digest, mut rank, mut size, mut fetched_at) = (None, None, None, None);
@@ -491,8 +527,8 @@ impl Index {
             let start = if r == 0 { 0 } else { ends[r - 1] as usize };
             shingles = Some(&hashes[start..ends[r] as usize]);
         }
-        let kept = match self.keep_changes.get(&doc_id) {
-            Some(&kept) => Some(kept),
+        let kept = match latest(&self.keep_changes, doc_id) {
+            Some(kept) => Some(kept != 0),
             None => g.decisions.then_some(flags & FLAG_REMOVED == 0),
         };
         DocView {
@@ -594,66 +630,47 @@ fn map_generation(
     })
 }
 
-/// Reads a generation's `clusters.bin` into `changes` (doc -> its latest cluster).
-fn read_changes(
+/// Maps a generation's file `name` of `kind` laid out as `n` doc numbers ascending then a
+/// word for each (`clusters.bin`, `keep.bin`), checking its size (and `n` against `count`
+/// where the manifest records it), and with [`Verify::Checksums`] its order; `None` where
+/// it names no document.
+fn map_changes(
     dir: &Path,
-    entry: &GenerationEntry,
+    (generation, entry): (usize, &GenerationEntry),
     verify: Verify,
-    changes: &mut HashMap<u64, i64>,
-) -> Result<(), IoError> {
-    let file = (CLUSTERS_FILE, KIND_CLUSTERS, Some(entry.cluster_changes));
-    read_doc_words(dir, entry, verify, file, |doc, cluster| {
-        changes.insert(doc, cluster as i64);
-    })
-}
-
-/// Reads a generation's `keep.bin` into `changes` (doc -> its latest keep decision).
-fn read_keep_changes(
-    dir: &Path,
-    entry: &GenerationEntry,
-    verify: Verify,
-    changes: &mut HashMap<u64, bool>,
-) -> Result<(), IoError> {
-    read_doc_words(
-        dir,
-        entry,
-        verify,
-        (KEEP_FILE, KIND_KEEP, None),
-        |doc, kept| {
-            changes.insert(doc, kept != 0);
-        },
-    )
-}
-
-/// Reads a generation's file `name` of `kind` laid out as `n` doc numbers then a word for
-/// each (`clusters.bin`, `keep.bin`), checking its size (and `n` against `count` where the
-/// manifest records it); `f` gets each doc and its word.
-fn read_doc_words(
-    dir: &Path,
-    entry: &GenerationEntry,
-    verify: Verify,
-    (name, kind, count): (&str, u32, Option<u64>),
-    mut f: impl FnMut(u64, u64),
-) -> Result<(), IoError> {
-    let file = map_checked(dir, entry, name, verify)?;
+    (name, kind, count): (&'static str, u32, Option<u64>),
+) -> Result<Option<ChangeFile>, IoError> {
+    let map = map_checked(dir, entry, name, verify)?;
     let path = generation_file(dir, entry, name);
-    let (n, _) = header(&file, &path, kind, entry.format)?;
+    let (n, _) = header(&map, &path, kind, entry.format)?;
     if let Some(count) = count {
         expect(&path, "changes", n, count)?;
     }
     expect(
         &path,
         "bytes",
-        file.len() as u64,
+        map.len() as u64,
         HEADER_BYTES as u64 + 16 * n,
     )?;
     let n = n as usize;
-    let docs = words(&file, HEADER_BYTES, n);
-    let values = words(&file, HEADER_BYTES + 8 * n, n);
-    for (&doc, &value) in docs.iter().zip(values) {
-        f(doc, value);
+    if verify == Verify::Checksums {
+        let docs = words(&map, HEADER_BYTES, n);
+        if let Some(at) = docs.windows(2).position(|w| w[0] >= w[1]) {
+            let what = format!(
+                "change {} names doc number {} after {}",
+                at + 1,
+                docs[at + 1],
+                docs[at]
+            );
+            return Err(corrupt(&path, what));
+        }
     }
-    Ok(())
+    Ok((n > 0).then_some(ChangeFile {
+        map,
+        n,
+        generation,
+        name,
+    }))
 }
 
 /// Refuses a `docs.bin` whose id ends (its fourth column, in every format) fall or pass

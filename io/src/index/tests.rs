@@ -367,12 +367,25 @@ fn changes_are_written_from_a_stream_by_doc_number() {
         .commit(stream, decisions.iter().map(|d| Ok(*d)), None)
         .unwrap();
     assert_eq!(documents, 20);
+    // A third generation changes some of the same documents again (given as a `Vec` in
+    // reverse): the latest change counts.
+    let mut b = batch(&mut rng, 2, 10);
+    b.cluster_changes = (0..60u64)
+        .rev()
+        .step_by(6)
+        .map(|r| (r - 5, 1000 + r as i64))
+        .collect();
+    writer.add(b).unwrap();
     let index = Index::open(&path, Verify::Checksums).unwrap();
     assert_eq!(index.manifest().generations[1].cluster_changes, 20);
+    assert_eq!(index.manifest().generations[2].cluster_changes, 10);
     for row in 0..60u32 {
         let view = index.doc(0, row);
         let r = u64::from(row);
-        let cluster = (r % 3 == 0).then_some(7 + r as i64);
+        let cluster = match r % 6 {
+            0 => Some(1005 + r as i64),
+            _ => (r % 3 == 0).then_some(7 + r as i64),
+        };
         assert_eq!(
             view.cluster_id,
             cluster.or((r % 5 == 0).then_some(r as i64))
@@ -382,7 +395,7 @@ fn changes_are_written_from_a_stream_by_doc_number() {
     }
     drop(index);
     // Out of order: refused, and the index keeps its two generations.
-    let b = batch(&mut rng, 2, 5);
+    let b = batch(&mut rng, 3, 5);
     let mut generation = writer.begin(b.files, b.keep, true).unwrap();
     for d in b.docs {
         generation.push(d).unwrap();
@@ -399,7 +412,7 @@ fn changes_are_written_from_a_stream_by_doc_number() {
     drop(writer);
     assert_eq!(
         Index::open(&path, Verify::Checksums).unwrap().generations(),
-        2
+        3
     );
 }
 
