@@ -1068,3 +1068,61 @@ fn damaged_rows_are_refused_or_skipped_never_a_panic() {
     let id = index.doc(0, 0).id;
     assert!(id.is_none() || id == Some("<id damaged>"), "{id:?}");
 }
+
+/// A measurement, run by hand (it prints; its asserts only guard that the lookups found
+/// the changes):
+///
+/// ```text
+/// cargo test --release -p neardup-io --lib index::tests::lookups_with_changes -- --ignored --nocapture
+/// ```
+///
+/// The time of a scan of every document of a generation of 2M (`Index::doc`, its cluster
+/// read), beside a later generation that changed none of them, a quarter of them (500,000
+/// changes in a mapped `clusters.bin`, each lookup a binary search there), and the same
+/// changes looked up in a hash map as well (what a reader that filled one on opening paid
+/// a lookup). Median of five scans each.
+#[test]
+#[ignore = "a measurement: run by hand with --release --ignored --nocapture"]
+fn lookups_with_changes() {
+    const N: u64 = 2_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let index_with = |name: &str, changes: Vec<(u64, i64)>| {
+        let path = dir.path().join(name);
+        let mut writer = IndexWriter::create(&path, &spec()).unwrap();
+        let mut b = batch(&mut SeededRng::new(3), 0, N);
+        b.decisions = None;
+        writer.add(b).unwrap();
+        let mut b = batch(&mut SeededRng::new(4), 1, 10);
+        b.decisions = None;
+        b.cluster_changes = changes;
+        writer.add(b).unwrap();
+        drop(writer);
+        Index::open(&path, Verify::Checksums).unwrap()
+    };
+    let changes: Vec<(u64, i64)> = (0..N).step_by(4).map(|r| (r, 1 + r as i64)).collect();
+    let map: std::collections::HashMap<u64, i64> = changes.iter().copied().collect();
+    let (none, some) = (index_with("none", Vec::new()), index_with("some", changes));
+    let scan = |index: &Index, map: Option<&std::collections::HashMap<u64, i64>>| {
+        let mut times = Vec::new();
+        let mut found = 0u64;
+        for _ in 0..5 {
+            let start = std::time::Instant::now();
+            found = 0;
+            for row in 0..N as u32 {
+                let view = index.doc(0, row);
+                let changed = map.and_then(|m| m.get(&view.doc_id).copied());
+                found += u64::from(view.cluster_id == Some(1 + view.doc_id as i64));
+                found += u64::from(changed.is_some());
+            }
+            times.push(start.elapsed().as_secs_f64());
+        }
+        times.sort_by(f64::total_cmp);
+        (times[2] / N as f64 * 1e9, found)
+    };
+    let (base, _) = scan(&none, None);
+    let (mapped, found) = scan(&some, None);
+    assert_eq!(found, N / 4);
+    let (with_map, found) = scan(&none, Some(&map));
+    assert_eq!(found, N / 4);
+    println!("ns a document: no changes {base:.1}; 500,000 changes mapped {mapped:.1}; no changes plus a hash map lookup {with_map:.1}");
+}
