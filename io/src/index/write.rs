@@ -473,7 +473,8 @@ pub const MINHASH_TABLES: &str = "lsh";
 ///     let doc = DocEntry { doc_id: n, simhash: n.wrapping_mul(0x9e37_79b9_7f4a_7c15), ..Default::default() };
 ///     generation.push(doc).unwrap();
 /// }
-/// let (documents, sorted) = generation.commit(Vec::new(), Vec::new(), None).unwrap();
+/// let (changes, decisions) = (std::iter::empty(), std::iter::empty()); // none changed
+/// let (documents, sorted) = generation.commit(changes, decisions, None).unwrap();
 /// assert_eq!(documents, 1000);
 /// assert!(sorted.spilled_bytes > 0);
 /// assert_eq!(writer.manifest().documents, 1000);
