@@ -65,15 +65,21 @@ pub(super) fn members<T: SpillRecord + Copy>(
     policy: &KeepPolicy,
     memory: &SortMemory,
 ) -> io::Result<Members<T>> {
-    let nodes = distinct(joined.records()?.map(|r| r.map(|t| key(&t))))?;
-    let bits = (nodes as usize)
+    // Sized for every record of `joined` (a node may come more than once), within its half.
+    let records = joined.stats().records;
+    let bits = (records as usize)
         .saturating_mul(FILTER_BITS_PER_KEY)
         .max(FILTER_MIN_BITS)
         .min(memory.budget.saturating_mul(4))
         .max(64);
-    let mut filter = BloomFilter::with_num_bits(bits).expected_items(nodes.max(1) as usize);
+    let mut filter = BloomFilter::with_num_bits(bits).expected_items(records.max(1) as usize);
+    let (mut nodes, mut last) = (0, None);
     for t in joined.records()? {
-        filter.insert_hash(mix64(key(&t?)));
+        let n = key(&t?);
+        if last != Some(n) {
+            filter.insert_hash(mix64(n));
+            (nodes, last) = (nodes + 1, Some(n));
+        }
     }
     let mut candidates = memory.part(0.5, "indexed").sort();
     for g in 0..index.generations() {
@@ -101,17 +107,6 @@ pub(super) fn members<T: SpillRecord + Copy>(
         key,
         nodes,
     })
-}
-
-/// How many distinct values the sorted `keys` hold.
-fn distinct(keys: impl Iterator<Item = io::Result<u64>>) -> io::Result<u64> {
-    let (mut n, mut last) = (0, None);
-    for k in keys {
-        let k = k?;
-        n += u64::from(last != Some(k));
-        last = Some(k);
-    }
-    Ok(n)
 }
 
 /// The indexed members of the joined nodes, as [`members`] finds them: an iterator of each
