@@ -460,7 +460,7 @@ fn what_does_not_fit_the_index_is_refused() {
     // A newer format.
     let manifest = index.join("manifest.json");
     let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(&manifest, text.replace("\"format\": 2", "\"format\": 9")).unwrap();
+    std::fs::write(&manifest, text.replace("\"format\": 4", "\"format\": 9")).unwrap();
     assert_refused(
         neardup().args(["query", "--index", s(&index), "--text", "a b c"]),
         &["index format 9, but this neardup"],

@@ -17,8 +17,18 @@
 //!
 //! The simple version compares the query with every stored fingerprint; [`brute_force`]
 //! does exactly that and is the oracle of the tests.
+//!
+//! A table is anything that is a [`KeyTable`]: a slice of permuted fingerprints (the simple
+//! layout, 8 bytes an entry beside its row), or a [`CompactTable`] (2 bytes an entry beside
+//! its row, the rest fixed by a directory or read from the documents' fingerprints).
+
+mod compact;
 
 use std::ops::Range;
+
+pub use compact::{
+    bucket_and_tag, directory_bits, CompactArrays, CompactTable, MAX_DIRECTORY_BITS,
+};
 
 use crate::simhash::hamming;
 use crate::tables::{KeyPacker, TableDesign};
@@ -80,6 +90,165 @@ impl Permutation {
     }
 }
 
+/// A table of either layout, as an index whose generations were written in different
+/// formats holds them.
+#[derive(Clone, Copy, Debug)]
+pub enum Table<'a> {
+    /// The simple layout: the permuted fingerprints.
+    Keys(&'a [u64]),
+    /// The compact layout.
+    Compact(CompactTable<'a>),
+}
+
+impl KeyTable for Table<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Table::Keys(t) => KeyTable::len(t),
+            Table::Compact(t) => t.len(),
+        }
+    }
+
+    fn known_bits(&self) -> u32 {
+        match self {
+            Table::Keys(t) => t.known_bits(),
+            Table::Compact(t) => t.known_bits(),
+        }
+    }
+
+    #[inline]
+    fn candidates(&self, permutation: &Permutation, permuted: u64, from: usize) -> Range<usize> {
+        match self {
+            Table::Keys(t) => t.candidates(permutation, permuted, from),
+            Table::Compact(t) => t.candidates(permutation, permuted, from),
+        }
+    }
+
+    #[inline]
+    fn stored(&self, position: usize) -> Stored {
+        match self {
+            Table::Keys(t) => t.stored(position),
+            Table::Compact(t) => t.stored(position),
+        }
+    }
+
+    fn prefixes(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let (keys, compact) = match self {
+            Table::Keys(t) => (Some(t.prefixes()), None),
+            Table::Compact(t) => (None, Some(t.prefixes())),
+        };
+        keys.into_iter()
+            .flatten()
+            .chain(compact.into_iter().flatten())
+    }
+}
+
+/// A stored entry's fingerprint as a table gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    /// Permuted for the table (the simple layout stores it so).
+    Permuted(u64),
+    /// Plain (a compact table reads it by the entry's row).
+    Plain(u64),
+    /// None: the entry's row names no document (a damaged table not verified).
+    Missing,
+}
+
+/// One table as a query reads it: entries sorted by their permuted fingerprints.
+///
+/// The simple version is a sorted `&[u64]` of the permuted fingerprints themselves;
+/// [`CompactTable`] stores less and reads a candidate's fingerprint by its row.
+pub trait KeyTable {
+    /// The number of entries.
+    fn len(&self) -> usize;
+
+    /// Whether the table has no entries.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many of a permuted fingerprint's top bits [`KeyTable::prefixes`] gives.
+    fn known_bits(&self) -> u32;
+
+    /// Positions holding every entry whose permuted fingerprint shares `permuted`'s key
+    /// (its top bits under `permutation`), perhaps with others (the caller checks that a
+    /// match shares the key). `from` is a guess of the answer's start (0 when unknown),
+    /// where a search may begin.
+    fn candidates(&self, permutation: &Permutation, permuted: u64, from: usize) -> Range<usize>;
+
+    /// The entry at `position`'s fingerprint.
+    fn stored(&self, position: usize) -> Stored;
+
+    /// Every entry in order, as its position and its permuted fingerprint's top
+    /// [`KeyTable::known_bits`] bits (the bits below them 0).
+    fn prefixes(&self) -> impl Iterator<Item = (usize, u64)> + '_;
+}
+
+/// The simple table. Its run is found by two binary searches, each about `log2(n)` steps,
+/// and on a memory-mapped table of millions of keys nearly every step is a cache (and TLB)
+/// miss. The keys of a table are close to uniform (permuted fingerprints), so [`query`]
+/// guesses the run's start by interpolation (`n * key / 2^64`), and it is found by galloping
+/// from the guess, which takes a few steps near the guess and never more than twice a
+/// binary search's; the end is found by galloping from the start (runs are short).
+impl KeyTable for &[u64] {
+    fn len(&self) -> usize {
+        <[u64]>::len(self)
+    }
+
+    fn known_bits(&self) -> u32 {
+        64
+    }
+
+    #[inline]
+    fn candidates(&self, permutation: &Permutation, permuted: u64, from: usize) -> Range<usize> {
+        let (lo, hi) = permutation.key_range_of_permuted(permuted);
+        let start = lower_bound_from(self, lo, from);
+        let end = match hi.checked_add(1) {
+            Some(after) => lower_bound_from(self, after, start),
+            None => <[u64]>::len(self),
+        };
+        start..end
+    }
+
+    #[inline]
+    fn stored(&self, position: usize) -> Stored {
+        Stored::Permuted(self[position])
+    }
+
+    fn prefixes(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.iter().copied().enumerate()
+    }
+}
+
+/// The distance of a stored entry from a query (`fp`, and `permuted` for the table), and
+/// the stored plain fingerprint, where it is within `k`.
+#[inline]
+fn within(
+    permutation: &Permutation,
+    stored: Stored,
+    fp: u64,
+    permuted: u64,
+    k: u32,
+) -> Option<(u32, u64)> {
+    match stored {
+        Stored::Permuted(s) => {
+            let distance = hamming(s, permuted);
+            // The key bits of a table are the same bits in permuted and plain form, so
+            // the plain difference is recovered from the permuted one only for a match.
+            (distance <= k).then(|| {
+                (
+                    distance,
+                    fp ^ unpermute_difference(permutation, s ^ permuted),
+                )
+            })
+        }
+        Stored::Plain(s) => {
+            let distance = hamming(s, fp);
+            (distance <= k).then_some((distance, s))
+        }
+        Stored::Missing => None,
+    }
+}
+
 /// The permutations of every table of a design, in table order.
 pub fn permutations(design: &TableDesign) -> Vec<Permutation> {
     design
@@ -89,23 +258,9 @@ pub fn permutations(design: &TableDesign) -> Vec<Permutation> {
         .collect()
 }
 
-/// The positions in `sorted` (ascending permuted fingerprints) of the run sharing `fp`'s key.
-///
-/// The simple version is two binary searches; each takes about `log2(n)` steps, and on a
-/// memory-mapped table of millions of keys nearly every step is a cache (and TLB) miss. The
-/// keys of a table are close to uniform (permuted fingerprints), so the run's start is first
-/// guessed by interpolation (`n * lo / 2^64`) and then found by galloping from the guess,
-/// which takes a few steps near the guess and never more than twice a binary search's; the
-/// end is found by galloping from the start (runs are short).
-#[inline]
-pub fn probe(permutation: &Permutation, sorted: &[u64], fp: u64) -> Range<usize> {
-    let (lo, hi) = permutation.key_range(fp);
-    run_between(sorted, lo, hi)
-}
-
 /// The positions in `sorted` (ascending) whose value is `key`: a MinHash index's band table
 /// probed at a query's band key. Band keys are hashes, close to uniform, so the start is
-/// guessed by interpolation and found by galloping, as in [`probe`].
+/// guessed by interpolation and found by galloping, as a query probes a simple table.
 #[inline]
 pub fn equal_range(sorted: &[u64], key: u64) -> Range<usize> {
     run_between(sorted, key, key)
@@ -172,10 +327,10 @@ pub struct TableMatch {
 /// Calls `found` once for every stored fingerprint within `k` bits of `fp`. `tables[t]` is
 /// table `t` of `design`, sorted ascending by permuted fingerprint (see the module docs);
 /// `k` must not exceed the design's.
-pub fn query(
+pub fn query<T: KeyTable>(
     design: &TableDesign,
     permutations: &[Permutation],
-    tables: &[&[u64]],
+    tables: &[T],
     fp: u64,
     k: u32,
     mut found: impl FnMut(TableMatch),
@@ -188,16 +343,13 @@ pub fn query(
     debug_assert_eq!(tables.len(), design.tables());
     for (t, (permutation, table)) in permutations.iter().zip(tables).enumerate() {
         let query = permutation.permute(fp);
-        for position in probe(permutation, table, fp) {
-            let stored = table[position];
-            let distance = hamming(stored, query);
-            if distance > k {
+        let guess = ((u128::from(query) * table.len() as u128) >> 64) as usize;
+        for position in table.candidates(permutation, query, guess) {
+            let stored = table.stored(position);
+            let Some((distance, other)) = within(permutation, stored, fp, query, k) else {
                 continue;
-            }
-            // The first table where the two share a key reports them; the key bits of a
-            // table are the same bits in permuted and plain form, so the plain difference
-            // is what `first_shared_table` needs: it is recovered from the permuted one.
-            let other = fp ^ unpermute_difference(permutation, stored ^ query);
+            };
+            // The first table where the two share a key reports them.
             if design.first_shared_table(fp, other) == Some(t) {
                 found(TableMatch {
                     table: t,
@@ -224,10 +376,10 @@ pub struct BatchMatch {
 /// instead of landing at random places `2 log2(n)` times per query. Calls `found` exactly
 /// once for every pair of a query and a stored fingerprint within `k` bits (the matches of
 /// [`query`], for each query), table by table.
-pub fn query_batch(
+pub fn query_batch<T: KeyTable>(
     design: &TableDesign,
     permutations: &[Permutation],
-    tables: &[&[u64]],
+    tables: &[T],
     fps: &[u64],
     k: u32,
     found: impl FnMut(BatchMatch),
@@ -238,10 +390,10 @@ pub fn query_batch(
 /// [`query_batch`], calling `walked(t)` once table `t` has been walked for the whole batch
 /// (before the next table): where the tables are mapped files, the caller may hand a walked
 /// table's pages back, so that a batch keeps one table's pages resident, not every table's.
-pub fn query_batch_by_table(
+pub fn query_batch_by_table<T: KeyTable>(
     design: &TableDesign,
     permutations: &[Permutation],
-    tables: &[&[u64]],
+    tables: &[T],
     fps: &[u64],
     k: u32,
     mut found: impl FnMut(BatchMatch),
@@ -265,19 +417,13 @@ pub fn query_batch_by_table(
         for &(permuted, i) in &order {
             let fp = fps[i as usize];
             // The permutation was computed once, for the sort.
-            let (lo, hi) = permutation.key_range_of_permuted(permuted);
-            let start = lower_bound_from(table, lo, cursor);
-            let end = match hi.checked_add(1) {
-                Some(after) => lower_bound_from(table, after, start),
-                None => table.len(),
-            };
-            cursor = start;
-            for (position, &stored) in table.iter().enumerate().take(end).skip(start) {
-                let distance = hamming(stored, permuted);
-                if distance > k {
+            let run = table.candidates(permutation, permuted, cursor);
+            cursor = run.start;
+            for position in run {
+                let stored = table.stored(position);
+                let Some((distance, other)) = within(permutation, stored, fp, permuted, k) else {
                     continue;
-                }
-                let other = fp ^ unpermute_difference(permutation, stored ^ permuted);
+                };
                 if design.first_shared_table(fp, other) == Some(t) {
                     found(BatchMatch {
                         query: i as usize,
@@ -310,41 +456,62 @@ pub struct PairMatch {
 /// fingerprints sorted by that permutation. Here each table is walked once, the sets'
 /// tables merged in order, and the entries sharing a key compared with each other: a pair
 /// is reported from the first table in which the two share a key
-/// ([`TableDesign::first_shared_table`]), as a query reports a match.
-pub fn self_join(
+/// ([`TableDesign::first_shared_table`]), as a query reports a match. Where a table knows
+/// fewer bits than its key ([`KeyTable::known_bits`]), the entries sharing the bits known
+/// are compared, and the check of the first shared table drops those of other keys.
+pub fn self_join<T: KeyTable>(
     design: &TableDesign,
     permutations: &[Permutation],
-    sets: &[Vec<&[u64]>],
+    sets: &[Vec<T>],
     k: u32,
     mut found: impl FnMut(PairMatch),
 ) {
     debug_assert!(k <= design.k());
-    // One key's entries: (permuted, set, position).
-    let mut group: Vec<(u64, usize, usize)> = Vec::new();
-    let mut cursors: Vec<usize> = vec![0; sets.len()];
+    // One key's entries: (stored, set, position).
+    let mut group: Vec<(Stored, usize, usize)> = Vec::new();
     for (t, permutation) in permutations.iter().enumerate() {
-        cursors.iter_mut().for_each(|c| *c = 0);
+        let key_bits = 64 - permutation.free_bits();
+        let bits = sets
+            .iter()
+            .map(|set| set[t].known_bits())
+            .fold(key_bits, u32::min);
+        let top = |prefix: u64| if bits == 0 { 0 } else { prefix >> (64 - bits) };
+        let mut walks: Vec<_> = sets
+            .iter()
+            .map(|set| {
+                set[t]
+                    .prefixes()
+                    .map(|(p, prefix)| (top(prefix), p))
+                    .peekable()
+            })
+            .collect();
         group.clear();
-        let mut group_hi = 0u64;
+        let mut group_key = 0u64;
         loop {
             // The next entry in order over every set.
-            let next = (0..sets.len())
-                .filter(|&g| cursors[g] < sets[g][t].len())
-                .min_by_key(|&g| sets[g][t][cursors[g]]);
-            let entry = next.map(|g| {
-                let position = cursors[g];
-                cursors[g] += 1;
-                (sets[g][t][position], g, position)
+            let mut next: Option<(u64, usize)> = None;
+            for (g, walk) in walks.iter_mut().enumerate() {
+                if let Some(&(key, _)) = walk.peek() {
+                    if next.is_none_or(|(best, _)| key < best) {
+                        next = Some((key, g));
+                    }
+                }
+            }
+            let entry = next.map(|(key, g)| {
+                let (_, position) = walks[g].next().expect("peeked");
+                (key, g, position)
             });
-            if entry.is_none_or(|e| group.is_empty() || e.0 > group_hi) {
-                pairs_of(design, permutation, t, &group, k, &mut found);
+            if entry.is_none_or(|e| e.0 != group_key) {
+                if group.len() > 1 {
+                    pairs_of(design, permutation, t, &group, k, &mut found);
+                }
                 group.clear();
             }
-            let Some(entry) = entry else { break };
-            if group.is_empty() {
-                group_hi = permutation.key_range_of_permuted(entry.0).1;
-            }
-            group.push(entry);
+            let Some((key, g, position)) = entry else {
+                break;
+            };
+            group_key = key;
+            group.push((sets[g][t].stored(position), g, position));
         }
     }
 }
@@ -354,20 +521,36 @@ fn pairs_of(
     design: &TableDesign,
     permutation: &Permutation,
     t: usize,
-    group: &[(u64, usize, usize)],
+    group: &[(Stored, usize, usize)],
     k: u32,
     found: &mut impl FnMut(PairMatch),
 ) {
     for (i, &(x, gx, px)) in group.iter().enumerate() {
         for &(y, gy, py) in &group[i + 1..] {
-            let distance = hamming(x, y);
-            if distance > k {
-                continue;
-            }
-            let (fx, fy) = (
-                unpermute_difference(permutation, x),
-                unpermute_difference(permutation, y),
-            );
+            let (distance, fx, fy) = match (x, y) {
+                (Stored::Permuted(x), Stored::Permuted(y)) => {
+                    let distance = hamming(x, y);
+                    if distance > k {
+                        continue;
+                    }
+                    let plain = |v| unpermute_difference(permutation, v);
+                    (distance, plain(x), plain(y))
+                }
+                (Stored::Missing, _) | (_, Stored::Missing) => continue,
+                (x, y) => {
+                    let plain = |s| match s {
+                        Stored::Permuted(v) => unpermute_difference(permutation, v),
+                        Stored::Plain(v) => v,
+                        Stored::Missing => unreachable!("matched above"),
+                    };
+                    let (fx, fy) = (plain(x), plain(y));
+                    let distance = hamming(fx, fy);
+                    if distance > k {
+                        continue;
+                    }
+                    (distance, fx, fy)
+                }
+            };
             if design.first_shared_table(fx, fy) == Some(t) {
                 found(PairMatch {
                     table: t,
@@ -459,19 +642,57 @@ mod tests {
             .collect()
     }
 
+    /// Both layouts of built tables, owned: the simple one's keys, and the compact one's
+    /// arrays over the stored fingerprints.
+    struct Layouts {
+        keys: Vec<Vec<u64>>,
+        compact: Vec<CompactArrays>,
+        stored: Vec<u64>,
+    }
+
+    impl Layouts {
+        fn of(design: &TableDesign, built: &[Vec<(u64, usize)>], stored: &[u64]) -> Self {
+            let perms = permutations(design);
+            Layouts {
+                keys: built
+                    .iter()
+                    .map(|t| t.iter().map(|e| e.0).collect())
+                    .collect(),
+                compact: built
+                    .iter()
+                    .zip(&perms)
+                    .map(|(t, p)| {
+                        let entries: Vec<(u64, u32)> =
+                            t.iter().map(|&(key, row)| (key, row as u32)).collect();
+                        CompactArrays::of(&entries, 64 - p.free_bits())
+                    })
+                    .collect(),
+                stored: stored.to_vec(),
+            }
+        }
+
+        /// The tables in the simple layout (`compact` false) or the compact one.
+        fn tables(&self, compact: bool) -> Vec<Table<'_>> {
+            if compact {
+                self.compact
+                    .iter()
+                    .map(|arrays| Table::Compact(arrays.table(&self.stored)))
+                    .collect()
+            } else {
+                self.keys.iter().map(|t| Table::Keys(t)).collect()
+            }
+        }
+    }
+
     fn answer(
         design: &TableDesign,
         built: &[Vec<(u64, usize)>],
+        tables: &[Table<'_>],
         fp: u64,
         k: u32,
     ) -> Vec<(usize, u32)> {
-        let keys: Vec<Vec<u64>> = built
-            .iter()
-            .map(|t| t.iter().map(|e| e.0).collect())
-            .collect();
-        let slices: Vec<&[u64]> = keys.iter().map(Vec::as_slice).collect();
         let mut out = Vec::new();
-        query(design, &permutations(design), &slices, fp, k, |m| {
+        query(design, &permutations(design), tables, fp, k, |m| {
             out.push((built[m.table][m.position].1, m.hamming))
         });
         out.sort_unstable();
@@ -503,14 +724,19 @@ mod tests {
     #[test]
     fn queries_find_exactly_the_brute_force_neighbours_once() {
         let mut rng = SeededRng::new(17);
-        for (design, spread) in [
-            (TableDesign::manku16(), 5),
-            (TableDesign::blocks(6, 3).unwrap(), 5),
-            (TableDesign::for_k(5).unwrap(), 8),
-            (TableDesign::for_k(0).unwrap(), 1),
+        // 20,000 stored: a compact manku16 table's directory and tag fix its whole key; 3,000:
+        // fewer bits, and the candidates hold other keys.
+        for (design, spread, n) in [
+            (TableDesign::manku16(), 5, 3000),
+            (TableDesign::manku16(), 5, 20_000),
+            (TableDesign::blocks(6, 3).unwrap(), 5, 3000),
+            (TableDesign::for_k(5).unwrap(), 8, 3000),
+            (TableDesign::for_k(0).unwrap(), 1, 3000),
         ] {
-            let stored = corpus(&mut rng, 3000, spread);
+            let stored = corpus(&mut rng, n, spread);
             let built = build(&design, &stored);
+            let layouts = Layouts::of(&design, &built, &stored);
+            let (simple, compact) = (layouts.tables(false), layouts.tables(true));
             for i in 0..400 {
                 // Stored fingerprints (their copies are neighbours) and fresh ones nearby.
                 let fp = if i % 2 == 0 {
@@ -521,7 +747,10 @@ mod tests {
                 for k in 0..=design.k() {
                     let mut expected = brute_force(&stored, fp, k);
                     expected.sort_unstable();
-                    assert_eq!(answer(&design, &built, fp, k), expected, "{design} k {k}");
+                    let got = answer(&design, &built, &simple, fp, k);
+                    assert_eq!(got, expected, "{design} k {k}");
+                    let got = answer(&design, &built, &compact, fp, k);
+                    assert_eq!(got, expected, "{design} k {k}, compact, n {n}");
                 }
             }
         }
@@ -533,11 +762,8 @@ mod tests {
         for design in [TableDesign::manku16(), TableDesign::blocks(6, 3).unwrap()] {
             let stored = corpus(&mut rng, 4000, 5);
             let built = build(&design, &stored);
-            let keys: Vec<Vec<u64>> = built
-                .iter()
-                .map(|t| t.iter().map(|e| e.0).collect())
-                .collect();
-            let slices: Vec<&[u64]> = keys.iter().map(Vec::as_slice).collect();
+            let layouts = Layouts::of(&design, &built, &stored);
+            let (slices, compact) = (layouts.tables(false), layouts.tables(true));
             let perms = permutations(&design);
             // Stored fingerprints, near ones, random ones and repeats, in no order.
             let fps: Vec<u64> = (0..1500)
@@ -563,6 +789,12 @@ mod tests {
                 batch.sort_unstable();
                 assert!(one_by_one.len() > fps.len() / 2);
                 assert_eq!(batch, one_by_one, "{design} k {k}");
+                let mut of_compact = Vec::new();
+                query_batch(&design, &perms, &compact, &fps, k, |m| {
+                    of_compact.push((m.query, built[m.table][m.position].1, m.hamming))
+                });
+                of_compact.sort_unstable();
+                assert_eq!(of_compact, one_by_one, "{design} k {k}, compact");
                 let mut unique = batch.clone();
                 unique.dedup();
                 assert_eq!(unique.len(), batch.len(), "a match twice");
@@ -607,7 +839,12 @@ mod tests {
     #[test]
     fn probing_an_empty_table_finds_nothing() {
         let p = Permutation::new(TableDesign::manku16().masks()[0]);
-        assert_eq!(probe(&p, &[], 42), 0..0);
+        let empty: &[u64] = &[];
+        assert_eq!(empty.candidates(&p, 42, 0), 0..0);
+        let arrays = CompactArrays::of(&[], 28);
+        let compact = arrays.table(&[]);
+        assert_eq!(compact.candidates(&p, 42, 0), 0..0);
+        assert_eq!(compact.prefixes().count(), 0);
     }
 
     #[test]
@@ -620,29 +857,28 @@ mod tests {
             let perms = permutations(&design);
             // Two sets of tables (two generations), each of near copies.
             let stored: Vec<Vec<u64>> = vec![corpus(&mut rng, 700, 4), corpus(&mut rng, 300, 4)];
-            let built: Vec<Vec<Vec<u64>>> = stored
+            let built: Vec<Vec<Vec<(u64, usize)>>> =
+                stored.iter().map(|fps| build(&design, fps)).collect();
+            let layouts: Vec<Layouts> = built
                 .iter()
-                .map(|fps| {
-                    perms
-                        .iter()
-                        .map(|p| {
-                            let mut t: Vec<u64> = fps.iter().map(|&f| p.permute(f)).collect();
-                            t.sort_unstable();
-                            t
-                        })
-                        .collect()
-                })
+                .zip(&stored)
+                .map(|(b, s)| Layouts::of(&design, b, s))
                 .collect();
-            let sets: Vec<Vec<&[u64]>> = built
-                .iter()
-                .map(|set| set.iter().map(|t| t.as_slice()).collect())
-                .collect();
-            for k in [0, 1, design.k()] {
+            // Both simple, both compact, and one of each (an index whose generations were
+            // written in different formats).
+            let choices = [[false, false], [true, true], [false, true], [true, false]];
+            for (k, compact) in [0, 1, design.k()]
+                .into_iter()
+                .flat_map(|k| choices.map(|c| (k, c)))
+            {
+                let sets: Vec<Vec<Table<'_>>> = layouts
+                    .iter()
+                    .zip(compact)
+                    .map(|(l, c)| l.tables(c))
+                    .collect();
                 let mut got: Vec<(u64, u64, u32)> = Vec::new();
                 self_join(&design, &perms, &sets, k, |m| {
-                    let fp = |(g, p): (usize, usize)| {
-                        unpermute_difference(&perms[m.table], built[g][m.table][p])
-                    };
+                    let fp = |(g, p): (usize, usize)| stored[g][built[g][m.table][p].1];
                     let (a, b) = (fp(m.a), fp(m.b));
                     got.push((a.min(b), a.max(b), m.hamming));
                 });
@@ -661,7 +897,7 @@ mod tests {
                 }
                 want.sort_unstable();
                 assert!(want.len() > 100, "too few pairs to test");
-                assert_eq!(got, want, "{design} k {k}");
+                assert_eq!(got, want, "{design} k {k}, compact {compact:?}");
             }
         }
     }

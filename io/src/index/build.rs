@@ -31,17 +31,17 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use neardup_core::minhash::Banding;
-use neardup_core::query::{permutations, Permutation};
+use neardup_core::query::{bucket_and_tag, directory_bits, permutations, Permutation};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::{
     band_file, design_of, generation_dir, table_file, FileSum, GenerationEntry, Manifest,
-    MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST,
-    FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, FLAG_REMOVED, HEADER_BYTES, KEEP_FILE,
-    KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_KEEP, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE,
-    MAGIC, MANIFEST, SHINGLES_FILE, SIGNATURES_FILE,
+    MinHashParams, CLUSTERS_FILE, COMPACT_TABLES_FORMAT, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES,
+    FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, FLAG_REMOVED, HEADER_BYTES,
+    KEEP_FILE, KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_KEEP, KIND_SHINGLES, KIND_SIGNATURES,
+    KIND_TABLE, MAGIC, MANIFEST, SHINGLES_FILE, SIGNATURES_FILE,
 };
 use crate::atomic::sync_parent;
 use crate::error::IoError;
@@ -318,7 +318,12 @@ impl GenerationFiles {
                 Keys::Simhash(p) => (table_file(t), p[t].mask()),
                 Keys::Bands(_) => (band_file(t), t as u64),
             };
-            let (sum, sorted) = write_table(&tmp.join(file), format, kind, extra, sort)?;
+            let path = tmp.join(file);
+            let (sum, sorted) = if kind == KIND_TABLE && format >= COMPACT_TABLES_FORMAT {
+                write_compact_table(&path, format, extra, sort)?
+            } else {
+                write_table(&path, format, kind, extra, sort)?
+            };
             checksums.push(sum);
             stats = stats.plus(sorted);
         }
@@ -543,6 +548,53 @@ fn write_table(
     drop(merged);
     f.append(rows)?;
     f.align()?;
+    Ok((f.finish()?, stats))
+}
+
+/// A compact table (format 4, docs/index.md) of `(permuted, row)` entries from `sort`, a
+/// simhash index's table of mask `mask`: each entry's tag goes straight to the file, its
+/// row to a column joined after them, and the directory (at most 8 MiB, counted as the
+/// entries pass) last.
+fn write_compact_table(
+    path: &Path,
+    format: u32,
+    mask: u64,
+    sort: ExternalSort<(u64, u64)>,
+) -> Result<(FileSum, SortStats), IoError> {
+    let failed = |cause| IoError::Write {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let n = sort.len();
+    let d = directory_bits(mask.count_ones(), n as usize);
+    let mut f = HashedFile::create(path, format)?;
+    f.header(KIND_TABLE, n, mask)?;
+    let mut rows = Column::create(&path.with_extension("rows"))?;
+    let mut starts = vec![0u64; (1usize << d) + 1];
+    let mut tags: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut merged = sort.finish().map_err(failed)?;
+    for entry in merged.by_ref() {
+        let (permuted, row) = entry.map_err(failed)?;
+        let (bucket, tag) = bucket_and_tag(permuted, d);
+        starts[bucket as usize + 1] += 1;
+        tags.extend_from_slice(&tag.to_le_bytes());
+        if tags.len() >= 1 << 16 {
+            f.put(&tags)?;
+            tags.clear();
+        }
+        rows.put(&(row as u32).to_le_bytes())?;
+    }
+    f.put(&tags)?;
+    let stats = merged.stats();
+    drop(merged);
+    f.align()?;
+    f.append(rows)?;
+    f.align()?;
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let directory: Vec<u8> = starts.iter().flat_map(|s| s.to_le_bytes()).collect();
+    f.put(&directory)?;
     Ok((f.finish()?, stats))
 }
 

@@ -82,13 +82,22 @@ pub use write::{
 /// every format from [`OLDEST_INDEX_FORMAT`] on. Format 2 added each document's content
 /// digest, keep rank, bytes and capture time to `docs.bin`, and each generation's format and
 /// keep policy to the manifest. Format 3 is the MinHash index (band tables, signatures,
-/// shingle sets, the manifest's `minhash`); simhash indexes are still written in
-/// [`SIMHASH_INDEX_FORMAT`], byte for byte as before, so that an older neardup reads them,
-/// and refuses a MinHash index by its format instead of misreading it.
-pub const INDEX_FORMAT: u32 = 3;
+/// shingle sets, the manifest's `minhash`), so that an older neardup refuses a MinHash
+/// index by its format instead of misreading it. Format 4 is the simhash index with compact
+/// tables ([`neardup_core::query::CompactTable`]: 6 bytes an entry where format 2 has 12);
+/// `docs.bin` is as in format 2.
+pub const INDEX_FORMAT: u32 = 4;
 
-/// The format a simhash index is written in (its layout did not change in format 3).
-pub const SIMHASH_INDEX_FORMAT: u32 = 2;
+/// The format a simhash index's new generations are written in (format 4: compact tables).
+pub const SIMHASH_INDEX_FORMAT: u32 = 4;
+
+/// The format of every generation of a MinHash index.
+pub const MINHASH_INDEX_FORMAT: u32 = 3;
+
+/// The first format whose simhash tables are compact (a directory, then a 16-bit tag and a
+/// 32-bit row an entry; docs/index.md); before it, a table holds each entry's permuted
+/// fingerprint and row.
+pub const COMPACT_TABLES_FORMAT: u32 = 4;
 
 /// The oldest format this neardup reads.
 pub const OLDEST_INDEX_FORMAT: u32 = 1;
@@ -281,10 +290,10 @@ pub struct FileSum {
 
 impl Manifest {
     /// The format this index's new generations and manifests are written in:
-    /// [`INDEX_FORMAT`] for a MinHash index, [`SIMHASH_INDEX_FORMAT`] otherwise.
+    /// [`MINHASH_INDEX_FORMAT`] for a MinHash index, [`SIMHASH_INDEX_FORMAT`] otherwise.
     pub fn write_format(&self) -> u32 {
         if self.minhash.is_some() {
-            INDEX_FORMAT
+            MINHASH_INDEX_FORMAT
         } else {
             SIMHASH_INDEX_FORMAT
         }
@@ -377,12 +386,12 @@ impl Manifest {
             if let Some(g) = manifest
                 .generations
                 .iter()
-                .find(|g| g.format < INDEX_FORMAT)
+                .find(|g| g.format != MINHASH_INDEX_FORMAT)
             {
                 return Err(corrupt(
                     &path,
                     format!(
-                        "a MinHash index, but its generation {} has format {} (MinHash generations are format {INDEX_FORMAT})",
+                        "a MinHash index, but its generation {} has format {} (MinHash generations are format {MINHASH_INDEX_FORMAT})",
                         g.dir, g.format
                     ),
                 ));

@@ -13,16 +13,16 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 use neardup_core::minhash::{jaccard_estimate, Banding};
-use neardup_core::query::{self, permutations, Permutation};
+use neardup_core::query::{self, directory_bits, permutations, CompactTable, Permutation, Table};
 use neardup_core::similarity::jaccard;
 use neardup_core::TableDesign;
 
 use super::{
     band_file, corrupt, design_of, generation_file, table_file, FileSum, GenerationEntry, Manifest,
-    MinHashParams, CLUSTERS_FILE, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST,
-    FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, FLAG_REMOVED, HEADER_BYTES, KEEP_FILE,
-    KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_KEEP, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE,
-    MAGIC, MANIFEST, SHINGLES_FILE, SIGNATURES_FILE,
+    MinHashParams, CLUSTERS_FILE, COMPACT_TABLES_FORMAT, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES,
+    FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, FLAG_REMOVED, HEADER_BYTES,
+    KEEP_FILE, KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_KEEP, KIND_SHINGLES, KIND_SIGNATURES,
+    KIND_TABLE, MAGIC, MANIFEST, MINHASH_INDEX_FORMAT, SHINGLES_FILE, SIGNATURES_FILE,
 };
 use crate::error::IoError;
 
@@ -90,6 +90,66 @@ struct GenerationMap {
     /// Whether its `docs.bin` records which documents are kept
     /// ([`GenerationEntry::keep_decisions`]).
     decisions: bool,
+}
+
+impl GenerationMap {
+    /// Table (or band) `t`'s rows, in its order.
+    fn rows(&self, t: usize) -> &[u32] {
+        let n = self.indexed;
+        let at = if self.format >= COMPACT_TABLES_FORMAT {
+            HEADER_BYTES + padded8(2 * n)
+        } else {
+            HEADER_BYTES + 8 * n
+        };
+        u32s(&self.tables[t], at, n)
+    }
+
+    /// A simhash generation's tables as queries read them: format 4's compact tables over
+    /// its documents' fingerprints, or the permuted fingerprints of earlier formats.
+    fn key_tables<'a>(&'a self, permutations: &[Permutation]) -> Vec<Table<'a>> {
+        let n = self.indexed;
+        if self.format < COMPACT_TABLES_FORMAT {
+            return self
+                .tables
+                .iter()
+                .map(|m| Table::Keys(words(m, HEADER_BYTES, n)))
+                .collect();
+        }
+        let fingerprints = words(&self.docs, HEADER_BYTES + 8 * self.count, self.count);
+        self.tables
+            .iter()
+            .zip(permutations)
+            .enumerate()
+            .map(|(t, (map, p))| {
+                let d = directory_bits(64 - p.free_bits(), n);
+                let tags = u16s(map, HEADER_BYTES, n);
+                let starts = (1usize << d) + 1;
+                let directory = words(map, compact_directory_at(n), starts);
+                Table::Compact(CompactTable::new(
+                    d,
+                    directory,
+                    tags,
+                    self.rows(t),
+                    fingerprints,
+                ))
+            })
+            .collect()
+    }
+}
+
+/// Where a compact table's directory starts: after its header, `tag[n]` (u16) and `row[n]`
+/// (u32), each padded to 8 bytes.
+fn compact_directory_at(n: usize) -> usize {
+    HEADER_BYTES + padded8(2 * n) + padded8(4 * n)
+}
+
+/// The bytes of a table file of `n` entries for a key of `key_bits` in `format`.
+pub(crate) fn table_bytes(format: u32, n: usize, key_bits: u32) -> usize {
+    if format >= COMPACT_TABLES_FORMAT {
+        compact_directory_at(n) + 8 * ((1usize << directory_bits(key_bits, n)) + 1)
+    } else {
+        HEADER_BYTES + 8 * n + padded8(4 * n)
+    }
 }
 
 /// Words per document before `docs.bin`'s flags: doc number, simhash, cluster, id end; and
@@ -162,6 +222,14 @@ fn words(bytes: &[u8], at: usize, n: usize) -> &[u64] {
     // SAFETY: every bit pattern is a valid u64; `align_to` only yields the aligned middle.
     let (head, middle, _) = unsafe { slice.align_to::<u64>() };
     assert!(head.is_empty(), "index words are 8-aligned");
+    &middle[..n]
+}
+
+fn u16s(bytes: &[u8], at: usize, n: usize) -> &[u16] {
+    let slice = &bytes[at..at + 2 * n];
+    // SAFETY: as in `words`.
+    let (head, middle, _) = unsafe { slice.align_to::<u16>() };
+    assert!(head.is_empty(), "index tags are 2-aligned");
     &middle[..n]
 }
 
@@ -310,14 +378,10 @@ impl Index {
     pub fn query(&self, fp: u64, k: u32, mut found: impl FnMut(Match)) {
         let Some(design) = &self.design else { return };
         let k = k.min(design.k());
-        let mut keys: Vec<&[u64]> = Vec::with_capacity(design.tables());
         for (g, generation) in self.generations.iter().enumerate() {
-            let n = generation.indexed;
-            keys.clear();
-            keys.extend(generation.tables.iter().map(|m| words(m, HEADER_BYTES, n)));
-            query::query(design, &self.permutations, &keys, fp, k, |m| {
-                let rows = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n);
-                let row = rows[m.position];
+            let tables = generation.key_tables(&self.permutations);
+            query::query(design, &self.permutations, &tables, fp, k, |m| {
+                let row = generation.rows(m.table)[m.position];
                 // A row past the documents (a table damaged and not verified) names none.
                 if (row as usize) < generation.count {
                     found(Match {
@@ -341,7 +405,9 @@ impl Index {
     /// [`Index::query_batch`] for a pass over an index that need not fit in memory: each
     /// table's pages are handed back once the batch has walked it (see
     /// [`Index::release_pages`]), so that a batch keeps one table's pages resident, where
-    /// it would keep every table's (12 bytes a document a table: its key and its row).
+    /// it would keep every table's (6 bytes a document a table, 12 in format 2; a compact
+    /// table's candidates also read the documents' fingerprints, 8 bytes a document, kept
+    /// until [`Index::release_pages`]).
     pub fn query_batch_releasing(&self, fps: &[u64], k: u32, found: impl FnMut(usize, Match)) {
         self.query_batch_by_table(fps, k, found, true);
     }
@@ -355,19 +421,15 @@ impl Index {
     ) {
         let Some(design) = &self.design else { return };
         let k = k.min(design.k());
-        let mut keys: Vec<&[u64]> = Vec::with_capacity(design.tables());
         for (g, generation) in self.generations.iter().enumerate() {
-            let n = generation.indexed;
-            keys.clear();
-            keys.extend(generation.tables.iter().map(|m| words(m, HEADER_BYTES, n)));
+            let keys = generation.key_tables(&self.permutations);
             let walked = |t: usize| {
                 if release {
                     release_map(&generation.tables[t]);
                 }
             };
             let found = |m: query::BatchMatch| {
-                let rows = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n);
-                let row = rows[m.position];
+                let row = generation.rows(m.table)[m.position];
                 if (row as usize) < generation.count {
                     let hamming = m.hamming;
                     found(
@@ -393,21 +455,15 @@ impl Index {
     pub fn self_pairs(&self, k: u32, mut found: impl FnMut(Match, Match, u32)) {
         let Some(design) = &self.design else { return };
         let k = k.min(design.k());
-        let sets: Vec<Vec<&[u64]>> = self
+        let sets: Vec<Vec<Table<'_>>> = self
             .generations
             .iter()
-            .map(|g| {
-                g.tables
-                    .iter()
-                    .map(|m| words(m, HEADER_BYTES, g.indexed))
-                    .collect()
-            })
+            .map(|g| g.key_tables(&self.permutations))
             .collect();
         query::self_join(design, &self.permutations, &sets, k, |m| {
             let at = |(g, position): (usize, usize)| {
                 let generation = &self.generations[g];
-                let n = generation.indexed;
-                let row = u32s(&generation.tables[m.table], HEADER_BYTES + 8 * n, n)[position];
+                let row = generation.rows(m.table)[position];
                 // A row past the documents (a table damaged and not verified) names none.
                 ((row as usize) < generation.count).then_some(Match {
                     generation: g,
@@ -451,10 +507,10 @@ impl Index {
         for (g, generation) in self.generations.iter().enumerate() {
             let n = generation.indexed;
             rows.clear();
-            for (table, &key) in generation.tables.iter().zip(&keys) {
+            for (t, (table, &key)) in generation.tables.iter().zip(&keys).enumerate() {
                 let sorted = words(table, HEADER_BYTES, n);
                 let run = query::equal_range(sorted, key);
-                rows.extend_from_slice(&u32s(table, HEADER_BYTES + 8 * n, n)[run]);
+                rows.extend_from_slice(&generation.rows(t)[run]);
             }
             rows.retain(|&row| (row as usize) < generation.count);
             rows.sort_unstable();
@@ -586,6 +642,11 @@ fn map_generation(
         check_id_ends(&docs, &path, count, id_bytes)?;
     }
     // A simhash index's tables say their masks, a MinHash index's their bands.
+    let tables_format = if design.is_some() {
+        format
+    } else {
+        format.min(MINHASH_INDEX_FORMAT)
+    };
     let (kind, extras): (u32, Vec<u64>) = match design {
         Some(design) => (KIND_TABLE, design.masks().to_vec()),
         None => (
@@ -607,10 +668,15 @@ fn map_generation(
             };
             return Err(corrupt(&path, what));
         }
-        let size = HEADER_BYTES + 8 * n as usize + padded8(4 * n as usize);
+        let key_bits = if kind == KIND_TABLE {
+            extra.count_ones()
+        } else {
+            64
+        };
+        let size = table_bytes(tables_format, n as usize, key_bits);
         expect(&path, "bytes", map.len() as u64, size as u64)?;
         if verify == Verify::Checksums {
-            check_rows(&map, &path, n as usize, count)?;
+            check_table(&map, &path, (tables_format, key_bits), n as usize, count)?;
         }
         tables.push(map);
     }
@@ -692,19 +758,71 @@ fn check_id_ends(docs: &[u8], path: &Path, count: usize, id_bytes: u64) -> Resul
     Ok(())
 }
 
-/// Refuses a table (or band) whose rows name a document past the generation's `count`.
-fn check_rows(table: &[u8], path: &Path, n: usize, count: usize) -> Result<(), IoError> {
-    let rows = u32s(table, HEADER_BYTES + 8 * n, n);
-    match rows.iter().position(|&row| row as usize >= count) {
-        None => Ok(()),
-        Some(entry) => Err(corrupt(
+/// Refuses a table (or band) whose rows name a document past the generation's `count`,
+/// or a compact table whose directory does not rise from 0 to its entries or whose tags
+/// fall within a bucket.
+fn check_table(
+    table: &[u8],
+    path: &Path,
+    (format, key_bits): (u32, u32),
+    n: usize,
+    count: usize,
+) -> Result<(), IoError> {
+    let compact = format >= COMPACT_TABLES_FORMAT;
+    let rows_at = if compact {
+        HEADER_BYTES + padded8(2 * n)
+    } else {
+        HEADER_BYTES + 8 * n
+    };
+    let rows = u32s(table, rows_at, n);
+    if let Some(entry) = rows.iter().position(|&row| row as usize >= count) {
+        return Err(corrupt(
             path,
             format!(
                 "entry {entry} names row {}, but the generation has {count} documents",
                 rows[entry]
             ),
-        )),
+        ));
     }
+    if !compact {
+        return Ok(());
+    }
+    let d = directory_bits(key_bits, n);
+    let starts = words(table, compact_directory_at(n), (1usize << d) + 1);
+    let tags = u16s(table, HEADER_BYTES, n);
+    if starts[0] != 0 || starts[starts.len() - 1] != n as u64 {
+        let what = format!(
+            "its directory spans entries {} to {}, not 0 to {n}",
+            starts[0],
+            starts[starts.len() - 1]
+        );
+        return Err(corrupt(path, what));
+    }
+    for (b, w) in starts.windows(2).enumerate() {
+        if w[1] > n as u64 {
+            let what = format!(
+                "its directory's bucket {b} ends at entry {}, past its {n}",
+                w[1]
+            );
+            return Err(corrupt(path, what));
+        }
+        if w[0] > w[1] {
+            let what = format!(
+                "its directory's bucket {b} ends at entry {} before its start {}",
+                w[1], w[0]
+            );
+            return Err(corrupt(path, what));
+        }
+        let bucket = &tags[w[0] as usize..w[1] as usize];
+        if let Some(at) = bucket.windows(2).position(|t| t[0] > t[1]) {
+            let entry = w[0] as usize + at + 1;
+            return Err(corrupt(
+                path,
+                format!("entry {entry}'s tag falls within its bucket"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Maps a MinHash generation's `signatures.bin` and, where the index holds them,

@@ -465,17 +465,17 @@ fn newer_formats_are_refused() {
     small_index(&path);
     let manifest = path.join(MANIFEST);
     let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(&manifest, text.replace("\"format\": 2", "\"format\": 4")).unwrap();
+    std::fs::write(&manifest, text.replace("\"format\": 4", "\"format\": 5")).unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
-    assert!(e.contains("index format 4, but this neardup"), "{e}");
-    assert!(e.contains("reads formats 1 to 3"), "{e}");
+    assert!(e.contains("index format 5, but this neardup"), "{e}");
+    assert!(e.contains("reads formats 1 to 4"), "{e}");
     // A generation of a newer format in a manifest this neardup reads.
     let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    value["generations"][0]["format"] = json!(4);
+    value["generations"][0]["format"] = json!(5);
     std::fs::write(&manifest, value.to_string()).unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
     assert!(
-        e.contains("gen-00000: index format 4, but this neardup"),
+        e.contains("gen-00000: index format 5, but this neardup"),
         "{e}"
     );
     std::fs::write(&manifest, "{\"format\": 1").unwrap();
@@ -535,7 +535,82 @@ fn an_interrupted_write_leaves_the_index_as_it_was() {
 /// without digests, ranks, bytes, capture times and keep decisions (no `keep.bin`), every
 /// header saying format 1, and a manifest of format 1 without the generations' `format`,
 /// `keep` and `keep_decisions`.
+/// Rewrites every compact table of the simhash index at `path` (format 4) in the layout of
+/// formats 1 to 3 (the permuted fingerprints, then the rows), keeping the header's format;
+/// the manifest's checksums are left for the caller to make.
+fn widen_tables(path: &std::path::Path) {
+    let index = Index::open(path, Verify::Checksums).unwrap();
+    let perms = neardup_core::query::permutations(index.design().unwrap());
+    let dirs: Vec<String> = index
+        .manifest()
+        .generations
+        .iter()
+        .map(|g| g.dir.clone())
+        .collect();
+    drop(index);
+    for dir in dirs {
+        let dir = path.join(dir);
+        let docs = std::fs::read(dir.join(DOCS_FILE)).unwrap();
+        let count = u64::from_le_bytes(docs[16..24].try_into().unwrap()) as usize;
+        let word =
+            |bytes: &[u8], at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        let fps: Vec<u64> = (0..count)
+            .map(|r| word(&docs, HEADER_BYTES + 8 * count + 8 * r))
+            .collect();
+        for (t, p) in perms.iter().enumerate() {
+            let file = dir.join(table_file(t));
+            let bytes = std::fs::read(&file).unwrap();
+            let n = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+            let rows_at = HEADER_BYTES + (2 * n).div_ceil(8) * 8;
+            let rows: Vec<u32> = (0..n)
+                .map(|i| {
+                    u32::from_le_bytes(
+                        bytes[rows_at + 4 * i..rows_at + 4 * i + 4]
+                            .try_into()
+                            .unwrap(),
+                    )
+                })
+                .collect();
+            let mut wide = bytes[..HEADER_BYTES].to_vec();
+            for &row in &rows {
+                wide.extend(p.permute(fps[row as usize]).to_le_bytes());
+            }
+            for &row in &rows {
+                wide.extend(row.to_le_bytes());
+            }
+            wide.resize(HEADER_BYTES + 8 * n + (4 * n).div_ceil(8) * 8, 0);
+            std::fs::write(&file, wide).unwrap();
+        }
+    }
+}
+
+/// Makes the simhash index at `path` (written in format 4) what a neardup of format 2 wrote:
+/// its tables widened, every file's and the manifest's format 2, the checksums made again.
+fn downgrade_to_format_2(path: &std::path::Path) {
+    widen_tables(path);
+    let manifest_path = path.join(MANIFEST);
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    manifest["format"] = json!(2);
+    for g in manifest["generations"].as_array_mut().unwrap() {
+        let dir = path.join(g["dir"].as_str().unwrap());
+        g["format"] = json!(2);
+        for sum in g["checksums"].as_array_mut().unwrap() {
+            let file = dir.join(sum["name"].as_str().unwrap());
+            let mut bytes = std::fs::read(&file).unwrap();
+            if file.extension().is_some_and(|e| e == "bin") {
+                bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+                std::fs::write(&file, &bytes).unwrap();
+            }
+            sum["bytes"] = json!(bytes.len());
+            sum["xxh3"] = json!(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)));
+        }
+    }
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+}
+
 fn downgrade_to_format_1(path: &std::path::Path) {
+    widen_tables(path);
     let manifest_path = path.join(MANIFEST);
     let mut manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
@@ -633,7 +708,7 @@ fn format_1_indexes_are_read_added_to_and_compacted() {
     assert_eq!(index.manifest().generations[0].format, 1);
     check(&index, &all);
     drop(index);
-    // A new generation is written in format 2 beside the format 1 ones.
+    // A new generation is written in format 4 beside the format 1 ones.
     let mut writer = IndexWriter::open(&path).unwrap();
     let b = batch(&mut rng, 2, 300);
     all.extend(b.docs.clone());
@@ -647,17 +722,17 @@ fn format_1_indexes_are_read_added_to_and_compacted() {
         .iter()
         .map(|g| g.format)
         .collect();
-    assert_eq!(formats, [1, 1, 2]);
+    assert_eq!(formats, [1, 1, SIMHASH_INDEX_FORMAT]);
     assert_eq!(index.generation_keep(2), Some("longest"));
     check(&index, &all);
     drop(index);
-    // Compacted: one format 2 generation; the ranks of two policies (none, longest) go.
+    // Compacted: one format 4 generation; the ranks of two policies (none, longest) go.
     IndexWriter::open(&path).unwrap().compact().unwrap();
     for doc in &mut all {
         doc.rank = None;
     }
     let index = Index::open(&path, Verify::Checksums).unwrap();
-    assert_eq!(index.manifest().generations[0].format, 2);
+    assert_eq!(index.manifest().generations[0].format, SIMHASH_INDEX_FORMAT);
     assert_eq!(index.generation_keep(0), None);
     check(&index, &all);
 }
@@ -737,7 +812,7 @@ fn minhash_manifests_that_disagree_with_themselves_are_refused() {
     let manifest = path.join(MANIFEST);
     let text = std::fs::read_to_string(&manifest).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(value["format"], json!(INDEX_FORMAT));
+    assert_eq!(value["format"], json!(MINHASH_INDEX_FORMAT));
     let refused = |edit: &dyn Fn(&mut serde_json::Value), needle: &str| {
         let mut edited = value.clone();
         edit(&mut edited);
@@ -982,8 +1057,8 @@ fn damaged_rows_are_refused_or_skipped_never_a_panic() {
     let table = path.join("gen-00000").join("table-000.bin");
     let original = std::fs::read(&table).unwrap();
     let n = u64::from_le_bytes(original[16..24].try_into().unwrap()) as usize;
-    // The last row's top byte: a row far past the 100 documents.
-    let last = HEADER_BYTES + 8 * n + 4 * n - 1;
+    // The last row's top byte (after the tags): a row far past the 100 documents.
+    let last = HEADER_BYTES + (2 * n).div_ceil(8) * 8 + 4 * n - 1;
     let mut damaged = original.clone();
     damaged[last] ^= 0x80;
     std::fs::write(&table, &damaged).unwrap();
@@ -1125,4 +1200,184 @@ fn lookups_with_changes() {
     let (with_map, found) = scan(&none, Some(&map));
     assert_eq!(found, N / 4);
     println!("ns a document: no changes {base:.1}; 500,000 changes mapped {mapped:.1}; no changes plus a hash map lookup {with_map:.1}");
+}
+
+/// Sets `name`'s checksum in generation 0 of the index at `path` to that of `bytes`.
+fn forge_checksum(path: &std::path::Path, name: &str, bytes: &[u8]) {
+    let sum = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes));
+    edit_manifest(path, |m| {
+        for s in m["generations"][0]["checksums"].as_array_mut().unwrap() {
+            if s["name"] == name {
+                s["xxh3"] = json!(sum);
+            }
+        }
+    });
+}
+
+/// A compact table's directory and tags are checked on open with checksums: a directory
+/// that does not end at the entries, or falls, and tags that fall within a bucket are
+/// refused naming the table, even with the checksum forged; without checksums a query over
+/// them answers (wrongly, perhaps) and never panics.
+#[test]
+fn damaged_compact_tables_are_refused_or_answered_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    {
+        let mut writer = IndexWriter::create(&path, &spec()).unwrap();
+        writer.add(batch(&mut SeededRng::new(5), 0, 3000)).unwrap();
+    }
+    let table = path.join("gen-00000").join("table-002.bin");
+    let original = std::fs::read(&table).unwrap();
+    let n = u64::from_le_bytes(original[16..24].try_into().unwrap()) as usize;
+    let d = neardup_core::query::directory_bits(28, n);
+    assert!(d > 0, "a directory of {d} bits");
+    let dir_at = HEADER_BYTES + (2 * n).div_ceil(8) * 8 + (4 * n).div_ceil(8) * 8;
+    assert_eq!(original.len(), dir_at + 8 * ((1 << d) + 1));
+    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    // A bucket of two or more entries after the first entry, to make its tags fall.
+    let b = (0..1usize << d)
+        .find(|&b| {
+            let start = word(&original, dir_at + 8 * b);
+            start > 0 && word(&original, dir_at + 8 * (b + 1)) >= start + 2
+        })
+        .unwrap();
+    let first = word(&original, dir_at + 8 * b) as usize;
+    let cases: Vec<(Vec<u8>, String)> = vec![
+        {
+            let mut bytes = original.clone();
+            let last = dir_at + 8 * (1 << d);
+            bytes[last..last + 8].copy_from_slice(&(n as u64 + 9).to_le_bytes());
+            (
+                bytes,
+                format!("its directory spans entries 0 to {}, not 0 to {n}", n + 9),
+            )
+        },
+        {
+            let mut bytes = original.clone();
+            let at = dir_at + 8 * (b + 1);
+            bytes[at..at + 8].copy_from_slice(&(n as u64 * 2).to_le_bytes());
+            (
+                bytes,
+                format!("its directory's bucket {b} ends at entry {}, past", 2 * n),
+            )
+        },
+        {
+            let mut bytes = original.clone();
+            let at = dir_at + 8 * (b + 1);
+            bytes[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
+            (
+                bytes,
+                format!("its directory's bucket {b} ends at entry 0 before its start {first}"),
+            )
+        },
+        {
+            let mut bytes = original.clone();
+            let at = HEADER_BYTES + 2 * first;
+            bytes[at..at + 2].copy_from_slice(&u16::MAX.to_le_bytes());
+            (
+                bytes,
+                format!("entry {}'s tag falls within its bucket", first + 1),
+            )
+        },
+    ];
+    let mut rng = SeededRng::new(6);
+    for (damaged, needle) in cases {
+        std::fs::write(&table, &damaged).unwrap();
+        forge_checksum(&path, "table-002.bin", &damaged);
+        let e = error(Index::open(&path, Verify::Checksums));
+        assert!(e.contains("table-002.bin: damaged index: "), "{e}");
+        assert!(e.contains(&needle), "{e} lacks {needle}");
+        let index = Index::open(&path, Verify::Sizes).unwrap();
+        let fps: Vec<u64> = (0..200).map(|_| rng.next_u64()).collect();
+        for &fp in &fps {
+            index.query(fp, 3, |_| {});
+        }
+        index.query_batch(&fps, 3, |_, _| {});
+        index.self_pairs(3, |_, _, _| {});
+    }
+}
+
+/// An index of format 2 (tables of permuted fingerprints) is read as it was, takes a
+/// generation of format 4 (compact tables) beside its own, answers queries, batches and
+/// pairs over both as brute force does, and compacts into format 4.
+#[test]
+fn format_2_indexes_are_read_added_to_and_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let mut rng = SeededRng::new(21);
+    let mut all = Vec::new();
+    {
+        let mut writer = IndexWriter::create(&path, &spec()).unwrap();
+        let b = batch(&mut rng, 0, 2000);
+        all.extend(b.docs.clone());
+        writer.add(b).unwrap();
+    }
+    downgrade_to_format_2(&path);
+    let check = |index: &Index, all: &[DocEntry], rng: &mut SeededRng| {
+        let fps: Vec<u64> = (0..300)
+            .map(|i| all[rng.below(all.len() as u64) as usize].simhash ^ (i % 3))
+            .collect();
+        for &fp in &fps {
+            assert_eq!(answers(index, fp, 3), brute(all, fp, 3));
+        }
+        let mut batch = BTreeSet::new();
+        index.query_batch(&fps, 3, |i, m| {
+            batch.insert((i, index.doc(m.generation, m.row).doc_id, m.hamming));
+        });
+        let one: BTreeSet<(usize, u64, u32)> = fps
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &fp)| {
+                answers(index, fp, 3)
+                    .into_iter()
+                    .map(move |(d, h)| (i, d, h))
+            })
+            .collect();
+        assert_eq!(batch, one);
+        let mut pairs = BTreeSet::new();
+        index.self_pairs(3, |a, b, h| {
+            let (a, b) = (
+                index.doc(a.generation, a.row),
+                index.doc(b.generation, b.row),
+            );
+            if !a.empty && !b.empty {
+                assert!(pairs.insert((a.doc_id.min(b.doc_id), a.doc_id.max(b.doc_id), h)));
+            }
+        });
+        let live: Vec<&DocEntry> = all.iter().filter(|d| !d.empty).collect();
+        let mut want = BTreeSet::new();
+        for (i, a) in live.iter().enumerate() {
+            for b in &live[i + 1..] {
+                let h = hamming(a.simhash, b.simhash);
+                if h <= 3 {
+                    want.insert((a.doc_id.min(b.doc_id), a.doc_id.max(b.doc_id), h));
+                }
+            }
+        }
+        assert!(want.len() > 50, "{}", want.len());
+        assert_eq!(pairs, want);
+    };
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    assert_eq!(index.manifest().format, 2);
+    check(&index, &all, &mut rng);
+    drop(index);
+    let mut writer = IndexWriter::open(&path).unwrap();
+    let b = batch(&mut rng, 1, 2000);
+    all.extend(b.docs.clone());
+    writer.add(b).unwrap();
+    drop(writer);
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    let formats: Vec<u32> = index
+        .manifest()
+        .generations
+        .iter()
+        .map(|g| g.format)
+        .collect();
+    assert_eq!(formats, [2, SIMHASH_INDEX_FORMAT]);
+    check(&index, &all, &mut rng);
+    drop(index);
+    IndexWriter::open(&path).unwrap().compact().unwrap();
+    let index = Index::open(&path, Verify::Checksums).unwrap();
+    assert_eq!(index.manifest().generations[0].format, SIMHASH_INDEX_FORMAT);
+    check(&index, &all, &mut rng);
 }
