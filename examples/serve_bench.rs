@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use neardup_core::testing::SeededRng;
 use neardup_core::{Scheme, TableDesign};
-use neardup_io::index::{DocEntry, IndexSpec, IndexWriter, NewGeneration};
+use neardup_io::index::{DocEntry, IndexSpec, IndexWriter};
 
 /// The seed of the fingerprints of `make-index` (`query` draws from the same ones).
 const SEED: u64 = 0x5E12E;
@@ -83,8 +83,12 @@ fn make_index(dir: &Path, n: u64) {
     };
     let started = Instant::now();
     let mut writer = IndexWriter::create(dir, &spec).expect("create the index");
-    let docs = (0..n)
-        .map(|i| DocEntry {
+    // Document by document, the tables' sorts within 2 GiB (spilling past it), so that an
+    // index of 100M documents is written on a small machine.
+    writer.set_memory(2 << 30, None);
+    let mut generation = writer.begin(1, None, false).expect("begin the index");
+    for i in 0..n {
+        let doc = DocEntry {
             doc_id: i,
             id: Some(format!("doc-{i}")),
             source: "serve_bench".into(),
@@ -93,16 +97,11 @@ fn make_index(dir: &Path, n: u64) {
             empty: false,
             cluster_id: None,
             ..Default::default()
-        })
-        .collect();
-    writer
-        .add(NewGeneration {
-            files: 1,
-            docs,
-            cluster_changes: Vec::new(),
-            keep: None,
-            decisions: None,
-        })
+        };
+        generation.push(doc).expect("write a document");
+    }
+    generation
+        .commit(std::iter::empty(), std::iter::empty(), None)
         .expect("write the index");
     eprintln!(
         "serve_bench: an index of {n} documents in {:.1} s",

@@ -29,7 +29,8 @@ else
 fi
 # NEARDUP: another build of the service to measure (its figures beside this one's).
 NEARDUP=${NEARDUP:-$TARGET/$PROFILE/neardup}
-BENCH=$TARGET/$PROFILE/examples/serve_bench
+# BENCH: another build of the load generator (its make-index writes that build's format).
+BENCH=${BENCH:-$TARGET/$PROFILE/examples/serve_bench}
 mkdir -p "$WORK"
 echo "profile: $PROFILE; machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 
