@@ -1,8 +1,11 @@
 //! The load generator of `scripts/bench/serve.sh` (docs/performance.md, "Serving").
 //!
 //! ```text
-//! serve_bench make-index DIR N           an index of N documents with random fingerprints
-//!                                        (a tenth of them with a near copy), ids doc-0..
+//! serve_bench make-index DIR N [G]       an index of N documents with random fingerprints
+//!                                        (a tenth of them with a near copy), ids doc-0..,
+//!                                        in generations of at most G documents (default
+//!                                        N: one; each one's table sorts spill 256 bytes a
+//!                                        document, so a 100M index is made in several)
 //! serve_bench query ADDR CLIENTS SECS N  single-fingerprint queries from CLIENTS keep-alive
 //!                                        connections (fingerprints of the N indexed docs,
 //!                                        flipped a little)
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use neardup_core::testing::SeededRng;
 use neardup_core::{Scheme, TableDesign};
-use neardup_io::index::{DocEntry, IndexSpec, IndexWriter};
+use neardup_io::index::{DocEntry, IndexSpec, IndexWriter, FILE_SHIFT};
 
 /// The seed of the fingerprints of `make-index` (`query` draws from the same ones).
 const SEED: u64 = 0x5E12E;
@@ -39,7 +42,11 @@ fn main() {
         })
     };
     match arg(0) {
-        "make-index" => make_index(Path::new(arg(1)), arg(2).parse().expect("N")),
+        "make-index" => {
+            let n: u64 = arg(2).parse().expect("N");
+            let per = args.get(3).map_or(n, |g| g.parse().expect("G"));
+            make_index(Path::new(arg(1)), n, per.max(1))
+        }
         "query" => load(
             arg(1).parse().expect("ADDR"),
             arg(2).parse().expect("CLIENTS"),
@@ -73,7 +80,7 @@ fn fingerprint(i: u64) -> u64 {
     }
 }
 
-fn make_index(dir: &Path, n: u64) {
+fn make_index(dir: &Path, n: u64, per_generation: u64) {
     let scheme = Scheme::simhash_doc();
     let spec = IndexSpec {
         scheme: scheme.name.as_str().to_string(),
@@ -86,10 +93,27 @@ fn make_index(dir: &Path, n: u64) {
     // Document by document, the tables' sorts within 2 GiB (spilling past it), so that an
     // index of 100M documents is written on a small machine.
     writer.set_memory(2 << 30, None);
+    // At least one generation: an empty index is one of no documents.
+    let firsts: Vec<u64> = (0..n.max(1)).step_by(per_generation as usize).collect();
+    for (g, first) in firsts.into_iter().enumerate() {
+        add_generation(
+            &mut writer,
+            g as u64,
+            first..(first + per_generation).min(n),
+        );
+    }
+    eprintln!(
+        "serve_bench: an index of {n} documents in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Documents `docs` as generation `g` of one input file (numbered `g`).
+fn add_generation(writer: &mut IndexWriter, g: u64, docs: std::ops::Range<u64>) {
     let mut generation = writer.begin(1, None, false).expect("begin the index");
-    for i in 0..n {
+    for i in docs {
         let doc = DocEntry {
-            doc_id: i,
+            doc_id: (g << FILE_SHIFT) | i,
             id: Some(format!("doc-{i}")),
             source: "serve_bench".into(),
             url: None,
@@ -103,10 +127,6 @@ fn make_index(dir: &Path, n: u64) {
     generation
         .commit(std::iter::empty(), std::iter::empty(), None)
         .expect("write the index");
-    eprintln!(
-        "serve_bench: an index of {n} documents in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
 }
 
 #[derive(Clone, Copy)]

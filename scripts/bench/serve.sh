@@ -45,7 +45,8 @@ EMPTY_ANON=$(anon_kib "$PID")
 kill -TERM "$PID"; wait "$PID" || true
 
 rm -rf "$WORK/index"
-"$BENCH" make-index "$WORK/index" "$N"
+# GENERATION: the most documents a generation of the index holds (default all: one).
+"$BENCH" make-index "$WORK/index" "$N" ${GENERATION:+"$GENERATION"}
 # The first start over a new index computes the service's state (ids, clusters) and saves
 # it beside the index (serve-state.bin); every later start maps it.
 echo -n "first "

@@ -553,7 +553,7 @@ fn write_table(
 
 /// A compact table (format 4, docs/index.md) of `(permuted, row)` entries from `sort`, a
 /// simhash index's table of mask `mask`: each entry's tag goes straight to the file, its
-/// row to a column joined after them, and the directory (at most 8 MiB, counted as the
+/// row to a column joined after them, and the directory (half a byte an entry, counted as the
 /// entries pass) last.
 fn write_compact_table(
     path: &Path,

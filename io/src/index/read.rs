@@ -406,8 +406,8 @@ impl Index {
     /// table's pages are handed back once the batch has walked it (see
     /// [`Index::release_pages`]), so that a batch keeps one table's pages resident, where
     /// it would keep every table's (6 bytes a document a table, 12 in format 2; a compact
-    /// table's candidates also read the documents' fingerprints, 8 bytes a document, kept
-    /// until [`Index::release_pages`]).
+    /// table's candidates also read the documents' simhashes, 8 bytes a document, handed
+    /// back with it).
     pub fn query_batch_releasing(&self, fps: &[u64], k: u32, found: impl FnMut(usize, Match)) {
         self.query_batch_by_table(fps, k, found, true);
     }
@@ -426,6 +426,10 @@ impl Index {
             let walked = |t: usize| {
                 if release {
                     release_map(&generation.tables[t]);
+                    // A compact table's candidates read the documents' simhashes.
+                    if generation.format >= COMPACT_TABLES_FORMAT {
+                        release_map(&generation.docs);
+                    }
                 }
             };
             let found = |m: query::BatchMatch| {
