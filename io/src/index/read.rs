@@ -96,12 +96,7 @@ impl GenerationMap {
     /// Table (or band) `t`'s rows, in its order.
     fn rows(&self, t: usize) -> &[u32] {
         let n = self.indexed;
-        let at = if self.format >= COMPACT_TABLES_FORMAT {
-            HEADER_BYTES + padded8(2 * n)
-        } else {
-            HEADER_BYTES + 8 * n
-        };
-        u32s(&self.tables[t], at, n)
+        u32s(&self.tables[t], rows_at(self.format, n), n)
     }
 
     /// A simhash generation's tables as queries read them: format 4's compact tables over
@@ -134,6 +129,16 @@ impl GenerationMap {
                 ))
             })
             .collect()
+    }
+}
+
+/// Where the rows of a table (or band) of `n` entries start in `format`: after the tags
+/// (u16, padded to 8 bytes) of a compact table, after the keys (u64) of earlier formats.
+fn rows_at(format: u32, n: usize) -> usize {
+    if format >= COMPACT_TABLES_FORMAT {
+        HEADER_BYTES + padded8(2 * n)
+    } else {
+        HEADER_BYTES + 8 * n
     }
 }
 
@@ -772,13 +777,7 @@ fn check_table(
     n: usize,
     count: usize,
 ) -> Result<(), IoError> {
-    let compact = format >= COMPACT_TABLES_FORMAT;
-    let rows_at = if compact {
-        HEADER_BYTES + padded8(2 * n)
-    } else {
-        HEADER_BYTES + 8 * n
-    };
-    let rows = u32s(table, rows_at, n);
+    let rows = u32s(table, rows_at(format, n), n);
     if let Some(entry) = rows.iter().position(|&row| row as usize >= count) {
         return Err(corrupt(
             path,
@@ -788,7 +787,7 @@ fn check_table(
             ),
         ));
     }
-    if !compact {
+    if format < COMPACT_TABLES_FORMAT {
         return Ok(());
     }
     let d = directory_bits(key_bits, n);

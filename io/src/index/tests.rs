@@ -602,8 +602,7 @@ fn downgrade_to_format_2(path: &std::path::Path) {
                 bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
                 std::fs::write(&file, &bytes).unwrap();
             }
-            sum["bytes"] = json!(bytes.len());
-            sum["xxh3"] = json!(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)));
+            set_sum(sum, &bytes);
         }
     }
     std::fs::write(&manifest_path, manifest.to_string()).unwrap();
@@ -643,11 +642,16 @@ fn downgrade_to_format_1(path: &std::path::Path) {
                 bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
                 std::fs::write(&file, &bytes).unwrap();
             }
-            sum["bytes"] = json!(bytes.len());
-            sum["xxh3"] = json!(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)));
+            set_sum(sum, &bytes);
         }
     }
     std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+}
+
+/// A manifest's checksum entry made that of `bytes`.
+fn set_sum(sum: &mut serde_json::Value, bytes: &[u8]) {
+    sum["bytes"] = json!(bytes.len());
+    sum["xxh3"] = json!(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes)));
 }
 
 #[test]
