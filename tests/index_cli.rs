@@ -438,10 +438,27 @@ fn what_does_not_fit_the_index_is_refused() {
     let mut damaged = bytes.clone();
     let last = damaged.len() - 1;
     damaged[last] ^= 0x40;
+    let sound = neardup()
+        .args(["index", "verify", s(&index)])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&sound.stderr);
+    assert!(
+        sound.status.success() && said.contains("sound: 1 generations"),
+        "{said}"
+    );
     std::fs::write(&table, &damaged).unwrap();
     assert_refused(
         neardup().args(["query", "--index", s(&index), "--text", "a b c"]),
         &["table-007.bin: damaged index: checksum"],
+    );
+    assert_refused(
+        neardup().args(["index", "verify", s(&index)]),
+        &["table-007.bin: damaged index: checksum"],
+    );
+    assert!(
+        !index.join("verified.json").exists(),
+        "index verify writes nothing"
     );
     // A truncated one.
     std::fs::write(&table, &bytes[..bytes.len() / 2]).unwrap();

@@ -426,10 +426,16 @@ fn a_damaged_index_is_refused_on_start_naming_the_file() {
     refused("docs.bin", 64 + 8 * 20 + 8 * 5);
     let table = std::fs::metadata(index.join("gen-00000").join("table-000.bin")).unwrap();
     refused("table-000.bin", table.len() as usize - 1);
-    // Restored, it serves.
+    // Restored, it serves, and records what it checked whole (issue 36: a restart over
+    // unchanged files does not read them again).
     let server = Server::start(&index, &[]);
     assert_eq!(
         server.request("GET", "/v1/documents/base-5", None).status,
         200
     );
+    drop(server);
+    let record = std::fs::read_to_string(index.join("verified.json")).unwrap();
+    assert!(record.contains("\"gen-00000/table-000.bin\""), "{record}");
+    // A file changed after it was recorded is read again, and refused.
+    refused("table-000.bin", 100);
 }

@@ -58,17 +58,21 @@ RSS=$(rss_kib "$PID")
 echo "memory: $RSS KiB resident with $N documents, $EMPTY_RSS KiB empty: $(( (RSS - EMPTY_RSS) * 1024 / N )) bytes per document"
 ANON=$(anon_kib "$PID")
 echo "of which heap: $(( (ANON - EMPTY_ANON) * 1024 / N )) bytes per document; mapped index files in the page cache: $(file_kib "$PID") KiB"
+echo "mapped, by file: $(mapped_by_kind "$PID")"
 
 for round in $(seq "$ROUNDS"); do
   "$BENCH" query "$ADDR" "$CLIENTS" "$SECS" "$N"
   "$BENCH" put "$ADDR" "$CLIENTS" "$SECS"
 done
 echo "after the loads: $(rss_kib "$PID") KiB resident, $(( ($(rss_kib "$PID") - EMPTY_RSS) * 1024 / N )) bytes per document; heap $(( ($(anon_kib "$PID") - EMPTY_ANON) * 1024 / N )) bytes per document; mapped $(file_kib "$PID") KiB"
+echo "mapped, by file: $(mapped_by_kind "$PID")"
 
-# kill -9 in the middle of puts, then the time to come back with the log replayed.
-"$BENCH" put "$ADDR" "$CLIENTS" 5 > /dev/null 2>&1 &
+# kill -9 in the middle of puts (after RECOVERY_SECS of them, default 3: the log records
+# to replay grow with it), then the time to come back with the log replayed.
+RECOVERY_SECS=${RECOVERY_SECS:-3}
+"$BENCH" put "$ADDR" "$CLIENTS" $((RECOVERY_SECS + 2)) > /dev/null 2>&1 &
 LOADER=$!
-sleep 3
+sleep "$RECOVERY_SECS"
 kill -9 "$PID"
 wait "$PID" 2>/dev/null || true
 wait "$LOADER" 2>/dev/null || true

@@ -5,6 +5,15 @@ rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 # The heap's part (anonymous pages) and the mapped files' (the index, in the page cache).
 anon_kib() { awk '/RssAnon/ {print $2}' "/proc/$1/status"; }
 file_kib() { awk '/RssFile/ {print $2}' "/proc/$1/status"; }
+# The mapped files' resident pages by kind (from smaps): the tables, docs.bin, the saved
+# state, and any other file (the binary, libraries).
+mapped_by_kind() {
+  awk '/^[0-9a-f]+-[0-9a-f]+ / { f = $6 }
+       /^Rss:/ { if (f ~ /table-[0-9]+\.bin$/) t += $2; else if (f ~ /docs\.bin$/) d += $2;
+                 else if (f ~ /serve-state\.bin$/) s += $2; else if (f ~ /^\//) o += $2 }
+       END { printf "tables %d KiB, docs.bin %d KiB, serve-state.bin %d KiB, other files %d KiB", t, d, s, o }' \
+    "/proc/$1/smaps"
+}
 
 # Starts the service on a free port; sets PID and ADDR, prints the start-up seconds.
 start() {

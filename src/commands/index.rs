@@ -1,4 +1,4 @@
-//! `neardup index`: maintenance of a saved index (`compact`, `info`) and its benchmark
+//! `neardup index`: maintenance of a saved index (`compact`, `verify`, `info`) and its benchmark
 //! (`bench`). What `run --index` and `run --against` write to an index is the end of a run,
 //! in the library (`neardup_dataflow::finish`; docs/index.md).
 
@@ -23,6 +23,14 @@ pub enum IndexCommand {
     /// Merge every generation into one, so that a query probes each table once (doc numbers
     /// and clusters stay as they are)
     Compact {
+        /// The index directory
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Check every byte of every file against the manifest's checksums, and what the files
+    /// hold (table rows, id ends), whatever `neardup serve`'s record of checked files says;
+    /// changes nothing
+    Verify {
         /// The index directory
         #[arg(value_name = "DIR")]
         dir: PathBuf,
@@ -59,6 +67,26 @@ pub fn run(args: &IndexArgs) -> Result<()> {
             Ok(())
         }
         IndexCommand::Bench { dir, queries } => bench(dir, *queries),
+        IndexCommand::Verify { dir } => {
+            let start = Instant::now();
+            let index = Index::open(dir, Verify::Checksums)?;
+            let manifest = index.manifest();
+            let files: usize = manifest.generations.iter().map(|g| g.checksums.len()).sum();
+            let bytes: u64 = manifest
+                .generations
+                .iter()
+                .flat_map(|g| &g.checksums)
+                .map(|s| s.bytes)
+                .sum();
+            eprintln!(
+                "neardup: {}: sound: {} generations, {files} files, {bytes} bytes, {} documents checked in {:.1} s",
+                dir.display(),
+                manifest.generations.len(),
+                manifest.documents,
+                start.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
         IndexCommand::Info { dir } => {
             let manifest = Manifest::load(dir)?;
             super::write_stdout(&(serde_json::to_string_pretty(&manifest)? + "\n"))?;

@@ -58,6 +58,7 @@ mod build;
 pub mod matches;
 pub mod read;
 pub mod run;
+pub mod verified;
 pub mod write;
 
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 //! key in some band equals the query's are its candidates (one binary search per band and
 //! generation), each verified once against the query as the run verified its pairs.
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -17,6 +17,7 @@ use neardup_core::query::{self, directory_bits, permutations, CompactTable, Perm
 use neardup_core::similarity::jaccard;
 use neardup_core::TableDesign;
 
+use super::verified::Record;
 use super::{
     band_file, corrupt, design_of, generation_file, table_file, FileSum, GenerationEntry, Manifest,
     MinHashParams, CLUSTERS_FILE, COMPACT_TABLES_FORMAT, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES,
@@ -33,6 +34,58 @@ pub enum Verify {
     Sizes,
     /// Also every file's checksum (catches any damaged byte; reads the whole index once).
     Checksums,
+    /// [`Verify::Checksums`] for each file not checked before, per the index's record of
+    /// the files it checked whole (`verified.json`, [`super::verified`]); a file the
+    /// record vouches for (the same checksum, size, inode and times as when it was checked)
+    /// gets [`Verify::Sizes`]. Then records what it checked, so that a restart over an
+    /// unchanged index reads none of it again.
+    ChecksumsOnce,
+}
+
+/// What an open checks, file by file: [`Verify`], and for [`Verify::ChecksumsOnce`] the
+/// record that says which files were checked before.
+struct Checks {
+    verify: Verify,
+    record: Option<Record>,
+}
+
+impl Checks {
+    fn new(dir: &Path, verify: Verify) -> Checks {
+        let record = (verify == Verify::ChecksumsOnce).then(|| Record::load(dir));
+        Checks { verify, record }
+    }
+
+    /// How much of the file of `entry` named `name` (the manifest's checksum `sum`, the
+    /// metadata `meta`) to check: [`Verify::Sizes`] or [`Verify::Checksums`].
+    fn level(
+        &mut self,
+        entry: &GenerationEntry,
+        name: &str,
+        sum: &FileSum,
+        meta: &Metadata,
+    ) -> Verify {
+        if let Some(record) = &mut self.record {
+            if record.vouches(&record_key(entry, name), sum, meta) {
+                return Verify::Sizes;
+            }
+        }
+        match self.verify {
+            Verify::Sizes => Verify::Sizes,
+            Verify::Checksums | Verify::ChecksumsOnce => Verify::Checksums,
+        }
+    }
+
+    /// Notes that the file was checked whole (what [`Checks::level`] said to do).
+    fn checked(&mut self, entry: &GenerationEntry, name: &str, sum: &FileSum, meta: &Metadata) {
+        if let Some(record) = &mut self.record {
+            record.checked(&record_key(entry, name), sum, meta);
+        }
+    }
+}
+
+/// A file's name in the record: its path inside the index.
+fn record_key(entry: &GenerationEntry, name: &str) -> String {
+    format!("{}/{name}", entry.dir)
 }
 
 /// An open index.
@@ -273,17 +326,22 @@ impl Index {
         };
         let mut generations = Vec::with_capacity(manifest.generations.len());
         let (mut changes, mut keep_changes) = (Vec::new(), Vec::new());
+        let mut checks = Checks::new(dir, verify);
         for (i, entry) in manifest.generations.iter().enumerate() {
-            let generation = map_generation(dir, entry, &manifest, design.as_ref(), verify)?;
+            let generation = map_generation(dir, entry, &manifest, design.as_ref(), &mut checks)?;
             let clusters = (CLUSTERS_FILE, KIND_CLUSTERS, Some(entry.cluster_changes));
-            changes.extend(map_changes(dir, (i, entry), verify, clusters)?);
+            changes.extend(map_changes(dir, (i, entry), &mut checks, clusters)?);
             if entry.keep_decisions {
                 let keep = (KEEP_FILE, KIND_KEEP, None);
-                keep_changes.extend(map_changes(dir, (i, entry), verify, keep)?);
+                keep_changes.extend(map_changes(dir, (i, entry), &mut checks, keep)?);
             }
             // The Parquet table is for other programs; its size and checksum are checked too.
-            drop(map_checked(dir, entry, DOCUMENTS_PARQUET, verify)?);
+            drop(map_checked(dir, entry, DOCUMENTS_PARQUET, &mut checks)?);
             generations.push(generation);
+        }
+        if let Some(record) = checks.record {
+            // Not written (a read-only index): the next open checks everything again.
+            let _ = record.save(dir, &manifest);
         }
         changes.reverse();
         keep_changes.reverse();
@@ -637,10 +695,10 @@ fn map_generation(
     entry: &GenerationEntry,
     manifest: &Manifest,
     design: Option<&TableDesign>,
-    verify: Verify,
+    checks: &mut Checks,
 ) -> Result<GenerationMap, IoError> {
     let format = entry.format;
-    let docs = map_checked(dir, entry, DOCS_FILE, verify)?;
+    let (docs, verify) = map_checked(dir, entry, DOCS_FILE, checks)?;
     let path = generation_file(dir, entry, DOCS_FILE);
     let (count, id_bytes) = header(&docs, &path, KIND_DOCS, format)?;
     expect(&path, "documents", count, entry.documents)?;
@@ -665,7 +723,7 @@ fn map_generation(
     };
     let mut tables = Vec::with_capacity(extras.len());
     for (name, &extra) in table_names(manifest, design).iter().zip(&extras) {
-        let map = map_checked(dir, entry, name, verify)?;
+        let (map, verify) = map_checked(dir, entry, name, checks)?;
         let path = generation_file(dir, entry, name);
         let (n, recorded) = header(&map, &path, kind, format)?;
         expect(&path, "entries", n, entry.indexed)?;
@@ -690,7 +748,7 @@ fn map_generation(
         tables.push(map);
     }
     let (signatures, shingles) = match &manifest.minhash {
-        Some(m) => map_minhash(dir, entry, m, count, verify)?,
+        Some(m) => map_minhash(dir, entry, m, count, checks)?,
         None => (None, None),
     };
     Ok(GenerationMap {
@@ -712,10 +770,10 @@ fn map_generation(
 fn map_changes(
     dir: &Path,
     (generation, entry): (usize, &GenerationEntry),
-    verify: Verify,
+    checks: &mut Checks,
     (name, kind, count): (&'static str, u32, Option<u64>),
 ) -> Result<Option<ChangeFile>, IoError> {
-    let map = map_checked(dir, entry, name, verify)?;
+    let (map, verify) = map_checked(dir, entry, name, checks)?;
     let path = generation_file(dir, entry, name);
     let (n, _) = header(&map, &path, kind, entry.format)?;
     if let Some(count) = count {
@@ -836,9 +894,9 @@ fn map_minhash(
     entry: &GenerationEntry,
     m: &MinHashParams,
     count: usize,
-    verify: Verify,
+    checks: &mut Checks,
 ) -> Result<(Option<Mmap>, Option<Mmap>), IoError> {
-    let map = map_checked(dir, entry, SIGNATURES_FILE, verify)?;
+    let (map, _) = map_checked(dir, entry, SIGNATURES_FILE, checks)?;
     let path = generation_file(dir, entry, SIGNATURES_FILE);
     let (n, permutations) = header(&map, &path, KIND_SIGNATURES, entry.format)?;
     expect(&path, "signatures", n, count as u64)?;
@@ -853,7 +911,7 @@ fn map_minhash(
     if !m.shingles {
         return Ok((Some(map), None));
     }
-    let sets = map_checked(dir, entry, SHINGLES_FILE, verify)?;
+    let (sets, _) = map_checked(dir, entry, SHINGLES_FILE, checks)?;
     let path = generation_file(dir, entry, SHINGLES_FILE);
     let (n, total) = header(&sets, &path, KIND_SHINGLES, entry.format)?;
     expect(&path, "shingle sets", n, count as u64)?;
@@ -916,8 +974,8 @@ fn map_checked(
     dir: &Path,
     entry: &GenerationEntry,
     name: &str,
-    verify: Verify,
-) -> Result<Mmap, IoError> {
+    checks: &mut Checks,
+) -> Result<(Mmap, Verify), IoError> {
     let path = generation_file(dir, entry, name);
     let sum = checksum_of(dir, entry, name)?;
     let open = |cause| IoError::Open {
@@ -932,7 +990,8 @@ fn map_checked(
         ));
     }
     let file = File::open(&path).map_err(open)?;
-    let size = file.metadata().map_err(open)?.len();
+    let meta = file.metadata().map_err(open)?;
+    let size = meta.len();
     if size != sum.bytes {
         let what = if size < sum.bytes {
             "truncated"
@@ -948,10 +1007,14 @@ fn map_checked(
     // renames them); a file changed by someone else under the map is outside that contract
     // (reads stay within the map; [`Index::verify`] finds such a change).
     let map = unsafe { Mmap::map(&file) }.map_err(open)?;
+    let verify = checks.level(entry, name, sum, &meta);
     if verify == Verify::Checksums {
         check_sum_read(&path, &file, sum)?;
+        // Recorded now: the checks of what it holds come after, and a failure of any of
+        // them fails the open, whose record is then not written.
+        checks.checked(entry, name, sum, &meta);
     }
-    Ok(map)
+    Ok((map, verify))
 }
 
 /// [`check_sum`] of the file `file` at `path`, read from its start in chunks rather than

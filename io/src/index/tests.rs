@@ -1385,3 +1385,132 @@ fn format_2_indexes_are_read_added_to_and_compacted() {
     assert_eq!(index.manifest().generations[0].format, SIMHASH_INDEX_FORMAT);
     check(&index, &all, &mut rng);
 }
+
+/// The record's entries (`verified.json`), by path inside the index; empty where there is
+/// none.
+fn recorded(path: &std::path::Path) -> BTreeSet<String> {
+    match std::fs::read(path.join(super::verified::VERIFIED_FILE)) {
+        Ok(bytes) => {
+            let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            value["files"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        }
+        Err(_) => BTreeSet::new(),
+    }
+}
+
+/// Every file the manifest names, as the record names them.
+fn manifest_files(path: &std::path::Path) -> BTreeSet<String> {
+    let manifest = Manifest::load(path).unwrap();
+    let mut files = BTreeSet::new();
+    for g in &manifest.generations {
+        files.extend(g.checksums.iter().map(|s| format!("{}/{}", g.dir, s.name)));
+    }
+    files
+}
+
+/// Makes the record's entry for `key` say what the file system says of it now, as if it
+/// had been checked as it is (the case of bytes changed beneath the file system, which no
+/// metadata shows).
+fn vouch_as_it_is(path: &std::path::Path, key: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let file = path.join(super::verified::VERIFIED_FILE);
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let meta = std::fs::metadata(path.join(key)).unwrap();
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    let entry = &mut value["files"][key];
+    entry["modified_ns"] = json!(ns(meta.mtime(), meta.mtime_nsec()));
+    entry["changed_ns"] = json!(ns(meta.ctime(), meta.ctime_nsec()));
+    entry["inode"] = json!(meta.ino());
+    std::fs::write(&file, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+}
+
+/// Issue 36: `Verify::ChecksumsOnce` checks each file whole once and records it; a later
+/// open does not read a file the record vouches for (shown by a damaged byte the record was
+/// made to vouch for: found by `Verify::Checksums` only), and checks again any file whose
+/// metadata moved (a damaged byte written in place is found), any file of a new generation,
+/// and everything where the record is damaged. `Verify::Sizes` and `Verify::Checksums`
+/// write no record; the record holds only the manifest's generations.
+#[test]
+fn checksums_are_read_once_per_file_unless_the_file_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    three_generations(&path);
+    drop(Index::open(&path, Verify::Checksums).unwrap());
+    drop(Index::open(&path, Verify::Sizes).unwrap());
+    assert!(recorded(&path).is_empty(), "only ChecksumsOnce records");
+    drop(Index::open(&path, Verify::ChecksumsOnce).unwrap());
+    assert_eq!(recorded(&path), manifest_files(&path));
+    assert!(manifest_files(&path).contains("gen-00002/docs.bin"));
+
+    // A byte changed in place: its times move, so it is read again and refused.
+    let key = "gen-00001/table-005.bin";
+    let table = path.join(key);
+    let original = std::fs::read(&table).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    overwrite(&table, 200, &[original[200] ^ 0x40]);
+    let e = error(Index::open(&path, Verify::ChecksumsOnce));
+    assert!(e.contains("table-005.bin: damaged index: checksum"), "{e}");
+    assert_eq!(
+        recorded(&path),
+        manifest_files(&path),
+        "a failed open writes nothing"
+    );
+
+    // The same damage, with the record made to vouch for the file as it is: not read
+    // (what a restart saves), found by a full check.
+    vouch_as_it_is(&path, key);
+    drop(Index::open(&path, Verify::ChecksumsOnce).unwrap());
+    let e = error(Index::open(&path, Verify::Checksums));
+    assert!(e.contains("table-005.bin: damaged index: checksum"), "{e}");
+
+    // A damaged record counts as none: everything is read (a damaged byte the old record
+    // vouched for is found), and the record is written anew.
+    std::fs::write(&table, &original).unwrap();
+    drop(Index::open(&path, Verify::ChecksumsOnce).unwrap());
+    overwrite(&table, 200, &[original[200] ^ 0x40]);
+    vouch_as_it_is(&path, key);
+    std::fs::write(path.join(super::verified::VERIFIED_FILE), b"{\"files\": [").unwrap();
+    let e = error(Index::open(&path, Verify::ChecksumsOnce));
+    assert!(e.contains("table-005.bin: damaged index: checksum"), "{e}");
+    std::fs::write(&table, &original).unwrap();
+    drop(Index::open(&path, Verify::ChecksumsOnce).unwrap());
+    assert_eq!(recorded(&path), manifest_files(&path));
+
+    // A new generation is read whole and added; a compaction's generation replaces the
+    // others in the record.
+    let before = manifest_files(&path);
+    {
+        let mut writer = IndexWriter::open(&path).unwrap();
+        writer.add(batch(&mut SeededRng::new(11), 3, 40)).unwrap();
+    }
+    let grown = manifest_files(&path);
+    assert!(grown.is_superset(&before) && grown.len() > before.len());
+    drop(Index::open(&path, Verify::ChecksumsOnce).unwrap());
+    assert_eq!(recorded(&path), grown);
+    IndexWriter::open(&path).unwrap().compact().unwrap();
+    drop(Index::open(&path, Verify::ChecksumsOnce).unwrap());
+    let compacted = manifest_files(&path);
+    assert!(compacted.is_disjoint(&grown));
+    assert_eq!(recorded(&path), compacted);
+
+    // An index copied elsewhere (other inodes) is read whole there.
+    let copy = dir.path().join("copy");
+    let generation = Manifest::load(&path).unwrap().generations[0].dir.clone();
+    copy_dir(&path.join(&generation), &copy.join(&generation));
+    for name in [MANIFEST, super::verified::VERIFIED_FILE] {
+        std::fs::copy(path.join(name), copy.join(name)).unwrap();
+    }
+    let key = format!("{generation}/table-000.bin");
+    let moved = copy.join(&key);
+    let mut bytes = std::fs::read(&moved).unwrap();
+    bytes[300] ^= 2;
+    std::fs::write(&moved, &bytes).unwrap();
+    let e = error(Index::open(&copy, Verify::ChecksumsOnce));
+    assert!(e.contains("table-000.bin: damaged index: checksum"), "{e}");
+}

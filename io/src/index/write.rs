@@ -432,6 +432,8 @@ impl IndexWriter {
             let uncommitted = super::parse_generation_dir(&name).is_some_and(|n| n >= next);
             let leftover = (name.starts_with(".gen-") && name.ends_with(".tmp"))
                 || (name.starts_with(&format!(".{MANIFEST}.")) && name.ends_with(".tmp"))
+                || (name.starts_with(&format!(".{}.", super::verified::VERIFIED_FILE))
+                    && name.ends_with(".tmp"))
                 || uncommitted
                 || self.manifest.retired.contains(&name);
             if leftover {
