@@ -29,7 +29,7 @@
 
 use std::ops::Range;
 
-use super::{KeyTable, Permutation, Stored};
+use super::{prefetch_line, KeyTable, Permutation, Prefetch, Stored};
 
 /// The most bits a directory fixes: `2^24 + 1` starts, 128 MiB a table (from 256M entries
 /// on, half a byte an entry).
@@ -139,6 +139,19 @@ impl KeyTable for CompactTable<'_> {
         match self.fingerprints.get(self.rows[position] as usize) {
             Some(&fp) => Stored::Plain(fp),
             None => Stored::Missing,
+        }
+    }
+
+    #[inline]
+    fn prefetch(&self, permuted: u64, stage: Prefetch) {
+        let (b, _) = bucket_and_tag(permuted, self.bits);
+        match stage {
+            Prefetch::Directory => prefetch_line(self.directory.as_ptr().wrapping_add(b as usize)),
+            Prefetch::Run => {
+                if let Some(&start) = self.directory.get(b as usize) {
+                    prefetch_line(self.tags.as_ptr().wrapping_add(start as usize));
+                }
+            }
         }
     }
 

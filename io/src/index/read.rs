@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 use neardup_core::minhash::{jaccard_estimate, Banding};
-use neardup_core::query::{self, directory_bits, permutations, CompactTable, Permutation, Table};
+use neardup_core::query::{
+    self, directory_bits, permutations, CompactTable, Permutation, Prefetch, Table,
+};
 use neardup_core::similarity::jaccard;
 use neardup_core::TableDesign;
 
@@ -441,9 +443,17 @@ impl Index {
     pub fn query(&self, fp: u64, k: u32, mut found: impl FnMut(Match)) {
         let Some(design) = &self.design else { return };
         let k = k.min(design.k());
-        for (g, generation) in self.generations.iter().enumerate() {
-            let tables = generation.key_tables(&self.permutations);
-            query::query(design, &self.permutations, &tables, fp, k, |m| {
+        let tables: Vec<Vec<Table>> = (self.generations.iter())
+            .map(|g| g.key_tables(&self.permutations))
+            .collect();
+        // Every probe's first reads started before any waits for them (`query::prefetch`).
+        for stage in [Prefetch::Directory, Prefetch::Run] {
+            for t in &tables {
+                query::prefetch(&self.permutations, t, fp, stage);
+            }
+        }
+        for (g, (generation, tables)) in self.generations.iter().zip(&tables).enumerate() {
+            query::query(design, &self.permutations, tables, fp, k, |m| {
                 let row = generation.rows(m.table)[m.position];
                 // A row past the documents (a table damaged and not verified) names none.
                 if (row as usize) < generation.count {
