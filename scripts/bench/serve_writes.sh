@@ -10,6 +10,10 @@
 #   RECOVER_SECS (default 15: about 100,000) seconds of puts before the kill -9; SECS
 #   (default 5) seconds per query load;
 #   NEARDUP another build of the service to measure. Release build.
+#   GENERATION: the most documents a generation of the index holds (as serve.sh);
+#   REUSE=1: measure the index already in WORK_DIR/index (written by serve.sh or an earlier
+#   run; its log is removed first); CHECKPOINT=0: no checkpoint (at 100M documents one
+#   rewrites the whole index, more than this machine's free disk).
 set -euo pipefail
 N=${1:-1000000}
 WORK=${2:-$(mktemp -d)}
@@ -22,7 +26,7 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 # BUILD=0: use the binaries already built.
 [ "${BUILD:-1}" = 0 ] || (cd "$ROOT" && cargo build -q --release --bin neardup --example serve_bench)
 NEARDUP=${NEARDUP:-$TARGET/release/neardup}
-BENCH=$TARGET/release/examples/serve_bench
+BENCH=${BENCH:-$TARGET/release/examples/serve_bench}
 mkdir -p "$WORK"
 echo "machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 
@@ -30,11 +34,18 @@ echo "machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 . "$HERE/serve_common.sh"
 stat_field() { curl -s "http://$ADDR/v1/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
-rm -rf "$WORK/index"
-"$BENCH" make-index "$WORK/index" "$N"
+if [ "${REUSE:-0}" = 1 ]; then
+  rm -f "$WORK/index/serve.wal"
+else
+  rm -rf "$WORK/index"
+  "$BENCH" make-index "$WORK/index" "$N" ${GENERATION:+"$GENERATION"}
+fi
 # The first start saves the service's state beside the index; measure from the second.
 start "$WORK/index"; kill -TERM "$PID"; wait "$PID" || true
 start "$WORK/index"
+# A first load maps the pages queries read into the process (a minor fault each): not
+# measured, so that the rates before and after the writes compare alike.
+"$BENCH" query "$ADDR" 16 "$SECS" "$N" > /dev/null
 for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
 HEAP0=$(anon_kib "$PID")
 "$BENCH" put "$ADDR" 16 "$PUT_SECS"
@@ -42,10 +53,12 @@ WRITTEN=$(stat_field written_since_checkpoint)
 HEAP1=$(anon_kib "$PID")
 echo "after $WRITTEN writes: heap $HEAP1 KiB (was $HEAP0): $(( (HEAP1 - HEAP0) * 1024 / WRITTEN )) bytes a written document; mapped $(file_kib "$PID") KiB"
 for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
-t0=$(date +%s.%N)
-curl -s -X POST "http://$ADDR/v1/checkpoint"; echo
-echo "checkpoint: $(echo "$(date +%s.%N) - $t0" | bc) s; heap after it $(anon_kib "$PID") KiB"
-for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
+if [ "${CHECKPOINT:-1}" = 1 ]; then
+  t0=$(date +%s.%N)
+  curl -s -X POST "http://$ADDR/v1/checkpoint"; echo
+  echo "checkpoint: $(echo "$(date +%s.%N) - $t0" | bc) s; heap after it $(anon_kib "$PID") KiB"
+  for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
+fi
 # Writes since the checkpoint, then kill -9 and the recovery.
 "$BENCH" put "$ADDR" 16 "$((RECOVER_SECS + 5))" > /dev/null 2>&1 &
 LOADER=$!
