@@ -584,68 +584,71 @@ fn widen_tables(path: &std::path::Path) {
     }
 }
 
-/// Makes the simhash index at `path` (written in format 4) what a neardup of format 2 wrote:
-/// its tables widened, every file's and the manifest's format 2, the checksums made again.
-fn downgrade_to_format_2(path: &std::path::Path) {
+/// Makes the simhash index at `path` (written in format 4) one of `format`: its tables
+/// widened, the manifest's format and each generation's entry edited by `entry` (given the
+/// generation's directory), each binary file's bytes by `bytes` and its header's format
+/// made `format`, the checksums made again.
+fn downgrade(
+    path: &std::path::Path,
+    format: u32,
+    mut entry: impl FnMut(&std::path::Path, &mut serde_json::Value),
+    bytes: impl Fn(&std::path::Path, Vec<u8>) -> Vec<u8>,
+) {
     widen_tables(path);
     let manifest_path = path.join(MANIFEST);
     let mut manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
-    manifest["format"] = json!(2);
+    manifest["format"] = json!(format);
     for g in manifest["generations"].as_array_mut().unwrap() {
         let dir = path.join(g["dir"].as_str().unwrap());
-        g["format"] = json!(2);
+        entry(&dir, g);
         for sum in g["checksums"].as_array_mut().unwrap() {
             let file = dir.join(sum["name"].as_str().unwrap());
-            let mut bytes = std::fs::read(&file).unwrap();
+            let mut content = std::fs::read(&file).unwrap();
             if file.extension().is_some_and(|e| e == "bin") {
-                bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
-                std::fs::write(&file, &bytes).unwrap();
+                content = bytes(&file, content);
+                content[8..12].copy_from_slice(&format.to_le_bytes());
+                std::fs::write(&file, &content).unwrap();
             }
-            set_sum(sum, &bytes);
+            set_sum(sum, &content);
         }
     }
     std::fs::write(&manifest_path, manifest.to_string()).unwrap();
 }
 
+/// Makes the simhash index at `path` (written in format 4) what a neardup of format 2 wrote.
+fn downgrade_to_format_2(path: &std::path::Path) {
+    downgrade(path, 2, |_, g| g["format"] = json!(2), |_, bytes| bytes);
+}
+
+/// Makes the simhash index at `path` (written in format 4) what a neardup of format 1 wrote:
+/// no keep decisions, `docs.bin` of 4 words and 2 flags a document.
 fn downgrade_to_format_1(path: &std::path::Path) {
-    widen_tables(path);
-    let manifest_path = path.join(MANIFEST);
-    let mut manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
-    manifest["format"] = json!(1);
-    for g in manifest["generations"].as_array_mut().unwrap() {
-        let dir = path.join(g["dir"].as_str().unwrap());
-        g.as_object_mut().unwrap().remove("format");
-        g.as_object_mut().unwrap().remove("keep");
-        g.as_object_mut().unwrap().remove("keep_decisions");
+    let entry = |dir: &std::path::Path, g: &mut serde_json::Value| {
+        for member in ["format", "keep", "keep_decisions"] {
+            g.as_object_mut().unwrap().remove(member);
+        }
         g["checksums"]
             .as_array_mut()
             .unwrap()
             .retain(|sum| sum["name"] != KEEP_FILE);
         std::fs::remove_file(dir.join(KEEP_FILE)).unwrap();
-        for sum in g["checksums"].as_array_mut().unwrap() {
-            let file = dir.join(sum["name"].as_str().unwrap());
-            let mut bytes = std::fs::read(&file).unwrap();
-            if file.extension().is_some_and(|e| e == "bin") {
-                let n = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
-                if file.ends_with(DOCS_FILE) {
-                    let h = HEADER_BYTES;
-                    let flags_at = h + 72 * n;
-                    let ids = bytes[flags_at + n.div_ceil(8) * 8..].to_vec();
-                    let mut v1 = bytes[..h + 32 * n].to_vec();
-                    v1.extend(bytes[flags_at..flags_at + n].iter().map(|f| f & 3));
-                    v1.resize(h + 32 * n + n.div_ceil(8) * 8, 0);
-                    v1.extend(ids);
-                    bytes = v1;
-                }
-                bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
-                std::fs::write(&file, &bytes).unwrap();
-            }
-            set_sum(sum, &bytes);
+    };
+    let docs_v1 = |file: &std::path::Path, bytes: Vec<u8>| {
+        if !file.ends_with(DOCS_FILE) {
+            return bytes;
         }
-    }
-    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+        let n = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+        let h = HEADER_BYTES;
+        let flags_at = h + 72 * n;
+        let ids = bytes[flags_at + n.div_ceil(8) * 8..].to_vec();
+        let mut v1 = bytes[..h + 32 * n].to_vec();
+        v1.extend(bytes[flags_at..flags_at + n].iter().map(|f| f & 3));
+        v1.resize(h + 32 * n + n.div_ceil(8) * 8, 0);
+        v1.extend(ids);
+        v1
+    };
+    downgrade(path, 1, entry, docs_v1);
 }
 
 /// A manifest's checksum entry made that of `bytes`.
