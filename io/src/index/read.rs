@@ -610,6 +610,22 @@ impl Index {
         }
     }
 
+    /// The doc number at `row` of generation `generation`: [`Index::doc`]'s `doc_id`,
+    /// reading that column only (a whole [`DocView`] reads a dozen places of the file: a
+    /// search by doc number over a mapped generation of millions would miss the cache at
+    /// each of them at every step).
+    pub fn doc_id(&self, generation: usize, row: u32) -> u64 {
+        let g = &self.generations[generation];
+        words(&g.docs, HEADER_BYTES, g.count)[row as usize]
+    }
+
+    /// The fingerprint at `row` of generation `generation`: [`Index::doc`]'s `simhash`,
+    /// reading that column only.
+    pub fn simhash(&self, generation: usize, row: u32) -> u64 {
+        let g = &self.generations[generation];
+        words(&g.docs, HEADER_BYTES + 8 * g.count, g.count)[row as usize]
+    }
+
     /// The document at `row` of generation `generation`.
     pub fn doc(&self, generation: usize, row: u32) -> DocView<'_> {
         let g = &self.generations[generation];

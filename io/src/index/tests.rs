@@ -1517,3 +1517,28 @@ fn checksums_are_read_once_per_file_unless_the_file_changes() {
     let e = error(Index::open(&copy, Verify::ChecksumsOnce));
     assert!(e.contains("table-000.bin: damaged index: checksum"), "{e}");
 }
+
+/// `Index::doc_id` and `Index::simhash` read one column each: they give what `Index::doc`
+/// gives, for every row of every generation, in every format the reader reads.
+#[test]
+fn one_column_reads_are_those_of_the_whole_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    three_generations(&path);
+    let check = |path: &std::path::Path| {
+        let index = Index::open(path, Verify::Checksums).unwrap();
+        let mut rows = 0;
+        for g in 0..index.generations() {
+            for row in 0..index.generation_documents(g) as u32 {
+                let doc = index.doc(g, row);
+                assert_eq!(index.doc_id(g, row), doc.doc_id);
+                assert_eq!(index.simhash(g, row), doc.simhash);
+                rows += 1;
+            }
+        }
+        assert_eq!(rows, 180);
+    };
+    check(&path);
+    downgrade_to_format_1(&path);
+    check(&path);
+}

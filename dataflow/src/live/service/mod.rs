@@ -857,7 +857,7 @@ fn touch(store: &Store, live: &mut LiveClusters, touched: &mut FxHashSet<u64>, d
         })
         .collect();
     let mut link = |member: u64, generation: usize, row: u32| {
-        let other = base.doc(generation, row).doc_id;
+        let other = base.doc_id(generation, row);
         if other > member && !store.is_removed(other) {
             live.add_edge(member, other);
         }
@@ -946,7 +946,7 @@ fn base_neighbours(store: &Store, records: &[Record]) -> Vec<Vec<(u64, u32)>> {
     }
     let base = store.base();
     base.query_batch(&fps, store.k(), |q, m| {
-        out[whose[q]].push((base.doc(m.generation, m.row).doc_id, m.hamming));
+        out[whose[q]].push((base.doc_id(m.generation, m.row), m.hamming));
     });
     out
 }

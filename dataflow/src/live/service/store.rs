@@ -187,10 +187,15 @@ impl Store {
 
     /// Where a document of the index is, present or not.
     fn find_base_any(&self, doc: u64) -> Option<(usize, u32)> {
-        (0..self.base.generations()).find_map(|g| {
-            let n = self.base.generation_documents(g);
-            let row = partition(n, |r| self.base.doc(g, r as u32).doc_id < doc);
-            (row < n && self.base.doc(g, row as u32).doc_id == doc).then_some((g, row as u32))
+        let base = &self.base;
+        (0..base.generations()).find_map(|g| {
+            let n = base.generation_documents(g);
+            // A generation's doc numbers ascend: one whose range leaves `doc` out is skipped.
+            if n == 0 || doc < base.doc_id(g, 0) || doc > base.doc_id(g, n as u32 - 1) {
+                return None;
+            }
+            let row = partition(n, |r| base.doc_id(g, r as u32) < doc);
+            (row < n && base.doc_id(g, row as u32) == doc).then_some((g, row as u32))
         })
     }
 
@@ -255,7 +260,7 @@ impl Store {
     /// The fingerprint of a document of the index, present or not.
     pub(crate) fn base_simhash(&self, doc: u64) -> Option<u64> {
         let (g, row) = self.find_base_any(doc)?;
-        Some(self.base.doc(g, row).simhash)
+        Some(self.base.simhash(g, row))
     }
 
     /// Whether a document of the index was removed since it was opened.
@@ -275,7 +280,7 @@ impl Store {
         let k = k.min(self.design.k());
         let mut out = Vec::new();
         self.base.query(fp, k, |m| {
-            let doc = self.base.doc(m.generation, m.row).doc_id;
+            let doc = self.base.doc_id(m.generation, m.row);
             if !self.removed.contains(&doc) {
                 out.push((doc, m.hamming));
             }
