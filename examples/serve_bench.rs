@@ -9,7 +9,9 @@
 //! serve_bench query ADDR CLIENTS SECS N  single-fingerprint queries from CLIENTS keep-alive
 //!                                        connections (fingerprints of the N indexed docs,
 //!                                        flipped a little)
-//! serve_bench put ADDR CLIENTS SECS      5 KB pages put under new ids
+//! serve_bench put ADDR CLIENTS SECS [P] 5 KB pages put under the ids P-CLIENT-N (P
+//!                                        default `bench`: a second load of the same P
+//!                                        replaces the first's pages)
 //! ```
 //!
 //! Each load prints one JSON line: requests, seconds, requests per second, and the p50, p99
@@ -57,7 +59,13 @@ fn main() {
             arg(1).parse().expect("ADDR"),
             arg(2).parse().expect("CLIENTS"),
             arg(3).parse().expect("SECS"),
-            Kind::Put,
+            // Leaked once: the load's threads share it.
+            Kind::Put(Box::leak(
+                args.get(4)
+                    .map_or("bench", String::as_str)
+                    .to_string()
+                    .into_boxed_str(),
+            )),
         ),
         other => {
             eprintln!("unknown mode {other:?}");
@@ -132,7 +140,7 @@ fn add_generation(writer: &mut IndexWriter, g: u64, docs: std::ops::Range<u64>) 
 #[derive(Clone, Copy)]
 enum Kind {
     Query(u64),
-    Put,
+    Put(&'static str),
 }
 
 fn load(addr: SocketAddr, clients: u64, seconds: f64, kind: Kind) {
@@ -155,11 +163,11 @@ fn load(addr: SocketAddr, clients: u64, seconds: f64, kind: Kind) {
                                 format!("{{\"fingerprint\": \"{fp:016x}\"}}"),
                             )
                         }
-                        Kind::Put => {
+                        Kind::Put(prefix) => {
                             let text = rng.words(PAGE_WORDS).join(" ");
                             (
                                 "PUT",
-                                format!("/v1/documents/bench-{c}-{n}"),
+                                format!("/v1/documents/{prefix}-{c}-{n}"),
                                 format!("{{\"text\": {}}}", http::quoted(&text)),
                             )
                         }
@@ -189,7 +197,7 @@ fn load(addr: SocketAddr, clients: u64, seconds: f64, kind: Kind) {
         "{{\"mode\": \"{}\", \"clients\": {clients}, \"requests\": {}, \"seconds\": {elapsed:.2}, \"per_second\": {:.0}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \"max_ms\": {:.3}}}",
         match kind {
             Kind::Query(_) => "query",
-            Kind::Put => "put",
+            Kind::Put(_) => "put",
         },
         latencies.len(),
         latencies.len() as f64 / elapsed,

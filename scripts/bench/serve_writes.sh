@@ -12,8 +12,11 @@
 #   NEARDUP another build of the service to measure. Release build.
 #   GENERATION: the most documents a generation of the index holds (as serve.sh);
 #   REUSE=1: measure the index already in WORK_DIR/index (written by serve.sh or an earlier
-#   run; its log is removed first); CHECKPOINT=0: no checkpoint (at 100M documents one
-#   rewrites the whole index, more than this machine's free disk).
+#   run; its log is removed first); CHECKPOINT=0: no checkpoint; MERGE_SECS (default 0):
+#   after the checkpoint, that many seconds of puts and a second checkpoint, which merges
+#   the first's generation where it holds no more documents than the writes since
+#   (docs/serve.md); the puts replace the first's pages, or with MERGE_IDS=new are new
+#   pages (the merge then carries the first's over).
 set -euo pipefail
 N=${1:-1000000}
 WORK=${2:-$(mktemp -d)}
@@ -57,10 +60,21 @@ HEAP1=$(anon_kib "$PID")
 echo "after $WRITTEN writes: heap $HEAP1 KiB (was $HEAP0): $(( (HEAP1 - HEAP0) * 1024 / WRITTEN )) bytes a written document; mapped $(file_kib "$PID") KiB"
 for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
 if [ "${CHECKPOINT:-1}" = 1 ]; then
-  t0=$(date +%s.%N)
-  curl -s -X POST "http://$ADDR/v1/checkpoint"; echo
-  echo "checkpoint: $(echo "$(date +%s.%N) - $t0" | bc) s; heap after it $(anon_kib "$PID") KiB"
+  checkpoint() {
+    t0=$(date +%s.%N)
+    curl -s -X POST "http://$ADDR/v1/checkpoint"; echo
+    echo "checkpoint: $(echo "$(date +%s.%N) - $t0" | bc) s; heap after it $(anon_kib "$PID") KiB; generations $(python3 -c "import json; m=json.load(open('$WORK/index/manifest.json')); print([g['documents'] for g in m['generations']], 'deleted', sum(g.get('deleted', 0) for g in m['generations']))")"
+    du -sh "$WORK/index" | cut -f1 | sed 's/^/index on disk: /'
+  }
+  checkpoint
   for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
+  if [ "${MERGE_SECS:-0}" -gt 0 ]; then
+    if [ "${MERGE_IDS:-same}" = new ]; then prefix=more; else prefix=bench; fi
+    "$BENCH" put "$ADDR" 16 "$MERGE_SECS" "$prefix"
+    echo "written since the checkpoint: $(stat_field written_since_checkpoint)"
+    checkpoint
+    for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
+  fi
 fi
 # Writes since the checkpoint, then kill -9 and the recovery.
 "$BENCH" put "$ADDR" 16 "$((RECOVER_SECS + 5))" > /dev/null 2>&1 &

@@ -38,10 +38,11 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::{
     band_file, design_of, generation_dir, table_file, FileSum, GenerationEntry, Manifest,
-    MinHashParams, CLUSTERS_FILE, COMPACT_TABLES_FORMAT, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES,
-    FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, FLAG_REMOVED, HEADER_BYTES,
-    KEEP_FILE, KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_KEEP, KIND_SHINGLES, KIND_SIGNATURES,
-    KIND_TABLE, MAGIC, MANIFEST, SHINGLES_FILE, SIGNATURES_FILE,
+    MinHashParams, CLUSTERS_FILE, COMPACT_TABLES_FORMAT, DELETED_FILE, DOCS_FILE,
+    DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID,
+    FLAG_RANK, FLAG_REMOVED, HEADER_BYTES, KEEP_FILE, KIND_BAND, KIND_CLUSTERS, KIND_DELETED,
+    KIND_DOCS, KIND_KEEP, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST,
+    SHINGLES_FILE, SIGNATURES_FILE,
 };
 use crate::atomic::sync_parent;
 use crate::error::IoError;
@@ -97,6 +98,9 @@ pub(super) struct GenerationFiles {
     documents: u64,
     indexed: u64,
     last: Option<u64>,
+    /// Earlier documents the generation deletes, `(doc number, was indexed)`
+    /// ([`GenerationFiles::delete`]).
+    deleted: Vec<(u64, bool)>,
     done: bool,
 }
 
@@ -214,6 +218,7 @@ impl GenerationFiles {
             documents: 0,
             indexed: 0,
             last: None,
+            deleted: Vec::new(),
             done: false,
         })
     }
@@ -298,6 +303,22 @@ impl GenerationFiles {
         }
     }
 
+    /// Makes the generation delete the earlier documents `deleted` (`(doc number, was
+    /// indexed)`, in any order): it is then written in [`super::DELETIONS_FORMAT`] with a
+    /// [`DELETED_FILE`]. A simhash index's only (`neardup serve`'s checkpoints).
+    pub fn delete(&mut self, mut deleted: Vec<(u64, bool)>) {
+        debug_assert!(
+            self.minhash.is_none(),
+            "a MinHash generation deletes nothing"
+        );
+        deleted.sort_unstable();
+        deleted.dedup_by_key(|d| d.0);
+        if !deleted.is_empty() {
+            self.format = super::DELETIONS_FORMAT;
+        }
+        self.deleted = deleted;
+    }
+
     /// Writes the generation's files, the earlier documents' cluster `changes` and keep
     /// `decisions` (with [`GenerationPlan::decisions`]; each by doc number, the first of a
     /// document counting: [`sorted_changes`] makes them of a `Vec`) beside them, and
@@ -339,6 +360,18 @@ impl GenerationFiles {
             let keep = tmp.join(KEEP_FILE);
             checksums.push(write_changes(&keep, (format, KIND_KEEP), decisions)?.0);
         }
+        let (mut deleted, mut deleted_indexed) = (0, 0);
+        if !self.deleted.is_empty() {
+            let path = tmp.join(DELETED_FILE);
+            deleted_indexed = self.deleted.iter().filter(|d| d.1).count() as u64;
+            let docs = self
+                .deleted
+                .iter()
+                .map(|&(doc, indexed)| Ok((doc, u64::from(indexed))));
+            let (sum, n) = write_changes(&path, (format, KIND_DELETED), docs)?;
+            checksums.push(sum);
+            deleted = n;
+        }
         if let Some(parquet) = self.parquet.take() {
             parquet.commit()?;
         }
@@ -356,6 +389,8 @@ impl GenerationFiles {
             keep: self.keep.clone(),
             batch: None,
             keep_decisions: self.decisions,
+            deleted,
+            deleted_indexed,
         };
         let target = self.dir.join(&self.name);
         if target.exists() {
@@ -598,8 +633,9 @@ fn write_compact_table(
     Ok((f.finish()?, stats))
 }
 
-/// `clusters.bin` or `keep.bin` (docs/index.md): the doc numbers whose cluster (or keep
-/// decision, 1: kept, 0: removed) the generation changed, sorted, then each one's new
+/// `clusters.bin`, `keep.bin` or `deleted.bin` (docs/index.md): the doc numbers whose
+/// cluster (or keep decision, 1: kept, 0: removed) the generation changed, or that it
+/// deletes (1: the document was indexed, 0: it was empty), sorted, then each one's
 /// value; `changes` by doc number, the first of a document counting. Returns the file's
 /// checksum and the number of documents. The two columns go to files of their own as they
 /// come, joined behind the header once the count is known: what is held does not grow

@@ -75,7 +75,8 @@ pub use build::{
 pub use matches::{MatchRow, MergeRow};
 pub use read::{DocView, Index, Match, MinHashMatch, Verify};
 pub use write::{
-    Generation as NewGeneration, GenerationBuilder, IndexSpec, IndexWriter, MINHASH_TABLES,
+    merge_count, Checkpoint, Generation as NewGeneration, GenerationBuilder, IndexSpec,
+    IndexWriter, MINHASH_TABLES,
 };
 
 /// The newest index layout version, written into the manifest and every binary file's
@@ -86,8 +87,11 @@ pub use write::{
 /// shingle sets, the manifest's `minhash`), so that an older neardup refuses a MinHash
 /// index by its format instead of misreading it. Format 4 is the simhash index with compact
 /// tables ([`neardup_core::query::CompactTable`]: 6 bytes an entry where format 2 has 12);
-/// `docs.bin` is as in format 2.
-pub const INDEX_FORMAT: u32 = 4;
+/// `docs.bin` is as in format 2. Format 5 is a simhash generation that deletes earlier
+/// documents (`neardup serve`'s incremental checkpoints): format 4 and [`DELETED_FILE`];
+/// only such a generation, and the manifest of an index holding one, are written in it, so
+/// that an older neardup refuses the index instead of answering deleted documents.
+pub const INDEX_FORMAT: u32 = 5;
 
 /// The format a simhash index's new generations are written in (format 4: compact tables).
 pub const SIMHASH_INDEX_FORMAT: u32 = 4;
@@ -99,6 +103,9 @@ pub const MINHASH_INDEX_FORMAT: u32 = 3;
 /// 32-bit row an entry; docs/index.md); before it, a table holds each entry's permuted
 /// fingerprint and row.
 pub const COMPACT_TABLES_FORMAT: u32 = 4;
+
+/// The format of a simhash generation that deletes earlier documents ([`DELETED_FILE`]).
+pub const DELETIONS_FORMAT: u32 = 5;
 
 /// The oldest format this neardup reads.
 pub const OLDEST_INDEX_FORMAT: u32 = 1;
@@ -136,6 +143,8 @@ pub const KIND_SIGNATURES: u32 = 5;
 pub const KIND_SHINGLES: u32 = 6;
 /// Keep decisions of earlier generations' documents that a generation changed.
 pub const KIND_KEEP: u32 = 7;
+/// Earlier generations' documents that a generation deletes.
+pub const KIND_DELETED: u32 = 8;
 
 /// The bits of a doc number below the file number (as a run numbers its documents).
 pub const FILE_SHIFT: u32 = 40;
@@ -163,6 +172,8 @@ pub const SIGNATURES_FILE: &str = "signatures.bin";
 pub const SHINGLES_FILE: &str = "shingles.bin";
 pub const CLUSTERS_FILE: &str = "clusters.bin";
 pub const KEEP_FILE: &str = "keep.bin";
+/// The earlier documents a generation deletes (format 5; docs/index.md).
+pub const DELETED_FILE: &str = "deleted.bin";
 pub const DOCUMENTS_PARQUET: &str = "documents.parquet";
 
 /// The manifest: everything a reader needs to know before it maps a file.
@@ -240,6 +251,18 @@ pub struct GenerationEntry {
     /// are never taken for recorded ones.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep_decisions: bool,
+    /// Documents of earlier generations that this generation deletes (its [`DELETED_FILE`],
+    /// format 5: `neardup serve`'s deletes and replacements), and how many of them were
+    /// indexed (not empty). Their rows stay where they are; no reader answers them. Absent
+    /// when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deleted: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deleted_indexed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn format_one() -> u32 {
@@ -298,6 +321,26 @@ impl Manifest {
         } else {
             SIMHASH_INDEX_FORMAT
         }
+    }
+
+    /// The format the manifest itself must be written in: [`Manifest::write_format`], or
+    /// the newest of its generations' where one is newer (a generation that deletes,
+    /// [`DELETIONS_FORMAT`]), so that a neardup that cannot read a generation refuses the
+    /// whole index by its manifest.
+    pub fn required_format(&self) -> u32 {
+        let newest = self.generations.iter().map(|g| g.format).max();
+        newest.unwrap_or(0).max(self.write_format())
+    }
+
+    /// The documents present, and those of them indexed (not empty): the generations'
+    /// less those a later generation deleted ([`GenerationEntry::deleted`]).
+    pub fn present(&self) -> (u64, u64) {
+        let deleted: u64 = self.generations.iter().map(|g| g.deleted).sum();
+        let deleted_indexed: u64 = self.generations.iter().map(|g| g.deleted_indexed).sum();
+        (
+            self.documents.saturating_sub(deleted),
+            self.indexed.saturating_sub(deleted_indexed),
+        )
     }
 
     /// The index as it was before the generation holding `batch` was added (see
@@ -364,7 +407,6 @@ impl Manifest {
         }
         let manifest: Manifest =
             serde_json::from_value(value).map_err(|e| corrupt(&path, e.to_string()))?;
-        manifest.check_generations(&path)?;
         if let Some(g) = manifest
             .generations
             .iter()
@@ -372,6 +414,7 @@ impl Manifest {
         {
             return Err(unreadable_format(dir.join(&g.dir), g.format));
         }
+        manifest.check_generations(&path)?;
         let method = manifest.fingerprint.get("method").and_then(Value::as_str);
         let minhash_method = matches!(method, Some("minhash" | "minhash-oph"));
         if manifest.minhash.is_some() != minhash_method {
@@ -459,6 +502,7 @@ impl Manifest {
                     ),
                 ));
             }
+            self.check_deletions(g, path, &entry())?;
             if g.indexed > g.documents {
                 return Err(corrupt(
                     path,
@@ -497,6 +541,36 @@ impl Manifest {
                     format!("retired {name:?} is not a replaced generation of the index"),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Refuses a generation entry (`entry` names it) newer than the manifest, or one that
+    /// deletes documents outside [`DELETIONS_FORMAT`] or counts more indexed deletions than
+    /// deletions.
+    fn check_deletions(
+        &self,
+        g: &GenerationEntry,
+        path: &Path,
+        entry: &str,
+    ) -> Result<(), IoError> {
+        if g.deleted_indexed > g.deleted || (g.deleted > 0 && g.format < DELETIONS_FORMAT) {
+            return Err(corrupt(
+                path,
+                format!(
+                    "{entry}: deletes {} documents ({} indexed) in format {} (deletions are format {DELETIONS_FORMAT})",
+                    g.deleted, g.deleted_indexed, g.format
+                ),
+            ));
+        }
+        if g.format > self.format {
+            return Err(corrupt(
+                path,
+                format!(
+                    "{entry}: format {}, newer than the manifest's {}",
+                    g.format, self.format
+                ),
+            ));
         }
         Ok(())
     }

@@ -22,10 +22,11 @@ use neardup_core::TableDesign;
 use super::verified::Record;
 use super::{
     band_file, corrupt, design_of, generation_file, table_file, FileSum, GenerationEntry, Manifest,
-    MinHashParams, CLUSTERS_FILE, COMPACT_TABLES_FORMAT, DOCS_FILE, DOCUMENTS_PARQUET, FLAG_BYTES,
-    FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID, FLAG_RANK, FLAG_REMOVED, HEADER_BYTES,
-    KEEP_FILE, KIND_BAND, KIND_CLUSTERS, KIND_DOCS, KIND_KEEP, KIND_SHINGLES, KIND_SIGNATURES,
-    KIND_TABLE, MAGIC, MANIFEST, MINHASH_INDEX_FORMAT, SHINGLES_FILE, SIGNATURES_FILE,
+    MinHashParams, CLUSTERS_FILE, COMPACT_TABLES_FORMAT, DELETED_FILE, DOCS_FILE,
+    DOCUMENTS_PARQUET, FLAG_BYTES, FLAG_DIGEST, FLAG_EMPTY, FLAG_FETCHED_AT, FLAG_HAS_ID,
+    FLAG_RANK, FLAG_REMOVED, HEADER_BYTES, KEEP_FILE, KIND_BAND, KIND_CLUSTERS, KIND_DELETED,
+    KIND_DOCS, KIND_KEEP, KIND_SHINGLES, KIND_SIGNATURES, KIND_TABLE, MAGIC, MANIFEST,
+    MINHASH_INDEX_FORMAT, SHINGLES_FILE, SIGNATURES_FILE,
 };
 use crate::error::IoError;
 
@@ -104,9 +105,12 @@ pub struct Index {
     /// grows with its changes (simply: two hash maps, filled on opening).
     changes: Vec<ChangeFile>,
     keep_changes: Vec<ChangeFile>,
+    /// The generations' `deleted.bin` (format 5): the documents a later generation deleted,
+    /// which no query, pair or listing reports (their rows stay in place).
+    deleted: Vec<ChangeFile>,
 }
 
-/// A generation's `clusters.bin` or `keep.bin`, mapped: `n` doc numbers ascending, then
+/// A generation's `clusters.bin`, `keep.bin` or `deleted.bin`, mapped: `n` doc numbers ascending, then
 /// each one's value.
 struct ChangeFile {
     map: Mmap,
@@ -327,7 +331,7 @@ impl Index {
             Some(_) => None,
         };
         let mut generations = Vec::with_capacity(manifest.generations.len());
-        let (mut changes, mut keep_changes) = (Vec::new(), Vec::new());
+        let (mut changes, mut keep_changes, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
         let mut checks = Checks::new(dir, verify);
         for (i, entry) in manifest.generations.iter().enumerate() {
             let generation = map_generation(dir, entry, &manifest, design.as_ref(), &mut checks)?;
@@ -336,6 +340,10 @@ impl Index {
             if entry.keep_decisions {
                 let keep = (KEEP_FILE, KIND_KEEP, None);
                 keep_changes.extend(map_changes(dir, (i, entry), &mut checks, keep)?);
+            }
+            if entry.deleted > 0 {
+                let gone = (DELETED_FILE, KIND_DELETED, Some(entry.deleted));
+                deleted.extend(map_changes(dir, (i, entry), &mut checks, gone)?);
             }
             // The Parquet table is for other programs; its size and checksum are checked too.
             drop(map_checked(dir, entry, DOCUMENTS_PARQUET, &mut checks)?);
@@ -355,6 +363,7 @@ impl Index {
             generations,
             changes,
             keep_changes,
+            deleted,
         })
     }
 
@@ -363,7 +372,14 @@ impl Index {
     /// place under the map (outside the index's contract, see `map_checked`). A
     /// checkpoint of `neardup serve` calls it before it writes what it read from here.
     pub fn verify(&self) -> Result<(), IoError> {
-        for (generation, entry) in self.generations.iter().zip(&self.manifest.generations) {
+        self.verify_from(0)
+    }
+
+    /// [`Index::verify`] for the generations from `from` on only (the change files of
+    /// those generations included): what a merge of the newest generations reads.
+    pub fn verify_from(&self, from: usize) -> Result<(), IoError> {
+        let newest = self.generations.iter().zip(&self.manifest.generations);
+        for (generation, entry) in newest.skip(from) {
             let names = table_names(&self.manifest, self.design.as_ref());
             let mut files: Vec<(&str, &Mmap)> = vec![(DOCS_FILE, &generation.docs)];
             files.extend(names.iter().map(String::as_str).zip(&generation.tables));
@@ -374,7 +390,11 @@ impl Index {
                 check_sum(&generation_file(&self.dir, entry, name), map, sum)?;
             }
         }
-        for f in self.changes.iter().chain(&self.keep_changes) {
+        let changes = self.changes.iter().chain(&self.keep_changes);
+        for f in changes
+            .chain(&self.deleted)
+            .filter(|f| f.generation >= from)
+        {
             let entry = &self.manifest.generations[f.generation];
             let sum = checksum_of(&self.dir, entry, f.name)?;
             check_sum(&generation_file(&self.dir, entry, f.name), &f.map, sum)?;
@@ -395,7 +415,12 @@ impl Index {
                 .chain(&g.shingles);
             maps.for_each(release_map);
         }
-        for f in self.changes.iter().chain(&self.keep_changes) {
+        for f in self
+            .changes
+            .iter()
+            .chain(&self.keep_changes)
+            .chain(&self.deleted)
+        {
             release_map(&f.map);
         }
     }
@@ -431,6 +456,55 @@ impl Index {
         self.generations[generation].count
     }
 
+    /// The `(doc number, value)` pairs that generation `generation`'s `clusters.bin`
+    /// (`deleted: false`; the value is the new cluster, an `i64` as its bits) or
+    /// `deleted.bin` (`deleted: true`; 1: the document was indexed) holds, by doc number.
+    pub fn generation_changes(&self, generation: usize, deleted: bool) -> Vec<(u64, u64)> {
+        let files = if deleted {
+            &self.deleted
+        } else {
+            &self.changes
+        };
+        let Some(f) = files.iter().find(|f| f.generation == generation) else {
+            return Vec::new();
+        };
+        let docs = words(&f.map, HEADER_BYTES, f.n);
+        let values = words(&f.map, HEADER_BYTES + 8 * f.n, f.n);
+        docs.iter().copied().zip(values.iter().copied()).collect()
+    }
+
+    /// The documents each generation holds that no later generation deleted.
+    pub fn present_rows(&self) -> Vec<u64> {
+        let mut present: Vec<u64> = self.generations.iter().map(|g| g.count as u64).collect();
+        let entries = &self.manifest.generations;
+        for f in &self.deleted {
+            for &doc in words(&f.map, HEADER_BYTES, f.n) {
+                let file = doc >> super::FILE_SHIFT;
+                // The generation whose files hold it (file offsets rise).
+                let g = entries.partition_point(|e| e.file_offset + e.files <= file);
+                if let Some(n) = present.get_mut(g) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+        present
+    }
+
+    /// Whether a later generation deleted the document numbered `doc` (its row stays in
+    /// its generation; no query, pair or listing reports it).
+    pub fn is_deleted(&self, doc: u64) -> bool {
+        self.deleted.iter().any(|f| f.get(doc).is_some())
+    }
+
+    /// Whether the row `row` of generation `generation` holds a document present: not
+    /// deleted by a later generation, nor a row past the documents (a table damaged and not
+    /// verified).
+    fn present(&self, generation: usize, row: u32) -> bool {
+        let g = &self.generations[generation];
+        (row as usize) < g.count
+            && (self.deleted.is_empty() || !self.is_deleted(self.doc_id(generation, row)))
+    }
+
     /// The keep policy whose ranks generation `generation`'s documents carry (`None`: no
     /// ranks stored).
     pub fn generation_keep(&self, generation: usize) -> Option<&str> {
@@ -455,8 +529,7 @@ impl Index {
         for (g, (generation, tables)) in self.generations.iter().zip(&tables).enumerate() {
             query::query(design, &self.permutations, tables, fp, k, |m| {
                 let row = generation.rows(m.table)[m.position];
-                // A row past the documents (a table damaged and not verified) names none.
-                if (row as usize) < generation.count {
+                if self.present(g, row) {
                     found(Match {
                         generation: g,
                         row,
@@ -507,7 +580,7 @@ impl Index {
             };
             let found = |m: query::BatchMatch| {
                 let row = generation.rows(m.table)[m.position];
-                if (row as usize) < generation.count {
+                if self.present(g, row) {
                     let hamming = m.hamming;
                     found(
                         m.query,
@@ -539,10 +612,8 @@ impl Index {
             .collect();
         query::self_join(design, &self.permutations, &sets, k, |m| {
             let at = |(g, position): (usize, usize)| {
-                let generation = &self.generations[g];
-                let row = generation.rows(m.table)[position];
-                // A row past the documents (a table damaged and not verified) names none.
-                ((row as usize) < generation.count).then_some(Match {
+                let row = self.generations[g].rows(m.table)[position];
+                self.present(g, row).then_some(Match {
                     generation: g,
                     row,
                     hamming: m.hamming,
@@ -589,7 +660,7 @@ impl Index {
                 let run = query::equal_range(sorted, key);
                 rows.extend_from_slice(&generation.rows(t)[run]);
             }
-            rows.retain(|&row| (row as usize) < generation.count);
+            rows.retain(|&row| self.present(g, row));
             rows.sort_unstable();
             rows.dedup();
             for &row in &rows {
@@ -626,6 +697,19 @@ impl Index {
         words(&g.docs, HEADER_BYTES + 8 * g.count, g.count)[row as usize]
     }
 
+    /// The cluster of the document at `row` of generation `generation`: [`Index::doc`]'s
+    /// `cluster_id` (the latest a generation gave it), reading that column only.
+    pub fn cluster_id(&self, generation: usize, row: u32) -> Option<i64> {
+        let g = &self.generations[generation];
+        match latest(&self.changes, self.doc_id(generation, row)) {
+            Some(c) => (c as i64 >= 0).then_some(c as i64),
+            None => {
+                let stored = words(&g.docs, HEADER_BYTES + 16 * g.count, g.count)[row as usize];
+                (stored as i64 >= 0).then_some(stored as i64)
+            }
+        }
+    }
+
     /// The document at `row` of generation `generation`.
     pub fn doc(&self, generation: usize, row: u32) -> DocView<'_> {
         let g = &self.generations[generation];
@@ -651,7 +735,8 @@ impl Index {
                 })
         });
         let cluster_id = match latest(&self.changes, doc_id) {
-            Some(c) => Some(c as i64),
+            // A change to -1: the document is alone now (a checkpoint's, format 5).
+            Some(c) => (c as i64 >= 0).then_some(c as i64),
             None => (stored >= 0).then_some(stored),
         };
         let (mut digest, mut rank, mut size, mut fetched_at) = (None, None, None, None);
@@ -696,10 +781,14 @@ impl Index {
         }
     }
 
-    /// Every document, generation by generation, in doc-number order within each.
+    /// Every document present (none a later generation deleted), generation by
+    /// generation, in doc-number order within each.
     pub fn docs(&self) -> impl Iterator<Item = DocView<'_>> + '_ {
-        (0..self.generations.len())
-            .flat_map(move |g| (0..self.generations[g].count).map(move |r| self.doc(g, r as u32)))
+        (0..self.generations.len()).flat_map(move |g| {
+            (0..self.generations[g].count as u32)
+                .filter(move |&r| self.present(g, r))
+                .map(move |r| self.doc(g, r))
+        })
     }
 }
 

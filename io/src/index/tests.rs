@@ -465,17 +465,30 @@ fn newer_formats_are_refused() {
     small_index(&path);
     let manifest = path.join(MANIFEST);
     let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(&manifest, text.replace("\"format\": 4", "\"format\": 5")).unwrap();
+    std::fs::write(&manifest, text.replace("\"format\": 4", "\"format\": 6")).unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
-    assert!(e.contains("index format 5, but this neardup"), "{e}");
-    assert!(e.contains("reads formats 1 to 4"), "{e}");
+    assert!(e.contains("index format 6, but this neardup"), "{e}");
+    assert!(e.contains("reads formats 1 to 5"), "{e}");
     // A generation of a newer format in a manifest this neardup reads.
     let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    value["generations"][0]["format"] = json!(5);
+    value["generations"][0]["format"] = json!(6);
     std::fs::write(&manifest, value.to_string()).unwrap();
     let e = error(Index::open(&path, Verify::Sizes));
     assert!(
-        e.contains("gen-00000: index format 5, but this neardup"),
+        e.contains("gen-00000: index format 6, but this neardup"),
+        "{e}"
+    );
+    // A generation newer than its manifest, and deletions outside format 5, are damage.
+    value["generations"][0]["format"] = json!(5);
+    std::fs::write(&manifest, value.to_string()).unwrap();
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(e.contains("format 5, newer than the manifest's 4"), "{e}");
+    value["generations"][0]["format"] = json!(4);
+    value["generations"][0]["deleted"] = json!(2);
+    std::fs::write(&manifest, value.to_string()).unwrap();
+    let e = error(Index::open(&path, Verify::Sizes));
+    assert!(
+        e.contains("deletes 2 documents (0 indexed) in format 4"),
         "{e}"
     );
     std::fs::write(&manifest, "{\"format\": 1").unwrap();
@@ -1541,4 +1554,232 @@ fn one_column_reads_are_those_of_the_whole_document() {
     check(&path);
     downgrade_to_format_1(&path);
     check(&path);
+}
+
+/// A document as the checkpoint oracle compares it: number, id, fingerprint, empty,
+/// cluster, digest.
+type Seen = (u64, Option<String>, u64, bool, Option<i64>, Option<u128>);
+
+fn seen(d: &DocEntry) -> Seen {
+    (
+        d.doc_id,
+        d.id.clone(),
+        d.simhash,
+        d.empty,
+        d.cluster_id,
+        d.digest,
+    )
+}
+
+/// The index at `path` holds exactly the documents of `model` (the documents present): it
+/// lists them with their latest clusters, counts them, answers queries, batches and pairs
+/// as brute force over them, and reports none of the `deleted`; returns how many of those
+/// keep their rows (deleted by a later generation, not merged away).
+fn holds_exactly(
+    path: &std::path::Path,
+    model: &std::collections::BTreeMap<u64, DocEntry>,
+    deleted: &[u64],
+) -> usize {
+    let index = Index::open(path, Verify::Checksums).unwrap();
+    let listed: Vec<Seen> = index
+        .docs()
+        .map(|v| {
+            let id = v.id.map(str::to_string);
+            (v.doc_id, id, v.simhash, v.empty, v.cluster_id, v.digest)
+        })
+        .collect();
+    let mut listed_sorted = listed.clone();
+    listed_sorted.sort();
+    let expected: Vec<Seen> = model.values().map(seen).collect();
+    assert_eq!(listed_sorted, expected);
+    let indexed = model.values().filter(|d| !d.empty).count() as u64;
+    assert_eq!(index.manifest().present(), (model.len() as u64, indexed));
+    let all: Vec<DocEntry> = model.values().cloned().collect();
+    let mut rng = SeededRng::new(model.len() as u64);
+    let mut fps: Vec<u64> = Vec::new();
+    for _ in 0..40 {
+        let d = &all[rng.below(all.len() as u64) as usize];
+        fps.push(d.simhash ^ (1 << rng.below(64)));
+    }
+    // A deleted document keeps its row (and is reported by nothing), unless a merge of its
+    // generation left it out: its fingerprint is asked too.
+    let row_of = |d: u64| {
+        (0..index.generations()).find_map(|g| {
+            (0..index.generation_documents(g) as u32)
+                .find(|&r| index.doc_id(g, r) == d)
+                .map(|r| (g, r))
+        })
+    };
+    let mut kept_rows = 0;
+    for &d in deleted {
+        if let Some((g, row)) = row_of(d) {
+            assert!(index.is_deleted(d), "doc {d} is not deleted");
+            fps.push(index.simhash(g, row));
+            kept_rows += 1;
+        }
+    }
+    let mut batched: Vec<BTreeSet<(u64, u32)>> = vec![BTreeSet::new(); fps.len()];
+    index.query_batch(&fps, 3, |q, m| {
+        batched[q].insert((index.doc_id(m.generation, m.row), m.hamming));
+    });
+    for (q, &fp) in fps.iter().enumerate() {
+        assert_eq!(
+            answers(&index, fp, 3),
+            brute(&all, fp, 3),
+            "query {fp:016x}"
+        );
+        assert_eq!(batched[q], brute(&all, fp, 3), "batch query {fp:016x}");
+    }
+    let mut pairs = BTreeSet::new();
+    index.self_pairs(3, |a, b, h| {
+        let (a, b) = (
+            index.doc_id(a.generation, a.row),
+            index.doc_id(b.generation, b.row),
+        );
+        pairs.insert((a.min(b), a.max(b), h));
+    });
+    let mut expected_pairs = BTreeSet::new();
+    for (i, a) in all.iter().enumerate() {
+        for b in &all[i + 1..] {
+            let h = hamming(a.simhash, b.simhash);
+            if !a.empty && !b.empty && h <= 3 {
+                expected_pairs.insert((a.doc_id, b.doc_id, h));
+            }
+        }
+    }
+    assert_eq!(pairs, expected_pairs);
+    kept_rows
+}
+
+/// Checkpoints ([`IndexWriter::checkpoint`]: documents added, earlier ones deleted and
+/// re-clustered, the newest generations merged while small) leave an index that holds
+/// exactly the documents present, as a model of them says, and a compaction of it too.
+#[test]
+fn checkpoints_hold_exactly_the_documents_present() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let mut rng = SeededRng::new(41);
+    let mut writer = IndexWriter::create(&path, &spec()).unwrap();
+    let mut base = batch(&mut rng, 0, 300);
+    // As the service's: no keep ranks or decisions (so that its generation may be merged).
+    (base.keep, base.decisions) = (None, None);
+    for d in &mut base.docs {
+        (d.rank, d.removed) = (None, false);
+    }
+    let mut model: std::collections::BTreeMap<u64, DocEntry> =
+        base.docs.iter().map(|d| (d.doc_id, d.clone())).collect();
+    writer.add(base).unwrap();
+    let (mut deleted, mut formats, mut merges, mut kept_rows) = (Vec::new(), BTreeSet::new(), 0, 0);
+    for round in 0..9u64 {
+        let file = writer.manifest().files;
+        let n = 20 + rng.below(80);
+        let mut docs = batch(&mut rng, file, n).docs;
+        for d in &mut docs {
+            (d.rank, d.removed) = (None, false);
+        }
+        let present: Vec<u64> = model.keys().copied().collect();
+        let mut gone = Vec::new();
+        for _ in 0..rng.below(40) {
+            let d = present[rng.below(present.len() as u64) as usize];
+            if let Some(e) = model.remove(&d) {
+                gone.push((d, !e.empty));
+                deleted.push(d);
+            }
+        }
+        let present: Vec<u64> = model.keys().copied().collect();
+        let mut changes = Vec::new();
+        for _ in 0..rng.below(40) {
+            let d = present[rng.below(present.len() as u64) as usize];
+            let cluster = match rng.below(3) {
+                0 => -1,
+                _ => present[rng.below(present.len() as u64) as usize] as i64,
+            };
+            changes.push((d, cluster));
+            model.get_mut(&d).unwrap().cluster_id = (cluster >= 0).then_some(cluster);
+        }
+        model.extend(docs.iter().map(|d| (d.doc_id, d.clone())));
+        let limit = [0, 150, 2_000][(round % 3) as usize];
+        let index = Index::open(&path, Verify::Sizes).unwrap();
+        let mut present = index.present_rows();
+        for &(d, _) in &gone {
+            let g = (0..index.generations())
+                .find(|&g| {
+                    (0..index.generation_documents(g) as u32).any(|r| index.doc_id(g, r) == d)
+                })
+                .unwrap();
+            present[g] -= 1;
+        }
+        // The oracle of `present_rows`: the model's documents by generation.
+        let generations = &writer.manifest().generations;
+        let by_generation: Vec<u64> = generations
+            .iter()
+            .map(|e| {
+                let files = e.file_offset..e.file_offset + e.files;
+                model
+                    .keys()
+                    .filter(|&&d| files.contains(&(d >> FILE_SHIFT)))
+                    .count() as u64
+            })
+            .collect();
+        assert_eq!(present, by_generation);
+        let merge = merge_count(generations, &present, docs.len() as u64, limit);
+        merges += merge;
+        let checkpoint = Checkpoint {
+            docs,
+            files: file + 1,
+            cluster_changes: changes,
+            deleted: gone,
+            merge,
+        };
+        writer.checkpoint(&index, checkpoint).unwrap();
+        drop(index);
+        formats.insert(writer.manifest().format);
+        kept_rows += holds_exactly(&path, &model, &deleted);
+    }
+    assert!(merges > 0, "no checkpoint merged");
+    assert!(kept_rows > 0, "no deleted document kept its row");
+    assert!(formats.contains(&DELETIONS_FORMAT), "{formats:?}");
+    writer.compact().unwrap();
+    assert_eq!(writer.manifest().format, SIMHASH_INDEX_FORMAT);
+    assert_eq!(writer.manifest().generations.len(), 1);
+    assert_eq!(holds_exactly(&path, &model, &[]), 0);
+}
+
+/// A checkpoint merges the newest generations while each holds no more documents than
+/// those taken already, within the limit, and never one with keep decisions.
+#[test]
+fn merges_take_the_newest_generations_while_small() {
+    let generation = |documents: u64, keep_decisions: bool| GenerationEntry {
+        number: 0,
+        dir: String::new(),
+        file_offset: 0,
+        files: 1,
+        documents,
+        indexed: documents,
+        cluster_changes: 0,
+        checksums: Vec::new(),
+        format: SIMHASH_INDEX_FORMAT,
+        keep: None,
+        batch: None,
+        keep_decisions,
+        deleted: 0,
+        deleted_indexed: 0,
+    };
+    let count = |s: &[u64], written, limit| {
+        let generations: Vec<GenerationEntry> = s.iter().map(|&n| generation(n, false)).collect();
+        merge_count(&generations, s, written, limit)
+    };
+    assert_eq!(count(&[1000, 40, 10], 30, 1 << 20), 2);
+    assert_eq!(count(&[1000, 40, 10], 30, 49), 1);
+    // The limit is on what is carried over, not on the checkpoint's own writes.
+    assert_eq!(count(&[1000, 40, 10], 3000, 50), 2);
+    assert_eq!(count(&[1000, 40, 10], 9, 1 << 20), 0);
+    assert_eq!(count(&[30, 40, 10], 10, 1 << 20), 1);
+    assert_eq!(count(&[30, 20, 10], 10, 1 << 20), 3);
+    assert_eq!(count(&[], 10, 1 << 20), 0);
+    // A generation of 1000 documents all deleted since holds none: merged.
+    let generations = [generation(1000, false), generation(1000, false)];
+    assert_eq!(merge_count(&generations, &[1000, 0], 10, 1 << 20), 1);
+    let decided = [generation(5, true), generation(5, false)];
+    assert_eq!(merge_count(&decided, &[5, 5], 10, 1 << 20), 1);
 }

@@ -4,6 +4,7 @@
 //! write the generation's files into a hidden directory while hashing them, sync, rename the
 //! directory into place, then replace the manifest. The manifest is the commit point.
 
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use serde_json::Value;
 use super::build::{
     sorted_changes, DocEntry, GenerationFiles, GenerationPlan, DEFAULT_WRITE_MEMORY,
 };
+use super::read::Index;
 use super::{
     entries, GenerationEntry, Manifest, MinHashParams, DOCUMENTS_PARQUET, FILE_SHIFT, INDEX_LOCK,
     MANIFEST, MAX_FILES,
@@ -43,6 +45,51 @@ pub struct Generation {
     /// no longer knows which of its documents are kept: see
     /// [`super::GenerationEntry::keep_decisions`]).
     pub decisions: Option<Vec<(u64, bool)>>,
+}
+
+/// What a checkpoint of `neardup serve` adds to its index ([`IndexWriter::checkpoint`]):
+/// the changes since the last checkpoint, never the documents that did not change.
+#[derive(Clone, Debug, Default)]
+pub struct Checkpoint {
+    /// The documents written since the last checkpoint, in the writer's numbering, within
+    /// the files from the index's [`Manifest::files`] up to `files`.
+    pub docs: Vec<DocEntry>,
+    /// The files numbered after the checkpoint (at least the index's).
+    pub files: u64,
+    /// `(doc number, cluster)` of earlier documents whose cluster changed (-1: alone now).
+    pub cluster_changes: Vec<(u64, i64)>,
+    /// `(doc number, was indexed)` of earlier documents deleted (or replaced).
+    pub deleted: Vec<(u64, bool)>,
+    /// How many of the newest generations the new one replaces, their present documents
+    /// taken into it (0: it is added after them); see [`merge_count`].
+    pub merge: usize,
+}
+
+/// How many of the newest generations `generations` a checkpoint of `written` documents
+/// merges ([`Checkpoint::merge`]), `present[i]` being the documents generation `i` still
+/// holds (not deleted since: what a merge rewrites; [`Index::present_rows`]): going back
+/// from the newest, each while it holds no more documents than the checkpoint and the
+/// generations already taken together, and the documents taken from earlier generations
+/// stay within `limit`. Sizes then at least double from newest to oldest, so that the service's
+/// checkpoints leave a number of generations logarithmic in its writes (each adds a probe a
+/// table to every query), each document is rewritten at most about `log2(limit / written)`
+/// times, and no merge rewrites more than `limit` documents: never a large index built by
+/// `run --index`. A generation whose documents were all replaced since holds none, and goes
+/// with the next checkpoint.
+pub fn merge_count(
+    generations: &[GenerationEntry],
+    present: &[u64],
+    written: u64,
+    limit: u64,
+) -> usize {
+    let (mut taken, mut carried, mut merge) = (written, 0, 0);
+    for (g, &n) in generations.iter().zip(present).rev() {
+        if n > taken || carried + n > limit || g.keep_decisions {
+            break;
+        }
+        (taken, carried, merge) = (taken + n, carried + n, merge + 1);
+    }
+    merge
 }
 
 /// What an index is made of, fixed when it is created.
@@ -247,12 +294,12 @@ impl IndexWriter {
     /// Commits generation `entry` (written) as the next one.
     fn commit_added(&mut self, entry: GenerationEntry) -> Result<(), IoError> {
         let mut next = self.manifest.clone();
-        next.format = next.write_format();
         next.documents += entry.documents;
         next.indexed += entry.indexed;
         next.files = entry.file_offset + entry.files;
         next.next_generation = entry.number + 1;
         next.generations.push(entry);
+        next.format = next.required_format();
         self.commit(next)
     }
 
@@ -264,28 +311,8 @@ impl IndexWriter {
             return Ok(());
         }
         let index = super::read::Index::open(&self.dir, super::read::Verify::Checksums)?;
-        let mut docs = Vec::with_capacity(self.manifest.documents as usize);
-        for g in 0..index.generations() {
-            for row in 0..index.generation_documents(g) {
-                let view = index.doc(g, row as u32);
-                docs.push(DocEntry {
-                    doc_id: view.doc_id,
-                    id: view.id.map(str::to_string),
-                    source: String::new(),
-                    url: None,
-                    simhash: view.simhash,
-                    empty: view.empty,
-                    cluster_id: view.cluster_id,
-                    digest: view.digest,
-                    rank: view.rank,
-                    bytes: view.bytes,
-                    fetched_at: view.fetched_at,
-                    signature: view.signature.to_vec(),
-                    shingles: view.shingles.map(<[u64]>::to_vec),
-                    removed: view.kept == Some(false),
-                });
-            }
-        }
+        // The documents present: those a later generation deleted are left out.
+        let mut docs: Vec<DocEntry> = index.docs().map(|view| entry_of(&view)).collect();
         // Ranks stay only when every generation ranked by the same policy.
         let policies: std::collections::BTreeSet<Option<&String>> = self
             .manifest
@@ -303,7 +330,7 @@ impl IndexWriter {
             }
         };
         // Sources and urls live in the Parquet tables only: carried over from there.
-        let origins = read_origins(&self.dir, &self.manifest)?;
+        let origins = read_origins(&self.dir, &self.manifest.generations)?;
         for doc in &mut docs {
             if let Some((source, url)) = origins.get(&doc.doc_id) {
                 doc.source = source.clone();
@@ -324,13 +351,25 @@ impl IndexWriter {
         Ok(())
     }
 
-    /// Replaces every generation by one holding exactly `docs`, with the doc numbers and
-    /// clusters given, their file numbers below `files`: the checkpoint of a service that
-    /// keeps the documents present in memory (`neardup serve`). A document whose `source` is
-    /// empty takes its source and url from the generation that held it, if any. The old
-    /// generations are removed once the new manifest is in place. Returns the new
-    /// generation's number.
-    pub fn rewrite(&mut self, mut docs: Vec<DocEntry>, files: u64) -> Result<u32, IoError> {
+    /// Writes the changes of a checkpoint of `neardup serve` (see [`Checkpoint`]) as a new
+    /// generation, which replaces the newest `checkpoint.merge` generations (their present
+    /// documents, with their latest clusters, sources and urls, taken into it); the
+    /// generations before stay as they are, and are not read. `index` is this index as
+    /// opened (read for the merged generations' documents, which are checked against their
+    /// checksums first). The replaced generations are removed once the new manifest is in
+    /// place. Returns the new generation's number.
+    ///
+    /// The simple equivalent writes every document present as one generation replacing all
+    /// the others (what checkpoints did before), at the cost of the whole index at every
+    /// checkpoint; the oracle test compares the index with a model of the documents present.
+    pub fn checkpoint(&mut self, index: &Index, checkpoint: Checkpoint) -> Result<u32, IoError> {
+        let Checkpoint {
+            mut docs,
+            files,
+            cluster_changes,
+            deleted,
+            merge,
+        } = checkpoint;
         let files = files.max(self.manifest.files);
         if files > MAX_FILES {
             return Err(IoError::IndexFull {
@@ -338,45 +377,108 @@ impl IndexWriter {
                 files,
             });
         }
-        docs.sort_unstable_by_key(|d| d.doc_id);
-        for pair in docs.windows(2) {
-            if pair[0].doc_id == pair[1].doc_id {
-                return Err(invalid(
-                    &self.dir,
-                    format!("doc number {} is given twice", pair[0].doc_id),
-                ));
-            }
-        }
-        if let Some(bad) = docs.iter().find(|d| d.doc_id >> FILE_SHIFT >= files) {
+        let generations = &self.manifest.generations;
+        if index.manifest().generations != *generations {
             return Err(invalid(
                 &self.dir,
-                format!("doc number {} is outside the files 0..{files}", bad.doc_id),
+                "the index given is not the index as the writer holds it".into(),
             ));
         }
-        if docs.iter().any(|d| d.source.is_empty()) {
-            let origins = read_origins(&self.dir, &self.manifest)?;
-            for doc in docs.iter_mut().filter(|d| d.source.is_empty()) {
-                if let Some((source, url)) = origins.get(&doc.doc_id) {
-                    doc.source = source.clone();
-                    if doc.url.is_none() {
-                        doc.url = url.clone();
-                    }
-                }
-            }
+        let kept = generations.len() - merge.min(generations.len());
+        let merged = &generations[kept..];
+        // The first file of the new generation: documents below it are in generations kept.
+        let first_file = merged
+            .first()
+            .map_or(self.manifest.files, |g| g.file_offset);
+        let earlier = |doc: u64| doc >> FILE_SHIFT < first_file;
+        if let Some(bad) = docs.iter().find(|d| {
+            let file = d.doc_id >> FILE_SHIFT;
+            file < self.manifest.files || file >= files
+        }) {
+            return Err(invalid(
+                &self.dir,
+                format!(
+                    "doc number {} is outside the new files {}..{files}",
+                    bad.doc_id, self.manifest.files
+                ),
+            ));
         }
-        // The service's documents were ranked by no keep policy, and kept by no decision:
-        // neither is recorded.
-        self.replace_generations(Generation {
-            files,
-            docs,
-            cluster_changes: Vec::new(),
+        // Deletions and cluster changes of documents in the merged generations apply to
+        // them; those of earlier documents are recorded (a merged generation's first).
+        let mut changes: HashMap<u64, i64> = HashMap::new();
+        let mut gone: HashMap<u64, bool> = HashMap::new();
+        for g in kept..generations.len() {
+            let clusters = index.generation_changes(g, false).into_iter();
+            changes.extend(clusters.map(|(doc, cluster)| (doc, cluster as i64)));
+            let deletes = index.generation_changes(g, true).into_iter();
+            gone.extend(deletes.map(|(doc, indexed)| (doc, indexed != 0)));
+        }
+        changes.extend(cluster_changes);
+        gone.extend(deleted);
+        if !merged.is_empty() {
+            index.verify_from(kept)?;
+            let origins = read_origins(&self.dir, merged)?;
+            docs.extend(merged_documents(index, kept, &changes, &gone, &origins));
+        }
+        docs.sort_unstable_by_key(|d| d.doc_id);
+        if let Some(pair) = docs.windows(2).find(|p| p[0].doc_id == p[1].doc_id) {
+            return Err(invalid(
+                &self.dir,
+                format!("doc number {} is given twice", pair[0].doc_id),
+            ));
+        }
+        let number = self.manifest.next_generation;
+        let mut generation = GenerationFiles::create(GenerationPlan {
+            dir: &self.dir,
+            manifest: &self.manifest,
+            number,
+            file_offset: first_file,
+            files: files - first_file,
             keep: None,
-            decisions: None,
-        })
+            decisions: false,
+            budget: self.budget,
+            spill: self.spill.as_deref(),
+        })?;
+        generation.delete(gone.into_iter().filter(|&(doc, _)| earlier(doc)).collect());
+        for doc in docs {
+            generation.push(doc)?;
+        }
+        let changes = changes
+            .into_iter()
+            .filter(|&(doc, _)| earlier(doc))
+            .collect();
+        let (entry, _) = generation.finish(sorted_changes(changes), std::iter::empty())?;
+        self.commit_replacing(kept, entry, files)?;
+        Ok(number)
+    }
+
+    /// Commits `entry` (written) in place of the generations from `kept` on, the index's
+    /// files then numbered up to `files`; removes the generations replaced once the new
+    /// manifest is in place (named as retired in it, for a writer that dies before).
+    fn commit_replacing(
+        &mut self,
+        kept: usize,
+        entry: GenerationEntry,
+        files: u64,
+    ) -> Result<(), IoError> {
+        let mut next = self.manifest.clone();
+        let old: Vec<String> = (next.generations.drain(kept..)).map(|g| g.dir).collect();
+        next.next_generation = entry.number + 1;
+        next.generations.push(entry);
+        next.documents = next.generations.iter().map(|g| g.documents).sum();
+        next.indexed = next.generations.iter().map(|g| g.indexed).sum();
+        next.files = files;
+        next.format = next.required_format();
+        next.retired.extend(old.iter().cloned());
+        self.commit(next)?;
+        for dir in old {
+            let _ = fs::remove_dir_all(self.dir.join(dir));
+        }
+        Ok(())
     }
 
     /// Replaces every generation by one holding `batch` (its documents sorted by doc
-    /// number), for [`IndexWriter::compact`] and [`IndexWriter::rewrite`]: the generation is
+    /// number), for [`IndexWriter::compact`]: the generation is
     /// written, the new manifest committed, and only then are the old generations removed.
     /// Returns the new generation's number.
     fn replace_generations(&mut self, batch: Generation) -> Result<u32, IoError> {
@@ -390,12 +492,12 @@ impl IndexWriter {
             .map(|g| g.dir.clone())
             .collect();
         let mut next = self.manifest.clone();
-        next.format = next.write_format();
         next.documents = entry.documents;
         next.indexed = entry.indexed;
         next.files = files;
         next.next_generation = number + 1;
         next.generations = vec![entry];
+        next.format = next.required_format();
         // Named as retired in the manifest that replaces them, so that a writer that dies
         // before removing them leaves them to the next one.
         next.retired.extend(old.iter().cloned());
@@ -512,6 +614,59 @@ impl GenerationBuilder<'_> {
     }
 }
 
+/// The documents present of the generations of `index` from `kept` on, as a checkpoint
+/// merging them writes them: with the cluster `changes` give them (-1: alone), without those
+/// `gone` deletes, with their `origins` (source and url), and no keep rank or decision (the
+/// service's documents have none).
+fn merged_documents(
+    index: &Index,
+    kept: usize,
+    changes: &HashMap<u64, i64>,
+    gone: &HashMap<u64, bool>,
+    origins: &HashMap<u64, (String, Option<String>)>,
+) -> Vec<DocEntry> {
+    let mut docs = Vec::new();
+    for g in kept..index.generations() {
+        for row in 0..index.generation_documents(g) as u32 {
+            let doc = index.doc_id(g, row);
+            if index.is_deleted(doc) || gone.contains_key(&doc) {
+                continue;
+            }
+            let mut entry = entry_of(&index.doc(g, row));
+            if let Some(&cluster) = changes.get(&doc) {
+                entry.cluster_id = (cluster >= 0).then_some(cluster);
+            }
+            (entry.rank, entry.removed) = (None, false);
+            if let Some((source, url)) = origins.get(&doc) {
+                (entry.source, entry.url) = (source.clone(), url.clone());
+            }
+            docs.push(entry);
+        }
+    }
+    docs
+}
+
+/// A document of an index as a new generation takes it (its source and url are in the
+/// Parquet tables only: left empty).
+fn entry_of(view: &super::read::DocView<'_>) -> DocEntry {
+    DocEntry {
+        doc_id: view.doc_id,
+        id: view.id.map(str::to_string),
+        source: String::new(),
+        url: None,
+        simhash: view.simhash,
+        empty: view.empty,
+        cluster_id: view.cluster_id,
+        digest: view.digest,
+        rank: view.rank,
+        bytes: view.bytes,
+        fetched_at: view.fetched_at,
+        signature: view.signature.to_vec(),
+        shingles: view.shingles.map(<[u64]>::to_vec),
+        removed: view.kept == Some(false),
+    }
+}
+
 /// Names an index writer may leave behind in a directory that has no manifest yet.
 fn is_ours(name: &str) -> bool {
     name == INDEX_LOCK
@@ -601,12 +756,12 @@ fn open_verified(dir: &Path, g: &GenerationEntry, name: &str) -> Result<File, Io
 /// doc number -> (source, url), from every generation's `documents.parquet`.
 fn read_origins(
     dir: &Path,
-    manifest: &Manifest,
-) -> Result<std::collections::HashMap<u64, (String, Option<String>)>, IoError> {
+    generations: &[GenerationEntry],
+) -> Result<HashMap<u64, (String, Option<String>)>, IoError> {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::UInt64Type;
-    let mut out = std::collections::HashMap::new();
-    for g in &manifest.generations {
+    let mut out = HashMap::new();
+    for g in generations {
         let path = super::generation_file(dir, g, DOCUMENTS_PARQUET);
         let file = open_verified(dir, g, DOCUMENTS_PARQUET)?;
         TableFile::of_file(&path, file)?.for_each_batch(|batch| {

@@ -88,7 +88,8 @@ pub(super) fn members<T: SpillRecord + Copy>(
             release_now(index, row);
             let old = index.doc(g, row as u32);
             let n = node(old.cluster_id, old.doc_id);
-            if !filter.contains_hash(mix64(n)) {
+            // A document a later generation deleted (`neardup serve`) is in no cluster.
+            if !filter.contains_hash(mix64(n)) || index.is_deleted(old.doc_id) {
                 continue;
             }
             candidates.push(IndexedMember {

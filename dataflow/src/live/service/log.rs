@@ -18,8 +18,9 @@ pub const LOG_FILE: &str = "serve.wal";
 /// The log a checkpoint starts, until its generation is committed.
 pub const NEXT_LOG_FILE: &str = "serve.wal.next";
 
-/// The digests of the documents the service wrote, kept beside the index by each
-/// checkpoint (index format 1 has no place for them).
+/// The digests of the documents the service wrote into index format 1 generations (which
+/// have no place for them), kept beside the index by the checkpoints of earlier neardup
+/// versions: still read, never written (every generation written now holds its digests).
 pub const DIGESTS_FILE: &str = "serve-digests.bin";
 
 const DIGESTS_MAGIC: [u8; 8] = *b"NDDIGST\0";
@@ -73,22 +74,6 @@ impl Record {
             other => other.to_string(),
         })
     }
-}
-
-/// Writes `digests` as the digests file of the index at `dir`, atomically.
-pub fn write_digests(
-    dir: &Path,
-    digests: impl Iterator<Item = (u64, u128)>,
-) -> Result<(), ServiceError> {
-    let mut bytes = DIGESTS_MAGIC.to_vec();
-    for (doc, digest) in digests {
-        bytes.extend_from_slice(&doc.to_le_bytes());
-        bytes.extend_from_slice(&digest.to_le_bytes());
-    }
-    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[8..]);
-    bytes.extend_from_slice(&sum.to_le_bytes());
-    neardup_io::atomic::write_atomically(&dir.join(DIGESTS_FILE), &bytes)?;
-    Ok(())
 }
 
 /// Reads the digests file of the index at `dir` (none: no digests).

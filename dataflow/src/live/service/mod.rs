@@ -16,9 +16,10 @@
 //! writes of its batch included, the document it replaces excluded), so replaying the log
 //! gives the same answers in the same order.
 //!
-//! **Checkpoints** ([`Service::checkpoint`], and every `checkpoint_interval`) write the
-//! documents present as one new index generation ([`IndexWriter::rewrite`], atomic), then
-//! start a new, empty log. The log's header records the generation it follows (its stamp,
+//! **Checkpoints** ([`Service::checkpoint`], and every `checkpoint_interval`) write what
+//! changed since the last (the documents written, the index's documents deleted and
+//! re-clustered) as one new index generation ([`IndexWriter::checkpoint`], atomic, merging
+//! the newest generations while they are small), then start a new, empty log. The log's header records the generation it follows (its stamp,
 //! the manifest's `next_generation` when it was started), so a restart knows whether the
 //! log's records are still to be replayed, or were made over an index that someone else has
 //! changed since (refused); a crash in the middle of a checkpoint is resolved the same way
@@ -64,6 +65,14 @@ const REPLAY_BATCH: usize = 8192;
 /// query at a time (a binary search in each table, about 12 µs a document at 1M); a larger
 /// cluster's are asked as one batch ([`Index::query_batch`]: each table walked once).
 const TOUCH_ONE_BY_ONE: usize = 4096;
+
+/// The most documents of earlier generations a checkpoint's merge carries into the one it
+/// writes ([`neardup_io::index::merge_count`]): 1M. A generation costs about 5 s a million
+/// documents to write on a 2-core machine (a checkpoint of 665,847 writes that carried
+/// 458,334 took 5.4 s, one of 458,334 alone 2.9 s: docs/performance.md), and writes wait
+/// for it, so a merge at the limit adds about 5 s. Larger generations are never merged by
+/// the service: `neardup index compact` merges them offline.
+pub const MERGE_LIMIT: u64 = 1 << 20;
 
 /// The `source` a checkpoint records for the documents the service wrote.
 pub const SERVE_SOURCE: &str = "neardup serve";
@@ -703,11 +712,13 @@ impl Writer {
         }
     }
 
-    /// Writes the documents present as a new index generation, then starts a new log;
-    /// nothing when they are the index's already (no write since the last checkpoint).
-    /// What it carries over from the index is checked against the index's checksums first
-    /// ([`Index::verify`]): a file changed under the service is refused, never rewritten
-    /// with new checksums.
+    /// Writes what changed since the last checkpoint as a new index generation (the
+    /// documents written, those of the index deleted or replaced, and the clusters of the
+    /// index's documents that changed: [`IndexWriter::checkpoint`]), which also merges the
+    /// newest generations while they are small ([`MERGE_LIMIT`]); then starts a new log.
+    /// Nothing when nothing changed since the last checkpoint. The index's documents that
+    /// did not change are not read or rewritten: a checkpoint costs what was written, not
+    /// the size of the index.
     ///
     /// The new log is made first, beside the old one (`serve.wal.next`, stamped with the
     /// generation after the checkpoint's), then the generation is committed, then the new
@@ -722,26 +733,18 @@ impl Writer {
                 millis: 0,
             });
         }
-        let (docs, documents) = {
-            let store = self.store.read().expect("store lock");
-            store.base().verify()?;
-            (store.entries(SERVE_SOURCE), store.documents())
-        };
-        // The new generation's state, from what it holds: every present document's id, and
-        // the clusters as they are now (which the generation's cluster column records too).
-        let ids: Vec<(u64, u64)> = docs
-            .iter()
-            .filter_map(|d| Some((saved::id_hash(d.id.as_deref()?), d.doc_id)))
-            .collect();
-        let labels: Vec<(u64, u64)> = docs
-            .iter()
-            .filter_map(|d| Some((d.doc_id, d.cluster_id? as u64)))
-            .collect();
         let log_path = self.dir.join(LOG_FILE);
         let next_path = self.dir.join(NEXT_LOG_FILE);
         let number = u64::from(self.index.manifest().next_generation);
         drop(Wal::create(&next_path, number + 1)?);
-        let generation = match self.index.rewrite(docs, self.file + 1) {
+        // Readers go on under the shared lock while the generation is written.
+        let (committed, documents, ids, labels) = {
+            let store = self.store.read().expect("store lock");
+            let saving = store.checkpoint(SERVE_SOURCE, self.file + 1, MERGE_LIMIT);
+            let committed = self.index.checkpoint(store.base(), saving.checkpoint);
+            (committed, store.documents(), saving.ids, saving.labels)
+        };
+        let generation = match committed {
             Ok(g) => g,
             Err(e) => {
                 let _ = std::fs::remove_file(&next_path);
@@ -756,12 +759,6 @@ impl Writer {
         neardup_io::atomic::sync_parent(&log_path);
         self.wal = Wal::open(&log_path)?.0;
         let base = Index::open(&self.dir, Verify::Sizes)?;
-        // The new generation holds every digest in its `docs.bin` (the file beside the
-        // index was for format-1 generations, now rewritten); a stale one is harmless (the
-        // index's digests come first), only slower to start from.
-        if let Err(e) = log::write_digests(&self.dir, std::iter::empty()) {
-            eprintln!("neardup serve: {e}");
-        }
         let saved = save_state(&self.dir, &base, ids, labels, false);
         self.store.write().expect("store lock").rebase(base, saved);
         // Every cluster is as saved again: the live clusters start empty.

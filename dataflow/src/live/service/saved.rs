@@ -184,6 +184,16 @@ impl Saved {
         self.by_doc_at() + 16 * self.clustered
     }
 
+    /// Every `(hash of an id, doc)` saved, in that order.
+    pub fn id_pairs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.ids).map(move |i| self.pair(self.ids_at(), i))
+    }
+
+    /// Every `(doc, label)` of a clustered document saved, by doc.
+    pub fn label_pairs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.clustered).map(move |i| self.pair(self.by_doc_at(), i))
+    }
+
     /// The documents whose id hashes to `hash`, in document order.
     pub fn ids(&self, hash: u64) -> impl DoubleEndedIterator<Item = u64> + '_ {
         let rows = if self.ids == 0 {
@@ -346,22 +356,30 @@ pub fn compute(index: &Index, k: u32) -> Computed {
             parent[a.max(b) as usize] = a.min(b);
         }
     });
-    // Each component's smallest document and size, at its root; and the ids.
+    // Each component's smallest document and size, at its root; and the ids. A document a
+    // later generation deleted is in no pair, and in no list.
+    let rows = || {
+        (0..index.generations())
+            .flat_map(move |g| (0..index.generation_documents(g) as u32).map(move |row| (g, row)))
+    };
+    let present = |(g, row): (usize, u32)| !index.is_deleted(index.doc_id(g, row));
     let mut ids = Vec::new();
     let mut smallest: Vec<u64> = vec![u64::MAX; n];
     let mut size: Vec<u32> = vec![0; n];
-    for (position, view) in index.docs().enumerate() {
+    for (g, row) in rows().filter(|&at| present(at)) {
+        let view = index.doc(g, row);
         if let Some(id) = view.id {
             ids.push((id_hash(id), view.doc_id));
         }
-        let r = root(&mut parent, position as u32) as usize;
+        let r = root(&mut parent, (starts[g] + row as usize) as u32) as usize;
         smallest[r] = smallest[r].min(view.doc_id);
         size[r] += 1;
     }
     let mut labels = Vec::new();
     let mut reclustered = false;
-    for (position, view) in index.docs().enumerate() {
-        let r = root(&mut parent, position as u32) as usize;
+    for (g, row) in rows().filter(|&at| present(at)) {
+        let view = index.doc(g, row);
+        let r = root(&mut parent, (starts[g] + row as usize) as u32) as usize;
         let label = (size[r] >= 2).then_some(smallest[r]);
         if let Some(l) = label {
             labels.push((view.doc_id, l));

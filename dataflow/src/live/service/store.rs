@@ -12,7 +12,7 @@
 
 use fxhash::{FxHashMap, FxHashSet};
 use neardup_core::TableDesign;
-use neardup_io::index::{DocEntry, DocView, Index};
+use neardup_io::index::{merge_count, Checkpoint, DocEntry, DocView, Index};
 use serde::Serialize;
 
 use super::saved::{id_hash, partition, Saved};
@@ -104,8 +104,7 @@ impl Store {
     }
 
     fn take_base(&mut self, digests: &FxHashMap<u64, u128>) {
-        let manifest = self.base.manifest();
-        (self.documents, self.indexed) = (manifest.documents, manifest.indexed);
+        (self.documents, self.indexed) = self.base.manifest().present();
         (self.clusters, self.clustered) = self.saved.counts();
         if digests.is_empty() {
             return;
@@ -123,7 +122,7 @@ impl Store {
     /// checkpoint), with its `saved` state: the written documents' tables are emptied, and
     /// the clusters are the saved ones again (the caller starts its live clusters afresh).
     pub(crate) fn rebase(&mut self, base: Index, saved: Saved) {
-        debug_assert_eq!(base.manifest().documents, self.documents);
+        debug_assert_eq!(base.manifest().present().0, self.documents);
         self.base = base;
         self.saved = saved;
         self.removed = FxHashSet::default();
@@ -174,12 +173,12 @@ impl Store {
             self.find_base_any(doc)
                 .is_some_and(|(g, row)| self.base.doc(g, row).id == Some(id))
         })?;
-        (!self.removed.contains(&doc)).then_some(doc)
+        (!self.removed.contains(&doc) && !self.base.is_deleted(doc)).then_some(doc)
     }
 
     /// Where a present document of the index is: its generation and row.
     fn find_base(&self, doc: u64) -> Option<(usize, u32)> {
-        if self.removed.contains(&doc) {
+        if self.removed.contains(&doc) || self.base.is_deleted(doc) {
             return None;
         }
         self.find_base_any(doc)
@@ -241,6 +240,58 @@ impl Store {
         match self.untouched_cluster(doc) {
             Some(label) => (Some(label), self.saved.size(label)),
             None => (None, 1),
+        }
+    }
+
+    /// `(doc, cluster)` of every present document of the index whose cluster is not the one
+    /// the index gives it (-1: alone now): of those of the saved clusters a write touched
+    /// and those in the live clusters, or, where the index's clusters are not the service's
+    /// ([`Store::reclustered`]), of all.
+    fn cluster_changes(&self) -> Vec<(u64, i64)> {
+        let mut changes = Vec::new();
+        let mut changed = |doc: u64, now: Option<u64>, had: Option<i64>| {
+            if now.map(|c| c as i64) != had {
+                changes.push((doc, now.map_or(-1, |c| c as i64)));
+            }
+        };
+        let base = &self.base;
+        if self.saved.reclustered() {
+            // Every present document of the index, in doc order, beside the saved labels
+            // (in doc order too): one pass over each, no search.
+            let mut saved = self.saved.label_pairs().peekable();
+            for g in 0..base.generations() {
+                for row in 0..base.generation_documents(g) as u32 {
+                    let doc = base.doc_id(g, row);
+                    if self.removed.contains(&doc) || base.is_deleted(doc) {
+                        continue;
+                    }
+                    while saved.next_if(|&(d, _)| d < doc).is_some() {}
+                    let label = saved.next_if(|&(d, _)| d == doc).map(|(_, label)| label);
+                    changed(doc, self.cluster_as(doc, label), base.cluster_id(g, row));
+                }
+            }
+        } else {
+            let mut touched: Vec<u64> = (self.loaded.iter())
+                .flat_map(|&label| self.saved.members(label))
+                .chain(self.labels.keys().copied())
+                .collect();
+            touched.sort_unstable();
+            touched.dedup();
+            for doc in touched {
+                if let Some((g, row)) = self.find_base(doc) {
+                    changed(doc, self.cluster(doc).0, base.cluster_id(g, row));
+                }
+            }
+        }
+        changes
+    }
+
+    /// [`Store::cluster`]'s label of a document whose saved label is `saved` (found by the
+    /// caller).
+    fn cluster_as(&self, doc: u64, saved: Option<u64>) -> Option<u64> {
+        match self.labels.get(&doc) {
+            Some(&label) => (self.sizes.get(&label).copied().unwrap_or(1) >= 2).then_some(label),
+            None => saved.filter(|label| !self.loaded.contains(label)),
         }
     }
 
@@ -409,43 +460,89 @@ impl Store {
         }
     }
 
-    /// The documents present, as a checkpoint writes them: the index's with an empty source
-    /// (the writer carries theirs over), the written ones with `source`.
-    pub(crate) fn entries(&self, source: &str) -> Vec<DocEntry> {
-        let mut out = Vec::with_capacity(self.documents as usize);
-        for view in self.base.docs() {
-            if self.removed.contains(&view.doc_id) {
-                continue;
-            }
-            out.push(DocEntry {
-                doc_id: view.doc_id,
-                id: view.id.map(str::to_string),
-                source: String::new(),
-                url: None,
-                simhash: view.simhash,
-                empty: view.empty,
-                cluster_id: self.cluster(view.doc_id).0.map(|c| c as i64),
-                digest: self.digest_of.get(&view.doc_id).copied().or(view.digest),
-                rank: view.rank,
-                bytes: view.bytes,
-                fetched_at: view.fetched_at,
-                ..Default::default()
-            });
-        }
+    /// What a checkpoint writes ([`Checkpoint`]): the documents written since the last one
+    /// (with `source`), the index's documents removed since, and the index's documents whose
+    /// cluster is no longer the one the index gives them (where the index's clusters are not
+    /// the service's, [`Store::reclustered`], every document's is compared); the newest
+    /// generations of at most `merge_limit` documents in all merged ([`merge_count`]).
+    /// With it, the state after it: `(hash of the id, doc)` of every document present with
+    /// an id, and `(doc, label)` of every one in a cluster of two or more.
+    ///
+    /// The simple version writes every document present, rewritten.
+    pub(crate) fn checkpoint(&self, source: &str, files: u64, merge_limit: u64) -> Saving {
+        let mut docs = Vec::with_capacity(self.written.len());
+        let mut ids: Vec<(u64, u64)> = (self.saved.id_pairs())
+            .filter(|(_, doc)| !self.removed.contains(doc))
+            .collect();
         for (doc, w, digest) in self.written.iter() {
-            out.push(DocEntry {
-                doc_id: doc,
-                id: Some(w.id.to_string()),
-                source: source.to_string(),
-                url: w.url.as_deref().map(str::to_string),
-                simhash: w.simhash,
-                empty: w.empty,
-                cluster_id: self.cluster(doc).0.map(|c| c as i64),
-                digest: (!w.empty).then_some(digest),
-                // Written documents carry no keep rank, size or parsed capture time yet.
-                ..Default::default()
-            });
+            ids.push((id_hash(&w.id), doc));
+            docs.push(written_entry(doc, w, digest, source, self.cluster(doc).0));
         }
-        out
+        let deleted: Vec<(u64, bool)> = (self.removed.iter())
+            .map(|&doc| {
+                let view = self.find_base_any(doc).map(|(g, r)| self.base.doc(g, r));
+                (doc, view.is_some_and(|v| !v.empty))
+            })
+            .collect();
+        let cluster_changes = self.cluster_changes();
+        let mut labels: Vec<(u64, u64)> = (self.saved.label_pairs())
+            .filter(|(_, label)| !self.loaded.contains(label))
+            .collect();
+        labels.extend(
+            (self.labels.iter())
+                .filter(|(_, label)| self.sizes.get(label).is_some_and(|&n| n >= 2))
+                .map(|(&doc, &label)| (doc, label)),
+        );
+        // The documents each generation still holds: less those removed since.
+        let mut present = self.base.present_rows();
+        let entries = &self.base.manifest().generations;
+        for &doc in &self.removed {
+            let file = doc >> neardup_io::index::FILE_SHIFT;
+            let g = entries.partition_point(|e| e.file_offset + e.files <= file);
+            if let Some(n) = present.get_mut(g) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        let merge = merge_count(entries, &present, docs.len() as u64, merge_limit);
+        Saving {
+            checkpoint: Checkpoint {
+                docs,
+                files,
+                cluster_changes,
+                deleted,
+                merge,
+            },
+            ids,
+            labels,
+        }
+    }
+}
+
+/// What [`Store::checkpoint`] gives: the checkpoint, and the state after it.
+pub(crate) struct Saving {
+    pub checkpoint: Checkpoint,
+    pub ids: Vec<(u64, u64)>,
+    pub labels: Vec<(u64, u64)>,
+}
+
+/// A written document as a checkpoint writes it, in `cluster`.
+fn written_entry(
+    doc: u64,
+    w: &Written,
+    digest: u128,
+    source: &str,
+    cluster: Option<u64>,
+) -> DocEntry {
+    DocEntry {
+        doc_id: doc,
+        id: Some(w.id.to_string()),
+        source: source.to_string(),
+        url: w.url.as_deref().map(str::to_string),
+        simhash: w.simhash,
+        empty: w.empty,
+        cluster_id: cluster.map(|c| c as i64),
+        digest: (!w.empty).then_some(digest),
+        // Written documents carry no keep rank, size or parsed capture time yet.
+        ..Default::default()
     }
 }
