@@ -252,9 +252,14 @@ fn encode(
     labels: &mut [(u64, u64)],
     reclustered: bool,
 ) -> std::io::Result<()> {
-    // Radix sorts: a state holds a pair a document (and two a clustered one).
-    radsort::sort_by_key(ids, |&pair| pair);
-    radsort::sort_by_key(labels, |&pair| pair);
+    // Radix sorts: a state holds a pair a document (and two a clustered one). A
+    // checkpoint's are sorted already (merged from the saved state's): checked, not sorted.
+    if !ids.is_sorted() {
+        radsort::sort_by_key(ids, |&pair| pair);
+    }
+    if !labels.is_sorted() {
+        radsort::sort_by_key(labels, |&pair| pair);
+    }
     let mut by_label: Vec<(u64, u64)> = labels.iter().map(|&(d, l)| (l, d)).collect();
     radsort::sort_by_key(&mut by_label, |&pair| pair);
     let mut clusters = 0u64;

@@ -471,13 +471,14 @@ impl Store {
     /// The simple version writes every document present, rewritten.
     pub(crate) fn checkpoint(&self, source: &str, files: u64, merge_limit: u64) -> Saving {
         let mut docs = Vec::with_capacity(self.written.len());
-        let mut ids: Vec<(u64, u64)> = (self.saved.id_pairs())
-            .filter(|(_, doc)| !self.removed.contains(doc))
-            .collect();
+        let mut new_ids = Vec::with_capacity(self.written.len());
         for (doc, w, digest) in self.written.iter() {
-            ids.push((id_hash(&w.id), doc));
+            new_ids.push((id_hash(&w.id), doc));
             docs.push(written_entry(doc, w, digest, source, self.cluster(doc).0));
         }
+        // Both sorted: the state is written without sorting what did not change.
+        let saved_ids = (self.saved.id_pairs()).filter(|(_, doc)| !self.removed.contains(doc));
+        let ids = merge_sorted(saved_ids, new_ids);
         let deleted: Vec<(u64, bool)> = (self.removed.iter())
             .map(|&doc| {
                 let view = self.find_base_any(doc).map(|(g, r)| self.base.doc(g, r));
@@ -485,14 +486,13 @@ impl Store {
             })
             .collect();
         let cluster_changes = self.cluster_changes();
-        let mut labels: Vec<(u64, u64)> = (self.saved.label_pairs())
-            .filter(|(_, label)| !self.loaded.contains(label))
+        let live: Vec<(u64, u64)> = (self.labels.iter())
+            .filter(|(_, label)| self.sizes.get(label).is_some_and(|&n| n >= 2))
+            .map(|(&doc, &label)| (doc, label))
             .collect();
-        labels.extend(
-            (self.labels.iter())
-                .filter(|(_, label)| self.sizes.get(label).is_some_and(|&n| n >= 2))
-                .map(|(&doc, &label)| (doc, label)),
-        );
+        let saved_labels =
+            (self.saved.label_pairs()).filter(|(_, label)| !self.loaded.contains(label));
+        let labels = merge_sorted(saved_labels, live);
         // The documents each generation still holds: less those removed since.
         let mut present = self.base.present_rows();
         let entries = &self.base.manifest().generations;
@@ -516,6 +516,25 @@ impl Store {
             labels,
         }
     }
+}
+
+/// The pairs of `sorted` (ascending) and `more` (any order, sorted here) in one ascending
+/// list: a merge, where sorting both would sort again what is sorted already.
+fn merge_sorted(
+    sorted: impl Iterator<Item = (u64, u64)>,
+    mut more: Vec<(u64, u64)>,
+) -> Vec<(u64, u64)> {
+    more.sort_unstable();
+    let mut out = Vec::with_capacity(sorted.size_hint().1.unwrap_or(0) + more.len());
+    let mut more = more.into_iter().peekable();
+    for pair in sorted {
+        while let Some(m) = more.next_if(|&m| m < pair) {
+            out.push(m);
+        }
+        out.push(pair);
+    }
+    out.extend(more);
+    out
 }
 
 /// What [`Store::checkpoint`] gives: the checkpoint, and the state after it.
