@@ -66,7 +66,8 @@ pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 /// How long a client may take to send a request's body before it is answered 408.
 pub const DEFAULT_REQUEST_TIMEOUT_SECS: u64 = 10;
 
-/// How often the service writes its documents as an index generation while writes arrive.
+/// How often the service writes a checkpoint (the changes since the last, as an index
+/// generation) while writes arrive.
 pub const DEFAULT_CHECKPOINT_SECS: u64 = 300;
 
 /// The most queries one POST /v1/query may carry.
@@ -112,8 +113,8 @@ pub struct ServeArgs {
     /// listening on loopback)
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
-    /// Write the documents as an index generation this often, in seconds (0: only on
-    /// POST /v1/checkpoint)
+    /// Write the changes since the last checkpoint as an index generation this often, in
+    /// seconds (0: only on POST /v1/checkpoint)
     #[arg(long, default_value_t = DEFAULT_CHECKPOINT_SECS, value_name = "SECS")]
     pub checkpoint_interval: u64,
     /// The largest request body, in bytes
