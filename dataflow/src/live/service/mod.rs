@@ -738,11 +738,12 @@ impl Writer {
         let number = u64::from(self.index.manifest().next_generation);
         drop(Wal::create(&next_path, number + 1)?);
         // Readers go on under the shared lock while the generation is written.
-        let (committed, documents, ids, labels) = {
+        let (committed, documents, saving) = {
             let store = self.store.read().expect("store lock");
-            let saving = store.checkpoint(SERVE_SOURCE, self.file + 1, MERGE_LIMIT);
-            let committed = self.index.checkpoint(store.base(), saving.checkpoint);
-            (committed, store.documents(), saving.ids, saving.labels)
+            let mut saving = store.checkpoint(SERVE_SOURCE, self.file + 1, MERGE_LIMIT);
+            let checkpoint = std::mem::take(&mut saving.checkpoint);
+            let committed = self.index.checkpoint(store.base(), checkpoint);
+            (committed, store.documents(), saving)
         };
         let generation = match committed {
             Ok(g) => g,
@@ -759,7 +760,9 @@ impl Writer {
         neardup_io::atomic::sync_parent(&log_path);
         self.wal = Wal::open(&log_path)?.0;
         let base = Index::open(&self.dir, Verify::Sizes)?;
-        let saved = save_state(&self.dir, &base, ids, labels, false);
+        // The state of the new index: the store's, before it takes the new index.
+        let stamp = saved::stamp(base.manifest());
+        let saved = (self.store.read().expect("store lock")).save_state(&self.dir, stamp, &saving);
         self.store.write().expect("store lock").rebase(base, saved);
         // Every cluster is as saved again: the live clusters start empty.
         self.live = LiveClusters::new();

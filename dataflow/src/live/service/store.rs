@@ -10,13 +10,16 @@
 //!
 //! Only the writer thread changes a store (under the service's write lock); queries share it.
 
+use std::path::Path;
+
 use fxhash::{FxHashMap, FxHashSet};
 use neardup_core::TableDesign;
 use neardup_io::index::{merge_count, Checkpoint, DocEntry, DocView, Index};
 use serde::Serialize;
 
-use super::saved::{id_hash, partition, Saved};
+use super::saved::{id_hash, partition, Lists, Saved};
 use super::written::{Written, WrittenDocs};
+use super::ServiceError;
 
 /// One document within `k` of a query or of a document.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -465,8 +468,8 @@ impl Store {
     /// cluster is no longer the one the index gives them (where the index's clusters are not
     /// the service's, [`Store::reclustered`], every document's is compared); the newest
     /// generations of at most `merge_limit` documents in all merged ([`merge_count`]).
-    /// With it, the state after it: `(hash of the id, doc)` of every document present with
-    /// an id, and `(doc, label)` of every one in a cluster of two or more.
+    /// With it, the changes to the saved state: `(hash of the id, doc)` of every document
+    /// written, and `(doc, label)` of every one in a live cluster of two or more.
     ///
     /// The simple version writes every document present, rewritten.
     pub(crate) fn checkpoint(&self, source: &str, files: u64, merge_limit: u64) -> Saving {
@@ -476,9 +479,7 @@ impl Store {
             new_ids.push((id_hash(&w.id), doc));
             docs.push(written_entry(doc, w, digest, source, self.cluster(doc).0));
         }
-        // Both sorted: the state is written without sorting what did not change.
-        let saved_ids = (self.saved.id_pairs()).filter(|(_, doc)| !self.removed.contains(doc));
-        let ids = merge_sorted(saved_ids, new_ids);
+        new_ids.sort_unstable();
         let deleted: Vec<(u64, bool)> = (self.removed.iter())
             .map(|&doc| {
                 let view = self.find_base_any(doc).map(|(g, r)| self.base.doc(g, r));
@@ -486,13 +487,11 @@ impl Store {
             })
             .collect();
         let cluster_changes = self.cluster_changes();
-        let live: Vec<(u64, u64)> = (self.labels.iter())
+        let mut live: Vec<(u64, u64)> = (self.labels.iter())
             .filter(|(_, label)| self.sizes.get(label).is_some_and(|&n| n >= 2))
             .map(|(&doc, &label)| (doc, label))
             .collect();
-        let saved_labels =
-            (self.saved.label_pairs()).filter(|(_, label)| !self.loaded.contains(label));
-        let labels = merge_sorted(saved_labels, live);
+        live.sort_unstable();
         // The documents each generation still holds: less those removed since.
         let mut present = self.base.present_rows();
         let entries = &self.base.manifest().generations;
@@ -512,36 +511,108 @@ impl Store {
                 deleted,
                 merge,
             },
-            ids,
-            labels,
+            new_ids,
+            live,
+        }
+    }
+
+    /// Writes the state of the documents present after a checkpoint (`saving`, from
+    /// [`Store::checkpoint`] before it) for the index at `dir` whose stamp is `stamp`, and
+    /// maps it; where it cannot be written or read back, says so and keeps it in memory (a
+    /// later start-up computes it again). The saved state's lists, less what changed, are
+    /// merged with the changes as they are written: nothing of the size of the index is
+    /// held or sorted.
+    pub(crate) fn save_state(&self, dir: &Path, stamp: u64, saving: &Saving) -> Saved {
+        let k = self.design.k();
+        let written =
+            Saved::write_lists(dir, stamp, k, self.state_lists(saving), false).and_then(|()| {
+                Saved::open(dir, stamp, k).map_err(|why| ServiceError::BadState {
+                    path: dir.join(super::STATE_FILE),
+                    reason: format!("{why:?}"),
+                })
+            });
+        written.unwrap_or_else(|e| {
+            eprintln!("neardup serve: {e}; keeping the index's state in memory (a start-up will compute it again)");
+            let lists = self.state_lists(saving);
+            let mut ids: Vec<(u64, u64)> = lists.ids.1.collect();
+            let mut labels: Vec<(u64, u64)> = lists.by_doc.1.collect();
+            Saved::in_memory(stamp, k, &mut ids, &mut labels, false)
+        })
+    }
+
+    /// The lists of the state after a checkpoint (see [`Store::save_state`]), each sorted,
+    /// counted first.
+    fn state_lists<'a>(
+        &'a self,
+        saving: &'a Saving,
+    ) -> Lists<
+        impl Iterator<Item = (u64, u64)> + 'a,
+        impl Iterator<Item = (u64, u64)> + 'a,
+        impl Iterator<Item = (u64, u64)> + 'a,
+    > {
+        let ids = || (self.saved.id_pairs()).filter(|(_, doc)| !self.removed.contains(doc));
+        let untouched = |label: &u64| !self.loaded.contains(label);
+        let by_doc = || (self.saved.label_pairs()).filter(move |(_, l)| untouched(l));
+        let by_label = (self.saved.member_pairs()).filter(move |(l, _)| untouched(l));
+        let mut live_by_label: Vec<(u64, u64)> = saving.live.iter().map(|&(d, l)| (l, d)).collect();
+        live_by_label.sort_unstable();
+        // Clusters: the saved ones no write touched (every touched one is `loaded`), and the
+        // live ones of two or more.
+        let live_clusters = self.sizes.values().filter(|&&n| n >= 2).count() as u64;
+        let saved_clusters = (self.saved.counts().0).saturating_sub(self.loaded.len() as u64);
+        Lists {
+            ids: (
+                ids().count() + saving.new_ids.len(),
+                Merge::new(ids(), saving.new_ids.iter().copied()),
+            ),
+            by_doc: (
+                by_doc().count() + saving.live.len(),
+                Merge::new(by_doc(), saving.live.iter().copied()),
+            ),
+            by_label: (
+                by_doc().count() + saving.live.len(),
+                Merge::new(by_label, live_by_label.into_iter()),
+            ),
+            clusters: saved_clusters + live_clusters,
         }
     }
 }
 
-/// The pairs of `sorted` (ascending) and `more` (any order, sorted here) in one ascending
-/// list: a merge, where sorting both would sort again what is sorted already.
-fn merge_sorted(
-    sorted: impl Iterator<Item = (u64, u64)>,
-    mut more: Vec<(u64, u64)>,
-) -> Vec<(u64, u64)> {
-    more.sort_unstable();
-    let mut out = Vec::with_capacity(sorted.size_hint().1.unwrap_or(0) + more.len());
-    let mut more = more.into_iter().peekable();
-    for pair in sorted {
-        while let Some(m) = more.next_if(|&m| m < pair) {
-            out.push(m);
-        }
-        out.push(pair);
-    }
-    out.extend(more);
-    out
+/// Two ascending iterators as one ascending iterator (a merge).
+struct Merge<A: Iterator, B: Iterator> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
 }
 
-/// What [`Store::checkpoint`] gives: the checkpoint, and the state after it.
+impl<A: Iterator<Item = (u64, u64)>, B: Iterator<Item = (u64, u64)>> Merge<A, B> {
+    fn new(a: A, b: B) -> Self {
+        Merge {
+            a: a.peekable(),
+            b: b.peekable(),
+        }
+    }
+}
+
+impl<A: Iterator<Item = (u64, u64)>, B: Iterator<Item = (u64, u64)>> Iterator for Merge<A, B> {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(a), Some(b)) if b < a => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
+    }
+}
+
+/// What [`Store::checkpoint`] gives: the checkpoint, and the changes to the saved state
+/// ([`Store::save_state`]).
 pub(crate) struct Saving {
     pub checkpoint: Checkpoint,
-    pub ids: Vec<(u64, u64)>,
-    pub labels: Vec<(u64, u64)>,
+    /// `(hash of the id, doc)` of the documents written, sorted.
+    pub new_ids: Vec<(u64, u64)>,
+    /// `(doc, label)` of the documents in the live clusters of two or more, sorted.
+    pub live: Vec<(u64, u64)>,
 }
 
 /// A written document as a checkpoint writes it, in `cluster`.
