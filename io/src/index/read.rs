@@ -476,18 +476,23 @@ impl Index {
     /// The documents each generation holds that no later generation deleted.
     pub fn present_rows(&self) -> Vec<u64> {
         let mut present: Vec<u64> = self.generations.iter().map(|g| g.count as u64).collect();
-        let entries = &self.manifest.generations;
         for f in &self.deleted {
             for &doc in words(&f.map, HEADER_BYTES, f.n) {
-                let file = doc >> super::FILE_SHIFT;
-                // The generation whose files hold it (file offsets rise).
-                let g = entries.partition_point(|e| e.file_offset + e.files <= file);
-                if let Some(n) = present.get_mut(g) {
+                if let Some(n) = self.generation_of(doc).map(|g| &mut present[g]) {
                     *n = n.saturating_sub(1);
                 }
             }
         }
         present
+    }
+
+    /// The generation whose files the doc number `doc` lies in (`None`: past them all).
+    pub fn generation_of(&self, doc: u64) -> Option<usize> {
+        let file = doc >> super::FILE_SHIFT;
+        let entries = &self.manifest.generations;
+        // File offsets rise from one generation to the next.
+        let g = entries.partition_point(|e| e.file_offset + e.files <= file);
+        (g < entries.len()).then_some(g)
     }
 
     /// Whether a later generation deleted the document numbered `doc` (its row stays in

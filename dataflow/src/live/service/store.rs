@@ -494,14 +494,12 @@ impl Store {
         live.sort_unstable();
         // The documents each generation still holds: less those removed since.
         let mut present = self.base.present_rows();
-        let entries = &self.base.manifest().generations;
         for &doc in &self.removed {
-            let file = doc >> neardup_io::index::FILE_SHIFT;
-            let g = entries.partition_point(|e| e.file_offset + e.files <= file);
-            if let Some(n) = present.get_mut(g) {
+            if let Some(n) = self.base.generation_of(doc).map(|g| &mut present[g]) {
                 *n = n.saturating_sub(1);
             }
         }
+        let entries = &self.base.manifest().generations;
         let merge = merge_count(entries, &present, docs.len() as u64, merge_limit);
         Saving {
             checkpoint: Checkpoint {
