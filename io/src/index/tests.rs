@@ -471,22 +471,23 @@ fn newer_formats_are_refused() {
     assert!(e.contains("reads formats 1 to 5"), "{e}");
     // A generation of a newer format in a manifest this neardup reads.
     let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let refusal = |value: &serde_json::Value| {
+        std::fs::write(&manifest, value.to_string()).unwrap();
+        error(Index::open(&path, Verify::Sizes))
+    };
     value["generations"][0]["format"] = json!(6);
-    std::fs::write(&manifest, value.to_string()).unwrap();
-    let e = error(Index::open(&path, Verify::Sizes));
+    let e = refusal(&value);
     assert!(
         e.contains("gen-00000: index format 6, but this neardup"),
         "{e}"
     );
     // A generation newer than its manifest, and deletions outside format 5, are damage.
     value["generations"][0]["format"] = json!(5);
-    std::fs::write(&manifest, value.to_string()).unwrap();
-    let e = error(Index::open(&path, Verify::Sizes));
+    let e = refusal(&value);
     assert!(e.contains("format 5, newer than the manifest's 4"), "{e}");
     value["generations"][0]["format"] = json!(4);
     value["generations"][0]["deleted"] = json!(2);
-    std::fs::write(&manifest, value.to_string()).unwrap();
-    let e = error(Index::open(&path, Verify::Sizes));
+    let e = refusal(&value);
     assert!(
         e.contains("deletes 2 documents (0 indexed) in format 4"),
         "{e}"
