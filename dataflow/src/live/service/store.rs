@@ -557,20 +557,16 @@ impl Store {
         // Clusters: the saved ones no write touched (every touched one is `loaded`), and the
         // live ones of two or more.
         let live_clusters = self.sizes.values().filter(|&&n| n >= 2).count() as u64;
+        // The clustered documents, once: both lists of clusters hold each of them.
+        let clustered = by_doc().count() + saving.live.len();
         let saved_clusters = (self.saved.counts().0).saturating_sub(self.loaded.len() as u64);
         Lists {
             ids: (
                 ids().count() + saving.new_ids.len(),
                 Merge::new(ids(), saving.new_ids.iter().copied()),
             ),
-            by_doc: (
-                by_doc().count() + saving.live.len(),
-                Merge::new(by_doc(), saving.live.iter().copied()),
-            ),
-            by_label: (
-                by_doc().count() + saving.live.len(),
-                Merge::new(by_label, live_by_label.into_iter()),
-            ),
+            by_doc: (clustered, Merge::new(by_doc(), saving.live.iter().copied())),
+            by_label: (clustered, Merge::new(by_label, live_by_label.into_iter())),
             clusters: saved_clusters + live_clusters,
         }
     }
