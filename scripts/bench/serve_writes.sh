@@ -8,7 +8,8 @@
 # usage: scripts/bench/serve_writes.sh [N] [WORK_DIR]
 #   PUT_SECS (default 140: about a million puts on a 2-core machine) seconds of puts;
 #   RECOVER_SECS (default 15: about 100,000) seconds of puts before the kill -9; SECS
-#   (default 5) seconds per query load;
+#   (default 5) seconds per query load; DURING_SECS (default 5) seconds of puts of new
+#   pages right after each checkpoint, while its state file is written;
 #   NEARDUP another build of the service to measure. Release build.
 #   GENERATION: the most documents a generation of the index holds (as serve.sh);
 #   REUSE=1: measure the index already in WORK_DIR/index (written by serve.sh or an earlier
@@ -23,6 +24,7 @@ WORK=${2:-$(mktemp -d)}
 PUT_SECS=${PUT_SECS:-140}
 RECOVER_SECS=${RECOVER_SECS:-15}
 SECS=${SECS:-5}
+DURING_SECS=${DURING_SECS:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$HERE/../..
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -57,7 +59,7 @@ HEAP0=$(anon_kib "$PID")
 "$BENCH" put "$ADDR" 16 "$PUT_SECS"
 WRITTEN=$(stat_field written_since_checkpoint)
 HEAP1=$(anon_kib "$PID")
-echo "after $WRITTEN writes: heap $HEAP1 KiB (was $HEAP0): $(( (HEAP1 - HEAP0) * 1024 / WRITTEN )) bytes a written document; mapped $(file_kib "$PID") KiB"
+echo "after $WRITTEN writes: heap $HEAP1 KiB (was $HEAP0): $(( (HEAP1 - HEAP0) * 1024 / WRITTEN )) bytes a written document; mapped $(file_kib "$PID") KiB: $(mapped_by_kind "$PID")"
 for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
 if [ "${CHECKPOINT:-1}" = 1 ]; then
   checkpoint() {
@@ -65,6 +67,11 @@ if [ "${CHECKPOINT:-1}" = 1 ]; then
     curl -s -X POST "http://$ADDR/v1/checkpoint"; echo
     echo "checkpoint: $(echo "$(date +%s.%N) - $t0" | bc) s; heap after it $(anon_kib "$PID") KiB; generations $(python3 -c "import json; m=json.load(open('$WORK/index/manifest.json')); print([g['documents'] for g in m['generations']], 'deleted', sum(g.get('deleted', 0) for g in m['generations']))")"
     du -sh "$WORK/index" | cut -f1 | sed 's/^/index on disk: /'
+    # Writes go on while the checkpoint's state file is written (in the background since
+    # issue 36: `state_pending`); then the time it took.
+    "$BENCH" put "$ADDR" 16 "$DURING_SECS" during
+    while [ "$(stat_field state_pending 2>/dev/null || echo False)" = True ]; do sleep 0.2; done
+    echo "state written after the checkpoint in $(stat_field state_millis 2>/dev/null || echo '?') ms"
   }
   checkpoint
   for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done

@@ -799,6 +799,11 @@ async fn metrics(State(app): State<Shared>) -> Response {
         "The index generation of the last checkpoint.",
         u64::from(stats.generation),
     );
+    gauge(
+        "state_pending",
+        "1 while the last checkpoint's state file is written (in the background).",
+        u64::from(stats.state_pending),
+    );
     let mut counter = |name: &str, help: &str, value: u64| {
         out.push_str(&format!(
             "# HELP neardup_{name} {help}\n# TYPE neardup_{name} counter\nneardup_{name} {value}\n"

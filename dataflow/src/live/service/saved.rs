@@ -50,6 +50,7 @@ pub fn stamp(manifest: &Manifest) -> u64 {
 /// The saved state of one state of the index, mapped (see the module docs).
 pub struct Saved {
     map: Bytes,
+    k: u32,
     ids: usize,
     clustered: usize,
     clusters: u64,
@@ -117,6 +118,7 @@ impl Saved {
             return Err(damaged("checksum mismatch"));
         }
         Ok(Saved {
+            k,
             clusters: word(5),
             reclustered: word(6) != 0,
             ids,
@@ -239,6 +241,16 @@ impl Saved {
     /// Clusters of two or more, and the documents in them.
     pub fn counts(&self) -> (u64, u64) {
         (self.clusters, self.clustered as u64)
+    }
+
+    /// The documents with an id.
+    pub fn id_count(&self) -> usize {
+        self.ids
+    }
+
+    /// The distance the clusters were made for.
+    pub fn k(&self) -> u32 {
+        self.k
     }
 
     /// Whether the index's own cluster column differs from these clusters (a run may

@@ -10,16 +10,14 @@
 //!
 //! Only the writer thread changes a store (under the service's write lock); queries share it.
 
-use std::path::Path;
-
 use fxhash::{FxHashMap, FxHashSet};
 use neardup_core::TableDesign;
 use neardup_io::index::{merge_count, Checkpoint, DocEntry, DocView, Index};
 use serde::Serialize;
 
-use super::saved::{id_hash, partition, Lists, Saved};
+use super::saved::{id_hash, partition, Saved};
+use super::state::State;
 use super::written::{Written, WrittenDocs};
-use super::ServiceError;
 
 /// One document within `k` of a query or of a document.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -48,10 +46,11 @@ pub struct Store {
     /// format-1 index where the service wrote them (`serve-digests.bin`). The rest are read
     /// from `docs.bin` when asked.
     digest_of: FxHashMap<u64, u128>,
-    /// The index's saved state, mapped: its ids by hash (an id names the index's largest
+    /// The index's saved state (mapped, with a checkpoint's changes while its file is
+    /// written: [`State`]): its ids by hash (an id names the index's largest
     /// document number that has it, unless that one was replaced or deleted since: see
     /// [`Store::doc_of`]), and its clusters as they were when it was written.
-    saved: Saved,
+    saved: State,
     /// The saved clusters that writes have touched since: their documents are in the live
     /// clusters' dataflow, and [`Store::labels`] says where they are now.
     loaded: FxHashSet<u64>,
@@ -93,7 +92,7 @@ impl Store {
             written: WrittenDocs::new(design.tables()),
             design,
             digest_of: FxHashMap::default(),
-            saved,
+            saved: State::saved(saved),
             loaded: FxHashSet::default(),
             labels: FxHashMap::default(),
             sizes: FxHashMap::default(),
@@ -122,19 +121,34 @@ impl Store {
     }
 
     /// Replaces the index by `base`, which holds exactly the documents present (a
-    /// checkpoint), with its `saved` state: the written documents' tables are emptied, and
-    /// the clusters are the saved ones again (the caller starts its live clusters afresh).
-    pub(crate) fn rebase(&mut self, base: Index, saved: Saved) {
+    /// checkpoint, `saving` its changes to the state): the written documents' tables are
+    /// emptied, and the clusters are the saved ones again (the caller starts its live
+    /// clusters afresh). The state is the saved one with the changes pending; it is given
+    /// back to be written ([`Store::settle`] puts it in place).
+    pub(crate) fn rebase(&mut self, base: Index, saving: Saving) -> State {
         debug_assert_eq!(base.manifest().present().0, self.documents);
         self.base = base;
-        self.saved = saved;
-        self.removed = FxHashSet::default();
+        let removed = std::mem::take(&mut self.removed);
+        let loaded = std::mem::take(&mut self.loaded);
+        self.saved = (self.saved).with_changes(removed, saving.new_ids, loaded, saving.live);
         // Every present document is in the new index, which names each id's latest.
         self.written = WrittenDocs::new(self.design.tables());
-        self.loaded = FxHashSet::default();
         self.labels = FxHashMap::default();
         self.sizes = FxHashMap::default();
+        debug_assert_eq!(self.saved.counts(), (self.clusters, self.clustered));
         (self.clusters, self.clustered) = self.saved.counts();
+        self.saved.clone()
+    }
+
+    /// The state: saved, or with a checkpoint's changes pending.
+    pub(crate) fn state(&self) -> &State {
+        &self.saved
+    }
+
+    /// `saved`, written from `written_from`, in its place where the store's state is still
+    /// that one (the two answer alike).
+    pub(crate) fn settle(&mut self, written_from: &State, saved: Saved) -> bool {
+        self.saved.settle(written_from, saved)
     }
 
     pub fn base(&self) -> &Index {
@@ -511,90 +525,6 @@ impl Store {
             },
             new_ids,
             live,
-        }
-    }
-
-    /// Writes the state of the documents present after a checkpoint (`saving`, from
-    /// [`Store::checkpoint`] before it) for the index at `dir` whose stamp is `stamp`, and
-    /// maps it; where it cannot be written or read back, says so and keeps it in memory (a
-    /// later start-up computes it again). The saved state's lists, less what changed, are
-    /// merged with the changes as they are written: nothing of the size of the index is
-    /// held or sorted.
-    pub(crate) fn save_state(&self, dir: &Path, stamp: u64, saving: &Saving) -> Saved {
-        let k = self.design.k();
-        let written =
-            Saved::write_lists(dir, stamp, k, self.state_lists(saving), false).and_then(|()| {
-                Saved::open(dir, stamp, k).map_err(|why| ServiceError::BadState {
-                    path: dir.join(super::STATE_FILE),
-                    reason: format!("{why:?}"),
-                })
-            });
-        written.unwrap_or_else(|e| {
-            eprintln!("neardup serve: {e}; keeping the index's state in memory (a start-up will compute it again)");
-            let lists = self.state_lists(saving);
-            let mut ids: Vec<(u64, u64)> = lists.ids.1.collect();
-            let mut labels: Vec<(u64, u64)> = lists.by_doc.1.collect();
-            Saved::in_memory(stamp, k, &mut ids, &mut labels, false)
-        })
-    }
-
-    /// The lists of the state after a checkpoint (see [`Store::save_state`]), each sorted,
-    /// counted first.
-    fn state_lists<'a>(
-        &'a self,
-        saving: &'a Saving,
-    ) -> Lists<
-        impl Iterator<Item = (u64, u64)> + 'a,
-        impl Iterator<Item = (u64, u64)> + 'a,
-        impl Iterator<Item = (u64, u64)> + 'a,
-    > {
-        let ids = || (self.saved.id_pairs()).filter(|(_, doc)| !self.removed.contains(doc));
-        let untouched = |label: &u64| !self.loaded.contains(label);
-        let by_doc = || (self.saved.label_pairs()).filter(move |(_, l)| untouched(l));
-        let by_label = (self.saved.member_pairs()).filter(move |(l, _)| untouched(l));
-        let mut live_by_label: Vec<(u64, u64)> = saving.live.iter().map(|&(d, l)| (l, d)).collect();
-        live_by_label.sort_unstable();
-        // Clusters: the saved ones no write touched (every touched one is `loaded`), and the
-        // live ones of two or more.
-        let live_clusters = self.sizes.values().filter(|&&n| n >= 2).count() as u64;
-        // The clustered documents, once: both lists of clusters hold each of them.
-        let clustered = by_doc().count() + saving.live.len();
-        let saved_clusters = (self.saved.counts().0).saturating_sub(self.loaded.len() as u64);
-        Lists {
-            ids: (
-                ids().count() + saving.new_ids.len(),
-                Merge::new(ids(), saving.new_ids.iter().copied()),
-            ),
-            by_doc: (clustered, Merge::new(by_doc(), saving.live.iter().copied())),
-            by_label: (clustered, Merge::new(by_label, live_by_label.into_iter())),
-            clusters: saved_clusters + live_clusters,
-        }
-    }
-}
-
-/// Two ascending iterators as one ascending iterator (a merge).
-struct Merge<A: Iterator, B: Iterator> {
-    a: std::iter::Peekable<A>,
-    b: std::iter::Peekable<B>,
-}
-
-impl<A: Iterator<Item = (u64, u64)>, B: Iterator<Item = (u64, u64)>> Merge<A, B> {
-    fn new(a: A, b: B) -> Self {
-        Merge {
-            a: a.peekable(),
-            b: b.peekable(),
-        }
-    }
-}
-
-impl<A: Iterator<Item = (u64, u64)>, B: Iterator<Item = (u64, u64)>> Iterator for Merge<A, B> {
-    type Item = (u64, u64);
-
-    fn next(&mut self) -> Option<(u64, u64)> {
-        match (self.a.peek(), self.b.peek()) {
-            (Some(a), Some(b)) if b < a => self.b.next(),
-            (Some(_), _) => self.a.next(),
-            (None, _) => self.b.next(),
         }
     }
 }

@@ -417,6 +417,11 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Restart(fresh) => {
                 service.shutdown().unwrap();
                 drop(service);
+                // A stop waits for the last checkpoint's state file (written in the
+                // background): the next start maps it.
+                let index = Index::open(&dir, Verify::Sizes).unwrap();
+                let stamp = saved::stamp(index.manifest());
+                prop_assert!(Saved::open(&dir, stamp, index.manifest().k).is_ok());
                 if fresh {
                     std::fs::remove_file(dir.join(STATE_FILE)).unwrap();
                 }
