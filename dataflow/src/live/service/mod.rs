@@ -63,6 +63,10 @@ pub const MAX_BATCH: usize = 4096;
 /// Records replayed between two clusters commits on start-up.
 const REPLAY_BATCH: usize = 8192;
 
+/// The fewest queries a thread of a replay's batch asks (fewer: one thread); two in tests,
+/// so that their small logs are asked on several threads too.
+const REPLAY_SHARE: usize = if cfg!(test) { 2 } else { 1024 };
+
 /// The most documents of a saved cluster that a write brings into the live clusters one
 /// query at a time (a binary search in each table, about 12 µs a document at 1M); a larger
 /// cluster's are asked as one batch ([`Index::query_batch`]: each table walked once).
@@ -927,22 +931,8 @@ fn save_state(
 /// need the dataflow: a saved cluster is whole (no written document links to it, none of
 /// its documents was removed), and all the edges of its documents stay within it.
 fn touch(store: &Store, live: &mut LiveClusters, touched: &mut FxHashSet<u64>, doc: u64) {
-    let Some(label) = store.untouched_cluster(doc) else {
-        return;
-    };
-    if !touched.insert(label) {
-        return;
-    }
+    let members = untouched_members(store, touched, std::iter::once(doc));
     let (base, k) = (store.base(), store.k());
-    let members: Vec<(u64, u64)> = store
-        .saved_members(label)
-        .map(|m| {
-            let fp = store
-                .base_simhash(m)
-                .expect("a saved cluster's documents are the index's");
-            (m, fp)
-        })
-        .collect();
     let mut link = |member: u64, generation: usize, row: u32| {
         let other = base.doc_id(generation, row);
         if other > member && !store.is_removed(other) {
@@ -957,6 +947,61 @@ fn touch(store: &Store, live: &mut LiveClusters, touched: &mut FxHashSet<u64>, d
         let fps: Vec<u64> = members.iter().map(|&(_, fp)| fp).collect();
         base.query_batch(&fps, k, |i, m| link(members[i].0, m.generation, m.row));
     }
+}
+
+/// `(doc, fingerprint)` of every document of the saved clusters of `docs` that no write
+/// has touched yet (nor `touched`), which are then `touched`.
+fn untouched_members(
+    store: &Store,
+    touched: &mut FxHashSet<u64>,
+    docs: impl Iterator<Item = u64>,
+) -> Vec<(u64, u64)> {
+    let mut members = Vec::new();
+    for doc in docs {
+        let Some(label) = store.untouched_cluster(doc) else {
+            continue;
+        };
+        if !touched.insert(label) {
+            continue;
+        }
+        members.extend(store.saved_members(label).map(|m| {
+            let fp = store
+                .base_simhash(m)
+                .expect("a saved cluster's documents are the index's");
+            (m, fp)
+        }));
+    }
+    members
+}
+
+/// The index's documents within k of each of `fps`, removed ones included, as `(doc,
+/// hamming)`: one batch ([`Index::query_batch`]: each table walked once, in order) for each
+/// of the machine's cores, on as many threads, over consecutive shares of `fps`. Each
+/// query's answer is the same whatever the shares: a batch answers each query on its own.
+fn batch_neighbours(store: &Store, fps: &[u64]) -> Vec<Vec<(u64, u32)>> {
+    let base = store.base();
+    let ask = |fps: &[u64]| {
+        let mut out = vec![Vec::new(); fps.len()];
+        base.query_batch(fps, store.k(), |q, m| {
+            out[q].push((base.doc_id(m.generation, m.row), m.hamming));
+        });
+        out
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(16));
+    if threads == 1 || fps.len() < 2 * REPLAY_SHARE {
+        return ask(fps);
+    }
+    let share = fps.len().div_ceil(threads).max(REPLAY_SHARE);
+    std::thread::scope(|scope| {
+        let asked: Vec<_> = fps
+            .chunks(share)
+            .map(|part| scope.spawn(move || ask(part)))
+            .collect();
+        asked
+            .into_iter()
+            .flat_map(|h| h.join().expect("a query thread does not panic"))
+            .collect()
+    })
 }
 
 /// Replays the log's `records` over the store and the clusters; returns the next document
@@ -1003,6 +1048,25 @@ fn replay(
             offset += neardup_io::wal::RECORD_HEADER_BYTES + bytes.len() as u64;
         }
         let bases = base_neighbours(store, &decoded);
+        // The saved clusters the chunk touches, brought in before it is applied: those of
+        // the pages it replaces or deletes and of the index's neighbours of its puts (some
+        // more than the writes did, which changes no cluster: each comes in whole, as
+        // saved), their documents asked on every core at once. One query a document, as a
+        // write asks them, was half of a recovery's time at 100M documents
+        // (docs/performance.md).
+        let ids = decoded.iter().filter_map(|record| match record {
+            Record::Put { id, .. } | Record::Delete { id } => store.doc_of(id),
+        });
+        let neighbours = bases.iter().flatten().map(|&(doc, _)| doc);
+        let members = untouched_members(store, &mut touched, ids.chain(neighbours));
+        let fps: Vec<u64> = members.iter().map(|&(_, fp)| fp).collect();
+        for (&(member, _), found) in members.iter().zip(batch_neighbours(store, &fps)) {
+            for (other, _) in found {
+                if other > member && !store.is_removed(other) {
+                    live.add_edge(member, other);
+                }
+            }
+        }
         for (record, base) in decoded.into_iter().zip(bases) {
             apply(store, live, &mut touched, record, Some(base));
         }
@@ -1031,10 +1095,9 @@ fn base_neighbours(store: &Store, records: &[Record]) -> Vec<Vec<(u64, u32)>> {
             whose.push(i);
         }
     }
-    let base = store.base();
-    base.query_batch(&fps, store.k(), |q, m| {
-        out[whose[q]].push((base.doc_id(m.generation, m.row), m.hamming));
-    });
+    for (i, found) in whose.into_iter().zip(batch_neighbours(store, &fps)) {
+        out[i] = found;
+    }
     out
 }
 
