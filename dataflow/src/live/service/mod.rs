@@ -934,10 +934,7 @@ fn touch(store: &Store, live: &mut LiveClusters, touched: &mut FxHashSet<u64>, d
     let members = untouched_members(store, touched, std::iter::once(doc));
     let (base, k) = (store.base(), store.k());
     let mut link = |member: u64, generation: usize, row: u32| {
-        let other = base.doc_id(generation, row);
-        if other > member && !store.is_removed(other) {
-            live.add_edge(member, other);
-        }
+        link_saved(store, live, member, base.doc_id(generation, row));
     };
     if members.len() <= TOUCH_ONE_BY_ONE {
         for &(member, fp) in &members {
@@ -946,6 +943,14 @@ fn touch(store: &Store, live: &mut LiveClusters, touched: &mut FxHashSet<u64>, d
     } else {
         let fps: Vec<u64> = members.iter().map(|&(_, fp)| fp).collect();
         base.query_batch(&fps, k, |i, m| link(members[i].0, m.generation, m.row));
+    }
+}
+
+/// Links `member` of a saved cluster to `other`, one of its neighbours in the index, once
+/// (from the smaller number) and unless `other` was removed.
+fn link_saved(store: &Store, live: &mut LiveClusters, member: u64, other: u64) {
+    if other > member && !store.is_removed(other) {
+        live.add_edge(member, other);
     }
 }
 
@@ -1062,9 +1067,7 @@ fn replay(
         let fps: Vec<u64> = members.iter().map(|&(_, fp)| fp).collect();
         for (&(member, _), found) in members.iter().zip(batch_neighbours(store, &fps)) {
             for (other, _) in found {
-                if other > member && !store.is_removed(other) {
-                    live.add_edge(member, other);
-                }
+                link_saved(store, live, member, other);
             }
         }
         for (record, base) in decoded.into_iter().zip(bases) {
