@@ -394,7 +394,7 @@ fn part_size(items: usize, threads: usize) -> usize {
 
 /// `work` over `items` cut into `threads` consecutive parts, one thread each; the results
 /// in the parts' order (nothing for no items).
-fn across<T: Send, R: Send>(
+pub fn across<T: Send, R: Send>(
     threads: usize,
     items: &mut [T],
     work: impl Fn(&mut [T]) -> R + Sync,

@@ -44,6 +44,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fxhash::FxHashSet;
+use neardup_io::index::answer::across;
 use neardup_io::index::{Index, IndexWriter, Verify, FILE_SHIFT};
 use neardup_io::wal::{Wal, WalError};
 use serde::Serialize;
@@ -983,30 +984,18 @@ fn untouched_members(
 /// hamming)`: one batch ([`Index::query_batch`]: each table walked once, in order) for each
 /// of the machine's cores, on as many threads, over consecutive shares of `fps`. Each
 /// query's answer is the same whatever the shares: a batch answers each query on its own.
-fn batch_neighbours(store: &Store, fps: &[u64]) -> Vec<Vec<(u64, u32)>> {
+fn batch_neighbours(store: &Store, fps: &mut [u64]) -> Vec<Vec<(u64, u32)>> {
     let base = store.base();
-    let ask = |fps: &[u64]| {
-        let mut out = vec![Vec::new(); fps.len()];
-        base.query_batch(fps, store.k(), |q, m| {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(16));
+    let threads = cores.min(fps.len() / REPLAY_SHARE).max(1);
+    let parts = across(threads, fps, |part: &mut [u64]| {
+        let mut out = vec![Vec::new(); part.len()];
+        base.query_batch(part, store.k(), |q, m| {
             out[q].push((base.doc_id(m.generation, m.row), m.hamming));
         });
         out
-    };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(16));
-    if threads == 1 || fps.len() < 2 * REPLAY_SHARE {
-        return ask(fps);
-    }
-    let share = fps.len().div_ceil(threads).max(REPLAY_SHARE);
-    std::thread::scope(|scope| {
-        let asked: Vec<_> = fps
-            .chunks(share)
-            .map(|part| scope.spawn(move || ask(part)))
-            .collect();
-        asked
-            .into_iter()
-            .flat_map(|h| h.join().expect("a query thread does not panic"))
-            .collect()
-    })
+    });
+    parts.into_iter().flatten().collect()
 }
 
 /// Replays the log's `records` over the store and the clusters; returns the next document
@@ -1064,8 +1053,8 @@ fn replay(
         });
         let neighbours = bases.iter().flatten().map(|&(doc, _)| doc);
         let members = untouched_members(store, &mut touched, ids.chain(neighbours));
-        let fps: Vec<u64> = members.iter().map(|&(_, fp)| fp).collect();
-        for (&(member, _), found) in members.iter().zip(batch_neighbours(store, &fps)) {
+        let mut fps: Vec<u64> = members.iter().map(|&(_, fp)| fp).collect();
+        for (&(member, _), found) in members.iter().zip(batch_neighbours(store, &mut fps)) {
             for (other, _) in found {
                 link_saved(store, live, member, other);
             }
@@ -1098,7 +1087,7 @@ fn base_neighbours(store: &Store, records: &[Record]) -> Vec<Vec<(u64, u32)>> {
             whose.push(i);
         }
     }
-    for (i, found) in whose.into_iter().zip(batch_neighbours(store, &fps)) {
+    for (i, found) in whose.into_iter().zip(batch_neighbours(store, &mut fps)) {
         out[i] = found;
     }
     out
