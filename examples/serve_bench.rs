@@ -16,7 +16,9 @@
 //!
 //! Each load prints one JSON line: requests, seconds, requests per second, and the p50, p99
 //! and max latency in milliseconds. Every client is closed-loop (its next request after the
-//! last answer), so the latencies are those under the measured throughput.
+//! last answer), so the latencies are those under the measured throughput. With
+//! `BENCH_WINDOW=SECS` a load also prints one such line a window of SECS seconds (by when
+//! each request was sent) to standard error, to show what a checkpoint does to the load.
 
 #[path = "../tests/common/http.rs"]
 mod http;
@@ -152,6 +154,7 @@ fn load(addr: SocketAddr, clients: u64, seconds: f64, kind: Kind) {
                 let mut conn = http::Conn::connect(addr).expect("connect");
                 let mut rng = SeededRng::new(c * 7919 + 1);
                 let mut latencies = Vec::new();
+                let mut sent_at = Vec::new();
                 let mut n = 0u64;
                 while Instant::now() < deadline {
                     let (method, path, body) = match kind {
@@ -175,34 +178,68 @@ fn load(addr: SocketAddr, clients: u64, seconds: f64, kind: Kind) {
                     let sent = Instant::now();
                     let r = conn.request(method, &path, Some(&body)).expect("request");
                     latencies.push(sent.elapsed());
+                    sent_at.push(sent - started);
                     assert_eq!(r.status, 200, "{}", r.text());
                     n += 1;
                 }
-                latencies
+                sent_at.into_iter().zip(latencies).collect::<Vec<_>>()
             })
         })
         .collect();
-    let mut latencies: Vec<Duration> = handles
+    let requests: Vec<(Duration, Duration)> = handles
         .into_iter()
         .flat_map(|h| h.join().expect("a client failed"))
         .collect();
     let elapsed = started.elapsed().as_secs_f64();
+    let mode = match kind {
+        Kind::Query(_) => "query",
+        Kind::Put(_) => "put",
+    };
+    let window: f64 = std::env::var("BENCH_WINDOW")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(0.0);
+    if window > 0.0 {
+        let mut from = 0.0;
+        while from < elapsed {
+            let to = (from + window).min(elapsed);
+            let latencies: Vec<Duration> = requests
+                .iter()
+                .filter(|(at, _)| (from..to).contains(&at.as_secs_f64()))
+                .map(|&(_, latency)| latency)
+                .collect();
+            eprintln!(
+                "{}",
+                summary(mode, clients, Some(from), to - from, latencies)
+            );
+            from = to;
+        }
+    }
+    let latencies = requests.into_iter().map(|(_, latency)| latency).collect();
+    println!("{}", summary(mode, clients, None, elapsed, latencies));
+}
+
+/// One JSON line of a load's figures, or of the window of it that starts `from` seconds in.
+fn summary(
+    mode: &str,
+    clients: u64,
+    from: Option<f64>,
+    seconds: f64,
+    mut latencies: Vec<Duration>,
+) -> String {
     latencies.sort_unstable();
     let at = |q: f64| {
         latencies
             .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
             .map_or(0.0, |d| d.as_secs_f64() * 1e3)
     };
-    println!(
-        "{{\"mode\": \"{}\", \"clients\": {clients}, \"requests\": {}, \"seconds\": {elapsed:.2}, \"per_second\": {:.0}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \"max_ms\": {:.3}}}",
-        match kind {
-            Kind::Query(_) => "query",
-            Kind::Put(_) => "put",
-        },
+    let window = from.map_or(String::new(), |from| format!("\"from\": {from:.1}, "));
+    format!(
+        "{{\"mode\": \"{mode}\", {window}\"clients\": {clients}, \"requests\": {}, \"seconds\": {seconds:.2}, \"per_second\": {:.0}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \"max_ms\": {:.3}}}",
         latencies.len(),
-        latencies.len() as f64 / elapsed,
+        latencies.len() as f64 / seconds,
         at(0.5),
         at(0.99),
         latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1e3)
-    );
+    )
 }

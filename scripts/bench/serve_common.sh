@@ -16,11 +16,13 @@ mapped_by_kind() {
 }
 
 # Starts the service on a free port; sets PID and ADDR, prints the start-up seconds.
+# CHECKPOINT_INTERVAL: the service's own checkpoints, every that many seconds (default 0:
+# only those the script asks for).
 start() {
   local log=$WORK/serve.log
   : > "$log"
   local t0; t0=$(date +%s.%N)
-  "$NEARDUP" serve --index "$1" --listen 127.0.0.1:0 --checkpoint-interval 0 2>"$log" &
+  "$NEARDUP" serve --index "$1" --listen 127.0.0.1:0 --checkpoint-interval "${CHECKPOINT_INTERVAL:-0}" 2>"$log" &
   PID=$!
   until grep -q 'listening on' "$log"; do
     kill -0 "$PID" 2>/dev/null || { cat "$log"; exit 1; }
