@@ -29,7 +29,7 @@ use axum::{Json, Router};
 use clap::Args;
 use neardup_core::{encoding, Scheme, SchemeName, TableDesign};
 use neardup_dataflow::live::service::{
-    Answer, Config, NewDoc, Service, ServiceError, Stats, Write,
+    Answer, Config, NewDoc, Service, ServiceError, Stats, Write, MERGE_LIMIT,
 };
 use neardup_io::index::answer::{self, KName, TextFingerprinter};
 use neardup_io::index::{IndexSpec, IndexWriter, Manifest, NewGeneration};
@@ -170,6 +170,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         index: args.index.clone(),
         checkpoint_interval: (args.checkpoint_interval > 0)
             .then(|| Duration::from_secs(args.checkpoint_interval)),
+        merge_limit: MERGE_LIMIT,
     })?;
     let app = Arc::new(App {
         service,
@@ -758,72 +759,100 @@ async fn measure(State(app): State<Shared>, req: Request, next: Next) -> Respons
     response
 }
 
+/// `(name, kind, help, value)` of each figure of `/v1/stats` that `/metrics` exports.
+fn exported(stats: &Stats) -> [(&'static str, &'static str, &'static str, u64); 14] {
+    [
+        ("documents", "gauge", "Documents present.", stats.documents),
+        (
+            "indexed_documents",
+            "gauge",
+            "Documents present with features.",
+            stats.indexed,
+        ),
+        (
+            "clusters",
+            "gauge",
+            "Clusters of two or more documents.",
+            stats.clusters,
+        ),
+        (
+            "clustered_documents",
+            "gauge",
+            "Documents in clusters.",
+            stats.clustered_documents,
+        ),
+        (
+            "log_bytes",
+            "gauge",
+            "Size of the write-ahead log.",
+            stats.log_bytes,
+        ),
+        (
+            "log_records",
+            "gauge",
+            "Records in the write-ahead log.",
+            stats.log_records,
+        ),
+        (
+            "written_since_checkpoint",
+            "gauge",
+            "Documents written since the last checkpoint.",
+            stats.written_since_checkpoint,
+        ),
+        (
+            "generation",
+            "gauge",
+            "The index generation of the last checkpoint.",
+            u64::from(stats.generation),
+        ),
+        (
+            "state_pending",
+            "gauge",
+            "1 while the last checkpoint's state file is written (in the background).",
+            u64::from(stats.state_pending),
+        ),
+        (
+            "merge_running",
+            "gauge",
+            "1 while a background merge of generations is written.",
+            u64::from(stats.merge_running),
+        ),
+        (
+            "writes_total",
+            "counter",
+            "Writes that changed something (a delete of an absent id is none).",
+            stats.writes,
+        ),
+        (
+            "write_batches_total",
+            "counter",
+            "Log syncs (one per batch of writes).",
+            stats.batches,
+        ),
+        (
+            "checkpoints_total",
+            "counter",
+            "Checkpoints written.",
+            stats.checkpoints,
+        ),
+        (
+            "merges_total",
+            "counter",
+            "Background merges of generations committed.",
+            stats.merges,
+        ),
+    ]
+}
+
 /// `GET /metrics`: the Prometheus text format.
 async fn metrics(State(app): State<Shared>) -> Response {
     let stats: Stats = app.service.stats();
     let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, value: u64| {
+    for (name, kind, help, value) in exported(&stats) {
         out.push_str(&format!(
-            "# HELP neardup_{name} {help}\n# TYPE neardup_{name} gauge\nneardup_{name} {value}\n"
+            "# HELP neardup_{name} {help}\n# TYPE neardup_{name} {kind}\nneardup_{name} {value}\n"
         ));
-    };
-    gauge("documents", "Documents present.", stats.documents);
-    gauge(
-        "indexed_documents",
-        "Documents present with features.",
-        stats.indexed,
-    );
-    gauge(
-        "clusters",
-        "Clusters of two or more documents.",
-        stats.clusters,
-    );
-    gauge(
-        "clustered_documents",
-        "Documents in clusters.",
-        stats.clustered_documents,
-    );
-    gauge("log_bytes", "Size of the write-ahead log.", stats.log_bytes);
-    gauge(
-        "log_records",
-        "Records in the write-ahead log.",
-        stats.log_records,
-    );
-    gauge(
-        "written_since_checkpoint",
-        "Documents written since the last checkpoint.",
-        stats.written_since_checkpoint,
-    );
-    gauge(
-        "generation",
-        "The index generation of the last checkpoint.",
-        u64::from(stats.generation),
-    );
-    gauge(
-        "state_pending",
-        "1 while the last checkpoint's state file is written (in the background).",
-        u64::from(stats.state_pending),
-    );
-    let mut counter = |name: &str, help: &str, value: u64| {
-        out.push_str(&format!(
-            "# HELP neardup_{name} {help}\n# TYPE neardup_{name} counter\nneardup_{name} {value}\n"
-        ));
-    };
-    counter(
-        "writes_total",
-        "Writes that changed something (a delete of an absent id is none).",
-        stats.writes,
-    );
-    counter(
-        "write_batches_total",
-        "Log syncs (one per batch of writes).",
-        stats.batches,
-    );
-    counter(
-        "checkpoints_total",
-        "Checkpoints written.",
-        stats.checkpoints,
-    );
+    }
     out.push_str("# HELP neardup_http_requests_total Requests answered, by method, route and status.\n# TYPE neardup_http_requests_total counter\n");
     for ((method, route, status), n) in app.metrics.requests.lock().expect("metrics lock").iter() {
         out.push_str(&format!(

@@ -325,10 +325,24 @@ impl GenerationFiles {
     /// renames the directory into place; returns its manifest entry and what the table
     /// sorts did.
     pub fn finish(
-        mut self,
+        self,
         changes: impl Iterator<Item = Result<(u64, i64), IoError>>,
         decisions: impl Iterator<Item = Result<(u64, bool), IoError>>,
     ) -> Result<(GenerationEntry, SortStats), IoError> {
+        let number = self.number;
+        let (unplaced, stats) = self.finish_unplaced(changes, decisions)?;
+        Ok((unplaced.place(number)?, stats))
+    }
+
+    /// [`GenerationFiles::finish`] up to the rename: the generation's files written and
+    /// synced in its hidden directory, which [`Unplaced::place`] renames into place under
+    /// a number given then (a merge written while the writer goes on learns its number
+    /// when it is committed).
+    pub fn finish_unplaced(
+        mut self,
+        changes: impl Iterator<Item = Result<(u64, i64), IoError>>,
+        decisions: impl Iterator<Item = Result<(u64, bool), IoError>>,
+    ) -> Result<(Unplaced, SortStats), IoError> {
         let format = self.format;
         let tmp = self.tmp.clone();
         let mut checksums = vec![self.write_docs()?];
@@ -392,18 +406,15 @@ impl GenerationFiles {
             deleted,
             deleted_indexed,
         };
-        let target = self.dir.join(&self.name);
-        if target.exists() {
-            // A generation of this number the manifest never named (see remove_leftovers).
-            let _ = fs::remove_dir_all(&target);
-        }
-        fs::rename(&tmp, &target).map_err(|cause| IoError::Write {
-            path: target.clone(),
-            cause,
-        })?;
+        // From here on the hidden directory is the `Unplaced`'s to remove.
         self.done = true;
-        sync_parent(&target);
-        Ok((entry, stats))
+        let unplaced = Unplaced {
+            dir: self.dir.clone(),
+            tmp,
+            entry,
+            placed: false,
+        };
+        Ok((unplaced, stats))
     }
 
     fn table_kind(&self) -> u32 {
@@ -443,6 +454,51 @@ impl GenerationFiles {
 impl Drop for GenerationFiles {
     fn drop(&mut self) {
         if !self.done {
+            let _ = fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+/// A generation written in its hidden directory, not yet in place
+/// ([`GenerationFiles::finish_unplaced`]). Dropped before [`Unplaced::place`], it removes
+/// the directory.
+pub(super) struct Unplaced {
+    dir: PathBuf,
+    tmp: PathBuf,
+    entry: GenerationEntry,
+    placed: bool,
+}
+
+impl Unplaced {
+    /// The generation's entry as it will be placed (its number and directory aside).
+    pub fn entry(&self) -> &GenerationEntry {
+        &self.entry
+    }
+
+    /// Renames the generation into place as generation `number`, and gives its manifest
+    /// entry; the manifest that names it is the commit.
+    pub fn place(mut self, number: u32) -> Result<GenerationEntry, IoError> {
+        let name = generation_dir(number);
+        let target = self.dir.join(&name);
+        if target.exists() {
+            // A generation of this number the manifest never named (see remove_leftovers).
+            let _ = fs::remove_dir_all(&target);
+        }
+        fs::rename(&self.tmp, &target).map_err(|cause| IoError::Write {
+            path: target.clone(),
+            cause,
+        })?;
+        self.placed = true;
+        sync_parent(&target);
+        let mut entry = self.entry.clone();
+        (entry.number, entry.dir) = (number, name);
+        Ok(entry)
+    }
+}
+
+impl Drop for Unplaced {
+    fn drop(&mut self) {
+        if !self.placed {
             let _ = fs::remove_dir_all(&self.tmp);
         }
     }

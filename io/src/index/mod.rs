@@ -56,6 +56,7 @@
 pub mod answer;
 mod build;
 pub mod matches;
+pub mod merge;
 pub mod read;
 pub mod run;
 pub mod verified;
@@ -73,6 +74,7 @@ pub use build::{
     sorted_changes, ByDocNumber, DocEntry, IndexDocumentRow, COLUMN_BUFFER, DEFAULT_WRITE_MEMORY,
 };
 pub use matches::{MatchRow, MergeRow};
+pub use merge::{background_merge, MergePlan, MergedGeneration};
 pub use read::{DocView, Index, Match, MinHashMatch, Verify};
 pub use write::{
     merge_count, Checkpoint, Generation as NewGeneration, GenerationBuilder, IndexSpec,
@@ -361,7 +363,9 @@ impl Manifest {
         before.documents = before.generations.iter().map(|g| g.documents).sum();
         before.indexed = before.generations.iter().map(|g| g.indexed).sum();
         before.files = entry.file_offset;
-        before.next_generation = entry.number;
+        // Numbered before the batch's, unless a merge committed after it is among them.
+        let newest = before.generations.iter().map(|g| g.number + 1).max();
+        before.next_generation = newest.unwrap_or(0).max(entry.number);
         (before, Some(entry.number))
     }
 
@@ -457,12 +461,14 @@ impl Manifest {
 impl Manifest {
     /// Refuses a manifest whose generations do not add up: a directory that is not the
     /// plain name `gen-NNNNN` of its entry's number (so nothing outside the index is ever
-    /// read or removed), numbers that do not rise below `next_generation`, file numbers
+    /// read or removed), numbers given twice or not below `next_generation` (they rise
+    /// with the generations' places, except where a background merge's generation,
+    /// numbered when it was committed, took the place of those it merged), file numbers
     /// that do not follow on from one generation to the next up to `files`, and totals of
     /// documents and indexed documents other than the sums of the generations' (an entry
     /// removed or damaged).
     fn check_generations(&self, path: &Path) -> Result<(), IoError> {
-        let mut number = None;
+        let mut numbers = std::collections::HashSet::new();
         let (mut files, mut documents, mut indexed) = (0u64, 0u64, 0u64);
         for (i, g) in self.generations.iter().enumerate() {
             let entry = || {
@@ -481,17 +487,16 @@ impl Manifest {
                     ),
                 ));
             }
-            if number.is_some_and(|n| g.number <= n) || g.number >= self.next_generation {
+            if !numbers.insert(g.number) || g.number >= self.next_generation {
                 return Err(corrupt(
                     path,
                     format!(
-                        "{}: numbers must rise, below next_generation {}",
+                        "{}: numbers must differ, below next_generation {}",
                         entry(),
                         self.next_generation
                     ),
                 ));
             }
-            number = Some(g.number);
             if g.file_offset != files {
                 return Err(corrupt(
                     path,

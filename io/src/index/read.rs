@@ -378,8 +378,14 @@ impl Index {
     /// [`Index::verify`] for the generations from `from` on only (the change files of
     /// those generations included): what a merge of the newest generations reads.
     pub fn verify_from(&self, from: usize) -> Result<(), IoError> {
-        let newest = self.generations.iter().zip(&self.manifest.generations);
-        for (generation, entry) in newest.skip(from) {
+        self.verify_generations(from..self.generations.len())
+    }
+
+    /// [`Index::verify`] for the generations `range` only (their change files included):
+    /// what a merge of them reads.
+    pub fn verify_generations(&self, range: std::ops::Range<usize>) -> Result<(), IoError> {
+        let all = self.generations.iter().zip(&self.manifest.generations);
+        for (generation, entry) in all.skip(range.start).take(range.len()) {
             let names = table_names(&self.manifest, self.design.as_ref());
             let mut files: Vec<(&str, &Mmap)> = vec![(DOCS_FILE, &generation.docs)];
             files.extend(names.iter().map(String::as_str).zip(&generation.tables));
@@ -393,7 +399,7 @@ impl Index {
         let changes = self.changes.iter().chain(&self.keep_changes);
         for f in changes
             .chain(&self.deleted)
-            .filter(|f| f.generation >= from)
+            .filter(|f| range.contains(&f.generation))
         {
             let entry = &self.manifest.generations[f.generation];
             let sum = checksum_of(&self.dir, entry, f.name)?;

@@ -1657,9 +1657,23 @@ fn holds_exactly(
 /// exactly the documents present, as a model of them says, and a compaction of it too.
 #[test]
 fn checkpoints_hold_exactly_the_documents_present() {
+    checkpoint_rounds(41, false);
+}
+
+/// The same with background merges ([`super::merge`]): after each checkpoint a merge of a
+/// random run of generations (the newest or not) is planned and written, and the next
+/// checkpoint, whose deletions and cluster changes reach the run's documents, commits it.
+#[test]
+fn background_merges_hold_exactly_the_documents_present() {
+    checkpoint_rounds(43, true);
+    checkpoint_rounds(47, true);
+}
+
+/// Rounds of checkpoints over a model of the documents present (see the two tests above).
+fn checkpoint_rounds(seed: u64, background: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("index");
-    let mut rng = SeededRng::new(41);
+    let mut rng = SeededRng::new(seed);
     let mut writer = IndexWriter::create(&path, &spec()).unwrap();
     let mut base = batch(&mut rng, 0, 300);
     // As the service's: no keep ranks or decisions (so that its generation may be merged).
@@ -1671,6 +1685,8 @@ fn checkpoints_hold_exactly_the_documents_present() {
         base.docs.iter().map(|d| (d.doc_id, d.clone())).collect();
     writer.add(base).unwrap();
     let (mut deleted, mut formats, mut merges, mut kept_rows) = (Vec::new(), BTreeSet::new(), 0, 0);
+    let (mut pending, mut background_merges): (Option<MergedGeneration>, usize) = (None, 0);
+    let cancel = std::sync::atomic::AtomicBool::new(false);
     for round in 0..9u64 {
         let file = writer.manifest().files;
         let n = 20 + rng.below(80);
@@ -1699,7 +1715,12 @@ fn checkpoints_hold_exactly_the_documents_present() {
             model.get_mut(&d).unwrap().cluster_id = (cluster >= 0).then_some(cluster);
         }
         model.extend(docs.iter().map(|d| (d.doc_id, d.clone())));
-        let limit = [0, 150, 2_000][(round % 3) as usize];
+        // With background merges, fewer of the checkpoint's own, so that generations pile up
+        // for the background merges to take runs of them.
+        let limit = match background {
+            false => [0, 150, 2_000][(round % 3) as usize],
+            true => [0, 0, 150][(round % 3) as usize],
+        };
         let index = Index::open(&path, Verify::Sizes).unwrap();
         let mut present = index.present_rows();
         for &(d, _) in &gone {
@@ -1732,10 +1753,41 @@ fn checkpoints_hold_exactly_the_documents_present() {
             deleted: gone,
             merge,
         };
-        writer.checkpoint(&index, checkpoint).unwrap();
+        let before = writer.manifest().generations.len();
+        let took = pending.as_ref().map(|m| m.range());
+        let number = writer
+            .checkpoint_merging(&index, checkpoint, pending.take())
+            .unwrap();
         drop(index);
+        if let Some(took) = took {
+            background_merges += 1;
+            // The merged generation is numbered after the checkpoint's and replaces its
+            // run; the checkpoint's own merge stopped at the run.
+            assert_eq!(writer.manifest().next_generation, number + 2);
+            let own = merge.min(before - took.end);
+            let after = before - own + 1 - (took.len() - 1);
+            assert_eq!(writer.manifest().generations.len(), after);
+            let merged = &writer.manifest().generations[took.start];
+            assert_eq!(merged.number, number + 1);
+        }
         formats.insert(writer.manifest().format);
         kept_rows += holds_exactly(&path, &model, &deleted);
+        let n = writer.manifest().generations.len();
+        if background && n >= 2 && round % 2 == 1 {
+            // After the base generation where there is room (so that the run changes and
+            // deletes earlier documents), else from it.
+            let start = match n {
+                2 => 0,
+                _ => 1 + rng.below(n as u64 - 2) as usize,
+            };
+            let end = start + 2 + rng.below((n - start - 1) as u64) as usize;
+            let plan = writer.plan_merge(start..end).unwrap();
+            pending = Some(plan.write(&cancel).unwrap());
+        }
+    }
+    if background {
+        assert!(background_merges > 0, "no background merge");
+        stale_merges_are_refused(&mut writer, &path, &mut model, &cancel);
     }
     assert!(merges > 0, "no checkpoint merged");
     assert!(kept_rows > 0, "no deleted document kept its row");
@@ -1744,6 +1796,147 @@ fn checkpoints_hold_exactly_the_documents_present() {
     assert_eq!(writer.manifest().format, SIMHASH_INDEX_FORMAT);
     assert_eq!(writer.manifest().generations.len(), 1);
     assert_eq!(holds_exactly(&path, &model, &[]), 0);
+}
+
+/// A merge whose generations a checkpoint merged since no longer fits: a checkpoint given
+/// it is refused and leaves the index as it was, and dropping it removes its files.
+fn stale_merges_are_refused(
+    writer: &mut IndexWriter,
+    path: &std::path::Path,
+    model: &mut std::collections::BTreeMap<u64, DocEntry>,
+    cancel: &std::sync::atomic::AtomicBool,
+) {
+    // A generation of three more documents, so that there are two to merge.
+    let file = writer.manifest().files;
+    let mut docs = batch(&mut SeededRng::new(5), file, 3).docs;
+    for d in &mut docs {
+        (d.rank, d.removed) = (None, false);
+    }
+    model.extend(docs.iter().map(|d| (d.doc_id, d.clone())));
+    let index = Index::open(path, Verify::Sizes).unwrap();
+    let checkpoint = Checkpoint {
+        docs,
+        files: file + 1,
+        ..Default::default()
+    };
+    writer.checkpoint(&index, checkpoint).unwrap();
+    drop(index);
+    let n = writer.manifest().generations.len();
+    let merged = writer.plan_merge(n - 2..n).unwrap().write(cancel).unwrap();
+    let hidden = |path: &std::path::Path| {
+        std::fs::read_dir(path)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".tmp")
+            })
+            .count()
+    };
+    assert_eq!(hidden(path), 1, "the merge's hidden directory");
+    let index = Index::open(path, Verify::Sizes).unwrap();
+    let checkpoint = Checkpoint {
+        files: writer.manifest().files,
+        merge: 1,
+        ..Default::default()
+    };
+    writer.checkpoint(&index, checkpoint).unwrap();
+    drop(index);
+    assert!(!merged.fits(writer.manifest()));
+    let before = writer.manifest().clone();
+    let index = Index::open(path, Verify::Sizes).unwrap();
+    let checkpoint = Checkpoint {
+        files: writer.manifest().files,
+        ..Default::default()
+    };
+    let refused = writer.checkpoint_merging(&index, checkpoint, Some(merged));
+    assert!(refused
+        .unwrap_err()
+        .to_string()
+        .contains("changed since it was planned"));
+    assert_eq!(writer.manifest(), &before);
+    drop(index);
+    assert_eq!(hidden(path), 0, "a refused merge's files are removed");
+    // A cancelled merge stops with an error, and leaves nothing.
+    let n = writer.manifest().generations.len();
+    let stop = std::sync::atomic::AtomicBool::new(true);
+    let plan = writer.plan_merge(n - 2..n).unwrap();
+    assert!(plan
+        .write(&stop)
+        .unwrap_err()
+        .to_string()
+        .contains("cancelled"));
+    assert_eq!(hidden(path), 0);
+    assert_eq!(holds_exactly(path, model, &[]), 0);
+}
+
+/// A background merge takes the newest generations while each holds at most twice the
+/// documents of the newer ones, within the limit, never one with keep decisions, and two at
+/// least; against a simulation of checkpoints, the generations stay logarithmic.
+#[test]
+fn background_merges_take_the_newest_generations_while_small() {
+    let generation = |documents: u64, keep_decisions: bool| GenerationEntry {
+        number: 0,
+        dir: String::new(),
+        file_offset: 0,
+        files: 1,
+        documents,
+        indexed: documents,
+        cluster_changes: 0,
+        checksums: Vec::new(),
+        format: SIMHASH_INDEX_FORMAT,
+        keep: None,
+        batch: None,
+        keep_decisions,
+        deleted: 0,
+        deleted_indexed: 0,
+    };
+    let range = |s: &[u64], limit| {
+        let generations: Vec<GenerationEntry> = s.iter().map(|&n| generation(n, false)).collect();
+        background_merge(&generations, s, limit)
+    };
+    assert_eq!(range(&[1000, 40, 10], 1 << 20), 0..0);
+    assert_eq!(range(&[1000, 21, 10], 1 << 20), 0..0);
+    assert_eq!(range(&[1000, 20, 10], 1 << 20), 1..3);
+    assert_eq!(range(&[1000, 60, 20, 10], 1 << 20), 1..4);
+    assert_eq!(range(&[1000, 60, 20, 10], 40), 2..4);
+    assert_eq!(range(&[1000, 10], 5), 0..0);
+    assert_eq!(range(&[10], 1 << 20), 0..0);
+    assert_eq!(range(&[], 1 << 20), 0..0);
+    let decided = [
+        generation(5, true),
+        generation(5, false),
+        generation(5, false),
+    ];
+    assert_eq!(background_merge(&decided, &[5, 5, 5], 1 << 20), 1..3);
+    // Checkpoints of shrinking and of random sizes, each followed by the merge it calls
+    // for: the generations stay within twice the logarithm of the documents.
+    let mut rng = SeededRng::new(7);
+    for shrinking in [true, false] {
+        let mut sizes: Vec<u64> = Vec::new();
+        for c in 0..2_000u64 {
+            let n = if shrinking {
+                5_000 - 2 * c
+            } else {
+                1 + rng.below(1_000)
+            };
+            sizes.push(n);
+            let r = range(&sizes, u64::MAX);
+            if !r.is_empty() {
+                let merged = sizes.drain(r.clone()).sum();
+                sizes.insert(r.start, merged);
+            }
+            let total: u64 = sizes.iter().sum();
+            let bound = 2 * (64 - total.leading_zeros()) as usize;
+            assert!(
+                sizes.len() <= bound,
+                "{} generations: {sizes:?}",
+                sizes.len()
+            );
+        }
+    }
 }
 
 /// A checkpoint merges the newest generations while each holds no more documents than

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::build::{
     sorted_changes, DocEntry, GenerationFiles, GenerationPlan, DEFAULT_WRITE_MEMORY,
 };
+use super::merge::MergedGeneration;
 use super::read::Index;
 use super::{
     entries, GenerationEntry, Manifest, MinHashParams, DOCUMENTS_PARQUET, FILE_SHIFT, INDEX_LOCK,
@@ -106,12 +107,12 @@ pub struct IndexSpec {
 
 /// The one writer of an index: holds its lock while it lives.
 pub struct IndexWriter {
-    dir: PathBuf,
-    manifest: Manifest,
+    pub(super) dir: PathBuf,
+    pub(super) manifest: Manifest,
     /// The memory of a generation's table sorts, and where they spill
     /// ([`IndexWriter::set_memory`]).
-    budget: usize,
-    spill: Option<PathBuf>,
+    pub(super) budget: usize,
+    pub(super) spill: Option<PathBuf>,
     _lock: DirLock,
 }
 
@@ -363,6 +364,27 @@ impl IndexWriter {
     /// the others (what checkpoints did before), at the cost of the whole index at every
     /// checkpoint; the oracle test compares the index with a model of the documents present.
     pub fn checkpoint(&mut self, index: &Index, checkpoint: Checkpoint) -> Result<u32, IoError> {
+        self.checkpoint_merging(index, checkpoint, None)
+    }
+
+    /// [`IndexWriter::checkpoint`], committing with it a merged generation written since
+    /// the last one ([`super::merge`]) in the place of the generations it merged: the
+    /// merged generation is numbered after the checkpoint's, and one manifest names both
+    /// (so the index's next generation is then two after the checkpoint's). The
+    /// checkpoint's own merge takes none of the generations merged. Refused, with nothing
+    /// written, where `merged` no longer fits the index ([`MergedGeneration::fits`]).
+    pub fn checkpoint_merging(
+        &mut self,
+        index: &Index,
+        checkpoint: Checkpoint,
+        background: Option<MergedGeneration>,
+    ) -> Result<u32, IoError> {
+        if background.as_ref().is_some_and(|m| !m.fits(&self.manifest)) {
+            return Err(invalid(
+                &self.dir,
+                "the generations a merge took changed since it was planned".into(),
+            ));
+        }
         let Checkpoint {
             mut docs,
             files,
@@ -384,35 +406,19 @@ impl IndexWriter {
                 "the index given is not the index as the writer holds it".into(),
             ));
         }
-        let kept = generations.len() - merge.min(generations.len());
+        // The checkpoint's own merge stops at the generations `merged` replaces.
+        let floor = background.as_ref().map_or(0, |m| m.range().end);
+        let kept = generations.len() - merge.min(generations.len() - floor);
         let merged = &generations[kept..];
         // The first file of the new generation: documents below it are in generations kept.
         let first_file = merged
             .first()
             .map_or(self.manifest.files, |g| g.file_offset);
         let earlier = |doc: u64| doc >> FILE_SHIFT < first_file;
-        if let Some(bad) = docs.iter().find(|d| {
-            let file = d.doc_id >> FILE_SHIFT;
-            file < self.manifest.files || file >= files
-        }) {
-            return Err(invalid(
-                &self.dir,
-                format!(
-                    "doc number {} is outside the new files {}..{files}",
-                    bad.doc_id, self.manifest.files
-                ),
-            ));
-        }
+        self.check_new_files(&docs, files)?;
         // Deletions and cluster changes of documents in the merged generations apply to
         // them; those of earlier documents are recorded (a merged generation's first).
-        let mut changes: HashMap<u64, i64> = HashMap::new();
-        let mut gone: HashMap<u64, bool> = HashMap::new();
-        for g in kept..generations.len() {
-            let clusters = index.generation_changes(g, false).into_iter();
-            changes.extend(clusters.map(|(doc, cluster)| (doc, cluster as i64)));
-            let deletes = index.generation_changes(g, true).into_iter();
-            gone.extend(deletes.map(|(doc, indexed)| (doc, indexed != 0)));
-        }
+        let (mut changes, mut gone) = changes_of(index, kept..generations.len());
         changes.extend(cluster_changes);
         gone.extend(deleted);
         if !merged.is_empty() {
@@ -448,23 +454,54 @@ impl IndexWriter {
             .filter(|&(doc, _)| earlier(doc))
             .collect();
         let (entry, _) = generation.finish(sorted_changes(changes), std::iter::empty())?;
-        self.commit_replacing(kept, entry, files)?;
+        let background = background.map(|m| (m.range(), m.place(number + 1)));
+        let background = match background {
+            Some((range, placed)) => Some((range, placed?)),
+            None => None,
+        };
+        self.commit_replacing(kept, entry, files, background)?;
         Ok(number)
     }
 
     /// Commits `entry` (written) in place of the generations from `kept` on, the index's
     /// files then numbered up to `files`; removes the generations replaced once the new
     /// manifest is in place (named as retired in it, for a writer that dies before).
+    /// Refuses a checkpoint's document numbered outside the files it adds.
+    fn check_new_files(&self, docs: &[DocEntry], files: u64) -> Result<(), IoError> {
+        let outside = |d: &&DocEntry| {
+            let file = d.doc_id >> FILE_SHIFT;
+            file < self.manifest.files || file >= files
+        };
+        match docs.iter().find(outside) {
+            Some(bad) => Err(invalid(
+                &self.dir,
+                format!(
+                    "doc number {} is outside the new files {}..{files}",
+                    bad.doc_id, self.manifest.files
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// With `background`, a merged generation replaces the generations of its range as well
+    /// (below `kept`), and the next generation is numbered after it.
     fn commit_replacing(
         &mut self,
         kept: usize,
         entry: GenerationEntry,
         files: u64,
+        background: Option<(std::ops::Range<usize>, GenerationEntry)>,
     ) -> Result<(), IoError> {
         let mut next = self.manifest.clone();
-        let old: Vec<String> = (next.generations.drain(kept..)).map(|g| g.dir).collect();
+        let mut old: Vec<String> = (next.generations.drain(kept..)).map(|g| g.dir).collect();
         next.next_generation = entry.number + 1;
         next.generations.push(entry);
+        if let Some((range, merged)) = background {
+            next.next_generation = next.next_generation.max(merged.number + 1);
+            let replaced = next.generations.splice(range, std::iter::once(merged));
+            old.extend(replaced.map(|g| g.dir));
+        }
         next.documents = next.generations.iter().map(|g| g.documents).sum();
         next.indexed = next.generations.iter().map(|g| g.indexed).sum();
         next.files = files;
@@ -646,9 +683,26 @@ fn merged_documents(
     docs
 }
 
+/// The cluster changes (-1: alone) and deletions (`true`: the document was indexed) that
+/// the generations `range` of `index` record, by document, a later one's over an earlier.
+pub(super) fn changes_of(
+    index: &Index,
+    range: std::ops::Range<usize>,
+) -> (HashMap<u64, i64>, HashMap<u64, bool>) {
+    let mut changes: HashMap<u64, i64> = HashMap::new();
+    let mut gone: HashMap<u64, bool> = HashMap::new();
+    for g in range {
+        let clusters = index.generation_changes(g, false).into_iter();
+        changes.extend(clusters.map(|(doc, cluster)| (doc, cluster as i64)));
+        let deletes = index.generation_changes(g, true).into_iter();
+        gone.extend(deletes.map(|(doc, indexed)| (doc, indexed != 0)));
+    }
+    (changes, gone)
+}
+
 /// A document of an index as a new generation takes it (its source and url are in the
 /// Parquet tables only: left empty).
-fn entry_of(view: &super::read::DocView<'_>) -> DocEntry {
+pub(super) fn entry_of(view: &super::read::DocView<'_>) -> DocEntry {
     DocEntry {
         doc_id: view.doc_id,
         id: view.id.map(str::to_string),
@@ -754,7 +808,7 @@ fn open_verified(dir: &Path, g: &GenerationEntry, name: &str) -> Result<File, Io
 }
 
 /// doc number -> (source, url), from every generation's `documents.parquet`.
-fn read_origins(
+pub(super) fn read_origins(
     dir: &Path,
     generations: &[GenerationEntry],
 ) -> Result<HashMap<u64, (String, Option<String>)>, IoError> {

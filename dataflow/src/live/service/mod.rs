@@ -30,6 +30,7 @@
 //! counts that file, so the next log's numbers never meet them.
 
 mod log;
+mod merging;
 mod saved;
 mod state;
 mod store;
@@ -52,6 +53,8 @@ use thiserror::Error;
 
 use crate::live::clusters::LiveClusters;
 pub use log::{Record, DIGESTS_FILE, LOG_FILE, NEXT_LOG_FILE};
+use merging::Merger;
+pub use merging::BACKGROUND_MERGE_LIMIT;
 pub use saved::STATE_FILE;
 use saved::{Saved, Unused};
 use state::State;
@@ -130,6 +133,10 @@ pub struct Config {
     pub index: PathBuf,
     /// Write a checkpoint this often while writes arrive (`None`: only when asked).
     pub checkpoint_interval: Option<Duration>,
+    /// The most documents of earlier generations a checkpoint merges into its own while
+    /// writes wait ([`MERGE_LIMIT`]); larger merges are made in the background
+    /// ([`BACKGROUND_MERGE_LIMIT`], docs/serve.md "Checkpoints").
+    pub merge_limit: u64,
 }
 
 /// A document to put: its fingerprint and digest are computed by the caller (with the
@@ -250,6 +257,11 @@ pub struct Stats {
     /// written took.
     pub state_pending: bool,
     pub state_millis: u64,
+    /// Background merges of generations committed, whether one is being written, and
+    /// what writing the last one took (docs/serve.md, "Checkpoints").
+    pub merges: u64,
+    pub merge_running: bool,
+    pub merge_millis: u64,
     /// Why writes are refused (a failed log write), if they are.
     pub write_failure: Option<String>,
 }
@@ -466,6 +478,9 @@ struct Writer {
     failed: Option<String>,
     /// The thread writing the last checkpoint's state, if it may still run.
     state_writer: Option<JoinHandle<()>>,
+    /// The background merge of generations, if one runs ([`merging`]).
+    merger: Merger,
+    merge_limit: u64,
     /// Whether the documents present differ from the index's (writes since the last
     /// checkpoint, or clusters the index does not hold): else a checkpoint writes nothing.
     unsaved: bool,
@@ -556,6 +571,8 @@ impl Writer {
             last_checkpoint: Instant::now(),
             failed: None,
             state_writer: None,
+            merger: Merger::default(),
+            merge_limit: config.merge_limit,
             unsaved: reclustered || !records.is_empty(),
         };
         Ok((writer, store, stats))
@@ -571,6 +588,7 @@ impl Writer {
                     None => {
                         let _ = self.wal.sync();
                         self.settle_state();
+                        self.merger.stop(&self.stats);
                         return;
                     }
                 },
@@ -595,6 +613,8 @@ impl Writer {
                     // The state file is written before the service stops, so that the
                     // next start reads it rather than computing it again.
                     self.settle_state();
+                    // A merge not yet committed is left (the next start plans it again).
+                    self.merger.stop(&self.stats);
                     let _ = done.send(self.wal.sync().map_err(ServiceError::from));
                     return;
                 }
@@ -623,8 +643,17 @@ impl Writer {
     }
 
     fn timed_checkpoint(&mut self) {
-        if let Err(e) = self.checkpoint() {
-            eprintln!("neardup serve: checkpoint failed: {e}");
+        match self.checkpoint() {
+            Ok(CheckpointInfo {
+                generation: Some(generation),
+                documents,
+                millis,
+            }) => eprintln!(
+                "neardup serve: checkpoint: generation {generation}, {documents} documents; \
+                 writes waited {millis} ms"
+            ),
+            Ok(_) => {}
+            Err(e) => eprintln!("neardup serve: checkpoint failed: {e}"),
         }
         self.last_checkpoint = Instant::now();
     }
@@ -762,14 +791,25 @@ impl Writer {
         }
         let log_path = self.dir.join(LOG_FILE);
         let next_path = self.dir.join(NEXT_LOG_FILE);
+        // A background merge written since is committed with the generation, numbered
+        // after it: the next log is stamped with the generation after both.
+        let merged = (self.merger).take_finished(self.index.manifest(), &self.stats);
         let number = u64::from(self.index.manifest().next_generation);
-        drop(Wal::create(&next_path, number + 1)?);
+        drop(Wal::create(
+            &next_path,
+            number + 1 + u64::from(merged.is_some()),
+        )?);
+        let merging = merged.is_some();
         // Readers go on under the shared lock while the generation is written.
         let (committed, documents, saving) = {
             let store = self.store.read().expect("store lock");
-            let mut saving = store.checkpoint(SERVE_SOURCE, self.file + 1, MERGE_LIMIT);
+            let floor = self.merger.floor();
+            let (file, limit) = (self.file + 1, self.merge_limit);
+            let mut saving = store.checkpoint(SERVE_SOURCE, file, limit, floor);
             let checkpoint = std::mem::take(&mut saving.checkpoint);
-            let committed = self.index.checkpoint(store.base(), checkpoint);
+            let committed = self
+                .index
+                .checkpoint_merging(store.base(), checkpoint, merged);
             (committed, store.documents(), saving)
         };
         let generation = match committed {
@@ -792,6 +832,10 @@ impl Writer {
         let stamp = saved::stamp(base.manifest());
         let state = self.store.write().expect("store lock").rebase(base, saving);
         self.write_state(state, stamp);
+        {
+            let store = self.store.read().expect("store lock");
+            self.merger.start(&self.index, store.base(), &self.stats);
+        }
         // Every cluster is as saved again: the live clusters start empty.
         self.live = LiveClusters::new();
         self.file = self.index.manifest().files;
@@ -801,6 +845,7 @@ impl Writer {
         let mut stats = self.stats.lock().expect("stats lock");
         stats.generation = generation;
         stats.checkpoints += 1;
+        stats.merges += u64::from(merging);
         stats.log_bytes = self.wal.bytes();
         stats.log_records = 0;
         Ok(CheckpointInfo {

@@ -481,12 +481,19 @@ impl Store {
     /// (with `source`), the index's documents removed since, and the index's documents whose
     /// cluster is no longer the one the index gives them (where the index's clusters are not
     /// the service's, [`Store::reclustered`], every document's is compared); the newest
-    /// generations of at most `merge_limit` documents in all merged ([`merge_count`]).
+    /// generations of at most `merge_limit` documents in all merged ([`merge_count`]), none
+    /// below `floor` (a background merge takes those).
     /// With it, the changes to the saved state: `(hash of the id, doc)` of every document
     /// written, and `(doc, label)` of every one in a live cluster of two or more.
     ///
     /// The simple version writes every document present, rewritten.
-    pub(crate) fn checkpoint(&self, source: &str, files: u64, merge_limit: u64) -> Saving {
+    pub(crate) fn checkpoint(
+        &self,
+        source: &str,
+        files: u64,
+        merge_limit: u64,
+        floor: usize,
+    ) -> Saving {
         let mut docs = Vec::with_capacity(self.written.len());
         let mut new_ids = Vec::with_capacity(self.written.len());
         for (doc, w, digest) in self.written.iter() {
@@ -514,7 +521,8 @@ impl Store {
             }
         }
         let entries = &self.base.manifest().generations;
-        let merge = merge_count(entries, &present, docs.len() as u64, merge_limit);
+        let (entries, present) = (&entries[floor..], &present[floor..]);
+        let merge = merge_count(entries, present, docs.len() as u64, merge_limit);
         Saving {
             checkpoint: Checkpoint {
                 docs,

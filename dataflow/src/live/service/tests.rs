@@ -68,6 +68,9 @@ enum Op {
     Checkpoint,
     /// A restart; `true`: with the saved state removed first (computed again on start).
     Restart(bool),
+    /// Waits for the background merge, if one runs, to be written: the next checkpoint
+    /// commits it.
+    AwaitMerge,
 }
 
 /// Ids 0..6 are written by the test, ids 6..9 are the index's.
@@ -86,6 +89,7 @@ fn op(contents: usize) -> impl Strategy<Value = Op> {
         2 => (0..contents).prop_map(Op::Query),
         1 => Just(Op::Checkpoint),
         1 => any::<bool>().prop_map(Op::Restart),
+        1 => Just(Op::AwaitMerge),
     ]
 }
 
@@ -218,11 +222,27 @@ fn make_base(dir: &Path, pool: &[Content]) -> Model {
 }
 
 fn open(dir: &Path) -> Service {
+    open_merging(dir, MERGE_LIMIT)
+}
+
+/// The service, its checkpoints merging at most `merge_limit` documents themselves (0: every
+/// merge in the background).
+fn open_merging(dir: &Path, merge_limit: u64) -> Service {
     Service::open(Config {
         index: dir.to_path_buf(),
         checkpoint_interval: None,
+        merge_limit,
     })
     .unwrap()
+}
+
+/// Waits until no background merge is being written.
+fn await_merge(service: &Service) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while service.stats().merge_running {
+        assert!(std::time::Instant::now() < deadline, "a merge ran for 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
 }
 
 /// Everything the service answers about the documents present equals the model.
@@ -316,12 +336,16 @@ fn check_index(dir: &Path, model: &Model) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
+/// Runs `ops` against the model, the service's checkpoints merging at most `merge_limit`
+/// documents themselves; returns the background merges committed, and the generations
+/// the index has at the end.
+fn run_ops(ops: Vec<Op>, merge_limit: u64) -> Result<(u64, usize), TestCaseError> {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("idx");
     let pool = pool();
     let mut model = make_base(&dir, &pool);
-    let mut service = open(&dir);
+    let mut service = open_merging(&dir, merge_limit);
+    let mut merges = 0;
     check_state(&service, &model)?;
     for op in ops {
         match op {
@@ -414,7 +438,9 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 service.checkpoint().unwrap();
                 check_index(&dir, &model)?;
             }
+            Op::AwaitMerge => await_merge(&service),
             Op::Restart(fresh) => {
+                merges += service.stats().merges;
                 service.shutdown().unwrap();
                 drop(service);
                 // A stop waits for the last checkpoint's state file (written in the
@@ -425,7 +451,7 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 if fresh {
                     std::fs::remove_file(dir.join(STATE_FILE)).unwrap();
                 }
-                service = open(&dir);
+                service = open_merging(&dir, merge_limit);
             }
         }
         check_state(&service, &model)?;
@@ -433,19 +459,46 @@ fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
     // Whatever happened, a final checkpoint holds the documents present.
     service.checkpoint().unwrap();
     check_index(&dir, &model)?;
+    merges += service.stats().merges;
     drop(service);
     let service = open(&dir);
-    check_state(&service, &model)
+    check_state(&service, &model)?;
+    let generations = Index::open(&dir, Verify::Sizes).unwrap().generations();
+    Ok((merges, generations))
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
     fn the_service_equals_brute_force_over_the_documents_present(
-        ops in prop::collection::vec(op(19), 1..40)
+        ops in prop::collection::vec(op(19), 1..40),
+        background in any::<bool>(),
     ) {
-        run_ops(ops)?;
+        // Half the cases merge only in the background.
+        run_ops(ops, if background { 0 } else { MERGE_LIMIT })?;
     }
+}
+
+/// With every merge in the background, checkpoints that each add a generation: the merges
+/// are written while writes go on and committed with the next checkpoint, the generations
+/// stay few, and the index and the service hold exactly the documents present throughout.
+#[test]
+fn background_merges_keep_the_generations_few() {
+    let mut ops = Vec::new();
+    for round in 0..12 {
+        ops.push(Op::Put(round % 6, round * 5 % 19));
+        ops.push(Op::Put((round + 3) % 6, round * 7 % 19));
+        ops.push(Op::Delete((round * 4) % 9));
+        ops.push(Op::Checkpoint);
+        ops.push(Op::AwaitMerge);
+        if round == 6 {
+            ops.push(Op::Restart(false));
+        }
+    }
+    let (merges, generations) = run_ops(ops, 0).unwrap();
+    assert!(merges >= 3, "{merges} background merges");
+    // 13 generations without the merges (the base's and one a checkpoint).
+    assert!(generations <= 4, "{generations} generations");
 }
 
 #[test]
@@ -483,7 +536,7 @@ fn a_replaced_bridge_splits_its_cluster_and_survives_a_restart() {
         Op::Delete(3),
         Op::Restart(true),
     ];
-    run_ops(ops).unwrap();
+    run_ops(ops, MERGE_LIMIT).unwrap();
 }
 
 #[test]
@@ -558,6 +611,7 @@ fn a_log_left_by_a_crash_during_a_checkpoint_is_not_replayed_twice() {
     let err = Service::open(Config {
         index: dir.clone(),
         checkpoint_interval: None,
+        merge_limit: MERGE_LIMIT,
     })
     .err()
     .expect("a stale log is refused");
@@ -589,6 +643,7 @@ fn open_error(dir: &Path) -> String {
     match Service::open(Config {
         index: dir.to_path_buf(),
         checkpoint_interval: None,
+        merge_limit: MERGE_LIMIT,
     }) {
         Ok(_) => panic!("the service opened"),
         Err(e) => e.to_string(),
