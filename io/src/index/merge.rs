@@ -9,10 +9,10 @@
 //! checkpoints would add a generation at every checkpoint, for ever.
 //!
 //! Larger merges are made here, in three steps. The writer plans one
-//! ([`IndexWriter::plan_merge`]: which generations, cheap, on its own thread). Any thread
+//! ([`super::IndexWriter::plan_merge`]: which generations, cheap, on its own thread). Any thread
 //! writes the merged generation into a hidden directory ([`MergePlan::write`]), reading
 //! only the mapped files of those generations, which no writer ever changes. The writer
-//! commits it with its next checkpoint ([`IndexWriter::checkpoint_merging`]): one manifest
+//! commits it with its next checkpoint ([`super::IndexWriter::checkpoint_merging`]): one manifest
 //! names the merged generation in the place of the ones it merged, and the checkpoint's
 //! generation after it.
 //!
@@ -23,7 +23,7 @@
 //! the plan or while the merge was written) stays in those generations and applies to the
 //! merged one as it did to the run. So the writes that go on meanwhile never conflict with
 //! the merge, and the index reads the same before and after it (the simple equivalent:
-//! [`IndexWriter::compact`] of the run alone; the oracle test compares the index with a
+//! [`super::IndexWriter::compact`] of the run alone; the oracle test compares the index with a
 //! model of the documents present through checkpoints and merges).
 
 use std::ops::Range;
@@ -31,8 +31,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::build::{sorted_changes, GenerationFiles, GenerationPlan, Unplaced};
+use super::carry::{changes_of, entry_of, read_origins};
 use super::read::{Index, Verify};
-use super::write::{changes_of, entry_of, read_origins, IndexWriter};
 use super::{GenerationEntry, Manifest, FILE_SHIFT};
 use crate::error::IoError;
 
@@ -86,7 +86,7 @@ pub struct MergePlan {
     spill: Option<PathBuf>,
 }
 
-/// A merged generation written and not yet committed ([`IndexWriter::checkpoint_merging`]
+/// A merged generation written and not yet committed ([`super::IndexWriter::checkpoint_merging`]
 /// commits it). Dropped uncommitted, it removes its files.
 pub struct MergedGeneration {
     range: Range<usize>,
@@ -94,39 +94,25 @@ pub struct MergedGeneration {
     generation: Unplaced,
 }
 
-impl IndexWriter {
-    /// Plans the merge of the generations `range` (see the module docs); refused where the
-    /// range is not one of at least two generations of the index, or holds keep decisions
-    /// (whose merge [`IndexWriter::compact`] makes).
-    pub fn plan_merge(&self, range: Range<usize>) -> Result<MergePlan, IoError> {
-        let generations = &self.manifest.generations;
-        let invalid = |reason: String| IoError::IndexInput {
-            path: self.dir.clone(),
-            reason,
-        };
-        if range.len() < 2 || range.end > generations.len() {
-            return Err(invalid(format!(
-                "a merge of generations {range:?} of {}",
-                generations.len()
-            )));
-        }
-        if let Some(g) = generations[range.clone()].iter().find(|g| g.keep_decisions) {
-            return Err(invalid(format!(
-                "generation {} records keep decisions: `neardup index compact` merges it",
-                g.dir
-            )));
-        }
-        Ok(MergePlan {
-            dir: self.dir.clone(),
-            replaced: generations[range.clone()].to_vec(),
-            range,
-            budget: self.budget,
-            spill: self.spill.clone(),
-        })
-    }
-}
-
 impl MergePlan {
+    /// The merge of `replaced`, the generations `range` of the index at `dir`, its
+    /// tables' sorts within `budget` bytes, spilling to `spill` (see
+    /// [`super::IndexWriter::plan_merge`]).
+    pub(super) fn new(
+        dir: PathBuf,
+        range: Range<usize>,
+        replaced: Vec<GenerationEntry>,
+        (budget, spill): (usize, Option<PathBuf>),
+    ) -> MergePlan {
+        MergePlan {
+            dir,
+            range,
+            replaced,
+            budget,
+            spill,
+        }
+    }
+
     /// The generations merged.
     pub fn range(&self) -> Range<usize> {
         self.range.clone()

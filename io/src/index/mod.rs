@@ -55,6 +55,7 @@
 
 pub mod answer;
 mod build;
+mod carry;
 pub mod matches;
 pub mod merge;
 pub mod read;

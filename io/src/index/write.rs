@@ -5,7 +5,7 @@
 //! directory into place, then replace the manifest. The manifest is the commit point.
 
 use std::collections::HashMap;
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use neardup_core::TableDesign;
@@ -14,16 +14,15 @@ use serde_json::Value;
 use super::build::{
     sorted_changes, DocEntry, GenerationFiles, GenerationPlan, DEFAULT_WRITE_MEMORY,
 };
-use super::merge::MergedGeneration;
+use super::carry::{changes_of, entry_of, read_origins};
+use super::merge::{MergePlan, MergedGeneration};
 use super::read::Index;
 use super::{
-    entries, GenerationEntry, Manifest, MinHashParams, DOCUMENTS_PARQUET, FILE_SHIFT, INDEX_LOCK,
-    MANIFEST, MAX_FILES,
+    entries, GenerationEntry, Manifest, MinHashParams, FILE_SHIFT, INDEX_LOCK, MANIFEST, MAX_FILES,
 };
 use crate::atomic::write_atomically;
 use crate::error::IoError;
 use crate::lock::DirLock;
-use crate::parquet_in::TableFile;
 use crate::spill::SortStats;
 
 /// A batch to add as a generation.
@@ -107,12 +106,12 @@ pub struct IndexSpec {
 
 /// The one writer of an index: holds its lock while it lives.
 pub struct IndexWriter {
-    pub(super) dir: PathBuf,
-    pub(super) manifest: Manifest,
+    dir: PathBuf,
+    manifest: Manifest,
     /// The memory of a generation's table sorts, and where they spill
     /// ([`IndexWriter::set_memory`]).
-    pub(super) budget: usize,
-    pub(super) spill: Option<PathBuf>,
+    budget: usize,
+    spill: Option<PathBuf>,
     _lock: DirLock,
 }
 
@@ -683,44 +682,6 @@ fn merged_documents(
     docs
 }
 
-/// The cluster changes (-1: alone) and deletions (`true`: the document was indexed) that
-/// the generations `range` of `index` record, by document, a later one's over an earlier.
-pub(super) fn changes_of(
-    index: &Index,
-    range: std::ops::Range<usize>,
-) -> (HashMap<u64, i64>, HashMap<u64, bool>) {
-    let mut changes: HashMap<u64, i64> = HashMap::new();
-    let mut gone: HashMap<u64, bool> = HashMap::new();
-    for g in range {
-        let clusters = index.generation_changes(g, false).into_iter();
-        changes.extend(clusters.map(|(doc, cluster)| (doc, cluster as i64)));
-        let deletes = index.generation_changes(g, true).into_iter();
-        gone.extend(deletes.map(|(doc, indexed)| (doc, indexed != 0)));
-    }
-    (changes, gone)
-}
-
-/// A document of an index as a new generation takes it (its source and url are in the
-/// Parquet tables only: left empty).
-pub(super) fn entry_of(view: &super::read::DocView<'_>) -> DocEntry {
-    DocEntry {
-        doc_id: view.doc_id,
-        id: view.id.map(str::to_string),
-        source: String::new(),
-        url: None,
-        simhash: view.simhash,
-        empty: view.empty,
-        cluster_id: view.cluster_id,
-        digest: view.digest,
-        rank: view.rank,
-        bytes: view.bytes,
-        fetched_at: view.fetched_at,
-        signature: view.signature.to_vec(),
-        shingles: view.shingles.map(<[u64]>::to_vec),
-        removed: view.kept == Some(false),
-    }
-}
-
 /// Names an index writer may leave behind in a directory that has no manifest yet.
 fn is_ours(name: &str) -> bool {
     name == INDEX_LOCK
@@ -764,88 +725,30 @@ fn write_generation(
     Ok(entry)
 }
 
-/// Opens file `name` of generation `g` after checking it against the manifest's size and
-/// checksum (a generation is only ever rewritten from data that verified).
-fn open_verified(dir: &Path, g: &GenerationEntry, name: &str) -> Result<File, IoError> {
-    use std::io::{Read, Seek};
-    let path = super::generation_file(dir, g, name);
-    let open = |cause| IoError::Open {
-        path: path.clone(),
-        cause,
-    };
-    if !fs::symlink_metadata(&path).map_err(open)?.is_file() {
-        return Err(super::corrupt(
-            &path,
-            "not a file inside the index (a symbolic link or a directory)".into(),
-        ));
-    }
-    let mut file = File::open(&path).map_err(open)?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(open)?;
-    let found = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes));
-    match g.checksums.iter().find(|s| s.name == name) {
-        Some(sum) if sum.bytes == bytes.len() as u64 && sum.xxh3 == found => {}
-        Some(sum) => {
-            return Err(super::corrupt(
-                &path,
-                format!(
-                    "{} bytes of checksum {found}, the manifest says {} bytes of checksum {}",
-                    bytes.len(),
-                    sum.bytes,
-                    sum.xxh3
-                ),
-            ))
+impl IndexWriter {
+    /// Plans the merge of the generations `range` (see the module docs); refused where the
+    /// range is not one of at least two generations of the index, or holds keep decisions
+    /// (whose merge [`IndexWriter::compact`] makes).
+    pub fn plan_merge(&self, range: std::ops::Range<usize>) -> Result<MergePlan, IoError> {
+        let generations = &self.manifest.generations;
+        let invalid = |reason: String| IoError::IndexInput {
+            path: self.dir.clone(),
+            reason,
+        };
+        if range.len() < 2 || range.end > generations.len() {
+            return Err(invalid(format!(
+                "a merge of generations {range:?} of {}",
+                generations.len()
+            )));
         }
-        None => {
-            return Err(super::corrupt(
-                &dir.join(MANIFEST),
-                format!("no checksum of {}/{name}", g.dir),
-            ))
+        if let Some(g) = generations[range.clone()].iter().find(|g| g.keep_decisions) {
+            return Err(invalid(format!(
+                "generation {} records keep decisions: `neardup index compact` merges it",
+                g.dir
+            )));
         }
+        let replaced = generations[range.clone()].to_vec();
+        let memory = (self.budget, self.spill.clone());
+        Ok(MergePlan::new(self.dir.clone(), range, replaced, memory))
     }
-    file.rewind().map_err(open)?;
-    Ok(file)
-}
-
-/// doc number -> (source, url), from every generation's `documents.parquet`.
-pub(super) fn read_origins(
-    dir: &Path,
-    generations: &[GenerationEntry],
-) -> Result<HashMap<u64, (String, Option<String>)>, IoError> {
-    use arrow::array::{Array, AsArray};
-    use arrow::datatypes::UInt64Type;
-    let mut out = HashMap::new();
-    for g in generations {
-        let path = super::generation_file(dir, g, DOCUMENTS_PARQUET);
-        let file = open_verified(dir, g, DOCUMENTS_PARQUET)?;
-        TableFile::of_file(&path, file)?.for_each_batch(|batch| {
-            let bad = || IoError::BadTable {
-                path: path.clone(),
-                reason: "not an index documents table".into(),
-            };
-            let docs = batch
-                .column_by_name("doc_id")
-                .and_then(|c| c.as_primitive_opt::<UInt64Type>())
-                .ok_or_else(bad)?;
-            let sources = batch
-                .column_by_name("source")
-                .and_then(|c| c.as_string_opt::<i32>())
-                .ok_or_else(bad)?;
-            let urls = batch
-                .column_by_name("url")
-                .and_then(|c| c.as_string_opt::<i32>())
-                .ok_or_else(bad)?;
-            for i in 0..batch.num_rows() {
-                out.insert(
-                    docs.value(i),
-                    (
-                        sources.value(i).to_string(),
-                        urls.is_valid(i).then(|| urls.value(i).to_string()),
-                    ),
-                );
-            }
-            Ok(())
-        })?;
-    }
-    Ok(out)
 }
