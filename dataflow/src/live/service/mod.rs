@@ -913,9 +913,8 @@ fn write_state(dir: &Path, stamp: u64, state: &State) -> Saved {
     });
     written.unwrap_or_else(|e| {
         eprintln!("neardup serve: {e}; keeping the index's state in memory (a start-up will compute it again)");
-        let lists = state.lists();
-        let mut ids: Vec<(u64, u64)> = lists.ids.1.collect();
-        let mut labels: Vec<(u64, u64)> = lists.by_doc.1.collect();
+        let mut ids: Vec<(u64, u64)> = state.id_pairs().collect();
+        let mut labels: Vec<(u64, u64)> = state.label_pairs().collect();
         Saved::in_memory(stamp, k, &mut ids, &mut labels, false)
     })
 }

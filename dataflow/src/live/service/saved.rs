@@ -186,6 +186,40 @@ impl Saved {
         self.by_doc_at() + 16 * self.clustered
     }
 
+    /// Where `list` starts in the file, and its rows.
+    fn list(&self, list: List) -> (usize, usize) {
+        match list {
+            List::Ids => (self.ids_at(), self.ids),
+            List::ByDoc => (self.by_doc_at(), self.clustered),
+            List::ByLabel => (self.by_label_at(), self.clustered),
+        }
+    }
+
+    /// The rows of `list`.
+    pub fn rows(&self, list: List) -> usize {
+        self.list(list).1
+    }
+
+    /// Row `i` of `list`.
+    pub fn row(&self, list: List, i: usize) -> (u64, u64) {
+        self.pair(self.list(list).0, i)
+    }
+
+    /// The rows `range` of `list`, as the file holds them.
+    pub fn row_bytes(&self, list: List, range: Range<usize>) -> &[u8] {
+        let from = self.list(list).0;
+        &self.map[from + 16 * range.start..from + 16 * range.end]
+    }
+
+    /// The rows of `list` whose first word is `key`.
+    pub fn rows_of(&self, list: List, key: u64) -> Range<usize> {
+        let (from, n) = self.list(list);
+        if n == 0 {
+            return 0..0;
+        }
+        self.equal(from, n, key)
+    }
+
     /// Every `(hash of an id, doc)` saved, in that order.
     pub fn id_pairs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         (0..self.ids).map(move |i| self.pair(self.ids_at(), i))
@@ -197,6 +231,7 @@ impl Saved {
     }
 
     /// Every `(label, doc)` of a clustered document saved, by label.
+    #[cfg(test)]
     pub fn member_pairs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         (0..self.clustered).map(move |i| self.pair(self.by_label_at(), i))
     }
@@ -262,6 +297,24 @@ impl Saved {
 
 /// A state's three lists of pairs, each sorted and with its length (as its header says it),
 /// and its number of clusters: what [`Saved::write_lists`] writes as they come.
+/// A piece of a list written ([`Lists`]): a pair, or rows copied whole from a saved
+/// state's list (16 bytes each, as the file holds them).
+pub enum Piece<'a> {
+    Pair(u64, u64),
+    Rows(&'a [u8]),
+}
+
+/// One of a saved state's three lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum List {
+    /// `(hash of the id, doc)`, by hash.
+    Ids,
+    /// `(doc, label)`, by doc.
+    ByDoc,
+    /// `(label, doc)`, by label.
+    ByLabel,
+}
+
 pub struct Lists<A, B, C> {
     /// `(hash of the id, doc)`.
     pub ids: (usize, A),
@@ -275,7 +328,7 @@ pub struct Lists<A, B, C> {
 impl Saved {
     /// Writes a state for the index at `dir` (atomically) from `lists` (sorted, of the
     /// lengths they say: a list of another length fails the write), without holding them.
-    pub fn write_lists<A, B, C>(
+    pub fn write_lists<'a, A, B, C>(
         dir: &Path,
         stamp: u64,
         k: u32,
@@ -283,9 +336,9 @@ impl Saved {
         reclustered: bool,
     ) -> Result<(), ServiceError>
     where
-        A: Iterator<Item = (u64, u64)>,
-        B: Iterator<Item = (u64, u64)>,
-        C: Iterator<Item = (u64, u64)>,
+        A: Iterator<Item = Piece<'a>>,
+        B: Iterator<Item = Piece<'a>>,
+        C: Iterator<Item = Piece<'a>>,
     {
         neardup_io::atomic::write_atomically_with(&dir.join(STATE_FILE), move |out| {
             encode_lists(out, (stamp, k, reclustered), lists)
@@ -314,25 +367,28 @@ fn encode(
             clusters += 1;
         }
     }
+    fn pairs(list: &[(u64, u64)]) -> impl Iterator<Item = Piece<'static>> + '_ {
+        list.iter().map(|&(a, b)| Piece::Pair(a, b))
+    }
     let lists = Lists {
-        ids: (ids.len(), ids.iter().copied()),
-        by_doc: (labels.len(), labels.iter().copied()),
-        by_label: (by_label.len(), by_label.iter().copied()),
+        ids: (ids.len(), pairs(ids)),
+        by_doc: (labels.len(), pairs(labels)),
+        by_label: (by_label.len(), pairs(&by_label)),
         clusters,
     };
     encode_lists(out, (stamp, k, reclustered), lists)
 }
 
 /// Writes a state of `lists` (see the module docs), in chunks.
-fn encode_lists<A, B, C>(
+fn encode_lists<'a, A, B, C>(
     out: &mut dyn Write,
     (stamp, k, reclustered): (u64, u32, bool),
     lists: Lists<A, B, C>,
 ) -> std::io::Result<()>
 where
-    A: Iterator<Item = (u64, u64)>,
-    B: Iterator<Item = (u64, u64)>,
-    C: Iterator<Item = (u64, u64)>,
+    A: Iterator<Item = Piece<'a>>,
+    B: Iterator<Item = Piece<'a>>,
+    C: Iterator<Item = Piece<'a>>,
 {
     let Lists {
         ids,
@@ -369,20 +425,31 @@ where
 /// at a time spent a quarter of a checkpoint's time in the calls at 100M documents).
 const CHUNK_BYTES: usize = 1 << 16;
 
-/// Writes the `n` pairs of `pairs` through `chunk`; fails where there are not `n`.
-fn put_list(
+/// Writes the `n` pairs of `pieces` through `chunk` (rows copied whole go straight
+/// through); fails where there are not `n`.
+fn put_list<'a>(
     out: &mut Summed<'_>,
     chunk: &mut Vec<u8>,
-    (n, pairs): (usize, impl Iterator<Item = (u64, u64)>),
+    (n, pieces): (usize, impl Iterator<Item = Piece<'a>>),
 ) -> std::io::Result<()> {
     let mut count = 0;
-    for (a, b) in pairs {
-        chunk.extend_from_slice(&a.to_le_bytes());
-        chunk.extend_from_slice(&b.to_le_bytes());
-        count += 1;
-        if chunk.len() >= CHUNK_BYTES {
-            out.write_all(chunk)?;
-            chunk.clear();
+    for piece in pieces {
+        match piece {
+            Piece::Pair(a, b) => {
+                chunk.extend_from_slice(&a.to_le_bytes());
+                chunk.extend_from_slice(&b.to_le_bytes());
+                count += 1;
+                if chunk.len() >= CHUNK_BYTES {
+                    out.write_all(chunk)?;
+                    chunk.clear();
+                }
+            }
+            Piece::Rows(rows) => {
+                out.write_all(chunk)?;
+                chunk.clear();
+                out.write_all(rows)?;
+                count += rows.len() / 16;
+            }
         }
     }
     out.write_all(chunk)?;

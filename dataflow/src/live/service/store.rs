@@ -130,6 +130,7 @@ impl Store {
         self.base = base;
         let removed = std::mem::take(&mut self.removed);
         let loaded = std::mem::take(&mut self.loaded);
+        let removed = (removed, saving.removed_ids);
         self.saved = (self.saved).with_changes(removed, saving.new_ids, loaded, saving.live);
         // Every present document is in the new index, which names each id's latest.
         self.written = WrittenDocs::new(self.design.tables());
@@ -501,12 +502,17 @@ impl Store {
             docs.push(written_entry(doc, w, digest, source, self.cluster(doc).0));
         }
         new_ids.sort_unstable();
+        let mut removed_ids = Vec::new();
         let deleted: Vec<(u64, bool)> = (self.removed.iter())
             .map(|&doc| {
                 let view = self.find_base_any(doc).map(|(g, r)| self.base.doc(g, r));
+                if let Some(id) = view.as_ref().and_then(|v| v.id) {
+                    removed_ids.push((id_hash(id), doc));
+                }
                 (doc, view.is_some_and(|v| !v.empty))
             })
             .collect();
+        removed_ids.sort_unstable();
         let cluster_changes = self.cluster_changes();
         let mut live: Vec<(u64, u64)> = (self.labels.iter())
             .filter(|(_, label)| self.sizes.get(label).is_some_and(|&n| n >= 2))
@@ -533,6 +539,7 @@ impl Store {
             },
             new_ids,
             live,
+            removed_ids,
         }
     }
 }
@@ -545,6 +552,9 @@ pub(crate) struct Saving {
     pub new_ids: Vec<(u64, u64)>,
     /// `(doc, label)` of the documents in the live clusters of two or more, sorted.
     pub live: Vec<(u64, u64)>,
+    /// `(hash of the id, doc)` of the index's documents removed since the last checkpoint
+    /// that have an id, sorted.
+    pub removed_ids: Vec<(u64, u64)>,
 }
 
 /// A written document as a checkpoint writes it, in `cluster`.
