@@ -1,5 +1,18 @@
-# Shared by scripts/bench/serve.sh and serve_writes.sh (sourced): memory of a process, and
-# starting the service. Uses NEARDUP (the binary) and WORK (the work directory).
+# Shared by scripts/bench/serve.sh, serve_writes.sh and serve_sustained.sh (sourced): the
+# binaries, memory of a process, starting the service and reading its stats. Uses ROOT (the
+# repository), NEARDUP (the binary) and WORK (the work directory).
+
+# The release builds of the service and its load generator, built first unless BUILD=0
+# (NEARDUP and BENCH may name others).
+release_binaries() {
+  local target=${CARGO_TARGET_DIR:-$ROOT/target}
+  [ "${BUILD:-1}" = 0 ] || (cd "$ROOT" && cargo build -q --release --bin neardup --example serve_bench)
+  NEARDUP=${NEARDUP:-$target/release/neardup}
+  BENCH=${BENCH:-$target/release/examples/serve_bench}
+}
+
+# A field of the running service's /v1/stats (ADDR).
+stat_field() { curl -s "http://$ADDR/v1/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 # The heap's part (anonymous pages) and the mapped files' (the index, in the page cache).

@@ -20,16 +20,12 @@ CLIENTS=${CLIENTS:-16}
 export CHECKPOINT_INTERVAL=${CHECKPOINT_INTERVAL:-30}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$HERE/../..
-TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-[ "${BUILD:-1}" = 0 ] || (cd "$ROOT" && cargo build -q --release --bin neardup --example serve_bench)
-NEARDUP=${NEARDUP:-$TARGET/release/neardup}
-BENCH=${BENCH:-$TARGET/release/examples/serve_bench}
+# shellcheck source=serve_common.sh
+. "$HERE/serve_common.sh"
+release_binaries
 [ -d "$WORK/index" ] || { echo "no index in $WORK/index: run serve.sh or serve_writes.sh first" >&2; exit 2; }
 echo "machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 
-# shellcheck source=serve_common.sh
-. "$HERE/serve_common.sh"
-stat_field() { curl -s "http://$ADDR/v1/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 rm -f "$WORK/index/serve.wal"
 cat "$WORK"/index/gen-*/*.bin "$WORK"/index/serve-state.bin > /dev/null 2>&1 || true

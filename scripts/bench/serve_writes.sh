@@ -27,17 +27,12 @@ SECS=${SECS:-5}
 DURING_SECS=${DURING_SECS:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$HERE/../..
-TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-# BUILD=0: use the binaries already built.
-[ "${BUILD:-1}" = 0 ] || (cd "$ROOT" && cargo build -q --release --bin neardup --example serve_bench)
-NEARDUP=${NEARDUP:-$TARGET/release/neardup}
-BENCH=${BENCH:-$TARGET/release/examples/serve_bench}
+# shellcheck source=serve_common.sh
+. "$HERE/serve_common.sh"
+release_binaries
 mkdir -p "$WORK"
 echo "machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 
-# shellcheck source=serve_common.sh
-. "$HERE/serve_common.sh"
-stat_field() { curl -s "http://$ADDR/v1/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 if [ "${REUSE:-0}" = 1 ]; then
   rm -f "$WORK/index/serve.wal"

@@ -1872,12 +1872,9 @@ fn stale_merges_are_refused(
     assert_eq!(holds_exactly(path, model, &[]), 0);
 }
 
-/// A background merge takes the newest generations while each holds at most twice the
-/// documents of the newer ones, within the limit, never one with keep decisions, and two at
-/// least; against a simulation of checkpoints, the generations stay logarithmic.
-#[test]
-fn background_merges_take_the_newest_generations_while_small() {
-    let generation = |documents: u64, keep_decisions: bool| GenerationEntry {
+/// A manifest entry of a generation of `documents` documents, for the merge rules' tests.
+fn sized(documents: u64, keep_decisions: bool) -> GenerationEntry {
+    GenerationEntry {
         number: 0,
         dir: String::new(),
         file_offset: 0,
@@ -1892,7 +1889,15 @@ fn background_merges_take_the_newest_generations_while_small() {
         keep_decisions,
         deleted: 0,
         deleted_indexed: 0,
-    };
+    }
+}
+
+/// A background merge takes the newest generations while each holds at most twice the
+/// documents of the newer ones, within the limit, never one with keep decisions, and two at
+/// least; against a simulation of checkpoints, the generations stay logarithmic.
+#[test]
+fn background_merges_take_the_newest_generations_while_small() {
+    let generation = sized;
     let range = |s: &[u64], limit| {
         let generations: Vec<GenerationEntry> = s.iter().map(|&n| generation(n, false)).collect();
         background_merge(&generations, s, limit)
@@ -1943,22 +1948,7 @@ fn background_merges_take_the_newest_generations_while_small() {
 /// those taken already, within the limit, and never one with keep decisions.
 #[test]
 fn merges_take_the_newest_generations_while_small() {
-    let generation = |documents: u64, keep_decisions: bool| GenerationEntry {
-        number: 0,
-        dir: String::new(),
-        file_offset: 0,
-        files: 1,
-        documents,
-        indexed: documents,
-        cluster_changes: 0,
-        checksums: Vec::new(),
-        format: SIMHASH_INDEX_FORMAT,
-        keep: None,
-        batch: None,
-        keep_decisions,
-        deleted: 0,
-        deleted_indexed: 0,
-    };
+    let generation = sized;
     let count = |s: &[u64], written, limit| {
         let generations: Vec<GenerationEntry> = s.iter().map(|&n| generation(n, false)).collect();
         merge_count(&generations, s, written, limit)

@@ -453,11 +453,9 @@ impl IndexWriter {
             .filter(|&(doc, _)| earlier(doc))
             .collect();
         let (entry, _) = generation.finish(sorted_changes(changes), std::iter::empty())?;
-        let background = background.map(|m| (m.range(), m.place(number + 1)));
-        let background = match background {
-            Some((range, placed)) => Some((range, placed?)),
-            None => None,
-        };
+        let background = (background.map(|m| (m.range(), m.place(number + 1))))
+            .map(|(range, placed)| placed.map(|entry| (range, entry)))
+            .transpose()?;
         self.commit_replacing(kept, entry, files, background)?;
         Ok(number)
     }
