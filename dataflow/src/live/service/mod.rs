@@ -19,7 +19,9 @@
 //! **Checkpoints** ([`Service::checkpoint`], and every `checkpoint_interval`) write what
 //! changed since the last (the documents written, the index's documents deleted and
 //! re-clustered) as one new index generation ([`IndexWriter::checkpoint`], atomic, merging
-//! the newest generations while they are small), then start a new, empty log. The log's header records the generation it follows (its stamp,
+//! the newest generations while they are small, and committing a merge of larger ones
+//! written in the background since: `merging.rs`), then start a new, empty log. The log's
+//! header records the generation it follows (its stamp,
 //! the manifest's `next_generation` when it was started), so a restart knows whether the
 //! log's records are still to be replayed, or were made over an index that someone else has
 //! changed since (refused); a crash in the middle of a checkpoint is resolved the same way
@@ -613,7 +615,8 @@ impl Writer {
                     // The state file is written before the service stops, so that the
                     // next start reads it rather than computing it again.
                     self.settle_state();
-                    // A merge not yet committed is left (the next start plans it again).
+                    // A merge not yet committed is dropped (a checkpoint after the next
+                    // start plans it again).
                     self.merger.stop(&self.stats);
                     let _ = done.send(self.wal.sync().map_err(ServiceError::from));
                     return;
