@@ -118,11 +118,6 @@ impl MergePlan {
         self.range.clone()
     }
 
-    /// The documents the generations merged hold (deleted ones included).
-    pub fn documents(&self) -> u64 {
-        self.replaced.iter().map(|g| g.documents).sum()
-    }
-
     /// Writes the merged generation into its hidden directory, reading the generations
     /// merged as the index maps them (checked against their checksums first). `cancel`
     /// set stops it between two documents with an error.
