@@ -11,8 +11,14 @@
 //!                                        flipped a little)
 //! serve_bench put ADDR CLIENTS SECS [P] 5 KB pages put under the ids P-CLIENT-N (P
 //!                                        default `bench`: a second load of the same P
-//!                                        replaces the first's pages)
+//!                                        replaces the first's pages with the same texts)
 //! ```
+//!
+//! A put's text is drawn from its id's prefix, client and number (made-up words), so the
+//! pages of another prefix are new pages, like nothing indexed, as a crawl's mostly are.
+//! `BENCH_TEXTS=T` draws them from T instead of the prefix: two loads of one T and two
+//! prefixes put the same pages under new ids (a crawl's revisits), each an exact duplicate
+//! of the other load's.
 //!
 //! Each load prints one JSON line: requests, seconds, requests per second, and the p50, p99
 //! and max latency in milliseconds. Every client is closed-loop (its next request after the
@@ -146,13 +152,17 @@ enum Kind {
 }
 
 fn load(addr: SocketAddr, clients: u64, seconds: f64, kind: Kind) {
+    let texts = match kind {
+        Kind::Put(prefix) => texts_seed(&std::env::var("BENCH_TEXTS").unwrap_or(prefix.into())),
+        Kind::Query(_) => 0,
+    };
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let started = Instant::now();
     let handles: Vec<_> = (0..clients)
         .map(|c| {
             std::thread::spawn(move || {
                 let mut conn = http::Conn::connect(addr).expect("connect");
-                let mut rng = SeededRng::new(c * 7919 + 1);
+                let mut rng = SeededRng::new(texts ^ (c * 7919 + 1));
                 let mut latencies = Vec::new();
                 let mut sent_at = Vec::new();
                 let mut n = 0u64;
@@ -217,6 +227,14 @@ fn load(addr: SocketAddr, clients: u64, seconds: f64, kind: Kind) {
     }
     let latencies = requests.into_iter().map(|(_, latency)| latency).collect();
     println!("{}", summary(mode, clients, None, elapsed, latencies));
+}
+
+/// The seed of a load's texts: FNV-1a of `name`, so that loads of different names put
+/// different pages.
+fn texts_seed(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// One JSON line of a load's figures, or of the window of it that starts `from` seconds in.

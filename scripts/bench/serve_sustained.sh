@@ -28,7 +28,7 @@ echo "machine: $(lscpu | grep 'Model name' | sed 's/ \+/ /g'); load: $(uptime)"
 
 
 rm -f "$WORK/index/serve.wal"
-cat "$WORK"/index/gen-*/*.bin "$WORK"/index/serve-state.bin > /dev/null 2>&1 || true
+warm_index
 start "$WORK/index"
 "$BENCH" query "$ADDR" 16 5 "$N" > /dev/null
 "$BENCH" query "$ADDR" 16 5 "$N"

@@ -38,7 +38,7 @@ if [ "${REUSE:-0}" = 1 ]; then
   rm -f "$WORK/index/serve.wal"
   # Its pages into the page cache (what a serving machine has after a while): read cold
   # from disk, a query at 100M documents waits on the disk for every probe.
-  cat "$WORK"/index/gen-*/*.bin "$WORK"/index/serve-state.bin > /dev/null 2>&1 || true
+  warm_index
 else
   rm -rf "$WORK/index"
   "$BENCH" make-index "$WORK/index" "$N" ${GENERATION:+"$GENERATION"}
