@@ -14,7 +14,14 @@
 //!
 //! A put's answer is computed against the documents present just before it (the earlier
 //! writes of its batch included, the document it replaces excluded), so replaying the log
-//! gives the same answers in the same order.
+//! gives the same answers in the same order. Its neighbours among the index's documents
+//! are asked before it reaches the writer, on the caller's thread ([`Service::submit`]):
+//! the index does not change between checkpoints, and the writer filters out what was
+//! removed since and adds what was written, so of a put's work in the 16 tables of each
+//! generation only that of the documents written since the last checkpoint is left to the
+//! one thread that applies writes (two thirds of its time at 100M documents before,
+//! docs/performance.md). A checkpoint replaces the index; a put asked of the one before it
+//! is asked again by the writer.
 //!
 //! **Checkpoints** ([`Service::checkpoint`], and every `checkpoint_interval`) write what
 //! changed since the last (the documents written, the index's documents deleted and
@@ -270,8 +277,20 @@ pub struct Stats {
 
 type Reply<T> = Box<dyn FnOnce(T) + Send>;
 
+/// A put's neighbours among the index's documents (removed ones included:
+/// [`store::base_within`]), asked on the caller's thread, and the index they were asked of.
+/// The writer uses them while that index is still the store's; after a checkpoint it asks
+/// again.
+struct Asked {
+    base: Arc<Index>,
+    found: Vec<(u64, u32)>,
+}
+
+/// A write as the writer takes it.
+type Queued = (Write, Option<Asked>, Reply<Result<Answer, ServiceError>>);
+
 enum Job {
-    Write(Write, Reply<Result<Answer, ServiceError>>),
+    Write(Queued),
     Checkpoint(Reply<Result<CheckpointInfo, ServiceError>>),
     Stop(Sender<Result<(), ServiceError>>),
 }
@@ -395,15 +414,32 @@ impl Service {
     }
 
     /// Queues a write; `reply` is called with its answer once it is durable (from the
-    /// writer thread), or with an error.
+    /// writer thread), or with an error. A put's neighbours among the index's documents are
+    /// asked first, here (see the module docs).
     pub fn submit(
         &self,
         write: Write,
         reply: impl FnOnce(Result<Answer, ServiceError>) + Send + 'static,
     ) {
-        if let Some(Job::Write(_, reply)) = self.send(Job::Write(write, Box::new(reply))) {
+        let asked = match &write {
+            Write::Put(doc) if !doc.empty => Some(self.ask(doc.simhash)),
+            _ => None,
+        };
+        if let Some(Job::Write((_, _, reply))) =
+            self.send(Job::Write((write, asked, Box::new(reply))))
+        {
             reply(Err(ServiceError::Stopped));
         }
+    }
+
+    /// The index's documents within k of `fp`, asked outside the store's lock.
+    fn ask(&self, fp: u64) -> Asked {
+        let (base, k) = {
+            let store = self.read();
+            (Arc::clone(store.shared_base()), store.k())
+        };
+        let found = store::base_within(&base, fp, k);
+        Asked { base, found }
     }
 
     /// A write, waiting for its answer.
@@ -596,11 +632,11 @@ impl Writer {
                 },
             };
             match job {
-                Job::Write(write, reply) => {
-                    let mut batch = vec![(write, reply)];
+                Job::Write(write) => {
+                    let mut batch = vec![write];
                     while batch.len() < MAX_BATCH {
                         match jobs.try_recv() {
-                            Ok(Job::Write(w, r)) => batch.push((w, r)),
+                            Ok(Job::Write(write)) => batch.push(write),
                             Ok(other) => {
                                 pending = Some(other);
                                 break;
@@ -662,9 +698,9 @@ impl Writer {
     }
 
     /// Logs, syncs, applies and answers one batch of writes (see the module docs).
-    fn write_batch(&mut self, batch: Vec<(Write, Reply<Result<Answer, ServiceError>>)>) {
+    fn write_batch(&mut self, mut batch: Vec<Queued>) {
         if let Some(reason) = &self.failed {
-            for (_, reply) in batch {
+            for (_, _, reply) in batch {
                 reply(Err(ServiceError::Failed(reason.clone())));
             }
             return;
@@ -675,7 +711,7 @@ impl Writer {
         {
             let store = self.store.read().expect("store lock");
             let mut gone: Vec<&str> = Vec::new();
-            for (write, _) in &batch {
+            for (write, _, _) in &batch {
                 records.push(match write {
                     Write::Put(doc) => {
                         let number = self.next_doc;
@@ -719,7 +755,7 @@ impl Writer {
             eprintln!("neardup serve: {reason}; refusing writes from now on");
             self.failed = Some(reason.clone());
             self.stats.lock().expect("stats lock").write_failure = Some(reason.clone());
-            for (_, reply) in batch {
+            for (_, _, reply) in batch {
                 reply(Err(ServiceError::Failed(reason.clone())));
             }
             return;
@@ -727,10 +763,15 @@ impl Writer {
         let mut answers = Vec::with_capacity(batch.len());
         {
             let mut store = self.store.write().expect("store lock");
-            for (record, (write, _)) in records.into_iter().zip(&batch) {
+            for (record, (write, asked, _)) in records.into_iter().zip(&mut batch) {
+                // Asked of the index the store still has (no checkpoint since), or again.
+                let base = asked
+                    .take()
+                    .filter(|asked| Arc::ptr_eq(&asked.base, store.shared_base()))
+                    .map(|asked| asked.found);
                 answers.push(match record {
                     Some(record) => {
-                        apply(&mut store, &mut self.live, &mut self.touched, record, None)
+                        apply(&mut store, &mut self.live, &mut self.touched, record, base)
                     }
                     None => match write {
                         Write::Delete(_) => Answer::Delete(None),
@@ -758,7 +799,7 @@ impl Writer {
             stats.writes += encoded.len() as u64;
             stats.batches += 1;
         }
-        for ((_, reply), answer) in batch.into_iter().zip(answers) {
+        for ((_, _, reply), answer) in batch.into_iter().zip(answers) {
             reply(Ok(answer));
         }
     }
@@ -1142,7 +1183,8 @@ fn base_neighbours(store: &Store, records: &[Record]) -> Vec<Vec<(u64, u32)>> {
 
 /// Applies one logged write to the store and the clusters (not yet committed), returning
 /// its answer (clusters filled in after the commit). `base`: a put's neighbours among the
-/// index's documents where they were asked beforehand ([`base_neighbours`]).
+/// index's documents where they were asked beforehand ([`base_neighbours`] in a replay,
+/// [`Service::submit`] for a write), removed ones included.
 fn apply(
     store: &mut Store,
     live: &mut LiveClusters,

@@ -10,6 +10,8 @@
 //!
 //! Only the writer thread changes a store (under the service's write lock); queries share it.
 
+use std::sync::Arc;
+
 use fxhash::{FxHashMap, FxHashSet};
 use neardup_core::TableDesign;
 use neardup_io::index::{merge_count, Checkpoint, DocEntry, DocView, Index};
@@ -35,7 +37,9 @@ pub struct Neighbour {
 
 /// The documents present (see the module docs).
 pub struct Store {
-    base: Index,
+    /// Shared with the puts that asked it beforehand ([`base_within`]), which the writer
+    /// trusts only while it is still this one.
+    base: Arc<Index>,
     design: TableDesign,
     /// Documents of the index replaced or deleted since it was opened.
     removed: FxHashSet<u64>,
@@ -67,6 +71,17 @@ pub struct Store {
     indexed: u64,
 }
 
+/// The documents of the index `base` within `k` of `fp`, as `(doc, hamming)`, removed ones
+/// included: the index's half of [`Store::within`], which a put asks before it reaches the
+/// writer (the service's `Asked`).
+pub(crate) fn base_within(base: &Index, fp: u64, k: u32) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    base.query(fp, k, |m| {
+        out.push((base.doc_id(m.generation, m.row), m.hamming))
+    });
+    out
+}
+
 /// A document's content digest as the index records it.
 ///
 /// Index format 2 stores each document's content digest in `docs.bin` (the run's
@@ -87,7 +102,7 @@ impl Store {
             .expect("the service refuses MinHash indexes before it opens them (Writer::open)")
             .clone();
         let mut store = Store {
-            base,
+            base: Arc::new(base),
             removed: FxHashSet::default(),
             written: WrittenDocs::new(design.tables()),
             design,
@@ -127,7 +142,7 @@ impl Store {
     /// back to be written ([`Store::settle`] puts it in place).
     pub(crate) fn rebase(&mut self, base: Index, saving: Saving) -> State {
         debug_assert_eq!(base.manifest().present().0, self.documents);
-        self.base = base;
+        self.base = Arc::new(base);
         let removed = std::mem::take(&mut self.removed);
         let loaded = std::mem::take(&mut self.loaded);
         let removed = (removed, saving.removed_ids);
@@ -153,6 +168,11 @@ impl Store {
     }
 
     pub fn base(&self) -> &Index {
+        &self.base
+    }
+
+    /// The index, to ask outside the lock ([`base_within`]).
+    pub(crate) fn shared_base(&self) -> &Arc<Index> {
         &self.base
     }
 
@@ -347,13 +367,8 @@ impl Store {
     /// sorted by doc number, as `(doc, hamming)`.
     pub fn within(&self, fp: u64, k: u32) -> Vec<(u64, u32)> {
         let k = k.min(self.design.k());
-        let mut out = Vec::new();
-        self.base.query(fp, k, |m| {
-            let doc = self.base.doc_id(m.generation, m.row);
-            if !self.removed.contains(&doc) {
-                out.push((doc, m.hamming));
-            }
-        });
+        let mut out = base_within(&self.base, fp, k);
+        out.retain(|(doc, _)| !self.removed.contains(doc));
         self.written
             .within(&self.design, fp, k, |doc, d| out.push((doc, d)));
         out.sort_unstable();
@@ -362,7 +377,8 @@ impl Store {
 
     /// [`Store::neighbours`] at the index's k where the index's part was asked beforehand:
     /// `base`, the index's documents within k of `fp` as `(doc, hamming)`, removed ones
-    /// included (a replay asks a whole chunk of the log's puts at once).
+    /// included (a replay asks a whole chunk of the log's puts at once; a write's caller
+    /// asks before the writer takes it).
     pub(crate) fn neighbours_from(
         &self,
         fp: u64,

@@ -622,6 +622,59 @@ fn a_log_left_by_a_crash_during_a_checkpoint_is_not_replayed_twice() {
     assert!(err.to_string().contains("serve.wal"), "{err}");
 }
 
+/// A put asked of the index before a checkpoint replaced it is asked again by the writer:
+/// its answer has the document the checkpoint moved into the index (written before it, so
+/// in neither the index it was asked of nor the documents written after the checkpoint).
+#[test]
+fn a_put_asked_before_a_checkpoint_is_asked_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let pool = pool();
+    make_base(&dir, &pool);
+    let service = open(&dir);
+    let n = pool.len() - 1;
+    let (a, b) = (0..n)
+        .flat_map(|a| (0..n).map(move |b| (a, b)))
+        .find(|&(a, b)| a != b && hamming(pool[a].simhash, pool[b].simhash) <= K)
+        .expect("the pool has near copies");
+    put_doc(&service, "w1", pool[a]);
+    let asked = service.ask(pool[b].simhash);
+    assert!(
+        !asked.found.iter().any(|&(doc, _)| doc >> FILE_SHIFT != 0),
+        "the index asked holds no written document"
+    );
+    service.checkpoint().unwrap();
+    let fresh = service.ask(pool[b].simhash);
+    assert!(!Arc::ptr_eq(&fresh.base, &asked.base));
+    let expected: Vec<(u64, u32)> = service
+        .query(pool[b].simhash, K, None)
+        .iter()
+        .map(|n| (n.doc_id, n.hamming))
+        .collect();
+    let w1 = service.get("w1").unwrap().doc_id;
+    assert!(expected.iter().any(|&(doc, _)| doc == w1), "{expected:?}");
+    let (tx, rx) = mpsc::channel();
+    let write = Write::Put(NewDoc {
+        id: "w2".into(),
+        simhash: pool[b].simhash,
+        digest: pool[b].digest,
+        empty: false,
+        url: None,
+        time: None,
+    });
+    let reply = Box::new(move |answer| {
+        let _ = tx.send(answer);
+    });
+    assert!(service
+        .send(Job::Write((write, Some(asked), reply)))
+        .is_none());
+    let Answer::Put(put) = rx.recv().unwrap().unwrap() else {
+        panic!("a put answered as a delete")
+    };
+    let found: Vec<(u64, u32)> = put.matches.iter().map(|n| (n.doc_id, n.hamming)).collect();
+    assert_eq!(found, expected);
+}
+
 fn put_doc(service: &Service, id: &str, content: Content) -> PutAnswer {
     let answer = service
         .write(Write::Put(NewDoc {
