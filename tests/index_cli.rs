@@ -96,8 +96,8 @@ fn index_files(index: &Path) -> Value {
 }
 
 /// Runs `args` with `--index` over `docs` at 1 and 2 workers and hands each run and its
-/// index to `check` (with the worker count); then checks that the index's files do not
-/// depend on the number of workers.
+/// index to `check` (with the worker count); then checks that the index's files and its
+/// saved state for `neardup serve` do not depend on the number of workers.
 fn at_one_and_two_workers(
     docs: &[Doc],
     args: &[&str],
@@ -112,7 +112,9 @@ fn at_one_and_two_workers(
         let mut run = vec!["-w", workers, "--index", s(&index)];
         run.extend_from_slice(args);
         run_ok(&out, &run, &[&input]);
-        generations.push(index_files(&index));
+        // The saved state of `neardup serve` too (a simhash index's).
+        let state = std::fs::read(index.join("serve-state.bin")).ok();
+        generations.push((index_files(&index), state));
         check(&input, &out, &index, workers);
     }
     assert_eq!(generations[0], generations[1]);
@@ -353,6 +355,19 @@ fn parquet_matches(file: &Path) -> BTreeMap<(String, u64), (Value, Value)> {
 /// A small corpus run with `args` and `--index`: (the temporary directory, the input, the
 /// index).
 fn small_index(args: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let (dir, input, index, _) = small_index_run(args);
+    (dir, input, index)
+}
+
+/// [`small_index`], with the run's output.
+fn small_index_run(
+    args: &[&str],
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::process::Output,
+) {
     let dir = tempfile::tempdir().unwrap();
     let input = write(
         &dir.path().join("corpus.jsonl"),
@@ -361,8 +376,35 @@ fn small_index(args: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, std::pa
     let index = dir.path().join("index");
     let mut run = args.to_vec();
     run.extend(["--index", s(&index)]);
-    run_ok(&dir.path().join("out"), &run, &[&input]);
-    (dir, input, index)
+    let output = run_ok(&dir.path().join("out"), &run, &[&input]);
+    (dir, input, index, output)
+}
+
+/// `run --index` leaves a simhash index ready for `neardup serve`: its saved state written,
+/// the very bytes the service's first start computes without it, and read, not computed,
+/// by a start; `--no-serve-state` leaves it to that start; a MinHash index has none.
+#[test]
+fn a_run_leaves_its_index_ready_to_serve() {
+    let (_dir, _, index, output) = small_index_run(&[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("serve state: "), "{stderr}");
+    let state = index.join("serve-state.bin");
+    let written = std::fs::read(&state).expect("run --index writes the saved state");
+    let modified = std::fs::metadata(&state).unwrap().modified().unwrap();
+    drop(common::serve::Server::start(&index, &[]));
+    assert_eq!(
+        std::fs::metadata(&state).unwrap().modified().unwrap(),
+        modified
+    );
+    std::fs::remove_file(&state).unwrap();
+    drop(common::serve::Server::start(&index, &[]));
+    assert_eq!(std::fs::read(&state).unwrap(), written);
+
+    let (_dir, _, bare, output) = small_index_run(&["--no-serve-state"]);
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("serve state"));
+    assert!(!bare.join("serve-state.bin").exists());
+    let (_dir, _, minhash) = small_index(&MINHASH);
+    assert!(!minhash.join("serve-state.bin").exists());
 }
 
 #[test]
@@ -438,6 +480,8 @@ fn what_does_not_fit_the_index_is_refused() {
     let mut damaged = bytes.clone();
     let last = damaged.len() - 1;
     damaged[last] ^= 0x40;
+    // The run checked and recorded every file (for `neardup serve`'s first start).
+    let record = std::fs::read(index.join("verified.json")).expect("the run's record");
     let sound = neardup()
         .args(["index", "verify", s(&index)])
         .output()
@@ -456,8 +500,9 @@ fn what_does_not_fit_the_index_is_refused() {
         neardup().args(["index", "verify", s(&index)]),
         &["table-007.bin: damaged index: checksum"],
     );
-    assert!(
-        !index.join("verified.json").exists(),
+    assert_eq!(
+        std::fs::read(index.join("verified.json")).unwrap(),
+        record,
         "index verify writes nothing"
     );
     // A truncated one.

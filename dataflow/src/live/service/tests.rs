@@ -675,6 +675,37 @@ fn a_put_asked_before_a_checkpoint_is_asked_again() {
     assert_eq!(found, expected);
 }
 
+/// `prepare` writes the state a first start would compute, byte for byte, and records the
+/// index's files as checked; over a current state it computes nothing.
+#[test]
+fn prepare_writes_the_state_a_first_start_computes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("idx");
+    let pool = pool();
+    let model = make_base(&dir, &pool);
+    let done = prepare(&dir).unwrap().expect("a simhash index");
+    assert!(done.computed);
+    let clusters = model.clusters();
+    let labels: BTreeSet<u64> = clusters.values().map(|&(label, _)| label).collect();
+    assert!(!labels.is_empty(), "the base has near copies");
+    let expected = (labels.len() as u64, clusters.len() as u64);
+    assert_eq!((done.clusters, done.clustered), expected);
+    assert!(dir
+        .join(neardup_io::index::verified::VERIFIED_FILE)
+        .is_file());
+    let prepared = std::fs::read(dir.join(STATE_FILE)).unwrap();
+    let again = prepare(&dir).unwrap().unwrap();
+    assert!(!again.computed);
+    assert_eq!(
+        (again.clusters, again.clustered),
+        (done.clusters, done.clustered)
+    );
+    std::fs::remove_file(dir.join(STATE_FILE)).unwrap();
+    let service = open(&dir);
+    service.shutdown().unwrap();
+    assert_eq!(std::fs::read(dir.join(STATE_FILE)).unwrap(), prepared);
+}
+
 fn put_doc(service: &Service, id: &str, content: Content) -> PutAnswer {
     let answer = service
         .write(Write::Put(NewDoc {
