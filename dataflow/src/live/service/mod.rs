@@ -697,21 +697,15 @@ impl Writer {
         self.last_checkpoint = Instant::now();
     }
 
-    /// Logs, syncs, applies and answers one batch of writes (see the module docs).
-    fn write_batch(&mut self, mut batch: Vec<Queued>) {
-        if let Some(reason) = &self.failed {
-            for (_, _, reply) in batch {
-                reply(Err(ServiceError::Failed(reason.clone())));
-            }
-            return;
-        }
-        // The records: only the writer changes the store, so what is present now is what
-        // the batch applies to.
+    /// The log records of a batch's writes (`None`: a delete of nothing, which changes
+    /// nothing and is not logged), numbering its puts. Only the writer changes the store,
+    /// so what is present now is what the batch applies to.
+    fn records(&mut self, batch: &[Queued]) -> Vec<Option<Record>> {
         let mut records = Vec::with_capacity(batch.len());
         {
             let store = self.store.read().expect("store lock");
             let mut gone: Vec<&str> = Vec::new();
-            for (write, _, _) in &batch {
+            for (write, _, _) in batch {
                 records.push(match write {
                     Write::Put(doc) => {
                         let number = self.next_doc;
@@ -743,6 +737,18 @@ impl Writer {
                 });
             }
         }
+        records
+    }
+
+    /// Logs, syncs, applies and answers one batch of writes (see the module docs).
+    fn write_batch(&mut self, mut batch: Vec<Queued>) {
+        if let Some(reason) = &self.failed {
+            for (_, _, reply) in batch {
+                reply(Err(ServiceError::Failed(reason.clone())));
+            }
+            return;
+        }
+        let records = self.records(&batch);
         let encoded: Vec<Vec<u8>> = records.iter().flatten().map(Record::encode).collect();
         let logged = if encoded.is_empty() {
             Ok(())
