@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `neardup serve` under many writes (docs/performance.md, "Serving a crawl"): over an index
 # of N documents (`examples/serve_bench.rs make-index`, as scripts/bench/serve.sh makes it),
-# queries with 4 and 16 clients, then PUT_SECS of 5 KB page puts with 16 clients, the heap
+# queries with 4 and 16 clients, then FOUR_SECS of 5 KB page puts with 4 clients and
+# PUT_SECS with 16, the heap
 # each written document costs, queries again, a checkpoint's time and the heap after it,
 # then puts, kill -9 and the time to recover.
 #
@@ -51,6 +52,9 @@ start "$WORK/index"
 "$BENCH" query "$ADDR" 16 "$SECS" "$N" > /dev/null
 for clients in 4 16; do "$BENCH" query "$ADDR" "$clients" "$SECS" "$N"; done
 HEAP0=$(anon_kib "$PID")
+# PUTs with 4 clients first (FOUR_SECS, default 10: new pages of their own), then the
+# PUT_SECS of 16.
+"$BENCH" put "$ADDR" 4 "${FOUR_SECS:-10}" four
 "$BENCH" put "$ADDR" 16 "$PUT_SECS"
 WRITTEN=$(stat_field written_since_checkpoint)
 HEAP1=$(anon_kib "$PID")
