@@ -64,6 +64,38 @@ impl Checked {
     }
 }
 
+/// What the file system says of one version of a file: its size, device, inode,
+/// modification and status-change times, as a [`Record`] entry keeps them. For the files
+/// beside an index that are not the index's own (`neardup serve`'s saved state), whose
+/// owners keep their own record of having checked them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    bytes: u64,
+    device: u64,
+    inode: u64,
+    modified_ns: i128,
+    changed_ns: i128,
+}
+
+impl Identity {
+    pub fn of(meta: &Metadata) -> Identity {
+        let (device, inode, modified_ns, changed_ns) = identity(meta);
+        Identity {
+            bytes: meta.len(),
+            device,
+            inode,
+            modified_ns,
+            changed_ns,
+        }
+    }
+
+    /// Whether a file that has this identity now is the version that had `then`: never
+    /// where the platform gives no status-change time.
+    pub fn same_as(&self, then: &Identity) -> bool {
+        self.changed_ns >= 0 && self == then
+    }
+}
+
 #[cfg(unix)]
 fn identity(meta: &Metadata) -> (u64, u64, i128, i128) {
     use std::os::unix::fs::MetadataExt;
