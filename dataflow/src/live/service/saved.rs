@@ -643,11 +643,14 @@ mod tests {
 
     const K: u32 = 3;
 
+    /// A document of [`index`]: its number, id, fingerprint, and whether it is empty.
+    type Doc = (u64, Option<String>, u64, bool);
+
     /// An index of two generations: centres with near copies (some chains: a copy near
     /// the previous copy, not the centre), far documents, empty ones, some without ids,
     /// some ids given twice; the cluster column as a run might have it (every fourth
     /// document's differs from the service's).
-    fn index(dir: &Path, seed: u64) -> Vec<(u64, Option<String>, u64, bool)> {
+    fn index(dir: &Path, seed: u64) -> Vec<Doc> {
         let spec = IndexSpec {
             scheme: "simhash-doc".into(),
             fingerprint: json!({"test": true}),
@@ -703,7 +706,7 @@ mod tests {
     }
 
     /// The simple version: union-find over every pair of non-empty documents within k.
-    fn brute_force(all: &[(u64, Option<String>, u64, bool)]) -> Vec<(u64, u64)> {
+    fn brute_force(all: &[Doc]) -> Vec<(u64, u64)> {
         let mut uf = UnionFind::new();
         let live: Vec<_> = all.iter().filter(|d| !d.3).collect();
         for a in &live {
@@ -755,17 +758,26 @@ mod tests {
         }
     }
 
+    /// The index of `seed` at `dir` ([`index`]'s documents), its stamp, and its state
+    /// computed.
+    fn computed(dir: &Path, seed: u64) -> (Vec<Doc>, u64, Computed) {
+        let all = index(dir, seed);
+        let base = Index::open(dir, Verify::Checksums).unwrap();
+        (all, stamp(base.manifest()), compute(&base, K))
+    }
+
     #[test]
     fn a_state_reads_back_and_a_stale_or_damaged_one_is_not_used() {
         let tmp = tempfile::tempdir().unwrap();
-        let all = index(tmp.path(), 3);
-        let base = Index::open(tmp.path(), Verify::Checksums).unwrap();
-        let stamp = stamp(base.manifest());
-        let Computed {
-            mut ids,
-            mut labels,
-            ..
-        } = compute(&base, K);
+        let (
+            all,
+            stamp,
+            Computed {
+                mut ids,
+                mut labels,
+                ..
+            },
+        ) = computed(tmp.path(), 3);
         let dir = tmp.path();
         assert_eq!(Saved::open(dir, stamp, K).err(), Some(Unused::Absent));
         Saved::write(dir, stamp, K, &mut ids, &mut labels, true).unwrap();
@@ -834,14 +846,15 @@ mod tests {
     #[test]
     fn a_state_is_checked_whole_once() {
         let tmp = tempfile::tempdir().unwrap();
-        index(tmp.path(), 4);
-        let base = Index::open(tmp.path(), Verify::Checksums).unwrap();
-        let stamp = stamp(base.manifest());
-        let Computed {
-            mut ids,
-            mut labels,
-            ..
-        } = compute(&base, K);
+        let (
+            _,
+            stamp,
+            Computed {
+                mut ids,
+                mut labels,
+                ..
+            },
+        ) = computed(tmp.path(), 4);
         let dir = tmp.path();
         Saved::write(dir, stamp, K, &mut ids, &mut labels, false).unwrap();
         let (path, record) = (dir.join(STATE_FILE), dir.join(CHECKED_FILE));
