@@ -65,9 +65,9 @@ impl Checked {
 }
 
 /// What the file system says of one version of a file: its size, device, inode,
-/// modification and status-change times, as a [`Record`] entry keeps them. For the files
-/// beside an index that are not the index's own (`neardup serve`'s saved state), whose
-/// owners keep their own record of having checked them.
+/// modification and status-change times, as an entry of [`VERIFIED_FILE`] keeps them. For
+/// the files beside an index that are not the index's own (`neardup serve`'s saved state),
+/// whose owners keep their own record of having checked them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     bytes: u64,
