@@ -955,12 +955,8 @@ impl Writer {
 /// start-up computes it again).
 fn write_state(dir: &Path, stamp: u64, state: &State) -> Saved {
     let k = state.k();
-    let written = Saved::write_lists(dir, stamp, k, state.lists(), false).and_then(|()| {
-        Saved::open(dir, stamp, k).map_err(|why| ServiceError::BadState {
-            path: dir.join(STATE_FILE),
-            reason: format!("{why:?}"),
-        })
-    });
+    let written = Saved::write_lists(dir, stamp, k, state.lists(), false)
+        .and_then(|()| read_back(dir, stamp, k));
     written.unwrap_or_else(|e| {
         eprintln!("neardup serve: {e}; keeping the index's state in memory (a start-up will compute it again)");
         let mut ids: Vec<(u64, u64)> = state.id_pairs().collect();
@@ -990,6 +986,14 @@ fn open_state(dir: &Path, base: &Index) -> Saved {
         computed.labels,
         computed.reclustered,
     )
+}
+
+/// The state just written at `dir`, mapped; one that does not read back is an error.
+fn read_back(dir: &Path, stamp: u64, k: u32) -> Result<Saved, ServiceError> {
+    Saved::open(dir, stamp, k).map_err(|why| ServiceError::BadState {
+        path: dir.join(STATE_FILE),
+        reason: format!("{why:?}"),
+    })
 }
 
 /// What [`prepare`] did to an index.
@@ -1024,11 +1028,7 @@ pub fn prepare(dir: &Path) -> Result<Option<Prepared>, ServiceError> {
             let mut state = saved::compute(&base, k);
             let (ids, labels) = (&mut state.ids, &mut state.labels);
             Saved::write(dir, stamp, k, ids, labels, state.reclustered)?;
-            let saved = Saved::open(dir, stamp, k).map_err(|why| ServiceError::BadState {
-                path: dir.join(STATE_FILE),
-                reason: format!("{why:?}"),
-            })?;
-            (saved, true)
+            (read_back(dir, stamp, k)?, true)
         }
     };
     let (clusters, clustered) = saved.counts();
@@ -1050,12 +1050,8 @@ fn save_state(
     reclustered: bool,
 ) -> Saved {
     let (stamp, k) = (saved::stamp(base.manifest()), base.manifest().k);
-    let written = Saved::write(dir, stamp, k, &mut ids, &mut labels, reclustered).and_then(|()| {
-        Saved::open(dir, stamp, k).map_err(|why| ServiceError::BadState {
-            path: dir.join(STATE_FILE),
-            reason: format!("{why:?}"),
-        })
-    });
+    let written = Saved::write(dir, stamp, k, &mut ids, &mut labels, reclustered)
+        .and_then(|()| read_back(dir, stamp, k));
     written.unwrap_or_else(|e| {
         eprintln!("neardup serve: {e}; keeping the index's state in memory (a start-up will compute it again)");
         Saved::in_memory(stamp, k, &mut ids, &mut labels, reclustered)
