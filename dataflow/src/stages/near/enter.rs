@@ -30,6 +30,7 @@ use crate::operators::CollectComplete;
 use crate::progress::Progress;
 use crate::records::{DocFp, TableRecord};
 use crate::report::SearchPlan;
+use crate::stages::read::PACING_RETRY;
 use crate::worker::WorkerCtx;
 
 /// Fingerprints entered in the tables per activation: a round goes out in chunks, so the
@@ -113,12 +114,15 @@ impl TableEntry {
     pub fn next(&mut self, pending: impl Fn(u64) -> bool) -> io::Result<Next> {
         let (rounds, _) = self.plan.expect("planned before entering");
         if self.replay.is_none() {
+            // Once the last round is entered there is nothing to wait for: its search goes
+            // on without this operator (which used to re-activate itself until the search
+            // was over: at 16 workers, 26,000 times a worker in a run of 100,000 documents).
+            if self.round == rounds {
+                return Ok(Next::Finished);
+            }
             // Round r goes out at time r + 1, once round r - 1 (time r) has been searched.
             if self.round > 0 && pending(self.round as u64) {
                 return Ok(Next::Wait);
-            }
-            if self.round == rounds {
-                return Ok(Next::Finished);
             }
             self.replay = Some(self.held.replay()?);
         }
@@ -257,7 +261,8 @@ pub fn table_records<'s>(
                 });
                 match entry.next(|time| searched.less_equal(&time)) {
                     Ok(Next::Wait) => {
-                        activator.activate();
+                        // The probe wakes no one: look again shortly, parked meanwhile.
+                        activator.activate_after(PACING_RETRY);
                         return;
                     }
                     Ok(Next::Finished) => {
@@ -394,7 +399,7 @@ fn plan_rounds(
 
 /// The workers that `fp`'s tables in `lanes` (at most 64) send it to, each with the mask of
 /// its lanes (bit `i` for lane `lanes.start + i`).
-fn group_by_worker(
+pub(super) fn group_by_worker(
     keys: &Keys,
     lanes: Range<usize>,
     fp: u64,
@@ -411,8 +416,15 @@ fn group_by_worker(
         groups.push((0, all));
         return;
     }
+    // The lanes of a route group go to one worker: its route is computed once.
+    let mut last: Option<(u64, u64)> = None;
     for lane in lanes.clone() {
-        let worker = keys.worker(lane as u32, fp, peers);
+        let group = keys.route_group(lane as u32);
+        let worker = match last {
+            Some((g, worker)) if g == group => worker,
+            _ => keys.worker(lane as u32, fp, peers),
+        };
+        last = Some((group, worker));
         let bit = 1u64 << (lane - lanes.start);
         match groups.iter_mut().find(|(w, _)| *w == worker) {
             Some((_, mask)) => *mask |= bit,
@@ -493,9 +505,15 @@ mod tests {
         assert_eq!((planned, per_round), (rounds, 16usize.div_ceil(rounds)));
         let mut by_round: Vec<Vec<TableRecord>> = Vec::new();
         loop {
-            // The search is still busy with the round just entered: wait.
+            // The search is still busy with the round just entered: wait, unless it was
+            // the last.
             if !by_round.is_empty() {
-                assert_eq!(entry.next(|_| true).unwrap(), Next::Wait);
+                let waits = if by_round.len() < rounds {
+                    Next::Wait
+                } else {
+                    Next::Finished
+                };
+                assert_eq!(entry.next(|_| true).unwrap(), waits);
             }
             match entry.next(|_| false).unwrap() {
                 Next::Finished => break,

@@ -86,6 +86,16 @@ impl Keys {
         }
     }
 
+    /// `lane`'s route group (its group's first lane): lanes of one group route every
+    /// value to the same worker ([`Keys::worker`]). A band is its own group.
+    #[inline]
+    pub fn route_group(&self, lane: u32) -> u64 {
+        match self {
+            Keys::Tables { routes, .. } => routes[lane as usize].0,
+            Keys::Bands => lane as u64,
+        }
+    }
+
     /// The key of `value` in `lane`.
     #[inline]
     pub fn key(&self, lane: u32, value: u64) -> u64 {
