@@ -752,3 +752,72 @@ fn minhash_stars_remove_only_documents_alike_their_kept_one() {
         }
     }
 }
+
+/// MinHash mode sends each document to its signature's worker before the exact stage, so
+/// that the fold of equal signatures needs no exchange of its own: exact copies must still
+/// meet there, and so must equal signatures. Texts that differ only in stop words have one
+/// signature under different exact keys; copies that differ only in case have one exact
+/// key. The counts of both folds, known from how the corpus was made, hold at 1 to 4
+/// workers (a fold that missed a member on another worker would find it in the bands
+/// instead, once per band).
+#[test]
+fn minhash_exact_copies_and_equal_signatures_meet_at_any_parallelism() {
+    use neardup_core::features::StopWords;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut state = 29u64;
+    let mut texts = Vec::new();
+    let (mut copies, mut variants) = (0u64, 0u64);
+    for i in 0..40 {
+        let words: Vec<String> = (0..60)
+            .map(|_| format!("w{}", splitmix64(&mut state) % 50_000))
+            .collect();
+        texts.push(words.join(" "));
+        if i % 2 == 0 {
+            texts.push(words.join(" ").to_uppercase());
+            copies += 1;
+        }
+        if i % 3 == 0 {
+            for stop in ["the", "and"] {
+                let mut with = words.clone();
+                with.insert(20, stop.to_string());
+                with.insert(45, stop.to_string());
+                texts.push(with.join(" "));
+                variants += 1;
+            }
+        }
+    }
+    let corpus = tmp.path().join("signatures.jsonl");
+    let lines: Vec<String> = texts
+        .iter()
+        .map(|t| serde_json::json!({ "text": t }).to_string())
+        .collect();
+    std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+    for workers in 1..=4 {
+        let files = expand_inputs(&[corpus.display().to_string()], false).unwrap();
+        let config = JobConfig::builder(
+            JobInput::Documents {
+                files,
+                fields: FieldSpec::default(),
+            },
+            tmp.path().join(format!("w{workers}")),
+        )
+        .scheme(Scheme::minhash().with_stop_words(StopWords::english()))
+        .threshold(Some(0.8))
+        .parallelism(Parallelism::local(workers))
+        .build()
+        .unwrap();
+        let counts = run(config).counts;
+        assert_eq!(
+            (counts.exact_groups, counts.exact_duplicates),
+            (copies, copies),
+            "{workers} workers"
+        );
+        // Each variant is one candidate, with its signature's representative, and a pair:
+        // the same shingles, so a Jaccard similarity of 1.
+        assert_eq!(
+            (counts.candidates, counts.near_pairs),
+            (variants, variants),
+            "{workers} workers"
+        );
+    }
+}

@@ -4,18 +4,22 @@
 //!
 //! The simple version enters every signature in the bands, where `n` documents sharing one
 //! signature (equal shingle sets under different exact keys) share every band and make
-//! `n(n-1)/2` candidates per band. Instead they meet on one worker (exchanged by a hash of
-//! their band keys), the smallest `doc_id` goes on to the bands, and every other member
-//! becomes one candidate pair with it, verified like any other: an identical signature is
-//! an estimate, not proof that the Jaccard similarity reaches `--min-jaccard`. The
-//! representative's candidates stand for the group.
+//! `n(n-1)/2` candidates per band. Instead they meet on one worker (by a hash of their band
+//! keys, [`signature_route`]), the smallest `doc_id` goes on to the bands, and every other
+//! member becomes one candidate pair with it, verified like any other: an identical
+//! signature is an estimate, not proof that the Jaccard similarity reaches
+//! `--min-jaccard`. The representative's candidates stand for the group.
+//!
+//! The documents cross to that worker before the exact stage, which routes MinHash
+//! documents by the same hash ([`crate::stages::exact`]): the fold takes its worker's
+//! representatives where they are, with no exchange of its own.
 
 use std::rc::Rc;
 
 use neardup_core::mix::mix2;
 use neardup_io::spill::SpillRecord;
 use serde::{Deserialize, Serialize};
-use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::StreamVec;
 
 use crate::config::SIGNATURES_SORT_SHARE;
@@ -25,7 +29,8 @@ use crate::records::{DocFp, Edge, EdgeKind, HeldDoc};
 use crate::worker::WorkerCtx;
 
 /// Splits representatives into one per distinct signature (band keys), which go on to the
-/// bands, and candidate pairs linking every other document of a signature to it.
+/// bands, and candidate pairs linking every other document of a signature to it. `docs`
+/// must be on their signature's worker ([`signature_route`], as the exact stage sends them).
 ///
 /// The simple version collects the worker's documents in a `Vec`, sorts it by signature
 /// and folds each run of equal ones; here the sort is external ([`SortComplete`], within
@@ -37,7 +42,8 @@ pub fn fold_signatures<'s>(
 ) -> (StreamVec<'s, u64, DocFp>, StreamVec<'s, u64, Edge>) {
     let (end_ctx, fail_ctx) = (ctx.clone(), ctx.clone());
     docs.sort_complete_split(
-        Exchange::new(ctx.meter("signatures", |d: &DocFp| signature_route(&d.bands))),
+        // Already on their signature's worker: the exact stage sent them there.
+        Pipeline,
         "FoldSignatures",
         ctx.sort::<BySignature>("signatures", SIGNATURES_SORT_SHARE),
         Group::default(),
@@ -54,8 +60,9 @@ pub fn fold_signatures<'s>(
     )
 }
 
-/// Equal signatures meet on one worker.
-fn signature_route(bands: &[u64]) -> u64 {
+/// Equal signatures meet on one worker: the route of a MinHash document's exact stage and
+/// so of its fold.
+pub fn signature_route(bands: &[u64]) -> u64 {
     bands.iter().fold(0, |h, &b| mix2(h, b))
 }
 
