@@ -1325,7 +1325,7 @@ fn a_memory_limit_sets_the_rounds_or_spills_when_they_cannot_meet_it() {
     // block, dataflow/src/stages/near/keys.rs), so 4 rounds.
     let (n, w) = (plan["fingerprints"].as_u64().unwrap(), 4u64);
     // See dataflow/src/stages/near/rounds.rs: the search plans within 0.3 of the limit.
-    let one_table_rounds = n * 96 + n * 16 + n * 24;
+    let one_table_rounds = n * 96 + n * 24 + n * 24;
     let out = dir.path().join("rounds");
     let limit = (one_table_rounds * 10 / 3 + 10).to_string();
     run_ok(&out, &["-w", "4", "--memory-limit", &limit], &[&input]);

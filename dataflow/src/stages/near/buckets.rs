@@ -67,7 +67,9 @@ pub fn search(
 /// of the records, a branch per record that the processor could not predict. Lanes routed
 /// together (a route group, [`Keys`]) are held by the same records, so here the indices are
 /// listed once and the list is kept for the next lane while it still holds exactly that
-/// lane's records: no fewer (the counts agree) and none without it (each is checked).
+/// lane's records: no fewer (the counts agree) and none without it (each is checked). The
+/// list holds an index per record of the lane, 8 bytes beside the grouper's 16 of each
+/// entry ([`ENTRY_BYTES`](super::rounds::ENTRY_BYTES) counts both).
 #[derive(Default)]
 struct LaneMembers {
     /// Lanes some record holds, lanes every record holds.
@@ -115,9 +117,11 @@ impl LaneMembers {
             && self.list.iter().all(|&i| lanes[i] & mask != 0);
         if !still {
             // Without a branch per record: each index is written, and kept (the length
-            // moves past it) only if its record holds the lane.
+            // moves past it) only if its record holds the lane. The list is as long as the
+            // lane's records, and a slot more for the writes after the last of them.
+            let held = self.counts[bit as usize];
             self.list.clear();
-            self.list.resize(lanes.len(), 0);
+            self.list.resize(held + 1, 0);
             let mut kept = 0;
             for (i, &l) in lanes.iter().enumerate() {
                 self.list[kept] = i;

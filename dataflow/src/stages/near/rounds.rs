@@ -29,8 +29,10 @@ use crate::stages::near::spill::{
 /// Bytes per table record in the search: the record (40), room for the stash to grow (40),
 /// and the compact copy of its value and lanes (16).
 pub const RECORD_BYTES: u64 = 96;
-/// Bytes per entry of the lane being grouped: the packed key and its sort buffer.
-pub const ENTRY_BYTES: u64 = 16;
+/// Bytes per entry of the lane being grouped: the packed key and its sort buffer (16),
+/// and, where records hold some of the lanes only (several workers), the list of the
+/// lane's records (8; `buckets::LaneMembers`).
+pub const ENTRY_BYTES: u64 = 24;
 /// Bytes per fingerprint waiting to be entered in a later round (its id, fingerprint, rank).
 pub const WAITING_BYTES: u64 = 24;
 /// The share of a process's `--memory-limit` the table search plans within. The other
